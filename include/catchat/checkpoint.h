@@ -1,0 +1,35 @@
+/* Checkpoints: model tensors under model.md's names (F32), optionally the
+ * AdamW moments (opt.m.<name>, opt.v.<name>) and the run state in
+ * __metadata__, so --resume continues the same run. */
+#ifndef CATCHAT_CHECKPOINT_H
+#define CATCHAT_CHECKPOINT_H
+
+#include "catchat/config.h"
+#include "catchat/layout.h"
+#include "catchat/optim.h"
+#include "catchat/rng.h"
+
+typedef struct cc_run_state {
+    long step;        /* steps taken (including skipped ones) */
+    cc_opt_counts counts;
+    cc_scaler scaler;
+    uint64_t data_pos; /* batches consumed */
+    double running_loss; /* telemetry's running mean, so a resumed CSV continues it */
+    cc_rng rng;
+} cc_run_state;
+
+/* m and v may be NULL (weights only); state may be NULL. */
+int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *lay,
+                       const float *params, const float *m, const float *v,
+                       const cc_run_state *state);
+
+/* Read the config stored in a checkpoint's metadata over *cfg. Returns 1 if
+ * the file holds one, 0 if not, -1 on error. */
+int cc_checkpoint_read_config(const char *path, cc_config *cfg);
+
+/* Load tensors into params (and m, v when non-NULL and present). *has_moments
+ * and *has_state tell what the file held; missing state starts fresh. */
+int cc_checkpoint_load(const char *path, const cc_layout *lay, float *params, float *m,
+                       float *v, int *has_moments, cc_run_state *state, int *has_state);
+
+#endif

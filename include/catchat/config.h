@@ -1,0 +1,60 @@
+/* The run configuration: every key of formats.md, typed, range-checked and
+ * with a default. The key table in config.c is the single source of truth for
+ * names, types, ranges, defaults and help text. */
+#ifndef CATCHAT_CONFIG_H
+#define CATCHAT_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "catchat/util.h"
+
+typedef struct cc_config {
+    /* [model] */
+    int vocab_size, d_model, n_layers, n_heads, ctx_window, seq_len;
+    double rms_eps, rms_floor, inv_rms_max;
+    /* [train] */
+    int batch_size;
+    long max_steps, warmup_steps, eval_interval, eval_batches, checkpoint_interval;
+    double lr, lr_min, weight_decay, beta1, beta2, adam_eps, max_grad_norm;
+    double grad_h_clamp, ctx_grad_clamp;
+    uint64_t seed;
+    /* [precision] */
+    int loss_scale_dynamic; /* 1: GradScaler-style; 0: static loss_scale */
+    double loss_scale, init_scale;
+    long scale_growth_interval;
+    /* [data] */
+    char train[CC_PATH_MAX], val[CC_PATH_MAX];
+    /* [run] */
+    char device[8]; /* auto, cpu, gpu */
+    char out_dir[CC_PATH_MAX];
+} cc_config;
+
+/* Fill every key with its default. */
+void cc_config_defaults(cc_config *c);
+
+/* Read an INI file over the current values. 0 on success; on failure one line
+ * naming the file, line and key has been printed. */
+int cc_config_load(cc_config *c, const char *path);
+
+/* Apply one "key=value" or "section.key=value" override (from --set). */
+int cc_config_set_arg(cc_config *c, const char *assignment);
+
+/* Set one key by section and name from text; `origin` names where the text
+ * came from in error messages ("configs/x.ini:12", "--set"). */
+int cc_config_set(cc_config *c, const char *section, const char *key, const char *value,
+                  const char *origin);
+
+/* Checks that span several keys (n_heads divides d_model, ...). */
+int cc_config_validate(const cc_config *c, const char *origin);
+
+/* The resolved config as INI text, and as a JSON object string (malloc'd). */
+void cc_config_print(const cc_config *c, FILE *f);
+char *cc_config_to_json(const cc_config *c);
+/* Apply a JSON object {section: {key: value}} as produced by cc_config_to_json. */
+int cc_config_from_json(cc_config *c, const char *json, const char *origin);
+
+/* Walk the key table (for docs and --help): returns 0 past the end. */
+int cc_config_key_info(int index, const char **section, const char **key,
+                       const char **default_text, const char **help);
+
+#endif

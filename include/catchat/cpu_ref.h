@@ -1,0 +1,38 @@
+/* The CPU reference of model.md, in plain C. The same sources are compiled
+ * twice: with `real` = float (names as written: cpu_rmsnorm_forward, ...) for
+ * training and as the ladder's reference, and with `real` = double (names with
+ * an _f64 suffix) for the finite-difference gradient check. The declarations
+ * live in cpu_ref_api.inc, included once per precision. */
+#ifndef CATCHAT_CPU_REF_H
+#define CATCHAT_CPU_REF_H
+
+#include <stddef.h>
+#include "catchat/layout.h"
+
+/* Constants of RMSNorm with its guards (model.md). */
+typedef struct cc_norm_consts { double eps, floor, inv_max; } cc_norm_consts;
+static inline cc_norm_consts cc_norm_consts_of(const cc_dims *d)
+{
+    cc_norm_consts n = { d->rms_eps, d->rms_floor, d->inv_rms_max };
+    return n;
+}
+
+/* Scored-position counts for loss / top-1 / top-5. */
+typedef struct cc_score {
+    double loss_sum; /* sum of CE over scored positions (nats) */
+    long scored, top1, top5;
+} cc_score;
+
+#define CC_R float
+#define CC_FN(name) name
+#include "catchat/cpu_ref_api.inc"
+#undef CC_R
+#undef CC_FN
+
+#define CC_R double
+#define CC_FN(name) name##_f64
+#include "catchat/cpu_ref_api.inc"
+#undef CC_R
+#undef CC_FN
+
+#endif

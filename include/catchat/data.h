@@ -1,0 +1,47 @@
+/* Token data (formats.md): raw text through the byte tokenizer, or `.bin`
+ * shards (256 int32 header: magic 20240520, version 1, token count; then
+ * uint16 tokens), told apart by content, not by name. */
+#ifndef CATCHAT_DATA_H
+#define CATCHAT_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CC_SHARD_MAGIC 20240520
+#define CC_SHARD_VERSION 1
+#define CC_SHARD_HEADER_INTS 256
+
+typedef struct cc_tokens {
+    uint16_t *tok;
+    size_t n;
+    int is_shard;
+    char path[1024];
+} cc_tokens;
+
+/* Load a file; every id must be < vocab_size. One-line errors name the file. */
+int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size);
+void cc_tokens_free(cc_tokens *t);
+
+/* Batches of B windows of T+1 tokens (x = first T, y = last T). Window k
+ * starts at token k·T. Training visits the windows in an order shuffled per
+ * epoch from the seed; the batch is a pure function of (seed, position), so a
+ * resumed run sees exactly the data the straight run would. */
+typedef struct cc_loader {
+    const cc_tokens *src;
+    int B, T;
+    size_t nwin;
+    int shuffle;
+    uint64_t seed;
+    long perm_epoch;  /* epoch whose permutation is in perm, -1 none */
+    uint32_t *perm;
+} cc_loader;
+
+int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffle, uint64_t seed);
+void cc_loader_free(cc_loader *ld);
+/* Fill x[B,T], y[B,T] with batch number `index` (0, 1, 2, ...). */
+void cc_loader_batch(cc_loader *ld, uint64_t index, int *x, int *y);
+
+/* Refuse a train/val pair that is the same file (they must never overlap). */
+int cc_data_check_split(const char *train, const char *val);
+
+#endif

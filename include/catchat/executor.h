@@ -1,0 +1,49 @@
+/* An executor runs the model's forward and backward passes and the
+ * element-wise parts of the optimizer step on one device. The training loop,
+ * evaluation and dump-state talk to this interface only, so the CPU reference
+ * and the GPU path plug into the same loop; optim.c holds the decisions
+ * (norm, clip, skip, loss scale) shared by both. */
+#ifndef CATCHAT_EXECUTOR_H
+#define CATCHAT_EXECUTOR_H
+
+#include "catchat/config.h"
+#include "catchat/cpu_ref.h"
+#include "catchat/layout.h"
+
+typedef struct cc_executor cc_executor;
+
+typedef struct cc_executor_ops {
+    /* Zero gradients, run forward and backward on x, y [B,T]; the gradient
+     * buffer then holds gradients of loss·loss_scale. Returns the mean loss. */
+    double (*forward_backward)(cc_executor *ex, const int *x, const int *y, double loss_scale);
+    /* Forward only; adds loss sum, scored, top-1, top-5 into *score. */
+    void (*score)(cc_executor *ex, const int *x, const int *y, cc_score *score);
+    /* g ← g·mul over the whole gradient buffer; returns Σ g² afterwards (double). */
+    double (*grad_scale_sumsq)(cc_executor *ex, double mul);
+    /* AdamW on the FP32 master weights; `k` is the applied-step count (bias correction). */
+    void (*adamw)(cc_executor *ex, double lr, long k);
+    /* Host copies of parameters, gradients (FP32, as they stand) and moments. */
+    void (*get_params)(cc_executor *ex, float *params);
+    void (*set_params)(cc_executor *ex, const float *params);
+    void (*get_grads)(cc_executor *ex, float *grads);
+    void (*get_moments)(cc_executor *ex, float *m, float *v);
+    void (*set_moments)(cc_executor *ex, const float *m, const float *v);
+    void (*destroy)(cc_executor *ex);
+} cc_executor_ops;
+
+struct cc_executor {
+    const cc_executor_ops *ops;
+    const char *name; /* "cpu" or "gpu" */
+    cc_layout lay;
+    cc_config cfg;
+    int B, T;
+    void *impl;
+};
+
+/* The CPU reference executor (FP32, OpenMP). */
+cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T);
+
+/* Pick by [run] device: "cpu", "gpu", or "auto" (the GPU when present). */
+cc_executor *cc_executor_create(const cc_config *cfg, int B, int T);
+
+#endif

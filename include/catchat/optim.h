@@ -1,0 +1,38 @@
+/* The optimizer step of model.md, shared by every executor:
+ * unscale → global norm → clip → non-finite guard → AdamW → loss-scale update.
+ * The decisions live here; the executor does the element-wise work. */
+#ifndef CATCHAT_OPTIM_H
+#define CATCHAT_OPTIM_H
+
+#include "catchat/executor.h"
+
+typedef struct cc_scaler {
+    int dynamic;
+    double scale;       /* S */
+    long growth_count;  /* consecutive applied steps since the last change */
+    long growth_interval;
+} cc_scaler;
+
+typedef struct cc_opt_counts {
+    long applied; /* AdamW's k */
+    long skipped;
+} cc_opt_counts;
+
+typedef struct cc_step_report {
+    double lr, norm, norm_clipped, scale_used;
+    int skipped;
+} cc_step_report;
+
+void cc_scaler_init(cc_scaler *s, const cc_config *cfg);
+/* Learning rate at `step` (0-based): linear warmup, then cosine to lr_min. */
+double cc_lr_at(const cc_config *cfg, long step);
+/* One optimizer step on the gradients the executor holds (of loss·S). */
+void cc_optimizer_step(cc_executor *ex, const cc_config *cfg, cc_scaler *sc, cc_opt_counts *oc,
+                       long step, cc_step_report *rep);
+
+/* CPU element-wise backends (also the reference for the GPU's). */
+double cc_cpu_grad_scale_sumsq(float *g, size_t n, double mul);
+void cc_cpu_adamw(const cc_layout *lay, float *params, const float *grads, float *m, float *v,
+                  double lr, double wd, double beta1, double beta2, double eps, long k);
+
+#endif

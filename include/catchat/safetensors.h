@@ -1,0 +1,60 @@
+/* Reader and writer of the safetensors format: 8-byte little-endian header
+ * length, a JSON header {name: {dtype, shape, data_offsets}, __metadata__},
+ * then raw little-endian data. The reader trusts nothing in the file. */
+#ifndef CATCHAT_SAFETENSORS_H
+#define CATCHAT_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CC_ST_MAX_DIMS 8
+
+typedef enum { ST_F64, ST_F32, ST_F16, ST_BF16, ST_I64, ST_I32, ST_I16, ST_I8, ST_U8, ST_BOOL } cc_st_dtype;
+
+typedef struct cc_st_tensor {
+    char *name;
+    cc_st_dtype dtype;
+    int ndim;
+    int64_t shape[CC_ST_MAX_DIMS];
+    size_t begin, end; /* byte offsets into the data section */
+} cc_st_tensor;
+
+typedef struct cc_st_file {
+    char path[1024];
+    uint8_t *buf;
+    size_t len;
+    const uint8_t *data;
+    size_t data_len;
+    int n;
+    cc_st_tensor *t;
+    int n_meta;
+    char **meta_keys, **meta_vals;
+} cc_st_file;
+
+int cc_st_open(cc_st_file *f, const char *path);
+void cc_st_close(cc_st_file *f);
+const cc_st_tensor *cc_st_find(const cc_st_file *f, const char *name);
+int64_t cc_st_numel(const cc_st_tensor *t);
+/* Convert a floating tensor (F64/F32/F16/BF16) to float. */
+int cc_st_read_float(const cc_st_file *f, const cc_st_tensor *t, float *out);
+const char *cc_st_meta(const cc_st_file *f, const char *key); /* NULL if absent */
+
+/* Writer: tensors in the order given, written to a temporary file in the same
+ * folder, flushed and synced, then renamed over `path`. */
+typedef struct cc_st_entry {
+    const char *name;
+    cc_st_dtype dtype;
+    int ndim;
+    int64_t shape[CC_ST_MAX_DIMS];
+    const void *data;
+} cc_st_entry;
+
+int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const *meta_keys,
+                const char *const *meta_vals, int n_meta);
+
+size_t cc_st_dtype_size(cc_st_dtype d);
+float cc_half_to_float(uint16_t h);
+uint16_t cc_float_to_half(float f);
+float cc_bf16_to_float(uint16_t h);
+
+#endif

@@ -1,0 +1,25 @@
+/* Telemetry CSV (formats.md): one row per step, header first, flushed as
+ * written so a crash loses no rows. */
+#ifndef CATCHAT_TELEMETRY_H
+#define CATCHAT_TELEMETRY_H
+
+#include <stdio.h>
+
+typedef struct cc_telemetry_row {
+    long step, tokens;
+    double loss, running_loss, lr, loss_scale, grad_norm, grad_norm_clipped;
+    int skipped;
+    double step_ms, tok_per_s, seq_per_s;
+    int has_eval;
+    double eval_loss, eval_top1, eval_top5;
+} cc_telemetry_row;
+
+typedef struct cc_telemetry { FILE *f; } cc_telemetry;
+
+/* Open `path`; on resume (`resume_step` ≥ 0) keep the rows with step ≤
+ * resume_step and drop later ones (they belong to the run being replaced). */
+int cc_telemetry_open(cc_telemetry *t, const char *path, long resume_step);
+int cc_telemetry_write(cc_telemetry *t, const cc_telemetry_row *r);
+void cc_telemetry_close(cc_telemetry *t);
+
+#endif

@@ -1,0 +1,34 @@
+/* Small helpers shared by every part of catchat: error reporting, checked
+ * allocation, file reading. Errors are one line on stderr; the caller returns
+ * a non-zero status instead of exiting so that tests can exercise failures. */
+#ifndef CATCHAT_UTIL_H
+#define CATCHAT_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CC_PATH_MAX 1024
+
+/* Print "catchat: <message>" as one line on stderr. Always returns -1 so an
+ * error can be reported and propagated in one statement: return cc_error(...). */
+int cc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Checked allocation: aborts with a one-line message naming the size. */
+void *cc_malloc(size_t bytes);
+void *cc_calloc(size_t count, size_t size);
+
+/* Whole file into memory (NUL-terminated for convenience). Returns NULL and
+ * reports a one-line error naming the path on failure. */
+uint8_t *cc_read_file(const char *path, size_t *len_out);
+
+/* Milliseconds from a monotonic clock. */
+double cc_now_ms(void);
+
+/* Create a directory and its parents; 0 on success. */
+int cc_mkdir_p(const char *path);
+
+/* Shortest "%g" text that parses back to the same double. */
+void cc_format_real(char *buf, size_t cap, double v);
+
+#endif

@@ -1,0 +1,161 @@
+/* Checkpoints as safetensors (formats.md). Model tensors are F32 under
+ * model.md's names; a resumable checkpoint adds opt.m.<name> / opt.v.<name>
+ * and the run state as __metadata__ strings. */
+#define _POSIX_C_SOURCE 200809L
+#include "catchat/checkpoint.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/safetensors.h"
+#include "catchat/util.h"
+
+#define N_META 10
+
+int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *lay,
+                       const float *params, const float *m, const float *v,
+                       const cc_run_state *state)
+{
+    const int with_moments = m && v;
+    const int n = lay->n * (with_moments ? 3 : 1);
+    cc_st_entry *e = cc_calloc((size_t)n, sizeof(cc_st_entry));
+    char (*names)[CC_NAME_MAX + 8] = cc_calloc((size_t)n, sizeof(*names));
+    for (int k = 0; k < (with_moments ? 3 : 1); k++) {
+        const float *base = k == 0 ? params : (k == 1 ? m : v);
+        for (int i = 0; i < lay->n; i++) {
+            const cc_tensor_info *t = &lay->t[i];
+            cc_st_entry *en = &e[k * lay->n + i];
+            char *nm = names[k * lay->n + i];
+            snprintf(nm, CC_NAME_MAX + 8, "%s%s", k == 0 ? "" : (k == 1 ? "opt.m." : "opt.v."), t->name);
+            en->name = nm;
+            en->dtype = ST_F32;
+            en->ndim = t->ndim;
+            en->shape[0] = t->shape[0];
+            en->shape[1] = t->shape[1];
+            en->data = base + t->offset;
+        }
+    }
+    char *cfg_json = cc_config_to_json(cfg);
+    char vals[N_META][128];
+    const char *keys[N_META] = { "format", "config", "step", "applied_steps", "skipped_steps",
+                                 "loss_scale", "scale_growth_count", "data_pos", "rng_state",
+                                 "running_loss" };
+    const char *valp[N_META];
+    snprintf(vals[0], sizeof(vals[0]), "catchat-v1");
+    int n_meta = 2;
+    if (state) {
+        snprintf(vals[2], 128, "%ld", state->step);
+        snprintf(vals[3], 128, "%ld", state->counts.applied);
+        snprintf(vals[4], 128, "%ld", state->counts.skipped);
+        snprintf(vals[5], 128, "%.17g", state->scaler.scale);
+        snprintf(vals[6], 128, "%ld", state->scaler.growth_count);
+        snprintf(vals[7], 128, "%" PRIu64, state->data_pos);
+        snprintf(vals[8], 128, "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
+                 state->rng.s[0], state->rng.s[1], state->rng.s[2], state->rng.s[3]);
+        snprintf(vals[9], 128, "%.17g", state->running_loss);
+        n_meta = N_META;
+    }
+    for (int i = 0; i < N_META; i++) valp[i] = vals[i];
+    valp[1] = cfg_json;
+    int rc = cc_st_write(path, e, n, keys, valp, n_meta);
+    free(cfg_json);
+    free(e);
+    free(names);
+    return rc;
+}
+
+int cc_checkpoint_read_config(const char *path, cc_config *cfg)
+{
+    cc_st_file f;
+    if (cc_st_open(&f, path) != 0) return -1;
+    const char *js = cc_st_meta(&f, "config");
+    int rc = 0;
+    if (js) rc = cc_config_from_json(cfg, js, path) == 0 ? 1 : -1;
+    cc_st_close(&f);
+    return rc;
+}
+
+/* Load every tensor of the layout named prefix+name into base. */
+static int load_set(const cc_st_file *f, const cc_layout *lay, const char *prefix, float *base,
+                    int required)
+{
+    for (int i = 0; i < lay->n; i++) {
+        const cc_tensor_info *t = &lay->t[i];
+        char name[CC_NAME_MAX + 8];
+        snprintf(name, sizeof(name), "%s%s", prefix, t->name);
+        const cc_st_tensor *st = cc_st_find(f, name);
+        if (!st) {
+            if (required) return cc_error("%s: missing tensor '%s'", f->path, name);
+            return 1;
+        }
+        int ok = st->ndim == t->ndim && st->shape[0] == t->shape[0] &&
+                 (t->ndim == 1 || st->shape[1] == t->shape[1]);
+        if (!ok) {
+            char want[64], got[64] = "";
+            if (t->ndim == 1) snprintf(want, sizeof(want), "[%d]", t->shape[0]);
+            else snprintf(want, sizeof(want), "[%d, %d]", t->shape[0], t->shape[1]);
+            for (int d = 0; d < st->ndim; d++) {
+                size_t l = strlen(got);
+                snprintf(got + l, sizeof(got) - l, "%s%lld", d ? ", " : "[", (long long)st->shape[d]);
+            }
+            strcat(got, st->ndim ? "]" : "[]");
+            return cc_error("%s: tensor '%s' has shape %s, the config needs %s", f->path, name, got, want);
+        }
+        if (cc_st_read_float(f, st, base + t->offset) != 0) return -1;
+    }
+    return 0;
+}
+
+static int meta_long(const cc_st_file *f, const char *key, long *out)
+{
+    const char *s = cc_st_meta(f, key);
+    char *end;
+    if (!s) return cc_error("%s: metadata '%s' missing", f->path, key);
+    long v = strtol(s, &end, 10);
+    if (*end || end == s) return cc_error("%s: metadata '%s' = '%s' is not an integer", f->path, key, s);
+    *out = v;
+    return 0;
+}
+
+static int load_state(const cc_st_file *f, cc_run_state *st)
+{
+    long dp = 0;
+    if (meta_long(f, "step", &st->step) || meta_long(f, "applied_steps", &st->counts.applied) ||
+        meta_long(f, "skipped_steps", &st->counts.skipped) ||
+        meta_long(f, "scale_growth_count", &st->scaler.growth_count) || meta_long(f, "data_pos", &dp))
+        return -1;
+    st->data_pos = (uint64_t)dp;
+    const char *ls = cc_st_meta(f, "loss_scale"), *rs = cc_st_meta(f, "rng_state");
+    char *end;
+    if (!ls || (st->scaler.scale = strtod(ls, &end), *end) || !(st->scaler.scale > 0))
+        return cc_error("%s: metadata 'loss_scale' missing or invalid", f->path);
+    if (!rs || sscanf(rs, "%" SCNx64 ",%" SCNx64 ",%" SCNx64 ",%" SCNx64, &st->rng.s[0],
+                      &st->rng.s[1], &st->rng.s[2], &st->rng.s[3]) != 4)
+        return cc_error("%s: metadata 'rng_state' missing or invalid", f->path);
+    const char *rl = cc_st_meta(f, "running_loss");
+    st->running_loss = rl ? strtod(rl, NULL) : 0.0;
+    return 0;
+}
+
+int cc_checkpoint_load(const char *path, const cc_layout *lay, float *params, float *m,
+                       float *v, int *has_moments, cc_run_state *state, int *has_state)
+{
+    cc_st_file f;
+    if (cc_st_open(&f, path) != 0) return -1;
+    int rc = load_set(&f, lay, "", params, 1);
+    if (has_moments) *has_moments = 0;
+    if (has_state) *has_state = 0;
+    if (rc == 0 && m && v) {
+        int rm = load_set(&f, lay, "opt.m.", m, 0);
+        int rv = rm == 0 ? load_set(&f, lay, "opt.v.", v, 1) : rm;
+        if (rm < 0 || rv < 0) rc = -1;
+        else if (rm == 0 && has_moments) *has_moments = 1;
+    }
+    if (rc == 0 && state && cc_st_meta(&f, "step")) {
+        rc = load_state(&f, state);
+        if (rc == 0 && has_state) *has_state = 1;
+    }
+    cc_st_close(&f);
+    return rc;
+}

@@ -1,0 +1,72 @@
+#define _POSIX_C_SOURCE 200809L
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "catchat/checkpoint.h"
+#include "catchat/util.h"
+
+int cli_add_set(cli_config_args *a, const char *assignment)
+{
+    if (a->nsets >= CLI_MAX_SETS) return cc_error("too many --set options (max %d)", CLI_MAX_SETS);
+    a->sets[a->nsets++] = assignment;
+    return 0;
+}
+
+int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt)
+{
+    cc_config_defaults(cfg);
+    if (!a->config_path && ckpt) {
+        int r = cc_checkpoint_read_config(ckpt, cfg);
+        if (r < 0) return -1;
+        if (r == 0)
+            return cc_error("%s holds no config: pass --config with the model's shape", ckpt);
+    }
+    if (a->config_path && cc_config_load(cfg, a->config_path) != 0) return -1;
+    for (int i = 0; i < a->nsets; i++)
+        if (cc_config_set_arg(cfg, a->sets[i]) != 0) return -1;
+    return cc_config_validate(cfg, "--set");
+}
+
+int cli_parse_long(const char *opt, const char *text, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || errno == ERANGE)
+        return cc_error("%s: '%s' is not an integer", opt, text);
+    if (v < min || v > max) return cc_error("%s: %ld is out of range [%ld, %ld]", opt, v, min, max);
+    *out = v;
+    return 0;
+}
+
+int cli_parse_double(const char *opt, const char *text, double min, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (!*text || *end || errno == ERANGE || !isfinite(v))
+        return cc_error("%s: '%s' is not a finite number", opt, text);
+    if (v < min || v > max) return cc_error("%s: %g is out of range [%g, %g]", opt, v, min, max);
+    *out = v;
+    return 0;
+}
+
+int cli_parse_u64(const char *opt, const char *text, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    if (!*text || *text == '-') return cc_error("%s: '%s' is not an unsigned integer", opt, text);
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end || errno == ERANGE) return cc_error("%s: '%s' is not an unsigned integer", opt, text);
+    *out = v;
+    return 0;
+}
+
+int cli_usage_error(const char *cmd, const char *what)
+{
+    cc_error("%s: %s (see 'catchat %s --help')", cmd, what, cmd);
+    return 2;
+}

@@ -1,0 +1,90 @@
+/* catchat eval */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+#include "catchat/checkpoint.h"
+#include "catchat/train.h"
+#include "catchat/util.h"
+
+static const char *HELP =
+    "usage: catchat eval --ckpt CKPT [--data FILE] [--config F] [--set key=value]...\n"
+    "                    [--batches N] [--json]\n\n"
+    "Loss (nats per token), top-1 and top-5 accuracy of a checkpoint on a data file\n"
+    "(default: the config's [data] val). The model shape comes from the checkpoint's\n"
+    "stored config unless --config is given. Batches of batch_size x seq_len windows.\n\n"
+    "  --ckpt CKPT    safetensors file with the model tensors (F32, F16 or BF16)\n"
+    "  --data FILE    text file or .bin shard to score\n"
+    "  --batches N    batches to score (default: the config's eval_batches)\n"
+    "  --json         print one JSON object instead of text\n";
+
+int cmd_eval(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "ckpt", required_argument, 0, 'k' }, { "data", required_argument, 0, 'd' },
+        { "config", required_argument, 0, 'c' }, { "set", required_argument, 0, 's' },
+        { "batches", required_argument, 0, 'b' }, { "json", no_argument, 0, 'j' },
+        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    cli_config_args ca = { 0 };
+    const char *ckpt = NULL, *data = NULL;
+    long batches = 0;
+    int json = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'k': ckpt = optarg; break;
+        case 'd': data = optarg; break;
+        case 'c': ca.config_path = optarg; break;
+        case 's': if (cli_add_set(&ca, optarg)) return 2; break;
+        case 'b': if (cli_parse_long("--batches", optarg, 1, 1L << 30, &batches)) return 2; break;
+        case 'j': json = 1; break;
+        case 'h': fputs(HELP, stdout); return 0;
+        default: return cli_usage_error("eval", "unknown option or missing value");
+        }
+    }
+    if (optind < argc) return cli_usage_error("eval", "unexpected argument");
+    if (!ckpt) return cli_usage_error("eval", "--ckpt is required");
+    cc_config cfg;
+    if (cli_resolve_config(&cfg, &ca, ckpt) != 0) return 1;
+    if (!data) data = cfg.val;
+    if (!batches) batches = cfg.eval_batches;
+    cc_tokens tok;
+    cc_loader ld;
+    if (cc_tokens_load(&tok, data, cfg.vocab_size) != 0) return 1;
+    if (cc_loader_init(&ld, &tok, cfg.batch_size, cfg.seq_len, 0, cfg.seed) != 0) {
+        cc_tokens_free(&tok);
+        return 1;
+    }
+    int rc = 1;
+    cc_executor *ex = cc_executor_create(&cfg, cfg.batch_size, cfg.seq_len);
+    if (ex) {
+        float *p = cc_calloc(ex->lay.total, sizeof(float));
+        if (cc_checkpoint_load(ckpt, &ex->lay, p, NULL, NULL, NULL, NULL, NULL) == 0) {
+            ex->ops->set_params(ex, p);
+            cc_eval_result ev;
+            cc_evaluate(ex, &ld, batches, &ev);
+            if (json) {
+                json_t *o = json_pack("{s:s,s:s,s:f,s:f,s:f,s:I,s:s}", "ckpt", ckpt, "data", data,
+                                      "loss", ev.loss, "top1", ev.top1, "top5", ev.top5,
+                                      "tokens", (json_int_t)ev.scored, "device", ex->name);
+                char *s = json_dumps(o, JSON_REAL_PRECISION(10));
+                printf("%s\n", s);
+                free(s);
+                json_decref(o);
+            } else {
+                printf("eval %s on %s: loss %.6f | top-1 %.2f%% | top-5 %.2f%% | %ld tokens (%s)\n",
+                       ckpt, data, ev.loss, 100 * ev.top1, 100 * ev.top5, ev.scored, ex->name);
+            }
+            rc = 0;
+        }
+        free(p);
+        ex->ops->destroy(ex);
+    }
+    cc_loader_free(&ld);
+    cc_tokens_free(&tok);
+    return rc;
+}

@@ -1,0 +1,154 @@
+/* The whole dual-stream model on the CPU, composed from the ops in this
+ * folder, exactly as model.md writes it:
+ *   u⁰ = embed[x];  uˡ⁺¹ = uˡ + GRU_l(RMSNorm(uˡ))           token stream
+ *   s = RMSNorm(uᴸ); c = out · attn(qkv · s)                  context stream
+ *   logits = lm_head · RMSNorm(uᴸ + c)                        merge, classify
+ * Backward follows the same path in reverse on the scaled loss. */
+#include <stdlib.h>
+#include <string.h>
+#include "cpu/real.h"
+#include "catchat/util.h"
+
+#define PARAM(base, idx) ((base) + lay->t[(idx)].offset)
+
+int CC_FN(cpu_acts_alloc)(CC_FN(cpu_acts) *a, const cc_dims *d, int B, int T)
+{
+    memset(a, 0, sizeof(*a));
+    a->B = B;
+    a->T = T;
+    a->d = *d;
+    const size_t M = (size_t)B * T, D = d->D, L = d->L;
+    a->u = cc_calloc((L + 1) * M * D, sizeof(real));
+    a->a = cc_calloc(L * M * D, sizeof(real));
+    a->a_ir = cc_calloc(L * M, sizeof(real));
+    a->gx = cc_calloc(L * M * 3 * D, sizeof(real));
+    a->gates = cc_calloc(L * M * 3 * D, sizeof(real));
+    a->ghn = cc_calloc(L * M * D, sizeof(real));
+    a->h = cc_calloc(L * M * D, sizeof(real));
+    a->s = cc_calloc(M * D, sizeof(real));
+    a->s_ir = cc_calloc(M, sizeof(real));
+    a->qkv = cc_calloc(M * 3 * D, sizeof(real));
+    a->p = cc_calloc((size_t)B * d->H * T * d->W, sizeof(real));
+    a->o = cc_calloc(M * D, sizeof(real));
+    a->c = cc_calloc(M * D, sizeof(real));
+    a->m = cc_calloc(M * D, sizeof(real));
+    a->f = cc_calloc(M * D, sizeof(real));
+    a->f_ir = cc_calloc(M, sizeof(real));
+    a->logits = cc_calloc(M * d->V, sizeof(real));
+    a->scratch = cc_calloc(cpu_gru_scratch_elems(B, d->D), sizeof(real));
+    a->du = cc_calloc(M * D, sizeof(real));
+    a->dtmp = cc_calloc(M * D, sizeof(real));
+    a->dgx = cc_calloc(M * 3 * D, sizeof(real));
+    a->dqkv = cc_calloc(M * 3 * D, sizeof(real));
+    a->dc = cc_calloc(M * D, sizeof(real));
+    return 0;
+}
+
+void CC_FN(cpu_acts_free)(CC_FN(cpu_acts) *a)
+{
+    real *bufs[] = { a->u, a->a, a->a_ir, a->gx, a->gates, a->ghn, a->h, a->s, a->s_ir,
+                     a->qkv, a->p, a->o, a->c, a->m, a->f, a->f_ir, a->logits, a->scratch,
+                     a->du, a->dtmp, a->dgx, a->dqkv, a->dc };
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
+    memset(a, 0, sizeof(*a));
+}
+
+double CC_FN(cpu_model_forward)(const cc_layout *lay, const real *params, CC_FN(cpu_acts) *a,
+                                const int *x, const int *y, cc_score *score)
+{
+    const cc_dims *d = &lay->dims;
+    const int B = a->B, T = a->T, M = B * T, D = d->D, L = d->L;
+    const size_t MD = (size_t)M * D;
+    const cc_norm_consts nc = cc_norm_consts_of(d);
+
+    CC_FN(cpu_embedding_forward)(a->u, x, PARAM(params, lay->embed), M, D);
+    for (int l = 0; l < L; l++) {
+        real *ul = a->u + l * MD, *al = a->a + l * MD, *hl = a->h + l * MD;
+        real *gxl = a->gx + l * 3 * MD;
+        CC_FN(cpu_rmsnorm_forward)(al, a->a_ir + (size_t)l * M, ul, PARAM(params, lay->gru_norm[l]),
+                                   M, D, &nc);
+        CC_FN(cpu_matmul_forward)(gxl, al, PARAM(params, lay->gru_wih[l]),
+                                  PARAM(params, lay->gru_bih[l]), M, 3 * D, D);
+        CC_FN(cpu_gru_forward)(hl, a->gates + l * 3 * MD, a->ghn + l * MD, gxl,
+                               PARAM(params, lay->gru_whh[l]), PARAM(params, lay->gru_bhh[l]),
+                               B, T, D, a->scratch);
+        real *un = ul + MD;
+        for (size_t i = 0; i < MD; i++) un[i] = ul[i] + hl[i];
+    }
+    const real *uL = a->u + (size_t)L * MD;
+    CC_FN(cpu_rmsnorm_forward)(a->s, a->s_ir, uL, PARAM(params, lay->ctx_norm), M, D, &nc);
+    CC_FN(cpu_matmul_forward)(a->qkv, a->s, PARAM(params, lay->ctx_qkv), NULL, M, 3 * D, D);
+    CC_FN(cpu_attention_forward)(a->o, a->p, a->qkv, B, T, D, d->H, d->W);
+    CC_FN(cpu_matmul_forward)(a->c, a->o, PARAM(params, lay->ctx_out), NULL, M, D, D);
+    for (size_t i = 0; i < MD; i++) a->m[i] = uL[i] + a->c[i];
+    CC_FN(cpu_rmsnorm_forward)(a->f, a->f_ir, a->m, PARAM(params, lay->final_norm), M, D, &nc);
+    CC_FN(cpu_matmul_forward)(a->logits, a->f, PARAM(params, lay->lm_head), NULL, M, d->V, D);
+    if (!y) return 0;
+    cc_score local = { 0 };
+    CC_FN(cpu_crossentropy)(NULL, a->logits, y, M, d->V, 0, &local);
+    if (score) {
+        score->loss_sum += local.loss_sum;
+        score->scored += local.scored;
+        score->top1 += local.top1;
+        score->top5 += local.top5;
+    }
+    return local.scored ? local.loss_sum / (double)local.scored : 0.0;
+}
+
+void CC_FN(cpu_model_backward)(const cc_layout *lay, const real *params, real *grads,
+                               CC_FN(cpu_acts) *a, const int *x, const int *y,
+                               double loss_scale, double grad_h_clamp, double ctx_grad_clamp)
+{
+    const cc_dims *d = &lay->dims;
+    const int B = a->B, T = a->T, M = B * T, D = d->D, L = d->L;
+    const size_t MD = (size_t)M * D;
+    const cc_norm_consts nc = cc_norm_consts_of(d);
+    long scored = 0;
+    for (int i = 0; i < M; i++) scored += y[i] >= 0;
+    if (scored == 0) return; /* nothing scored: the loss is a constant 0 */
+
+    /* classifier: dlogits = (S/N)(softmax − onehot), in place over the logits */
+    real *dlogits = a->logits;
+    CC_FN(cpu_crossentropy)(dlogits, a->logits, y, M, d->V, loss_scale / (double)scored, NULL);
+    real *df = a->dtmp;
+    memset(df, 0, sizeof(real) * MD);
+    CC_FN(cpu_matmul_backward)(df, PARAM(grads, lay->lm_head), NULL, dlogits, a->f,
+                               PARAM(params, lay->lm_head), M, d->V, D);
+    /* merge: dm flows to the residual stream and to the context output */
+    real *du = a->du;
+    memset(du, 0, sizeof(real) * MD);
+    CC_FN(cpu_rmsnorm_backward)(du, PARAM(grads, lay->final_norm), df, a->m,
+                                PARAM(params, lay->final_norm), a->f_ir, M, D, &nc);
+    memcpy(a->dc, du, sizeof(real) * MD);
+    /* per-token context guard, in units of the scaled loss */
+    CC_FN(cpu_rownorm_clamp)(a->dc, M, D, ctx_grad_clamp * loss_scale);
+    real *dout_o = a->dtmp;
+    memset(dout_o, 0, sizeof(real) * MD);
+    CC_FN(cpu_matmul_backward)(dout_o, PARAM(grads, lay->ctx_out), NULL, a->dc, a->o,
+                               PARAM(params, lay->ctx_out), M, D, D);
+    CC_FN(cpu_attention_backward)(a->dqkv, dout_o, a->p, a->qkv, B, T, D, d->H, d->W);
+    real *ds = a->dtmp;
+    memset(ds, 0, sizeof(real) * MD);
+    CC_FN(cpu_matmul_backward)(ds, PARAM(grads, lay->ctx_qkv), NULL, a->dqkv, a->s,
+                               PARAM(params, lay->ctx_qkv), M, 3 * D, D);
+    CC_FN(cpu_rmsnorm_backward)(du, PARAM(grads, lay->ctx_norm), ds, a->u + (size_t)L * MD,
+                                PARAM(params, lay->ctx_norm), a->s_ir, M, D, &nc);
+    /* token stream, top layer first. du holds dL/duˡ⁺¹, which is also dL/dhˡ
+     * (residual) and part of dL/duˡ. */
+    const double clamp_limit = grad_h_clamp * loss_scale; /* the dispatcher's multiplication */
+    for (int l = L - 1; l >= 0; l--) {
+        CC_FN(cpu_gru_backward)(a->dgx, PARAM(grads, lay->gru_whh[l]),
+                                PARAM(grads, lay->gru_bhh[l]), du, a->h + l * MD,
+                                a->gates + l * 3 * MD, a->ghn + l * MD,
+                                PARAM(params, lay->gru_whh[l]), B, T, D, clamp_limit, a->scratch);
+        real *da = a->dtmp;
+        memset(da, 0, sizeof(real) * MD);
+        CC_FN(cpu_matmul_backward)(da, PARAM(grads, lay->gru_wih[l]), PARAM(grads, lay->gru_bih[l]),
+                                   a->dgx, a->a + l * MD, PARAM(params, lay->gru_wih[l]),
+                                   M, 3 * D, D);
+        CC_FN(cpu_rmsnorm_backward)(du, PARAM(grads, lay->gru_norm[l]), da, a->u + l * MD,
+                                    PARAM(params, lay->gru_norm[l]), a->a_ir + (size_t)l * M,
+                                    M, D, &nc);
+    }
+    CC_FN(cpu_embedding_backward)(PARAM(grads, lay->embed), du, x, M, D);
+}

@@ -1,0 +1,138 @@
+/* Token files and the batch loader. */
+#define _POSIX_C_SOURCE 200809L
+#include "catchat/data.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "catchat/rng.h"
+#include "catchat/util.h"
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int load_shard(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_size)
+{
+    if (len < CC_SHARD_HEADER_INTS * 4)
+        return cc_error("%s: shard header truncated (%zu bytes, need 1024)", t->path, len);
+    const uint32_t version = le32(buf + 4), count = le32(buf + 8);
+    if (version != CC_SHARD_VERSION)
+        return cc_error("%s: shard version %u, expected %d", t->path, version, CC_SHARD_VERSION);
+    const size_t payload = len - CC_SHARD_HEADER_INTS * 4;
+    if (payload != (size_t)count * 2)
+        return cc_error("%s: shard header says %u tokens but the file holds %zu bytes of tokens",
+                        t->path, count, payload);
+    t->n = count;
+    t->tok = cc_malloc(sizeof(uint16_t) * (count ? count : 1));
+    const uint8_t *p = buf + CC_SHARD_HEADER_INTS * 4;
+    for (size_t i = 0; i < count; i++) {
+        t->tok[i] = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+        if (t->tok[i] >= vocab_size)
+            return cc_error("%s: token %zu has id %u >= vocab_size %d", t->path, i, t->tok[i],
+                            vocab_size);
+    }
+    return 0;
+}
+
+static int load_text(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_size)
+{
+    t->n = len;
+    t->tok = cc_malloc(sizeof(uint16_t) * (len ? len : 1));
+    for (size_t i = 0; i < len; i++) {
+        t->tok[i] = buf[i];
+        if (buf[i] >= vocab_size)
+            return cc_error("%s: byte %zu has value %u >= vocab_size %d (byte tokenizer)",
+                            t->path, i, buf[i], vocab_size);
+    }
+    return 0;
+}
+
+int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size)
+{
+    memset(t, 0, sizeof(*t));
+    snprintf(t->path, sizeof(t->path), "%s", path);
+    size_t len;
+    uint8_t *buf = cc_read_file(path, &len);
+    if (!buf) return -1;
+    /* Content decides: a shard starts with the magic number. */
+    t->is_shard = len >= 4 && le32(buf) == CC_SHARD_MAGIC;
+    int rc = t->is_shard ? load_shard(t, buf, len, vocab_size) : load_text(t, buf, len, vocab_size);
+    free(buf);
+    if (rc != 0) cc_tokens_free(t);
+    return rc;
+}
+
+void cc_tokens_free(cc_tokens *t)
+{
+    free(t->tok);
+    t->tok = NULL;
+    t->n = 0;
+}
+
+int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffle, uint64_t seed)
+{
+    memset(ld, 0, sizeof(*ld));
+    ld->src = src;
+    ld->B = B;
+    ld->T = T;
+    ld->shuffle = shuffle;
+    ld->seed = seed;
+    ld->perm_epoch = -1;
+    ld->nwin = src->n > 0 ? (src->n - 1) / (size_t)T : 0;
+    if (ld->nwin == 0)
+        return cc_error("%s: %zu tokens is shorter than one window of seq_len+1 = %d tokens",
+                        src->path, src->n, T + 1);
+    if (ld->nwin > UINT32_MAX) return cc_error("%s: too many windows", src->path);
+    if (shuffle) ld->perm = cc_malloc(sizeof(uint32_t) * ld->nwin);
+    return 0;
+}
+
+void cc_loader_free(cc_loader *ld)
+{
+    free(ld->perm);
+    ld->perm = NULL;
+}
+
+/* Window visited at global position `w` (counting windows, not batches). */
+static size_t window_at(cc_loader *ld, uint64_t w)
+{
+    if (!ld->shuffle) return (size_t)(w % ld->nwin);
+    const long epoch = (long)(w / ld->nwin);
+    if (epoch != ld->perm_epoch) {
+        cc_rng rng;
+        cc_rng_seed(&rng, ld->seed ^ (0x5bd1e995ULL * (uint64_t)(epoch + 1)));
+        for (size_t i = 0; i < ld->nwin; i++) ld->perm[i] = (uint32_t)i;
+        for (size_t i = ld->nwin - 1; i > 0; i--) { /* Fisher-Yates */
+            size_t j = (size_t)cc_rng_below(&rng, i + 1);
+            uint32_t tmp = ld->perm[i];
+            ld->perm[i] = ld->perm[j];
+            ld->perm[j] = tmp;
+        }
+        ld->perm_epoch = epoch;
+    }
+    return ld->perm[w % ld->nwin];
+}
+
+void cc_loader_batch(cc_loader *ld, uint64_t index, int *x, int *y)
+{
+    const int T = ld->T;
+    for (int b = 0; b < ld->B; b++) {
+        const size_t start = window_at(ld, index * (uint64_t)ld->B + (uint64_t)b) * (size_t)T;
+        const uint16_t *w = ld->src->tok + start;
+        for (int t = 0; t < T; t++) {
+            x[(size_t)b * T + t] = w[t];
+            y[(size_t)b * T + t] = w[t + 1];
+        }
+    }
+}
+
+int cc_data_check_split(const char *train, const char *val)
+{
+    struct stat a, b;
+    if (stat(train, &a) == 0 && stat(val, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return cc_error("[data] train and val are the same file ('%s'): they must not overlap",
+                        train);
+    return 0;
+}

@@ -1,0 +1,96 @@
+/* The CPU reference as an executor: FP32 parameters, gradients and AdamW
+ * moments in three buffers laid out by the parameter table. */
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/executor.h"
+#include "catchat/optim.h"
+#include "catchat/util.h"
+
+typedef struct {
+    float *params, *grads, *m, *v;
+    cpu_acts acts;
+} cpu_impl;
+
+#define IMPL(ex) ((cpu_impl *)(ex)->impl)
+
+static double cpu_forward_backward(cc_executor *ex, const int *x, const int *y, double scale)
+{
+    cpu_impl *c = IMPL(ex);
+    memset(c->grads, 0, sizeof(float) * ex->lay.total);
+    double loss = cpu_model_forward(&ex->lay, c->params, &c->acts, x, y, NULL);
+    cpu_model_backward(&ex->lay, c->params, c->grads, &c->acts, x, y, scale,
+                       ex->cfg.grad_h_clamp, ex->cfg.ctx_grad_clamp);
+    return loss;
+}
+
+static void cpu_score(cc_executor *ex, const int *x, const int *y, cc_score *score)
+{
+    cpu_model_forward(&ex->lay, IMPL(ex)->params, &IMPL(ex)->acts, x, y, score);
+}
+
+static double cpu_grad_scale_sumsq(cc_executor *ex, double mul)
+{
+    return cc_cpu_grad_scale_sumsq(IMPL(ex)->grads, ex->lay.total, mul);
+}
+
+static void cpu_adamw(cc_executor *ex, double lr, long k)
+{
+    cpu_impl *c = IMPL(ex);
+    const cc_config *cf = &ex->cfg;
+    cc_cpu_adamw(&ex->lay, c->params, c->grads, c->m, c->v, lr, cf->weight_decay, cf->beta1,
+                 cf->beta2, cf->adam_eps, k);
+}
+
+static void cpu_get_params(cc_executor *ex, float *p) { memcpy(p, IMPL(ex)->params, sizeof(float) * ex->lay.total); }
+static void cpu_set_params(cc_executor *ex, const float *p) { memcpy(IMPL(ex)->params, p, sizeof(float) * ex->lay.total); }
+static void cpu_get_grads(cc_executor *ex, float *g) { memcpy(g, IMPL(ex)->grads, sizeof(float) * ex->lay.total); }
+
+static void cpu_get_moments(cc_executor *ex, float *m, float *v)
+{
+    memcpy(m, IMPL(ex)->m, sizeof(float) * ex->lay.total);
+    memcpy(v, IMPL(ex)->v, sizeof(float) * ex->lay.total);
+}
+
+static void cpu_set_moments(cc_executor *ex, const float *m, const float *v)
+{
+    memcpy(IMPL(ex)->m, m, sizeof(float) * ex->lay.total);
+    memcpy(IMPL(ex)->v, v, sizeof(float) * ex->lay.total);
+}
+
+static void cpu_destroy(cc_executor *ex)
+{
+    cpu_impl *c = IMPL(ex);
+    cpu_acts_free(&c->acts);
+    free(c->params);
+    free(c->grads);
+    free(c->m);
+    free(c->v);
+    free(c);
+    free(ex);
+}
+
+static const cc_executor_ops CPU_OPS = {
+    cpu_forward_backward, cpu_score, cpu_grad_scale_sumsq, cpu_adamw, cpu_get_params,
+    cpu_set_params, cpu_get_grads, cpu_get_moments, cpu_set_moments, cpu_destroy,
+};
+
+cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T)
+{
+    cc_executor *ex = cc_calloc(1, sizeof(*ex));
+    ex->ops = &CPU_OPS;
+    ex->name = "cpu";
+    ex->cfg = *cfg;
+    ex->B = B;
+    ex->T = T;
+    cc_dims d = cc_dims_from_config(cfg);
+    cc_layout_build(&ex->lay, &d);
+    cpu_impl *c = cc_calloc(1, sizeof(*c));
+    c->params = cc_calloc(ex->lay.total, sizeof(float));
+    c->grads = cc_calloc(ex->lay.total, sizeof(float));
+    c->m = cc_calloc(ex->lay.total, sizeof(float));
+    c->v = cc_calloc(ex->lay.total, sizeof(float));
+    cpu_acts_alloc(&c->acts, &d, B, T);
+    cc_layout_init_params(&ex->lay, c->params, cfg->seed);
+    ex->impl = c;
+    return ex;
+}

@@ -1,0 +1,299 @@
+/* safetensors: a hand-written writer (no C library does it well) and a reader
+ * that validates every field before use: header length within the file, a
+ * JSON object header, known dtypes, shapes whose size matches the byte range,
+ * ranges inside the data section and not overlapping. JSON via jansson. */
+#define _POSIX_C_SOURCE 200809L
+#include "catchat/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "catchat/util.h"
+
+static const char *DTYPE_NAMES[] = { "F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL" };
+static const size_t DTYPE_SIZES[] = { 8, 4, 2, 2, 8, 4, 2, 1, 1, 1 };
+#define N_DTYPES ((int)(sizeof(DTYPE_SIZES) / sizeof(DTYPE_SIZES[0])))
+
+size_t cc_st_dtype_size(cc_st_dtype d) { return DTYPE_SIZES[d]; }
+
+float cc_half_to_float(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h >> 15) << 31;
+    int exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff, bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | (mant << 13);
+    else if (exp == 0) {
+        if (mant == 0) bits = sign;
+        else { /* subnormal: normalise */
+            exp = 1;
+            while (!(mant & 0x400)) { mant <<= 1; exp--; }
+            mant &= 0x3ff;
+            bits = sign | (uint32_t)(exp + 112) << 23 | mant << 13;
+        }
+    } else bits = sign | (uint32_t)(exp + 112) << 23 | mant << 13;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t cc_float_to_half(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    const uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0);
+    if (ax >= 0x477ff000u) return sign | 0x7c00; /* rounds past 65504: inf */
+    if (ax < 0x38800000u) { /* subnormal or zero in half: round to nearest even */
+        float a;
+        memcpy(&a, &ax, 4);
+        return sign | (uint16_t)lrintf(a * 16777216.0f); /* a / 2^-24 */
+    }
+    uint32_t r = ax + 0xfff + ((ax >> 13) & 1); /* round to nearest even */
+    return sign | (uint16_t)((r - 0x38000000u) >> 13);
+}
+
+float cc_bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+int64_t cc_st_numel(const cc_st_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+void cc_st_close(cc_st_file *f)
+{
+    for (int i = 0; i < f->n; i++) free(f->t[i].name);
+    free(f->t);
+    for (int i = 0; i < f->n_meta; i++) { free(f->meta_keys[i]); free(f->meta_vals[i]); }
+    free(f->meta_keys);
+    free(f->meta_vals);
+    free(f->buf);
+    memset(f, 0, sizeof(*f));
+}
+
+static int cmp_begin(const void *a, const void *b)
+{
+    const cc_st_tensor *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+static int parse_entry(cc_st_file *f, const char *name, json_t *v, cc_st_tensor *t)
+{
+    if (!json_is_object(v)) return cc_error("%s: tensor '%s': header entry is not an object", f->path, name);
+    json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape");
+    json_t *off = json_object_get(v, "data_offsets");
+    if (!json_is_string(dt)) return cc_error("%s: tensor '%s': missing dtype", f->path, name);
+    int d = -1;
+    for (int i = 0; i < N_DTYPES; i++)
+        if (strcmp(json_string_value(dt), DTYPE_NAMES[i]) == 0) d = i;
+    if (d < 0) return cc_error("%s: tensor '%s': unsupported dtype '%s'", f->path, name, json_string_value(dt));
+    if (!json_is_array(sh) || json_array_size(sh) > CC_ST_MAX_DIMS)
+        return cc_error("%s: tensor '%s': shape is not an array of at most %d sizes", f->path, name, CC_ST_MAX_DIMS);
+    if (!json_is_array(off) || json_array_size(off) != 2 || !json_is_integer(json_array_get(off, 0)) ||
+        !json_is_integer(json_array_get(off, 1)))
+        return cc_error("%s: tensor '%s': data_offsets is not [begin, end]", f->path, name);
+    t->dtype = (cc_st_dtype)d;
+    t->ndim = (int)json_array_size(sh);
+    uint64_t numel = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        json_t *s = json_array_get(sh, (size_t)i);
+        if (!json_is_integer(s) || json_integer_value(s) < 0 || json_integer_value(s) > (1LL << 40))
+            return cc_error("%s: tensor '%s': bad shape entry", f->path, name);
+        t->shape[i] = json_integer_value(s);
+        numel *= (uint64_t)t->shape[i];
+        if (numel > (1ULL << 40)) return cc_error("%s: tensor '%s': shape too large", f->path, name);
+    }
+    const json_int_t b = json_integer_value(json_array_get(off, 0));
+    const json_int_t e = json_integer_value(json_array_get(off, 1));
+    if (b < 0 || e < b || (uint64_t)e > f->data_len)
+        return cc_error("%s: tensor '%s': data_offsets [%lld, %lld] outside the %zu-byte data section",
+                        f->path, name, (long long)b, (long long)e, f->data_len);
+    if ((uint64_t)(e - b) != numel * DTYPE_SIZES[d])
+        return cc_error("%s: tensor '%s': %lld bytes do not match shape and dtype (%llu bytes)",
+                        f->path, name, (long long)(e - b), (unsigned long long)(numel * DTYPE_SIZES[d]));
+    t->begin = (size_t)b;
+    t->end = (size_t)e;
+    t->name = strdup(name);
+    return 0;
+}
+
+static int parse_metadata(cc_st_file *f, json_t *meta)
+{
+    if (!json_is_object(meta)) return cc_error("%s: __metadata__ is not an object", f->path);
+    size_t n = json_object_size(meta);
+    f->meta_keys = cc_calloc(n, sizeof(char *));
+    f->meta_vals = cc_calloc(n, sizeof(char *));
+    const char *k;
+    json_t *v;
+    json_object_foreach(meta, k, v) {
+        if (!json_is_string(v)) return cc_error("%s: __metadata__ value '%s' is not a string", f->path, k);
+        f->meta_keys[f->n_meta] = strdup(k);
+        f->meta_vals[f->n_meta] = strdup(json_string_value(v));
+        f->n_meta++;
+    }
+    return 0;
+}
+
+int cc_st_open(cc_st_file *f, const char *path)
+{
+    memset(f, 0, sizeof(*f));
+    snprintf(f->path, sizeof(f->path), "%s", path);
+    f->buf = cc_read_file(path, &f->len);
+    if (!f->buf) return -1;
+    if (f->len < 8) { cc_error("%s: not a safetensors file (%zu bytes)", path, f->len); goto fail; }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->buf[i];
+    if (hlen > f->len - 8) {
+        cc_error("%s: header length %llu runs past the end of the %zu-byte file", path,
+                 (unsigned long long)hlen, f->len);
+        goto fail;
+    }
+    f->data = f->buf + 8 + hlen;
+    f->data_len = f->len - 8 - (size_t)hlen;
+    json_error_t err;
+    json_t *root = json_loadb((const char *)f->buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &err);
+    if (!root) { cc_error("%s: header is not valid JSON (%s)", path, err.text); goto fail; }
+    if (!json_is_object(root)) { cc_error("%s: header is not a JSON object", path); json_decref(root); goto fail; }
+    f->t = cc_calloc(json_object_size(root), sizeof(cc_st_tensor));
+    const char *k;
+    json_t *v;
+    int rc = 0;
+    json_object_foreach(root, k, v) {
+        if (strcmp(k, "__metadata__") == 0) rc = parse_metadata(f, v);
+        else if ((rc = parse_entry(f, k, v, &f->t[f->n])) == 0) f->n++;
+        if (rc) break;
+    }
+    json_decref(root);
+    if (rc) goto fail;
+    /* Ranges must not overlap (zero-sized tensors may share an offset). */
+    cc_st_tensor *sorted = cc_malloc(sizeof(cc_st_tensor) * (f->n ? f->n : 1));
+    memcpy(sorted, f->t, sizeof(cc_st_tensor) * f->n);
+    qsort(sorted, f->n, sizeof(cc_st_tensor), cmp_begin);
+    for (int i = 1; i < f->n; i++)
+        if (sorted[i].begin < sorted[i - 1].end) {
+            cc_error("%s: tensors '%s' and '%s' overlap", path, sorted[i - 1].name, sorted[i].name);
+            free(sorted);
+            goto fail;
+        }
+    free(sorted);
+    return 0;
+fail:
+    cc_st_close(f);
+    return -1;
+}
+
+const cc_st_tensor *cc_st_find(const cc_st_file *f, const char *name)
+{
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->t[i].name, name) == 0) return &f->t[i];
+    return NULL;
+}
+
+const char *cc_st_meta(const cc_st_file *f, const char *key)
+{
+    for (int i = 0; i < f->n_meta; i++)
+        if (strcmp(f->meta_keys[i], key) == 0) return f->meta_vals[i];
+    return NULL;
+}
+
+int cc_st_read_float(const cc_st_file *f, const cc_st_tensor *t, float *out)
+{
+    const uint8_t *p = f->data + t->begin;
+    const int64_t n = cc_st_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        switch (t->dtype) {
+        case ST_F32: memcpy(&out[i], p + 4 * i, 4); break;
+        case ST_F64: { double d; memcpy(&d, p + 8 * i, 8); out[i] = (float)d; break; }
+        case ST_F16: out[i] = cc_half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8)); break;
+        case ST_BF16: out[i] = cc_bf16_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8)); break;
+        default: return cc_error("%s: tensor '%s' is %s, not a floating type", f->path, t->name, DTYPE_NAMES[t->dtype]);
+        }
+    }
+    return 0;
+}
+
+static int write_all(FILE *fp, const void *p, size_t n) { return fwrite(p, 1, n, fp) == n ? 0 : -1; }
+
+int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const *meta_keys,
+                const char *const *meta_vals, int n_meta)
+{
+    json_t *hdr = json_object();
+    if (n_meta > 0) {
+        json_t *meta = json_object();
+        for (int i = 0; i < n_meta; i++) json_object_set_new(meta, meta_keys[i], json_string(meta_vals[i]));
+        json_object_set_new(hdr, "__metadata__", meta);
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *t = json_object(), *shape = json_array();
+        size_t numel = 1;
+        for (int d = 0; d < e[i].ndim; d++) {
+            json_array_append_new(shape, json_integer(e[i].shape[d]));
+            numel *= (size_t)e[i].shape[d];
+        }
+        const size_t bytes = numel * DTYPE_SIZES[e[i].dtype];
+        json_object_set_new(t, "dtype", json_string(DTYPE_NAMES[e[i].dtype]));
+        json_object_set_new(t, "shape", shape);
+        json_object_set_new(t, "data_offsets", json_pack("[II]", (json_int_t)off, (json_int_t)(off + bytes)));
+        json_object_set_new(hdr, e[i].name, t);
+        off += bytes;
+    }
+    char *text = json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(hdr);
+    size_t hlen = strlen(text);
+    const size_t padded = (hlen + 7) / 8 * 8; /* data starts 8-byte aligned */
+
+    char tmp[CC_PATH_MAX + 32];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) {
+        free(text);
+        return cc_error("cannot write '%s': %s", tmp, strerror(errno));
+    }
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    int rc = write_all(fp, len8, 8) | write_all(fp, text, hlen);
+    for (size_t i = hlen; i < padded && rc == 0; i++) rc = write_all(fp, " ", 1);
+    free(text);
+    for (int i = 0; i < n && rc == 0; i++) {
+        size_t numel = 1;
+        for (int d = 0; d < e[i].ndim; d++) numel *= (size_t)e[i].shape[d];
+        rc = write_all(fp, e[i].data, numel * DTYPE_SIZES[e[i].dtype]);
+    }
+    if (rc == 0 && fflush(fp) != 0) rc = -1;
+    if (rc == 0 && fsync(fileno(fp)) != 0) rc = -1;
+    if (fclose(fp) != 0) rc = -1;
+    if (rc != 0) {
+        cc_error("cannot write '%s': %s (previous file kept)", tmp, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        cc_error("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    /* Make the rename itself durable. */
+    char dir[CC_PATH_MAX + 32];
+    snprintf(dir, sizeof(dir), "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}

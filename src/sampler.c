@@ -1,0 +1,74 @@
+/* Generation: streaming, constant memory per token (cpu_decoder), sampling
+ * with temperature and top-k; temperature 0 is greedy. Prompt and
+ * continuation go out as text as they are produced. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/rng.h"
+#include "catchat/train.h"
+#include "catchat/util.h"
+
+static void emit(FILE *out, int token)
+{
+    if (token < 256) fputc(token, out);
+    else fprintf(out, "<%d>", token); /* ids past the byte range need a tokenizer */
+    fflush(out);
+}
+
+static int pick(const float *logits, int V, const cc_sample_opts *o, cc_rng *rng, float *work)
+{
+    int best = 0;
+    for (int v = 1; v < V; v++) if (logits[v] > logits[best]) best = v;
+    if (o->temperature <= 0) return best;
+    /* k-th largest logit as the cut-off (ties at the cut-off are kept) */
+    float cut = -INFINITY;
+    if (o->top_k > 0 && o->top_k < V) {
+        memcpy(work, logits, sizeof(float) * V);
+        for (int i = 0; i < o->top_k; i++) { /* partial selection: top_k is small */
+            int arg = i;
+            for (int v = i + 1; v < V; v++) if (work[v] > work[arg]) arg = v;
+            float tmp = work[i];
+            work[i] = work[arg];
+            work[arg] = tmp;
+        }
+        cut = work[o->top_k - 1];
+    }
+    double sum = 0;
+    for (int v = 0; v < V; v++)
+        sum += logits[v] >= cut ? exp((logits[v] - logits[best]) / o->temperature) : 0.0;
+    double u = cc_rng_uniform(rng) * sum, acc = 0;
+    for (int v = 0; v < V; v++) {
+        if (logits[v] < cut) continue;
+        acc += exp((logits[v] - logits[best]) / o->temperature);
+        if (acc > u) return v;
+    }
+    return best;
+}
+
+int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o, FILE *out)
+{
+    const int V = lay->dims.V;
+    const size_t plen = strlen(o->prompt);
+    if (plen == 0) return cc_error("sample: the prompt is empty");
+    cpu_decoder dec;
+    cpu_decoder_init(&dec, &lay->dims);
+    float *logits = cc_malloc(sizeof(float) * V), *work = cc_malloc(sizeof(float) * V);
+    cc_rng rng;
+    cc_rng_seed(&rng, o->seed);
+    int rc = 0;
+    for (size_t i = 0; i < plen; i++) {
+        const int tok = (unsigned char)o->prompt[i];
+        if (tok >= V) { rc = cc_error("sample: prompt byte %u >= vocab_size %d", tok, V); break; }
+        emit(out, tok);
+        cpu_decoder_step(&dec, lay, params, tok, logits);
+    }
+    for (int i = 0; rc == 0 && i < o->tokens; i++) {
+        const int tok = pick(logits, V, o, &rng, work);
+        emit(out, tok);
+        if (i + 1 < o->tokens) cpu_decoder_step(&dec, lay, params, tok, logits);
+    }
+    free(logits);
+    free(work);
+    cpu_decoder_free(&dec);
+    return rc;
+}

@@ -1,0 +1,73 @@
+/* Telemetry CSV, flushed per row. On resume, rows after the checkpoint's step
+ * are dropped (rewritten through a temporary file and a rename, so a crash
+ * during the rewrite keeps the old file). */
+#define _POSIX_C_SOURCE 200809L
+#include "catchat/telemetry.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "catchat/util.h"
+
+static const char *HEADER =
+    "step,tokens,loss,running_loss,lr,loss_scale,grad_norm,grad_norm_clipped,skipped,step_ms,"
+    "tok_per_s,seq_per_s,eval_loss,eval_top1,eval_top5\n";
+
+static int truncate_after(const char *path, long keep_step)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) return 0; /* nothing to keep */
+    char tmp[CC_PATH_MAX + 32];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return cc_error("cannot write '%s': %s", tmp, strerror(errno));
+    }
+    char line[4096];
+    int first = 1;
+    while (fgets(line, sizeof(line), in)) {
+        if (first) { fputs(HEADER, out); first = 0; continue; }
+        if (!strchr(line, '\n')) break; /* a torn last row */
+        if (atol(line) <= keep_step) fputs(line, out);
+    }
+    if (first) fputs(HEADER, out);
+    fclose(in);
+    if (fflush(out) != 0 || fclose(out) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return cc_error("cannot rewrite telemetry '%s': %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+int cc_telemetry_open(cc_telemetry *t, const char *path, long resume_step)
+{
+    t->f = NULL;
+    if (resume_step >= 0) {
+        if (truncate_after(path, resume_step) != 0) return -1;
+        t->f = fopen(path, "a");
+    } else {
+        t->f = fopen(path, "w");
+        if (t->f) fputs(HEADER, t->f);
+    }
+    if (!t->f) return cc_error("cannot open telemetry '%s': %s", path, strerror(errno));
+    fflush(t->f);
+    return 0;
+}
+
+int cc_telemetry_write(cc_telemetry *t, const cc_telemetry_row *r)
+{
+    fprintf(t->f, "%ld,%ld,%.6f,%.6f,%.6g,%.6g,%.6g,%.6g,%d,%.3f,%.1f,%.2f", r->step, r->tokens,
+            r->loss, r->running_loss, r->lr, r->loss_scale, r->grad_norm, r->grad_norm_clipped,
+            r->skipped, r->step_ms, r->tok_per_s, r->seq_per_s);
+    if (r->has_eval) fprintf(t->f, ",%.6f,%.6f,%.6f\n", r->eval_loss, r->eval_top1, r->eval_top5);
+    else fputs(",,,\n", t->f);
+    return fflush(t->f) == 0 ? 0 : cc_error("telemetry write failed: %s", strerror(errno));
+}
+
+void cc_telemetry_close(cc_telemetry *t)
+{
+    if (t->f) fclose(t->f);
+    t->f = NULL;
+}

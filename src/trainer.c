@@ -1,0 +1,202 @@
+/* `catchat train`: the training loop. Per step: next batch → forward/backward
+ * on the executor (loss × S) → shared optimizer step → telemetry row and a
+ * progress line; evaluation and checkpoints at their intervals and at the end,
+ * then a sample. All state a resumed run needs is in the checkpoint. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/checkpoint.h"
+#include "catchat/optim.h"
+#include "catchat/telemetry.h"
+#include "catchat/train.h"
+#include "catchat/util.h"
+
+#define RUNNING_ALPHA 0.05 /* running_loss is an EMA with this weight on the newest step */
+
+typedef struct {
+    cc_tokens train_tok, val_tok;
+    cc_loader train, val;
+    cc_executor *ex;
+    int *x, *y;
+} run_ctx;
+
+static void run_free(run_ctx *r)
+{
+    if (r->ex) r->ex->ops->destroy(r->ex);
+    cc_loader_free(&r->train);
+    cc_loader_free(&r->val);
+    cc_tokens_free(&r->train_tok);
+    cc_tokens_free(&r->val_tok);
+    free(r->x);
+    free(r->y);
+}
+
+static int save_checkpoint(const cc_config *cfg, cc_executor *ex, const cc_run_state *st)
+{
+    const size_t n = ex->lay.total;
+    float *p = cc_malloc(sizeof(float) * n), *m = cc_malloc(sizeof(float) * n),
+          *v = cc_malloc(sizeof(float) * n);
+    ex->ops->get_params(ex, p);
+    ex->ops->get_moments(ex, m, v);
+    char path[CC_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/checkpoint.safetensors", cfg->out_dir);
+    int rc = cc_checkpoint_save(path, cfg, &ex->lay, p, m, v, st);
+    free(p);
+    free(m);
+    free(v);
+    return rc;
+}
+
+static int restore(const cc_train_opts *o, cc_executor *ex, cc_run_state *st)
+{
+    const size_t n = ex->lay.total;
+    float *p = cc_calloc(n, sizeof(float)), *m = cc_calloc(n, sizeof(float)),
+          *v = cc_calloc(n, sizeof(float));
+    int has_m = 0, has_state = 0, rc;
+    const char *path = o->resume ? o->resume : o->init_ckpt;
+    ex->ops->get_params(ex, p); /* padding and anything not loaded keep their values */
+    rc = cc_checkpoint_load(path, &ex->lay, p, o->resume ? m : NULL, o->resume ? v : NULL,
+                            &has_m, o->resume ? st : NULL, &has_state);
+    if (rc == 0 && o->resume && (!has_m || !has_state))
+        rc = cc_error("%s: no optimizer moments or run state: use --init to start from its "
+                      "weights instead of --resume", path);
+    if (rc == 0) {
+        ex->ops->set_params(ex, p);
+        if (o->resume) ex->ops->set_moments(ex, m, v);
+    }
+    free(p);
+    free(m);
+    free(v);
+    return rc;
+}
+
+static void fmt_duration(char *buf, size_t cap, double seconds)
+{
+    if (seconds < 0 || !isfinite(seconds)) seconds = 0;
+    long s = (long)seconds;
+    if (s >= 3600) snprintf(buf, cap, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
+}
+
+int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
+{
+    run_ctx r;
+    memset(&r, 0, sizeof(r));
+    memset(res, 0, sizeof(*res));
+    const int B = cfg->batch_size, T = cfg->seq_len;
+    if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
+        cc_tokens_load(&r.train_tok, cfg->train, cfg->vocab_size) != 0 ||
+        cc_tokens_load(&r.val_tok, cfg->val, cfg->vocab_size) != 0 ||
+        cc_loader_init(&r.train, &r.train_tok, B, T, 1, cfg->seed) != 0 ||
+        cc_loader_init(&r.val, &r.val_tok, B, T, 0, cfg->seed) != 0) {
+        run_free(&r);
+        return -1;
+    }
+    if (!(r.ex = cc_executor_create(cfg, B, T))) {
+        run_free(&r);
+        return -1;
+    }
+    cc_executor *ex = r.ex;
+    cc_run_state st;
+    memset(&st, 0, sizeof(st));
+    cc_scaler_init(&st.scaler, cfg);
+    cc_rng_seed(&st.rng, cfg->seed);
+    if ((o->resume || o->init_ckpt) && restore(o, ex, &st) != 0) {
+        run_free(&r);
+        return -1;
+    }
+    if (cc_mkdir_p(cfg->out_dir) != 0) {
+        run_free(&r);
+        return -1;
+    }
+    char path[CC_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/telemetry.csv", cfg->out_dir);
+    cc_telemetry tel;
+    if (cc_telemetry_open(&tel, path, o->resume ? st.step : -1) != 0) {
+        run_free(&r);
+        return -1;
+    }
+    r.x = cc_malloc(sizeof(int) * B * T);
+    r.y = cc_malloc(sizeof(int) * B * T);
+    if (!o->quiet) {
+        printf("catchat train: %s executor, %zu parameters, %zu train / %zu val tokens, "
+               "resolved config:\n", ex->name, ex->lay.total, r.train_tok.n, r.val_tok.n);
+        cc_config_print(cfg, stdout);
+        if (o->resume) printf("resumed from %s at step %ld\n", o->resume, st.step);
+        fflush(stdout);
+    }
+    long end = cfg->max_steps;
+    if (o->stop_after > 0 && st.step + o->stop_after < end) end = st.step + o->stop_after;
+    res->losses = cc_calloc((size_t)(end > st.step ? end - st.step : 1), sizeof(double));
+    const double t_start = cc_now_ms();
+    const long first = st.step;
+    int rc = 0;
+    while (st.step < end) {
+        const double t0 = cc_now_ms();
+        cc_loader_batch(&r.train, st.data_pos, r.x, r.y);
+        st.data_pos++;
+        const double loss = ex->ops->forward_backward(ex, r.x, r.y, st.scaler.scale);
+        cc_step_report rep;
+        cc_optimizer_step(ex, cfg, &st.scaler, &st.counts, st.step, &rep);
+        const double ms = cc_now_ms() - t0;
+        st.running_loss = (st.step == 0 || !isfinite(st.running_loss))
+                              ? loss
+                              : (1 - RUNNING_ALPHA) * st.running_loss + RUNNING_ALPHA * loss;
+        st.step++;
+        res->losses[res->n_losses++] = loss;
+        res->last_loss = loss;
+
+        cc_telemetry_row row = { st.step, (long)st.step * B * T, loss, st.running_loss, rep.lr,
+                                 rep.scale_used, rep.norm, rep.norm_clipped, rep.skipped, ms,
+                                 B * T / (ms * 1e-3), B / (ms * 1e-3), 0, 0, 0, 0 };
+        const int last = st.step == cfg->max_steps;
+        if ((cfg->eval_interval > 0 && st.step % cfg->eval_interval == 0) || last) {
+            cc_eval_result ev;
+            cc_evaluate(ex, &r.val, cfg->eval_batches, &ev);
+            row.has_eval = 1;
+            row.eval_loss = res->eval_loss = ev.loss;
+            row.eval_top1 = res->eval_top1 = ev.top1;
+            row.eval_top5 = res->eval_top5 = ev.top5;
+        }
+        if (cc_telemetry_write(&tel, &row) != 0) { rc = -1; break; }
+        if (!o->quiet) {
+            const double per = (cc_now_ms() - t_start) / (double)(st.step - first);
+            char eta[32];
+            fmt_duration(eta, sizeof(eta), per * (double)(end - st.step) * 1e-3);
+            printf("step %ld/%ld | loss %.4f | lr %.2e | scale %g | norm %.3f%s | %.1f ms | "
+                   "%.0f tok/s | ETA %s", st.step, cfg->max_steps, loss, rep.lr, rep.scale_used,
+                   rep.norm, rep.skipped ? " SKIPPED" : "", ms, row.tok_per_s, eta);
+            if (row.has_eval)
+                printf(" | eval loss %.4f top1 %.2f%% top5 %.2f%%", row.eval_loss,
+                       100 * row.eval_top1, 100 * row.eval_top5);
+            putchar('\n');
+            fflush(stdout);
+        }
+        if ((cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0) ||
+            st.step == end) {
+            if (save_checkpoint(cfg, ex, &st) != 0) { rc = -1; break; }
+        }
+    }
+    res->steps_run = st.step - first;
+    cc_telemetry_close(&tel);
+    if (rc == 0 && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
+        float *p = cc_malloc(sizeof(float) * ex->lay.total);
+        ex->ops->get_params(ex, p);
+        snprintf(path, sizeof(path), "%s/sample.txt", cfg->out_dir);
+        FILE *sf = fopen(path, "w");
+        cc_sample_opts so = { o->sample_prompt, o->sample_tokens, 0.8, 40, cfg->seed };
+        if (sf) {
+            cc_sample(&ex->lay, p, &so, sf);
+            fclose(sf);
+        }
+        if (!o->quiet) {
+            printf("sample (%s):\n", path);
+            cc_sample(&ex->lay, p, &so, stdout);
+            printf("\n");
+        }
+        free(p);
+    }
+    run_free(&r);
+    return rc;
+}

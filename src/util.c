@@ -1,0 +1,100 @@
+/* Error reporting, checked allocation and small file helpers. */
+#define _POSIX_C_SOURCE 200809L
+#include "catchat/util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int cc_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("catchat: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return -1;
+}
+
+void *cc_malloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        cc_error("out of host memory allocating %zu bytes", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+void *cc_calloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) {
+        cc_error("out of host memory allocating %zu x %zu bytes", count, size);
+        exit(1);
+    }
+    return p;
+}
+
+uint8_t *cc_read_file(const char *path, size_t *len_out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cc_error("cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        cc_error("'%s' is not a regular file", path);
+        fclose(f);
+        return NULL;
+    }
+    size_t len = (size_t)st.st_size;
+    uint8_t *buf = cc_malloc(len + 1);
+    if (len && fread(buf, 1, len, f) != len) {
+        cc_error("cannot read '%s': %s", path, strerror(errno));
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    buf[len] = 0;
+    fclose(f);
+    *len_out = len;
+    return buf;
+}
+
+double cc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+int cc_mkdir_p(const char *path)
+{
+    char buf[CC_PATH_MAX];
+    if (strlen(path) >= sizeof(buf)) return cc_error("path too long: '%s'", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return cc_error("cannot create directory '%s': %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return cc_error("cannot create directory '%s': %s", buf, strerror(errno));
+    return 0;
+}
+
+void cc_format_real(char *buf, size_t cap, double v)
+{
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
