@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The command line end to end: --help, one-line errors for bad configs, and a
+# tiny train → eval → sample → dump-state round on generated text.
+#   tests/cli.sh path/to/catchat
+set -u
+bin=$(realpath "$1")
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error "what" CMD...: non-zero exit, exactly one line on stderr.
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local lines; lines=$(wc -l <"$tmp/err")
+  if [ $rc -eq 0 ]; then bad "$what: exit 0"; return; fi
+  if [ "$lines" -ne 1 ]; then bad "$what: $lines stderr lines: $(cat "$tmp/err")"; return; fi
+  if ! grep -q -- "$pattern" "$tmp/err"; then bad "$what: '$(cat "$tmp/err")' lacks '$pattern'"; return; fi
+  ok
+}
+
+"$bin" --help >"$tmp/out" || bad "--help exit"
+for c in train eval sample ladder bench bisect audit dump-state; do
+  grep -q "^  $c " "$tmp/out" || bad "--help does not list $c"
+  "$bin" $c --help >/dev/null || bad "$c --help exit"
+done
+ok
+
+printf '[model]\nd_model = 64\n[train]\nbogus_key = 3\n' >"$tmp/unknown.ini"
+expect_error "unknown key" "unknown.ini:4: unknown key 'bogus_key'" "$bin" train --config "$tmp/unknown.ini"
+printf '[train]\nlr = fast\n' >"$tmp/badval.ini"
+expect_error "bad value" "badval.ini:2: \[train\] lr" "$bin" train --config "$tmp/badval.ini"
+expect_error "missing file" "nope.ini" "$bin" train --config "$tmp/nope.ini"
+expect_error "bad --set" "batch_size" "$bin" train --config "$root/configs/tiny.ini" --set batch_size=0
+expect_error "unknown option" "unknown option" "$bin" eval --frobnicate
+expect_error "unknown command" "unknown command" "$bin" frobnicate
+
+# a tiny run on generated text
+python3 - "$tmp" <<'PY'
+import random, sys
+random.seed(3)
+words = "the cat sat on a mat and the dog ran far it was good we see".split()
+for name, n in (("train.txt", 30000), ("val.txt", 4000)):
+    out = []
+    while sum(map(len, out)) < n:
+        out.append(random.choice(words) + random.choice([" ", " ", " ", ".\n"]))
+    open(f"{sys.argv[1]}/{name}", "w").write("".join(out))
+PY
+sets=(--set train="$tmp/train.txt" --set val="$tmp/val.txt" --set out_dir="$tmp/run")
+"$bin" train --config "$root/configs/tiny.ini" "${sets[@]}" --set max_steps=8 >"$tmp/train.log" 2>&1 \
+  || bad "tiny train: $(tail -3 "$tmp/train.log")"
+[ -f "$tmp/run/checkpoint.safetensors" ] || bad "no checkpoint"
+[ -f "$tmp/run/sample.txt" ] || bad "no sample"
+[ "$(wc -l <"$tmp/run/telemetry.csv")" -eq 9 ] || bad "telemetry rows"
+head -1 "$tmp/run/telemetry.csv" | grep -q '^step,tokens,loss,running_loss,lr,loss_scale,grad_norm,grad_norm_clipped,skipped,step_ms,tok_per_s,seq_per_s,eval_loss,eval_top1,eval_top5$' \
+  || bad "telemetry header"
+"$bin" eval --ckpt "$tmp/run/checkpoint.safetensors" --data "$tmp/val.txt" --json >"$tmp/eval.json" \
+  || bad "eval"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert 0 < d['loss'] < 6 and 0 <= d['top1'] <= d['top5'] <= 1, d" "$tmp/eval.json" \
+  || bad "eval json: $(cat "$tmp/eval.json")"
+a=$("$bin" sample --ckpt "$tmp/run/checkpoint.safetensors" --prompt "the " --tokens 30 --temperature 0)
+b=$("$bin" sample --ckpt "$tmp/run/checkpoint.safetensors" --prompt "the " --tokens 30 --temperature 0 --seed 9)
+[ "$a" = "$b" ] || bad "greedy sample not deterministic"
+case "$a" in "the "*) ok ;; *) bad "sample does not start with the prompt" ;; esac
+before=$(md5sum <"$tmp/run/checkpoint.safetensors")
+"$bin" dump-state --config "$root/configs/tiny.ini" "${sets[@]}" --ckpt "$tmp/run/checkpoint.safetensors" \
+  --out "$tmp/state.safetensors" --device cpu >/dev/null || bad "dump-state"
+[ "$before" = "$(md5sum <"$tmp/run/checkpoint.safetensors")" ] || bad "dump-state changed the checkpoint"
+expect_error "eval missing tensor" "missing tensor" "$bin" eval --ckpt "$tmp/state.safetensors" \
+  --config "$root/configs/tiny.ini" "${sets[@]}"
+# resume continues at step 8 and appends
+"$bin" train --config "$root/configs/tiny.ini" "${sets[@]}" --set max_steps=10 \
+  --resume "$tmp/run/checkpoint.safetensors" >"$tmp/resume.log" 2>&1 || bad "resume: $(tail -2 "$tmp/resume.log")"
+grep -q "resumed from .* at step 8" "$tmp/resume.log" || bad "resume message"
+[ "$(wc -l <"$tmp/run/telemetry.csv")" -eq 11 ] || bad "telemetry after resume"
+
+echo "$pass passed, $fails failed"
+[ $fails -eq 0 ]

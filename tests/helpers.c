@@ -1,0 +1,87 @@
+#define _DEFAULT_SOURCE
+#include "helpers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/rng.h"
+
+void th_tiny_config(cc_config *c)
+{
+    cc_config_defaults(c);
+    c->d_model = 64;
+    c->n_layers = 2;
+    c->n_heads = 4;
+    c->ctx_window = 16;
+    c->seq_len = 32;
+    c->batch_size = 4;
+    c->max_steps = 20;
+    c->warmup_steps = 5;
+    c->eval_interval = 10;
+    c->eval_batches = 2;
+    c->checkpoint_interval = 10;
+    strcpy(c->device, "cpu");
+}
+
+void th_tmpdir(char *out, size_t cap)
+{
+    snprintf(out, cap, "/tmp/catchat-test-XXXXXX");
+    if (!mkdtemp(out)) abort();
+}
+
+void th_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len) abort();
+    fclose(f);
+}
+
+void th_write_text(const char *path, size_t bytes, unsigned seed)
+{
+    static const char *words[] = { "the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "dog ",
+                                   "ran ", "far. ", "It ", "was ", "good.\n", "we ", "see " };
+    cc_rng r;
+    cc_rng_seed(&r, seed);
+    char *buf = malloc(bytes);
+    size_t n = 0;
+    while (n < bytes) {
+        const char *w = words[cc_rng_below(&r, sizeof(words) / sizeof(words[0]))];
+        for (size_t i = 0; w[i] && n < bytes; i++) buf[n++] = w[i];
+    }
+    th_write_file(path, buf, bytes);
+    free(buf);
+}
+
+double th_rel_err_f(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num) / fmax(sqrt(den), 1e-30);
+}
+
+double th_rel_err_d(const double *a, const double *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return sqrt(num) / fmax(sqrt(den), 1e-300);
+}
+
+void th_random_tokens(int *x, int *y, int n, int V, unsigned seed, int ignore_every)
+{
+    cc_rng r;
+    cc_rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) {
+        x[i] = (int)cc_rng_below(&r, (uint64_t)V);
+        y[i] = (int)cc_rng_below(&r, (uint64_t)V);
+        if (ignore_every > 0 && i % ignore_every == ignore_every - 1) y[i] = -1;
+    }
+}

@@ -1,0 +1,23 @@
+/* Shared fixtures of the test suite: the tiny config, a scratch folder,
+ * a generated English-like text file, and error measures. */
+#ifndef CATCHAT_TEST_HELPERS_H
+#define CATCHAT_TEST_HELPERS_H
+
+#include <stddef.h>
+#include "catchat/config.h"
+#include "catchat/layout.h"
+
+/* configs/tiny.ini values (model.md's tiny column) without reading the file. */
+void th_tiny_config(cc_config *c);
+/* A fresh folder under /tmp; returns its path (static buffer per call site). */
+void th_tmpdir(char *out, size_t cap);
+/* Write `bytes` bytes of repetitive English text to path. */
+void th_write_text(const char *path, size_t bytes, unsigned seed);
+void th_write_file(const char *path, const void *data, size_t len);
+/* ‖a − b‖₂ / max(‖b‖₂, tiny); NaN anywhere gives +inf. */
+double th_rel_err_f(const float *a, const float *b, size_t n);
+double th_rel_err_d(const double *a, const double *b, size_t n);
+/* Random ints in [0, V) and targets (some -1 when ignore_every > 0). */
+void th_random_tokens(int *x, int *y, int n, int V, unsigned seed, int ignore_every);
+
+#endif

@@ -1,0 +1,182 @@
+/* Checkpoints: round trip of weights, moments and run state; other tools'
+ * files (F16/BF16, extra tensors); and hostile headers, each a clean error. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/checkpoint.h"
+#include "catchat/safetensors.h"
+#include "helpers.h"
+
+static void tiny_layout(cc_config *c, cc_layout *lay)
+{
+    th_tiny_config(c);
+    cc_dims d = cc_dims_from_config(c);
+    cc_layout_build(lay, &d);
+}
+
+Test(checkpoint, round_trip_with_state)
+{
+    cc_config c;
+    cc_layout lay;
+    tiny_layout(&c, &lay);
+    const size_t n = lay.total;
+    float *p = malloc(4 * n), *m = malloc(4 * n), *v = malloc(4 * n);
+    cc_layout_init_params(&lay, p, 1);
+    cc_layout_init_params(&lay, m, 2);
+    cc_layout_init_params(&lay, v, 3);
+    cc_run_state st = { 0 };
+    st.step = 17;
+    st.counts.applied = 15;
+    st.counts.skipped = 2;
+    st.scaler.scale = 32768;
+    st.scaler.growth_count = 5;
+    st.data_pos = 17;
+    st.running_loss = 2.345678901234;
+    cc_rng_seed(&st.rng, 77);
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/ck.safetensors", dir);
+    c.lr = 1.25e-3;
+    cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, m, v, &st), 0);
+    float *p2 = calloc(n, 4), *m2 = calloc(n, 4), *v2 = calloc(n, 4);
+    cc_run_state st2 = { 0 };
+    int hm, hs;
+    cr_assert_eq(cc_checkpoint_load(path, &lay, p2, m2, v2, &hm, &st2, &hs), 0);
+    cr_expect(hm && hs);
+    cr_expect_eq(memcmp(p, p2, 4 * n), 0);
+    cr_expect_eq(memcmp(m, m2, 4 * n), 0);
+    cr_expect_eq(memcmp(v, v2, 4 * n), 0);
+    cr_expect_eq(st2.step, 17);
+    cr_expect_eq(st2.counts.applied, 15);
+    cr_expect_eq(st2.counts.skipped, 2);
+    cr_expect_eq(st2.scaler.scale, 32768.0);
+    cr_expect_eq(st2.scaler.growth_count, 5);
+    cr_expect_eq(st2.data_pos, 17);
+    cr_expect_eq(st2.running_loss, st.running_loss);
+    cr_expect_eq(memcmp(&st.rng, &st2.rng, sizeof(st.rng)), 0);
+    cc_config c2;
+    cc_config_defaults(&c2);
+    cr_expect_eq(cc_checkpoint_read_config(path, &c2), 1);
+    cr_expect_eq(c2.lr, 1.25e-3);
+    cr_expect_eq(c2.d_model, 64);
+    free(p); free(m); free(v); free(p2); free(m2); free(v2);
+}
+
+/* A file as another tool writes it: F16 and BF16 tensors, reordered, with an
+ * extra tensor and no metadata. */
+Test(checkpoint, loads_foreign_f16_bf16)
+{
+    cc_config c;
+    cc_layout lay;
+    tiny_layout(&c, &lay);
+    float *p = malloc(4 * lay.total);
+    cc_layout_init_params(&lay, p, 9);
+    cc_st_entry *e = calloc((size_t)lay.n + 1, sizeof(cc_st_entry));
+    uint16_t **bufs = calloc((size_t)lay.n, sizeof(uint16_t *));
+    for (int i = 0; i < lay.n; i++) {
+        const cc_tensor_info *t = &lay.t[lay.n - 1 - i]; /* reversed order */
+        const int bf = i % 2;
+        bufs[i] = malloc(2 * t->numel);
+        for (size_t k = 0; k < t->numel; k++) {
+            float f = p[t->offset + k];
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            bufs[i][k] = bf ? (uint16_t)(u >> 16) : cc_float_to_half(f);
+        }
+        e[i] = (cc_st_entry){ t->name, bf ? ST_BF16 : ST_F16, t->ndim, { t->shape[0], t->shape[1] }, bufs[i] };
+    }
+    int32_t extra[3] = { 1, 2, 3 };
+    e[lay.n] = (cc_st_entry){ "something.else", ST_I32, 1, { 3 }, extra };
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/foreign.safetensors", dir);
+    cr_assert_eq(cc_st_write(path, e, lay.n + 1, NULL, NULL, 0), 0);
+    float *q = calloc(lay.total, 4);
+    int hs = 1;
+    cc_run_state st;
+    cr_assert_eq(cc_checkpoint_load(path, &lay, q, NULL, NULL, NULL, &st, &hs), 0);
+    cr_expect_eq(hs, 0);
+    cr_expect(th_rel_err_f(q, p, lay.total) < 5e-3, "rel err %.3e", th_rel_err_f(q, p, lay.total));
+    for (int i = 0; i < lay.n; i++) free(bufs[i]);
+    free(bufs); free(e); free(p); free(q);
+}
+
+static void expect_bad(const char *dir, const char *name, const void *bytes, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    th_write_file(path, bytes, len);
+    cc_st_file f;
+    cr_expect_neq(cc_st_open(&f, path), 0, "accepted %s", name);
+}
+
+static size_t with_header(uint8_t *buf, const char *json, size_t data_bytes)
+{
+    const uint64_t n = strlen(json);
+    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)(n >> (8 * i));
+    memcpy(buf + 8, json, n);
+    memset(buf + 8 + n, 0, data_bytes);
+    return 8 + n + data_bytes;
+}
+
+Test(checkpoint, hostile_headers_are_errors, .init = cr_redirect_stderr)
+{
+    char dir[256];
+    th_tmpdir(dir, sizeof(dir));
+    uint8_t buf[4096];
+    size_t n;
+    const uint8_t huge[16] = { 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, '{', '}' };
+    expect_bad(dir, "len_past_end", huge, sizeof(huge));
+    expect_bad(dir, "short", "abc", 3);
+    n = with_header(buf, "[1,2,3]", 0);
+    expect_bad(dir, "not_object", buf, n);
+    n = with_header(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12);
+    expect_bad(dir, "overlap", buf, n);
+    n = with_header(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8);
+    expect_bad(dir, "size_mismatch", buf, n);
+    n = with_header(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4);
+    expect_bad(dir, "past_data", buf, n);
+    n = with_header(buf, "{\"a\":{\"dtype\":\"Q7\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
+    expect_bad(dir, "dtype", buf, n);
+    n = with_header(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8);
+    expect_bad(dir, "neg_shape", buf, n);
+    n = with_header(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8);
+    expect_bad(dir, "reversed", buf, n);
+    n = with_header(buf, "{\"__metadata__\":{\"k\":3}}", 0);
+    expect_bad(dir, "meta_not_string", buf, n);
+    n = with_header(buf, "{\"a\":", 0);
+    expect_bad(dir, "truncated_json", buf, n);
+}
+
+Test(checkpoint, missing_tensor_and_wrong_shape_name_the_tensor, .init = cr_redirect_stderr)
+{
+    cc_config c;
+    cc_layout lay, small;
+    tiny_layout(&c, &lay);
+    float *p = calloc(lay.total, 4);
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/ck.safetensors", dir);
+    cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, NULL, NULL, NULL), 0);
+    c.d_model = 32;
+    cc_dims d = cc_dims_from_config(&c);
+    cc_layout_build(&small, &d);
+    cr_expect_neq(cc_checkpoint_load(path, &small, p, NULL, NULL, NULL, NULL, NULL), 0);
+    c.n_layers = 3;
+    c.d_model = 64;
+    d = cc_dims_from_config(&c);
+    cc_layout_build(&small, &d);
+    float *q = calloc(small.total, 4);
+    cr_expect_neq(cc_checkpoint_load(path, &small, q, NULL, NULL, NULL, NULL, NULL), 0);
+    fflush(stderr);
+    char want[2048];
+    snprintf(want, sizeof(want),
+             "catchat: %s: tensor 'embed.weight' has shape [256, 64], the config needs [256, 32]\n"
+             "catchat: %s: missing tensor 'gru.2.norm.weight'\n", path, path);
+    cr_expect_stderr_eq_str(want);
+    free(p);
+    free(q);
+}
