@@ -33,7 +33,7 @@ int cc_dump_state(const cc_config *cfg, const char *ckpt, const char *out_path)
         cc_loader_batch(&ld, 0, x, y);
         double loss = ex->ops->forward_backward(ex, x, y, S);
         ex->ops->get_grads(ex, g);
-        for (size_t i = 0; i < n; i++) g[i] = (float)(g[i] / S);
+        for (size_t i = 0; i < n; i++) g[i] = (float)(g[i] / ex->grad_unit);
         const cc_layout *lay = &ex->lay;
         cc_st_entry *e = cc_calloc((size_t)lay->n + 3, sizeof(cc_st_entry));
         char (*names)[CC_NAME_MAX + 8] = cc_calloc((size_t)lay->n, sizeof(*names));

@@ -6,13 +6,14 @@
 
 cc_executor *cc_executor_create(const cc_config *cfg, int B, int T)
 {
-    if (strcmp(cfg->device, "gpu") == 0) {
-        cc_error("[run] device = gpu: the GPU executor is not built yet in this version; "
-                 "use device = cpu");
-        return NULL;
+    const int want_gpu = strcmp(cfg->device, "gpu") == 0;
+    if (want_gpu || strcmp(cfg->device, "auto") == 0) {
+        if (cc_gpu_count() > 0) return cc_gpu_executor_create(cfg, B, T);
+        if (want_gpu) {
+            cc_error("[run] device = gpu, but no CUDA device is visible (no driver or no GPU); "
+                     "use device = cpu or auto");
+            return NULL;
+        }
     }
-    if (strcmp(cfg->device, "auto") == 0 && cc_gpu_count() > 0)
-        fprintf(stderr, "catchat: a GPU is present but the GPU executor is not built yet; "
-                        "running on the CPU\n");
     return cc_cpu_executor_create(cfg, B, T);
 }

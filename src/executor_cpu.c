@@ -20,6 +20,7 @@ static double cpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     double loss = cpu_model_forward(&ex->lay, c->params, &c->acts, x, y, NULL);
     cpu_model_backward(&ex->lay, c->params, c->grads, &c->acts, x, y, scale,
                        ex->cfg.grad_h_clamp, ex->cfg.ctx_grad_clamp);
+    ex->grad_unit = scale;
     return loss;
 }
 
@@ -44,6 +45,11 @@ static void cpu_adamw(cc_executor *ex, double lr, long k)
 static void cpu_get_params(cc_executor *ex, float *p) { memcpy(p, IMPL(ex)->params, sizeof(float) * ex->lay.total); }
 static void cpu_set_params(cc_executor *ex, const float *p) { memcpy(IMPL(ex)->params, p, sizeof(float) * ex->lay.total); }
 static void cpu_get_grads(cc_executor *ex, float *g) { memcpy(g, IMPL(ex)->grads, sizeof(float) * ex->lay.total); }
+static void cpu_set_grads(cc_executor *ex, const float *g, double unit)
+{
+    memcpy(IMPL(ex)->grads, g, sizeof(float) * ex->lay.total);
+    ex->grad_unit = unit;
+}
 
 static void cpu_get_moments(cc_executor *ex, float *m, float *v)
 {
@@ -71,7 +77,7 @@ static void cpu_destroy(cc_executor *ex)
 
 static const cc_executor_ops CPU_OPS = {
     cpu_forward_backward, cpu_score, cpu_grad_scale_sumsq, cpu_adamw, cpu_get_params,
-    cpu_set_params, cpu_get_grads, cpu_get_moments, cpu_set_moments, cpu_destroy,
+    cpu_set_params, cpu_get_grads, cpu_set_grads, cpu_get_moments, cpu_set_moments, cpu_destroy,
 };
 
 cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T)
@@ -82,6 +88,7 @@ cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T)
     ex->cfg = *cfg;
     ex->B = B;
     ex->T = T;
+    ex->grad_unit = 1.0;
     cc_dims d = cc_dims_from_config(cfg);
     cc_layout_build(&ex->lay, &d);
     cpu_impl *c = cc_calloc(1, sizeof(*c));

@@ -3,7 +3,8 @@
  *   3. clip to max_grad_norm          4. skip if n₀ or n₁ is non-finite or n₀ = 0
  *   5. AdamW (decay on 2-D tensors)   6. dynamic loss scale (GradScaler rules)
  * The loss scale enters in the backward pass (dlogits carry S) and leaves
- * here, in step 1, before any norm is taken. */
+ * here, in step 1, before any norm is taken: the executor reports the factor
+ * its gradients carry (grad_unit: S on the CPU, S·N on the GPU). */
 #include "catchat/optim.h"
 
 #include <math.h>
@@ -31,7 +32,7 @@ void cc_optimizer_step(cc_executor *ex, const cc_config *cfg, cc_scaler *sc, cc_
 {
     rep->lr = cc_lr_at(cfg, step);
     rep->scale_used = sc->scale;
-    const double n0 = sqrt(ex->ops->grad_scale_sumsq(ex, 1.0 / sc->scale));
+    const double n0 = sqrt(ex->ops->grad_scale_sumsq(ex, 1.0 / ex->grad_unit));
     double n1 = n0;
     if (cfg->max_grad_norm > 0 && n0 > cfg->max_grad_norm && isfinite(n0))
         n1 = sqrt(ex->ops->grad_scale_sumsq(ex, cfg->max_grad_norm / (n0 + 1e-6)));

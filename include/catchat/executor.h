@@ -13,8 +13,10 @@
 typedef struct cc_executor cc_executor;
 
 typedef struct cc_executor_ops {
-    /* Zero gradients, run forward and backward on x, y [B,T]; the gradient
-     * buffer then holds gradients of loss·loss_scale. Returns the mean loss. */
+    /* Zero gradients, run forward and backward on x, y [B,T] with loss scale
+     * S. The gradient buffer then holds ex->grad_unit × the gradient of the
+     * mean loss (S on the CPU; S·N on the GPU, see kernels.h). Returns the
+     * mean loss. */
     double (*forward_backward)(cc_executor *ex, const int *x, const int *y, double loss_scale);
     /* Forward only; adds loss sum, scored, top-1, top-5 into *score. */
     void (*score)(cc_executor *ex, const int *x, const int *y, cc_score *score);
@@ -26,6 +28,7 @@ typedef struct cc_executor_ops {
     void (*get_params)(cc_executor *ex, float *params);
     void (*set_params)(cc_executor *ex, const float *params);
     void (*get_grads)(cc_executor *ex, float *grads);
+    void (*set_grads)(cc_executor *ex, const float *grads, double grad_unit);
     void (*get_moments)(cc_executor *ex, float *m, float *v);
     void (*set_moments)(cc_executor *ex, const float *m, const float *v);
     void (*destroy)(cc_executor *ex);
@@ -37,11 +40,16 @@ struct cc_executor {
     cc_layout lay;
     cc_config cfg;
     int B, T;
+    double grad_unit; /* held gradients ÷ gradients of the mean loss */
     void *impl;
 };
 
 /* The CPU reference executor (FP32, OpenMP). */
 cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T);
+
+/* The GPU executor (FP16 GEMM operands, FP32 accumulation). NULL with a
+ * one-line error when the device cannot run it. */
+cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T);
 
 /* Pick by [run] device: "cpu", "gpu", or "auto" (the GPU when present). */
 cc_executor *cc_executor_create(const cc_config *cfg, int B, int T);

@@ -1,0 +1,22 @@
+/* The one GEMM wrapper: cuBLASLt, FP16 A and B, FP32 compute
+ * (CUBLAS_COMPUTE_32F), FP32 output, row-major semantics:
+ *   C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C  (+ bias[N] if non-NULL)
+ * op(A) = A (stored [M,K], row stride lda) or Aᵀ (stored [K,M]); same for B.
+ * Leading dimensions let a GEMM read every T-th row (one timestep of a
+ * [B,T,·] tensor). Descriptors and the heuristic's algorithm are cached per
+ * shape, strides, transposes and pointer alignment. */
+#ifndef CATCHAT_GEMM_H
+#define CATCHAT_GEMM_H
+
+#include <cuda_runtime_api.h>
+
+typedef struct cc_gemm_ctx cc_gemm_ctx;
+
+cc_gemm_ctx *cc_gemm_create(void);
+void cc_gemm_destroy(cc_gemm_ctx *g);
+
+void cc_gemm(cc_gemm_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,
+             int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
+             cudaStream_t stream);
+
+#endif

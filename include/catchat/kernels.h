@@ -1,0 +1,95 @@
+/* Launchers of the CUDA kernels in kernels/ (one .cu file per op), callable from C. FP16
+ * buffers cross this boundary as `void *` (cuda_fp16.h's `half` is C++ only);
+ * FP32 buffers as float *. Every launcher takes an explicit stream and checks
+ * its launch. Conventions as in the CPU reference: parameter gradients
+ * accumulate (+=), activation gradients overwrite unless a comment says
+ * "accumulates".
+ *
+ * Precision contract (written once, here, and enforced by these kernels):
+ *   - FP32: master weights, AdamW moments, parameter gradients, the residual
+ *     stream u, GRU state h, gate values, attention probabilities, norm
+ *     statistics, logits, every reduction and every GEMM accumulator.
+ *   - FP16: GEMM operands only — the weight copies (refreshed after each
+ *     optimizer step) and the activations / activation gradients that feed a
+ *     GEMM (normalised inputs, h_{t-1}, attention output, dlogits, gate
+ *     gradients, dqkv, dc).
+ *   - The loss scale enters in the classifier's backward: dlogits =
+ *     S·(softmax − onehot), i.e. the gradient of the *summed* scaled loss, so
+ *     FP16 gradient operands are O(S) rather than O(S/N) and do not flush to
+ *     zero at S = 1. It leaves in the optimizer's unscale, which divides by
+ *     the executor's gradient unit S·N. The grad_h clamp limit handed to the
+ *     BPTT kernel is grad_h_clamp·S·N, computed once by the C dispatcher
+ *     (src/gpu/executor_gpu.c): the same clamp on the mean loss under every
+ *     loss scale. */
+#ifndef CATCHAT_KERNELS_H
+#define CATCHAT_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* convert.cu */
+void launch_f32_to_f16(void *dst, const float *src, size_t n, cudaStream_t s);
+void launch_f16_to_f32(float *dst, const void *src, size_t n, cudaStream_t s);
+/* y = a + b (n elements) */
+void launch_add(float *y, const float *a, const float *b, size_t n, cudaStream_t s);
+/* column sums of an FP16 matrix [M,N] added into out[N] (bias gradients) */
+void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s);
+
+/* embedding.cu: out[M,D] = table[x]; dtable += scatter of dout (repeats add) */
+void launch_embedding_forward(float *out, const int *x, const float *table, int M, int D, cudaStream_t s);
+void launch_embedding_backward(float *dtable, const float *dout, const int *x, int M, int D, cudaStream_t s);
+
+/* rmsnorm.cu: y32 and/or y16 may be NULL. dx accumulates; dg accumulates. */
+void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const float *x, const float *g, int M, int D,
+                            float eps, float floor_, float inv_max, cudaStream_t s);
+void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *g,
+                             const float *ir, int M, int D, float eps, float floor_, float inv_max,
+                             cudaStream_t s);
+
+/* gru.cu: one timestep's element-wise work; the W_h·h GEMM is the caller's.
+ * Tensors are [B,T,·] with row stride T·width; t selects the timestep.
+ * Forward: gh[B,3D] = W_hh·h_{t-1} (FP32, no bias). Reads gx (with b_ih),
+ * b_hh, h_{t-1} from h (zeros at t = 0); writes gates, ghn, h[:,t] and the
+ * FP16 copy hprev16[:,t+1] that the next step's GEMM reads. */
+void launch_gru_forward_step(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+                             const float *gh, const float *bhh, int B, int T, int D, int t,
+                             cudaStream_t s);
+/* Backward of step t: g = dh_in[:,t] + dhrec, clamped to ±clamp_limit (0 =
+ * off); writes dgx16[:,t], dgh16[:,t] (FP16 GEMM operands) and dhrec = z⊙g;
+ * the caller then adds dgh·W_hh into dhrec with a GEMM. */
+void launch_gru_backward_step(void *dgx16, void *dgh16, float *dhrec, const float *dh_in,
+                              const float *h, const float *gates, const float *ghn, int B, int T,
+                              int D, int t, float clamp_limit, cudaStream_t s);
+
+/* attention.cu: qkv[B,T,3D] FP32; o16 [B,T,D] FP16 (GEMM operand), o32 optional;
+ * p[B,H,T,W]. Backward: dqkv[B,T,3D] FP32 (=). */
+void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv, int B, int T,
+                              int D, int H, int W, cudaStream_t s);
+/* ds: scratch of the size of p. */
+void launch_attention_backward(float *dqkv, float *ds, const float *dout, const float *p, const float *qkv,
+                               int B, int T, int D, int H, int W, cudaStream_t s);
+/* Per-row L2 clamp of d[M,D] to `limit` (0 = off), in place. */
+void launch_rownorm_clamp(float *d, int M, int D, float limit, cudaStream_t s);
+
+/* classifier.cu: per row of logits[M,V]: loss[m] (0 when y < 0), counts
+ * hits[m] = 1 for top-1, 2 for top-5 only, 0 otherwise (−1 when not scored);
+ * dlogits16 (may be NULL) = grad_scale·(softmax − onehot), 0 where y < 0. */
+void launch_crossentropy(float *loss, int *rank_class, void *dlogits16, const float *logits,
+                         const int *y, int M, int V, float grad_scale, cudaStream_t s);
+
+/* optimizer.cu: g ← g·mul over n elements; partial sums of squares into
+ * partials[nblocks] (FP32 per block) and the count of non-finite values. */
+int optimizer_sumsq_blocks(void);
+void launch_scale_sumsq(float *g, size_t n, float mul, float *partials, int *nonfinite, cudaStream_t s);
+void launch_adamw(float *p, void *p16, const float *g, float *m, float *v, size_t n, float lr,
+                  float decay_factor, float beta1, float beta2, float bc1, float bc2, float eps,
+                  cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

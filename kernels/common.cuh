@@ -1,0 +1,56 @@
+// Shared by the kernel files: launch checking and warp reductions.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+// A failed launch is a programming error (bad grid, bad arch): report where and stop.
+#define LAUNCH_CHECK()                                                                       \
+    do {                                                                                     \
+        cudaError_t e_ = cudaGetLastError();                                                 \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "catchat: CUDA launch failed at %s:%d: %s\n", __FILE__, __LINE__, \
+                    cudaGetErrorString(e_));                                                 \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Block-wide sum for blockDim.x a multiple of 32 (≤ 1024); every thread gets the result.
+__device__ __forceinline__ float block_sum(float v)
+{
+    __shared__ float buf[32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) buf[wid] = v;
+    __syncthreads();
+    v = lane < nw ? buf[lane] : 0.f;
+    return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v)
+{
+    __shared__ float buf[32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) buf[wid] = v;
+    __syncthreads();
+    v = lane < nw ? buf[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)((a + b - 1) / b); }

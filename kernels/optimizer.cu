@@ -1,0 +1,60 @@
+// Optimizer element-wise work on the GPU: the unscale/clip multiply fused with
+// the FP32 sum of squares (per-block partials, summed in double on the host)
+// and a count of non-finite values; AdamW on FP32 master weights that also
+// refreshes the FP16 working copy the GEMMs read.
+#include "catchat/kernels.h"
+#include "common.cuh"
+
+#define SUMSQ_BLOCKS 264 // 2 per SM on an H200
+
+__global__ void scale_sumsq_kernel(float *g, size_t n, float mul, float *partials, int *nonfinite)
+{
+    float acc = 0.f;
+    int bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = g[i];
+        if (mul != 1.f) {
+            v *= mul;
+            g[i] = v;
+        }
+        bad += !isfinite(v);
+        acc += v * v;
+    }
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+    if (bad) atomicAdd(nonfinite, bad);
+}
+
+__global__ void adamw_kernel(float *p, __half *p16, const float *g, float *m, float *v, size_t n, float lr,
+                             float decay_factor, float beta1, float beta2, float bc1, float bc2, float eps)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float gi = g[i];
+        const float mi = beta1 * m[i] + (1.f - beta1) * gi;
+        const float vi = beta2 * v[i] + (1.f - beta2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        const float pi = p[i] * decay_factor - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+        p[i] = pi;
+        p16[i] = __float2half_rn(pi);
+    }
+}
+
+extern "C" int optimizer_sumsq_blocks(void) { return SUMSQ_BLOCKS; }
+
+extern "C" void launch_scale_sumsq(float *g, size_t n, float mul, float *partials, int *nonfinite, cudaStream_t s)
+{
+    scale_sumsq_kernel<<<SUMSQ_BLOCKS, 256, 0, s>>>(g, n, mul, partials, nonfinite);
+    LAUNCH_CHECK();
+}
+
+extern "C" void launch_adamw(float *p, void *p16, const float *g, float *m, float *v, size_t n, float lr,
+                             float decay_factor, float beta1, float beta2, float bc1, float bc2, float eps,
+                             cudaStream_t s)
+{
+    unsigned int grid = ceil_div(n, 256);
+    if (grid > 2048) grid = 2048;
+    adamw_kernel<<<grid ? grid : 1, 256, 0, s>>>(p, (__half *)p16, g, m, v, n, lr, decay_factor, beta1, beta2, bc1,
+                                                 bc2, eps);
+    LAUNCH_CHECK();
+}

@@ -1,0 +1,145 @@
+/* cuBLASLt wrapper (see gemm.h). Row-major C = op(A)·op(B) is computed as the
+ * column-major product Cᵀ = op(B)ᵀ·op(A)ᵀ: cuBLASLt's "A" is our B and its "B"
+ * is our A, with the same transpose flags. Shapes that do not divide the
+ * tensor-core tile are cuBLASLt's to handle; we only tell it the real pointer
+ * alignment so the heuristic never picks a kernel that assumes more. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/gemm.h"
+#include "catchat/util.h"
+#include "gpu/gpu_check.h"
+
+#define WORKSPACE_BYTES (32u << 20)
+#define CACHE_SIZE 128
+
+typedef struct {
+    int transA, transB, M, N, K, lda, ldb, ldc, has_bias;
+    unsigned align_a, align_b, align_c;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} plan;
+
+struct cc_gemm_ctx {
+    cublasLtHandle_t handle;
+    void *workspace;
+    int n;
+    plan cache[CACHE_SIZE];
+};
+
+cc_gemm_ctx *cc_gemm_create(void)
+{
+    cc_gemm_ctx *g = cc_calloc(1, sizeof(*g));
+    cublasCheck(cublasLtCreate(&g->handle));
+    g->workspace = cc_device_alloc(WORKSPACE_BYTES, "cuBLASLt workspace");
+    return g;
+}
+
+void cc_gemm_destroy(cc_gemm_ctx *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->n; i++) {
+        cublasLtMatmulDescDestroy(g->cache[i].desc);
+        cublasLtMatrixLayoutDestroy(g->cache[i].la);
+        cublasLtMatrixLayoutDestroy(g->cache[i].lb);
+        cublasLtMatrixLayoutDestroy(g->cache[i].lc);
+    }
+    cudaFree(g->workspace);
+    cublasLtDestroy(g->handle);
+    free(g);
+}
+
+static unsigned alignment_of(const void *p)
+{
+    const uintptr_t a = (uintptr_t)p;
+    unsigned al = 256;
+    while (al > 1 && a % al) al >>= 1;
+    return al;
+}
+
+static plan *find_or_build(cc_gemm_ctx *g, const plan *key, int need_bias)
+{
+    for (int i = 0; i < g->n; i++) {
+        plan *p = &g->cache[i];
+        if (p->transA == key->transA && p->transB == key->transB && p->M == key->M && p->N == key->N &&
+            p->K == key->K && p->lda == key->lda && p->ldb == key->ldb && p->ldc == key->ldc &&
+            p->has_bias == key->has_bias && p->align_a == key->align_a && p->align_b == key->align_b &&
+            p->align_c == key->align_c)
+            return p;
+    }
+    if (g->n == CACHE_SIZE) { /* full: recycle the oldest slot */
+        plan *old = &g->cache[0];
+        cublasLtMatmulDescDestroy(old->desc);
+        cublasLtMatrixLayoutDestroy(old->la);
+        cublasLtMatrixLayoutDestroy(old->lb);
+        cublasLtMatrixLayoutDestroy(old->lc);
+        memmove(&g->cache[0], &g->cache[1], sizeof(plan) * (CACHE_SIZE - 1));
+        g->n--;
+    }
+    plan *p = &g->cache[g->n];
+    *p = *key;
+    /* column-major view: m = N, n = M; cuBLASLt-A = our B, cuBLASLt-B = our A */
+    cublasOperation_t opa = key->transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opb = key->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+    if (need_bias) {
+        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+        cudaDataType_t bt = CUDA_R_32F;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    }
+    const int m = key->N, n = key->M, k = key->K;
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16F, opa == CUBLAS_OP_N ? m : k, opa == CUBLAS_OP_N ? k : m, key->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16F, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k, key->lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, m, n, key->ldc));
+
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = WORKSPACE_BYTES;
+    uint32_t aa = key->align_b, ab = key->align_a, ac = key->align_c; /* swapped with the operands */
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof(aa)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof(ab)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof(ac)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof(ac)));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(g->handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found == 0) {
+        fprintf(stderr, "catchat: cuBLASLt has no algorithm for GEMM M=%d N=%d K=%d transA=%d transB=%d\n",
+                key->M, key->N, key->K, key->transA, key->transB);
+        exit(1);
+    }
+    p->algo = res.algo;
+    g->n++;
+    return p;
+}
+
+void cc_gemm(cc_gemm_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,
+             int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
+             cudaStream_t stream)
+{
+    plan key;
+    memset(&key, 0, sizeof(key));
+    key.transA = transA;
+    key.transB = transB;
+    key.M = M;
+    key.N = N;
+    key.K = K;
+    key.lda = lda;
+    key.ldb = ldb;
+    key.ldc = ldc;
+    key.has_bias = bias != NULL;
+    key.align_a = alignment_of(A);
+    key.align_b = alignment_of(B);
+    key.align_c = alignment_of(C);
+    plan *p = find_or_build(g, &key, bias != NULL);
+    if (bias)
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    cublasCheck(cublasLtMatmul(g->handle, p->desc, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc,
+                               &p->algo, g->workspace, WORKSPACE_BYTES, stream));
+}
