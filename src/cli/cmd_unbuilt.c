@@ -15,13 +15,6 @@ static int unbuilt(int argc, char **argv, const char *help)
     return 2;
 }
 
-int cmd_ladder(int argc, char **argv)
-{
-    return unbuilt(argc, argv, "usage: catchat ladder [--seed N]\n"
-                               "Runs the 11 parity stages of docs (GPU vs CPU reference); "
-                               "exits 77 without a GPU.");
-}
-
 int cmd_bench(int argc, char **argv)
 {
     return unbuilt(argc, argv, "usage: catchat bench --config F\n"

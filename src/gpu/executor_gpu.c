@@ -8,6 +8,7 @@
 #include <string.h>
 #include "catchat/executor.h"
 #include "catchat/gemm.h"
+#include "catchat/gpu_ops.h"
 #include "catchat/kernels.h"
 #include "catchat/util.h"
 #include "gpu/gpu_check.h"
@@ -61,17 +62,8 @@ static void forward(cc_executor *ex)
         launch_rmsnorm_forward(NULL, al, g->a_ir + (size_t)l * M, ul, P32(ex, lay->gru_norm[l]), M, D, eps, fl, cap, s);
         cc_gemm(g->gemm, gxl, 3 * D, al, D, 0, P16(ex, lay->gru_wih[l]), D, 1, M, 3 * D, D, 1.f, 0.f,
                 P32(ex, lay->gru_bih[l]), s);
-        /* h_{-1} = 0: the FP16 copy at t = 0 reads zeros */
-        for (int b = 0; b < B; b++)
-            cudaCheck(cudaMemsetAsync(hp + (size_t)b * T * D, 0, sizeof(uint16_t) * D, s));
-        for (int t = 0; t < T; t++) {
-            if (t > 0) /* gh[B,3D] = h_{t-1} · W_hhᵀ; rows of timestep t are T·D apart */
-                cc_gemm(g->gemm, g->gh, 3 * D, hp + (size_t)t * D, T * D, 0, P16(ex, lay->gru_whh[l]), D, 1, B,
-                        3 * D, D, 1.f, 0.f, NULL, s);
-            else
-                cudaCheck(cudaMemsetAsync(g->gh, 0, sizeof(float) * B * 3 * D, s));
-            launch_gru_forward_step(hl, gatesl, ghnl, hp, gxl, g->gh, P32(ex, lay->gru_bhh[l]), B, T, D, t, s);
-        }
+        gpu_gru_forward(g->gemm, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]), P32(ex, lay->gru_bhh[l]),
+                        g->gh, B, T, D, s);
         launch_add(ul + MD, ul, hl, MD, s);
     }
     const float *uL = g->u + (size_t)L * MD;
@@ -151,19 +143,12 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
     /* token stream: du is dL/du^{l+1}, which is also dL/dh^l through the residual */
     for (int l = L - 1; l >= 0; l--) {
         const float *hl = g->h + l * MD, *gatesl = g->gates + l * 3 * MD, *ghnl = g->ghn + l * MD;
-        cudaCheck(cudaMemsetAsync(g->dhrec, 0, sizeof(float) * B * D, s));
-        for (int t = T - 1; t >= 0; t--) {
-            launch_gru_backward_step(g->dgx16, g->dgh16, g->dhrec, g->du, hl, gatesl, ghnl, B, T, D, t, clamp_limit, s);
-            if (t > 0) /* dhrec += dgh_t · W_hh */
-                cc_gemm(g->gemm, g->dhrec, D, g->dgh16 + (size_t)t * 3 * D, T * 3 * D, 0, P16(ex, lay->gru_whh[l]), D,
-                        0, B, D, 3 * D, 1.f, 1.f, NULL, s);
-        }
-        /* weight gradients: one GEMM each over all B·T positions */
-        cc_gemm(g->gemm, G32(ex, lay->gru_whh[l]), D, g->dgh16, 3 * D, 1, g->hprev16 + l * MD, D, 0, 3 * D, D, M, 1.f,
-                1.f, NULL, s);
+        gpu_gru_backward(g->gemm, g->dgx16, g->dgh16, g->dhrec, G32(ex, lay->gru_whh[l]), G32(ex, lay->gru_bhh[l]),
+                         g->du, hl, gatesl, ghnl, g->hprev16 + l * MD, P16(ex, lay->gru_whh[l]), B, T, D,
+                         clamp_limit, s);
+        /* input-side weight gradients: one GEMM over all B·T positions */
         cc_gemm(g->gemm, G32(ex, lay->gru_wih[l]), D, g->dgx16, 3 * D, 1, g->a16 + l * MD, D, 0, 3 * D, D, M, 1.f,
                 1.f, NULL, s);
-        launch_colsum_f16_acc(G32(ex, lay->gru_bhh[l]), g->dgh16, M, 3 * D, s);
         launch_colsum_f16_acc(G32(ex, lay->gru_bih[l]), g->dgx16, M, 3 * D, s);
         cc_gemm(g->gemm, g->dtmp, D, g->dgx16, 3 * D, 0, P16(ex, lay->gru_wih[l]), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
         launch_rmsnorm_backward(g->du, G32(ex, lay->gru_norm[l]), g->dtmp, g->u + l * MD, P32(ex, lay->gru_norm[l]),

@@ -1,0 +1,26 @@
+/* GPU twins of the CPU reference's composite ops, built from the kernel
+ * launchers and the GEMM wrapper. Named like their CPU twins (cpu_gru_forward
+ * ↔ gpu_gru_forward) so the ladder checks each against its twin. FP16 buffers
+ * are void *. */
+#ifndef CATCHAT_GPU_OPS_H
+#define CATCHAT_GPU_OPS_H
+
+#include <cuda_runtime_api.h>
+#include "catchat/gemm.h"
+
+/* A GRU layer forward over T steps (h_{-1} = 0). gx[B,T,3D] includes b_ih;
+ * writes h, gates, ghn (FP32) and hprev16[B,T,D] = FP16 h_{t-1} (zeros at
+ * t = 0), the operand of the recurrent GEMM and of dW_hh. gh: B·3D scratch. */
+void gpu_gru_forward(cc_gemm_ctx *gm, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+                     const void *whh16, const float *bhh, float *gh, int B, int T, int D, cudaStream_t s);
+
+/* BPTT over the layer: dh_in[B,T,D] from the residual stream; each step's
+ * total gradient is clamped to ±clamp_limit (0 = off) before entering the cell.
+ * Writes dgx16[B,T,3D] (FP16, the operand of the W_ih GEMMs); dgh16 is
+ * scratch of the same size; dhrec B·D scratch. Accumulates dwhh and dbhh. */
+void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, float *dwhh, float *dbhh,
+                      const float *dh_in, const float *h, const float *gates, const float *ghn,
+                      const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
+                      cudaStream_t s);
+
+#endif

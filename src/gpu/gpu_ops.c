@@ -1,0 +1,38 @@
+/* The GRU recurrence on the GPU: per timestep one cuBLASLt GEMM for W_hh·h
+ * (reading every T-th row of a [B,T,·] tensor through the leading dimension)
+ * and one element-wise kernel; the weight gradient of W_hh is one GEMM over all
+ * B·T positions afterwards. */
+#include "catchat/gpu_ops.h"
+#include "catchat/kernels.h"
+#include "gpu/gpu_check.h"
+
+void gpu_gru_forward(cc_gemm_ctx *gm, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+                     const void *whh16, const float *bhh, float *gh, int B, int T, int D, cudaStream_t s)
+{
+    uint16_t *hp = hprev16;
+    /* h_{-1} = 0: the FP16 copy read at t = 0 (and by dW_hh) is zero */
+    cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * T * D, 0, sizeof(uint16_t) * D, B, s));
+    cudaCheck(cudaMemsetAsync(gh, 0, sizeof(float) * B * 3 * D, s));
+    for (int t = 0; t < T; t++) {
+        if (t > 0) /* gh[B,3D] = h_{t-1} · W_hhᵀ */
+            cc_gemm(gm, gh, 3 * D, hp + (size_t)t * D, T * D, 0, whh16, D, 1, B, 3 * D, D, 1.f, 0.f, NULL, s);
+        launch_gru_forward_step(h, gates, ghn, hp, gx, gh, bhh, B, T, D, t, s);
+    }
+}
+
+void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, float *dwhh, float *dbhh,
+                      const float *dh_in, const float *h, const float *gates, const float *ghn,
+                      const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
+                      cudaStream_t s)
+{
+    const uint16_t *dgh = dgh16;
+    cudaCheck(cudaMemsetAsync(dhrec, 0, sizeof(float) * B * D, s));
+    for (int t = T - 1; t >= 0; t--) {
+        launch_gru_backward_step(dgx16, dgh16, dhrec, dh_in, h, gates, ghn, B, T, D, t, clamp_limit, s);
+        if (t > 0) /* dhrec += dgh_t · W_hh */
+            cc_gemm(gm, dhrec, D, dgh + (size_t)t * 3 * D, T * 3 * D, 0, whh16, D, 0, B, D, 3 * D, 1.f, 1.f, NULL, s);
+    }
+    const int M = B * T;
+    cc_gemm(gm, dwhh, D, dgh16, 3 * D, 1, hprev16, D, 0, 3 * D, D, M, 1.f, 1.f, NULL, s);
+    launch_colsum_f16_acc(dbhh, dgh16, M, 3 * D, s);
+}

@@ -1,0 +1,704 @@
+/* The parity ladder: each stage runs one op (or composition) on the GPU and
+ * its CPU twin on the same random inputs (fixed seed, printed), with GPU
+ * outputs poisoned (NaN bytes) beforehand so an unwritten element fails.
+ * Operands of FP16 GEMMs are drawn FP16-representable so both sides see the
+ * same numbers and the error measures only what the GPU path changes. Each
+ * stage reports its worst tensor: max |gpu − ref|, ‖gpu − ref‖/‖ref‖, the
+ * tolerance (with its reason, next to it below) and PASS / WARN / FAIL. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/cpu_ref.h"
+#include "catchat/executor.h"
+#include "catchat/gemm.h"
+#include "catchat/gpu_ops.h"
+#include "catchat/kernels.h"
+#include "catchat/ladder.h"
+#include "catchat/optim.h"
+#include "catchat/rng.h"
+#include "catchat/safetensors.h"
+#include "catchat/util.h"
+#include "gpu/gpu_check.h"
+
+/* ---- one stage's verdict, accumulated over its tensors ---- */
+typedef struct {
+    int num;
+    const char *name;
+    char shape[96];
+    double max_abs, worst_ratio, worst_rel, worst_tol;
+    char worst[48];
+    int fail, warn;
+    char note[96];
+} stage;
+
+static void check(stage *st, const char *what, const float *gpu, const float *ref, size_t n, double tol, int warn_only)
+{
+    double num = 0, den = 0, mx = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(gpu[i]) || !isfinite(ref[i])) { bad = 1; break; }
+        const double d = (double)gpu[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+        if (fabs(d) > mx) mx = fabs(d);
+    }
+    const double rel = bad ? INFINITY : sqrt(num) / fmax(sqrt(den), 1e-30);
+    if (mx > st->max_abs || bad) st->max_abs = bad ? INFINITY : mx;
+    const double ratio = rel / tol;
+    if (ratio >= st->worst_ratio || bad) {
+        st->worst_ratio = bad ? INFINITY : ratio;
+        st->worst_rel = rel;
+        st->worst_tol = tol;
+        snprintf(st->worst, sizeof(st->worst), "%s", what);
+    }
+    if (bad || rel > tol) {
+        if (warn_only && !bad) st->warn = 1;
+        else st->fail = 1;
+    }
+}
+
+static void check_flag(stage *st, const char *what, int ok)
+{
+    if (!ok) {
+        st->fail = 1;
+        snprintf(st->note, sizeof(st->note), "%s: FAILED", what);
+    }
+}
+
+/* ---- device helpers ---- */
+static float *dev_f32(const float *host, size_t n)
+{
+    float *d = cc_device_alloc(4 * n, "ladder buffer");
+    if (host) cudaCheck(cudaMemcpy(d, host, 4 * n, cudaMemcpyHostToDevice));
+    else cudaCheck(cudaMemset(d, 0xff, 4 * n)); /* poison: NaN */
+    return d;
+}
+
+static void *dev_f16(const float *host, size_t n)
+{
+    uint16_t *h = cc_malloc(2 * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) h[i] = host ? cc_float_to_half(host[i]) : 0xffff;
+    void *d = cc_device_alloc(2 * n, "ladder buffer");
+    cudaCheck(cudaMemcpy(d, h, 2 * n, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+static float *get_f32(const float *dev, size_t n)
+{
+    float *h = cc_malloc(4 * n);
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(h, dev, 4 * n, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static float *get_f16(const void *dev, size_t n)
+{
+    uint16_t *h = cc_malloc(2 * n);
+    float *f = cc_malloc(4 * n);
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(h, dev, 2 * n, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) f[i] = cc_half_to_float(h[i]);
+    free(h);
+    return f;
+}
+
+/* Random N(0, sd²); FP16-representable when `f16` is set. */
+static float *rand_vec(cc_rng *r, size_t n, double sd, int f16)
+{
+    float *v = cc_malloc(4 * n);
+    for (size_t i = 0; i < n; i++) {
+        v[i] = (float)(sd * cc_rng_normal(r));
+        if (f16) v[i] = cc_half_to_float(cc_float_to_half(v[i]));
+    }
+    return v;
+}
+
+#define FREE_ALL(...)                                            \
+    do {                                                         \
+        void *ptrs_[] = { __VA_ARGS__ };                         \
+        for (size_t i_ = 0; i_ < sizeof(ptrs_) / sizeof(void *); i_++) free(ptrs_[i_]); \
+    } while (0)
+#define DFREE_ALL(...)                                           \
+    do {                                                         \
+        void *ptrs_[] = { __VA_ARGS__ };                         \
+        for (size_t i_ = 0; i_ < sizeof(ptrs_) / sizeof(void *); i_++) cudaFree(ptrs_[i_]); \
+    } while (0)
+
+/* ---- stage 1: GEMM, every transpose case, shapes off the tile ---- */
+static void stage_gemm(stage *st, cc_rng *r, cc_gemm_ctx *gm)
+{
+    const int M = 67, N = 131, K = 45;
+    snprintf(st->shape, sizeof(st->shape), "%dx%dx%d, 4 transposes, beta=1, bias", M, N, K);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            float *A = rand_vec(r, (size_t)M * K, 1, 1), *B = rand_vec(r, (size_t)K * N, 1, 1);
+            float *C0 = rand_vec(r, (size_t)M * N, 1, 0), *bias = rand_vec(r, N, 1, 0);
+            const int beta1 = ta ^ tb; /* two cases accumulate, two overwrite with bias */
+            void *dA = dev_f16(A, (size_t)M * K), *dB = dev_f16(B, (size_t)K * N);
+            /* guard rows around C: an out-of-bounds write shows up as a changed guard */
+            const size_t guard = 256;
+            float *host_c = cc_malloc(4 * ((size_t)M * N + 2 * guard));
+            for (size_t i = 0; i < (size_t)M * N + 2 * guard; i++) host_c[i] = 12345.f;
+            if (beta1) memcpy(host_c + guard, C0, 4 * (size_t)M * N);
+            float *dCg = dev_f32(host_c, (size_t)M * N + 2 * guard);
+            float *dbias = dev_f32(bias, N);
+            if (!beta1) cudaCheck(cudaMemset(dCg + guard, 0xff, 4 * (size_t)M * N));
+            cc_gemm(gm, dCg + guard, N, dA, ta ? M : K, ta, dB, tb ? K : N, tb, M, N, K, 1.f, beta1 ? 1.f : 0.f,
+                    beta1 ? NULL : dbias, 0);
+            float *got = get_f32(dCg, (size_t)M * N + 2 * guard);
+            float *ref = cc_malloc(4 * (size_t)M * N);
+            for (int m = 0; m < M; m++)
+                for (int n = 0; n < N; n++) {
+                    double acc = beta1 ? C0[(size_t)m * N + n] : bias[n];
+                    for (int k = 0; k < K; k++) {
+                        const double a = ta ? A[(size_t)k * M + m] : A[(size_t)m * K + k];
+                        const double b = tb ? B[(size_t)n * K + k] : B[(size_t)k * N + n];
+                        acc += a * b;
+                    }
+                    ref[(size_t)m * N + n] = (float)acc;
+                }
+            char what[32];
+            snprintf(what, sizeof(what), "C (tA=%d tB=%d)", ta, tb);
+            /* FP16 operands exact on both sides; FP32 vs FP64 accumulation of 45 terms */
+            check(st, what, got + guard, ref, (size_t)M * N, 1e-5, 0);
+            int guards_ok = 1;
+            for (size_t i = 0; i < guard; i++)
+                guards_ok &= got[i] == 12345.f && got[guard + (size_t)M * N + i] == 12345.f;
+            check_flag(st, "guard rows around C", guards_ok);
+            FREE_ALL(A, B, C0, bias, host_c, got, ref);
+            DFREE_ALL(dA, dB, dCg, dbias);
+        }
+}
+
+/* ---- stage 2: embedding ---- */
+static void stage_embedding(stage *st, cc_rng *r)
+{
+    const int V = 50, D = 64, M = 300; /* 300 ids from 50: many repeats */
+    snprintf(st->shape, sizeof(st->shape), "V=%d D=%d M=%d (repeated ids)", V, D, M);
+    int *x = cc_malloc(sizeof(int) * M);
+    for (int i = 0; i < M; i++) x[i] = (int)cc_rng_below(r, V);
+    float *table = rand_vec(r, (size_t)V * D, 1, 0), *dout = rand_vec(r, (size_t)M * D, 1, 0);
+    float *dt0 = rand_vec(r, (size_t)V * D, 1, 0);
+    int *dx = cc_device_alloc(sizeof(int) * M, "ids");
+    cudaCheck(cudaMemcpy(dx, x, sizeof(int) * M, cudaMemcpyHostToDevice));
+    float *dtab = dev_f32(table, (size_t)V * D), *dout_d = dev_f32(dout, (size_t)M * D);
+    float *dy = dev_f32(NULL, (size_t)M * D), *ddt = dev_f32(dt0, (size_t)V * D);
+    launch_embedding_forward(dy, dx, dtab, M, D, 0);
+    launch_embedding_backward(ddt, dout_d, dx, M, D, 0);
+    float *gy = get_f32(dy, (size_t)M * D), *gdt = get_f32(ddt, (size_t)V * D);
+    float *ry = cc_malloc(4 * (size_t)M * D);
+    cpu_embedding_forward(ry, x, table, M, D);
+    cpu_embedding_backward(dt0, dout, x, M, D);
+    check(st, "forward", gy, ry, (size_t)M * D, 0, 0);        /* a copy: exact */
+    check(st, "dtable", gdt, dt0, (size_t)V * D, 1e-6, 0);    /* atomics reorder the repeated adds */
+    FREE_ALL(x, table, dout, dt0, gy, gdt, ry);
+    DFREE_ALL(dx, dtab, dout_d, dy, ddt);
+}
+
+/* ---- stage 3: RMSNorm with fallback, near-zero and capped rows ---- */
+static void stage_rmsnorm(stage *st, cc_rng *r)
+{
+    const int M = 64, D = 96;
+    snprintf(st->shape, sizeof(st->shape), "M=%d D=%d (fallback, near-zero, capped rows)", M, D);
+    const cc_norm_consts runs[2] = { { 1e-6, 1e-6, 1000.0 }, { 0.0, 1e-8, 1000.0 } };
+    for (int k = 0; k < 2; k++) {
+        const cc_norm_consts *nc = &runs[k];
+        float *x = rand_vec(r, (size_t)M * D, 1, 0), *g = rand_vec(r, D, 0.5, 0), *dy = rand_vec(r, (size_t)M * D, 1, 0);
+        float *dx0 = rand_vec(r, (size_t)M * D, 1, 0), *dg0 = rand_vec(r, D, 1, 0);
+        for (int i = 0; i < D; i++) g[i] += 1.f;
+        for (int row = 0; row < 8; row++)
+            for (int i = 0; i < D; i++) {
+                float *v = &x[(size_t)row * D + i];
+                if (row < 3) *v *= 1e-5f;            /* ms ~1e-10: identity fallback */
+                else if (row < 6) *v *= 3e-4f;       /* ms ~1e-7: capped when eps = 0 */
+                else *v *= 2e-3f;                    /* near zero, ordinary branch */
+            }
+        float *dxg = dev_f32(x, (size_t)M * D), *dgg = dev_f32(g, D), *ddy = dev_f32(dy, (size_t)M * D);
+        float *ddx = dev_f32(dx0, (size_t)M * D), *ddg = dev_f32(dg0, D);
+        float *dyo = dev_f32(NULL, (size_t)M * D), *dir = dev_f32(NULL, M);
+        launch_rmsnorm_forward(dyo, NULL, dir, dxg, dgg, M, D, (float)nc->eps, (float)nc->floor, (float)nc->inv_max, 0);
+        launch_rmsnorm_backward(ddx, ddg, ddy, dxg, dgg, dir, M, D, (float)nc->eps, (float)nc->floor,
+                                (float)nc->inv_max, 0);
+        float *gy = get_f32(dyo, (size_t)M * D), *gir = get_f32(dir, M), *gdx = get_f32(ddx, (size_t)M * D);
+        float *gdg = get_f32(ddg, D);
+        float *ry = cc_malloc(4 * (size_t)M * D), *rir = cc_malloc(4 * M);
+        cpu_rmsnorm_forward(ry, rir, x, g, M, D, nc);
+        cpu_rmsnorm_backward(dx0, dg0, dy, x, g, rir, M, D, nc);
+        /* FP32 on both sides; rsqrtf vs 1/sqrtf and summation order */
+        check(st, k ? "y (eps=0)" : "y", gy, ry, (size_t)M * D, 1e-5, 0);
+        check(st, k ? "ir (eps=0)" : "ir", gir, rir, M, 1e-5, 0);
+        check(st, k ? "dx (eps=0)" : "dx", gdx, dx0, (size_t)M * D, 1e-5, 0);
+        check(st, k ? "dg (eps=0)" : "dg", gdg, dg0, D, 1e-5, 0);
+        check_flag(st, "fallback rows ir = 1", gir[0] == 1.f && gir[2] == 1.f);
+        if (k == 1) check_flag(st, "capped rows ir = cap", gir[3] == 1000.f && gir[5] == 1000.f);
+        FREE_ALL(x, g, dy, dx0, dg0, gy, gir, gdx, gdg, ry, rir);
+        DFREE_ALL(dxg, dgg, ddy, ddx, ddg, dyo, dir);
+    }
+}
+
+/* ---- stage 4: one GRU cell step, forward and backward ---- */
+static void stage_gru_cell(stage *st, cc_rng *r, cc_gemm_ctx *gm)
+{
+    const int B = 16, D = 64, T = 2; /* the step is t = 1; t = 0 holds h_{t-1} */
+    snprintf(st->shape, sizeof(st->shape), "B=%d D=%d, one step", B, D);
+    const double ws = 1.0 / sqrt(D);
+    float *whh = rand_vec(r, (size_t)3 * D * D, ws, 1), *bhh = rand_vec(r, 3 * D, ws, 0);
+    float *hprev = rand_vec(r, (size_t)B * D, 0.5, 1), *gx = rand_vec(r, (size_t)B * 3 * D, 1, 0);
+    float *gin = rand_vec(r, (size_t)B * D, 1, 0);
+    /* [B,2,·] device layouts */
+    float *h2 = cc_calloc((size_t)B * T * D, 4), *gx2 = cc_calloc((size_t)B * T * 3 * D, 4);
+    float *dh2 = cc_calloc((size_t)B * T * D, 4), *hp2 = cc_calloc((size_t)B * T * D, 4);
+    for (int b = 0; b < B; b++) {
+        memcpy(h2 + (size_t)(b * T) * D, hprev + (size_t)b * D, 4 * D);
+        memcpy(hp2 + (size_t)(b * T + 1) * D, hprev + (size_t)b * D, 4 * D);
+        memcpy(gx2 + (size_t)(b * T + 1) * 3 * D, gx + (size_t)b * 3 * D, 12 * D);
+        memcpy(dh2 + (size_t)(b * T + 1) * D, gin + (size_t)b * D, 4 * D);
+    }
+    void *dwhh16 = dev_f16(whh, (size_t)3 * D * D), *dhp16 = dev_f16(hp2, (size_t)B * T * D);
+    float *dbhh = dev_f32(bhh, 3 * D), *dh = dev_f32(h2, (size_t)B * T * D), *dgx = dev_f32(gx2, (size_t)B * T * 3 * D);
+    float *dgates = dev_f32(NULL, (size_t)B * T * 3 * D), *dghn = dev_f32(NULL, (size_t)B * T * D);
+    float *dgh = dev_f32(NULL, (size_t)B * 3 * D), *ddh = dev_f32(dh2, (size_t)B * T * D);
+    void *ddgx16 = dev_f16(NULL, (size_t)B * T * 3 * D), *ddgh16 = dev_f16(NULL, (size_t)B * T * 3 * D);
+    float *dhrec = dev_f32(NULL, (size_t)B * D), *ddwhh = dev_f32(NULL, (size_t)3 * D * D);
+    cudaCheck(cudaMemset(dhrec, 0, 4 * (size_t)B * D));
+    cudaCheck(cudaMemset(ddwhh, 0, 4 * (size_t)3 * D * D));
+    uint16_t *hp16 = dhp16;
+    cc_gemm(gm, dgh, 3 * D, hp16 + D, T * D, 0, dwhh16, D, 1, B, 3 * D, D, 1.f, 0.f, NULL, 0);
+    launch_gru_forward_step(dh, dgates, dghn, dhp16, dgx, dgh, dbhh, B, T, D, 1, 0);
+    launch_gru_backward_step(ddgx16, ddgh16, dhrec, ddh, dh, dgates, dghn, B, T, D, 1, 0.f, 0);
+    uint16_t *dgh16p = ddgh16;
+    cc_gemm(gm, dhrec, D, dgh16p + 3 * D, T * 3 * D, 0, dwhh16, D, 0, B, D, 3 * D, 1.f, 1.f, NULL, 0);
+    cc_gemm(gm, ddwhh, D, dgh16p + 3 * D, T * 3 * D, 1, hp16 + D, T * D, 0, 3 * D, D, B, 1.f, 1.f, NULL, 0);
+    float *gh_all = get_f32(dh, (size_t)B * T * D), *gg_all = get_f32(dgates, (size_t)B * T * 3 * D);
+    float *gdgx_all = get_f16(ddgx16, (size_t)B * T * 3 * D), *gdhp = get_f32(dhrec, (size_t)B * D);
+    float *gdw = get_f32(ddwhh, (size_t)3 * D * D);
+    float *gh1 = cc_malloc(4 * (size_t)B * D), *gg1 = cc_malloc(12 * (size_t)B * D), *gdgx1 = cc_malloc(12 * (size_t)B * D);
+    for (int b = 0; b < B; b++) {
+        memcpy(gh1 + (size_t)b * D, gh_all + (size_t)(b * T + 1) * D, 4 * D);
+        memcpy(gg1 + (size_t)b * 3 * D, gg_all + (size_t)(b * T + 1) * 3 * D, 12 * D);
+        memcpy(gdgx1 + (size_t)b * 3 * D, gdgx_all + (size_t)(b * T + 1) * 3 * D, 12 * D);
+    }
+    float *rh = cc_malloc(4 * (size_t)B * D), *rg = cc_malloc(12 * (size_t)B * D), *rghn = cc_malloc(4 * (size_t)B * D);
+    float *scr = cc_malloc(12 * (size_t)B * D), *rdgx = cc_malloc(12 * (size_t)B * D), *rdhp = cc_malloc(4 * (size_t)B * D);
+    float *rdw = cc_calloc((size_t)3 * D * D, 4), *rdb = cc_calloc(3 * D, 4);
+    cpu_gru_cell_forward(rh, rg, rghn, gx, hprev, whh, bhh, B, D, scr);
+    cpu_gru_cell_backward(rdgx, rdhp, rdw, rdb, gin, rg, rghn, hprev, whh, B, D, scr);
+    /* forward: FP16-exact operands, FP32 accumulation */
+    check(st, "h", gh1, rh, (size_t)B * D, 1e-5, 0);
+    check(st, "gates", gg1, rg, (size_t)B * 3 * D, 1e-5, 0);
+    /* backward: gate gradients are rounded to FP16 (rel. 2^-11) before their GEMMs */
+    check(st, "dgx", gdgx1, rdgx, (size_t)B * 3 * D, 1e-3, 0);
+    check(st, "dh_prev", gdhp, rdhp, (size_t)B * D, 2e-3, 0);
+    check(st, "dW_hh", gdw, rdw, (size_t)3 * D * D, 2e-3, 0);
+    FREE_ALL(whh, bhh, hprev, gx, gin, h2, gx2, dh2, hp2, gh_all, gg_all, gdgx_all, gdhp, gdw, gh1, gg1, gdgx1, rh, rg,
+             rghn, scr, rdgx, rdhp, rdw, rdb);
+    DFREE_ALL(dwhh16, dhp16, dbhh, dh, dgx, dgates, dghn, dgh, ddh, ddgx16, ddgh16, dhrec, ddwhh);
+}
+
+/* Shared by stages 5 and 6: a layer's CPU forward from random inputs. */
+typedef struct {
+    int B, T, D;
+    float *whh, *bhh, *gx, *h, *gates, *ghn, *scratch;
+} gru_case;
+
+static void gru_case_init(gru_case *c, cc_rng *r, int B, int T, int D)
+{
+    c->B = B;
+    c->T = T;
+    c->D = D;
+    c->whh = rand_vec(r, (size_t)3 * D * D, 1.0 / sqrt(D), 1);
+    c->bhh = rand_vec(r, 3 * D, 0.1, 0);
+    c->gx = rand_vec(r, (size_t)B * T * 3 * D, 1, 0);
+    c->h = cc_malloc(4 * (size_t)B * T * D);
+    c->gates = cc_malloc(12 * (size_t)B * T * D);
+    c->ghn = cc_malloc(4 * (size_t)B * T * D);
+    c->scratch = cc_malloc(sizeof(float) * cpu_gru_scratch_elems(B, D));
+    cpu_gru_forward(c->h, c->gates, c->ghn, c->gx, c->whh, c->bhh, B, T, D, c->scratch);
+}
+
+static void gru_case_free(gru_case *c) { FREE_ALL(c->whh, c->bhh, c->gx, c->h, c->gates, c->ghn, c->scratch); }
+
+/* ---- stage 5: GRU recurrence over T steps ---- */
+static void stage_gru_forward(stage *st, cc_rng *r, cc_gemm_ctx *gm)
+{
+    const int B = 8, T = 48, D = 64;
+    snprintf(st->shape, sizeof(st->shape), "B=%d T=%d D=%d", B, T, D);
+    gru_case c;
+    gru_case_init(&c, r, B, T, D);
+    const size_t MD = (size_t)B * T * D;
+    void *whh16 = dev_f16(c.whh, (size_t)3 * D * D), *hp16 = dev_f16(NULL, MD);
+    float *bhh = dev_f32(c.bhh, 3 * D), *gx = dev_f32(c.gx, 3 * MD), *h = dev_f32(NULL, MD);
+    float *gates = dev_f32(NULL, 3 * MD), *ghn = dev_f32(NULL, MD), *gh = dev_f32(NULL, (size_t)B * 3 * D);
+    gpu_gru_forward(gm, h, gates, ghn, hp16, gx, whh16, bhh, gh, B, T, D, 0);
+    float *gh_ = get_f32(h, MD), *gg = get_f32(gates, 3 * MD);
+    /* h_{t-1} is FP16 in the recurrent GEMM (rel. 2^-11 per step); the error
+     * compounds over T but the GRU is contractive: 5e-3 at T = 48 */
+    check(st, "h", gh_, c.h, MD, 5e-3, 0);
+    check(st, "gates", gg, c.gates, 3 * MD, 5e-3, 0);
+    FREE_ALL(gh_, gg);
+    DFREE_ALL(whh16, hp16, bhh, gx, h, gates, ghn, gh);
+    gru_case_free(&c);
+}
+
+/* GPU BPTT on the CPU forward's states; returns host dgx, dW_hh, db_hh. */
+static void gpu_bptt(cc_gemm_ctx *gm, const gru_case *c, const float *dh_in, float clamp_limit, float **dgx_out,
+                     float **dw_out, float **db_out)
+{
+    const int B = c->B, T = c->T, D = c->D;
+    const size_t MD = (size_t)B * T * D;
+    float *hp = cc_calloc(MD, 4);
+    for (int b = 0; b < B; b++)
+        for (int t = 1; t < T; t++) memcpy(hp + ((size_t)b * T + t) * D, c->h + ((size_t)b * T + t - 1) * D, 4 * D);
+    void *whh16 = dev_f16(c->whh, (size_t)3 * D * D), *hp16 = dev_f16(hp, MD);
+    float *h = dev_f32(c->h, MD), *gates = dev_f32(c->gates, 3 * MD), *ghn = dev_f32(c->ghn, MD);
+    float *dh = dev_f32(dh_in, MD), *dhrec = dev_f32(NULL, (size_t)B * D);
+    void *dgx16 = dev_f16(NULL, 3 * MD), *dgh16 = dev_f16(NULL, 3 * MD);
+    float *dw = dev_f32(NULL, (size_t)3 * D * D), *db = dev_f32(NULL, 3 * D);
+    cudaCheck(cudaMemset(dw, 0, 12 * (size_t)D * D));
+    cudaCheck(cudaMemset(db, 0, 12 * (size_t)D));
+    gpu_gru_backward(gm, dgx16, dgh16, dhrec, dw, db, dh, h, gates, ghn, hp16, whh16, B, T, D, clamp_limit, 0);
+    *dgx_out = get_f16(dgx16, 3 * MD);
+    *dw_out = get_f32(dw, (size_t)3 * D * D);
+    *db_out = get_f32(db, 3 * D);
+    free(hp);
+    DFREE_ALL(whh16, hp16, h, gates, ghn, dh, dhrec, dgx16, dgh16, dw, db);
+}
+
+/* ---- stage 6: GRU BPTT with the clamp binding, loss scale 128 ---- */
+static void stage_gru_bptt(stage *st, cc_rng *r, cc_gemm_ctx *gm)
+{
+    const int B = 8, T = 48, D = 64;
+    const double S = 128, c_user = 0.05;
+    gru_case c;
+    gru_case_init(&c, r, B, T, D);
+    const size_t MD = (size_t)B * T * D;
+    float *dh1 = rand_vec(r, MD, 0.03, 0), *dhS = cc_malloc(4 * MD);
+    for (size_t i = 0; i < MD; i++) dhS[i] = (float)(dh1[i] * S);
+    /* CPU reference at S (the clamp limit c·S), and unclamped to show it binds */
+    float *rdgx = cc_malloc(12 * MD), *rdw = cc_calloc((size_t)3 * D * D, 4), *rdb = cc_calloc(3 * D, 4);
+    float *fdgx = cc_malloc(12 * MD), *fdw = cc_calloc((size_t)3 * D * D, 4), *fdb = cc_calloc(3 * D, 4);
+    cpu_gru_backward(rdgx, rdw, rdb, dhS, c.h, c.gates, c.ghn, c.whh, B, T, D, c_user * S, c.scratch);
+    cpu_gru_backward(fdgx, fdw, fdb, dhS, c.h, c.gates, c.ghn, c.whh, B, T, D, 0, c.scratch);
+    double diff = 0, nrm = 0;
+    for (size_t i = 0; i < (size_t)3 * D * D; i++) {
+        diff += ((double)rdw[i] - fdw[i]) * ((double)rdw[i] - fdw[i]);
+        nrm += (double)fdw[i] * fdw[i];
+    }
+    snprintf(st->shape, sizeof(st->shape), "B=%d T=%d D=%d, S=128, clamp moves dW_hh %.0f%%", B, T, D,
+             100 * sqrt(diff / nrm));
+    check_flag(st, "clamp binds", sqrt(diff / nrm) > 1e-2);
+    float *gdgx, *gdw, *gdb, *g1dgx, *g1dw, *g1db;
+    gpu_bptt(gm, &c, dhS, (float)(c_user * S), &gdgx, &gdw, &gdb);
+    /* FP16 gate gradients feed T recurrent GEMMs: 1e-2 */
+    check(st, "dgx", gdgx, rdgx, 3 * MD, 1e-2, 0);
+    check(st, "dW_hh", gdw, rdw, (size_t)3 * D * D, 1e-2, 0);
+    check(st, "db_hh", gdb, rdb, 3 * D, 1e-2, 0);
+    /* The same clamp at S = 1 must give the same unscaled gradients. */
+    gpu_bptt(gm, &c, dh1, (float)c_user, &g1dgx, &g1dw, &g1db);
+    for (size_t i = 0; i < (size_t)3 * D * D; i++) gdw[i] = (float)(gdw[i] / S);
+    check(st, "dW_hh S=128 vs S=1", gdw, g1dw, (size_t)3 * D * D, 1e-2, 0);
+    FREE_ALL(dh1, dhS, rdgx, rdw, rdb, fdgx, fdw, fdb, gdgx, gdw, gdb, g1dgx, g1dw, g1db);
+    gru_case_free(&c);
+}
+
+/* ---- stage 7: sliding-window attention ---- */
+static void stage_attention(stage *st, cc_rng *r)
+{
+    const int B = 2, T = 40, D = 64, H = 4;
+    const int windows[2] = { 16, 64 }; /* shorter and longer than T */
+    snprintf(st->shape, sizeof(st->shape), "B=%d T=%d D=%d H=%d, W=16 and W=64", B, T, D, H);
+    for (int k = 0; k < 2; k++) {
+        const int W = windows[k];
+        const size_t MD = (size_t)B * T * D, PW = (size_t)B * H * T * W;
+        float *qkv = rand_vec(r, 3 * MD, 1, 0), *dout = rand_vec(r, MD, 1, 0);
+        float *dq = dev_f32(qkv, 3 * MD), *ddo = dev_f32(dout, MD), *o = dev_f32(NULL, MD), *p = dev_f32(NULL, PW);
+        float *dqkv = dev_f32(NULL, 3 * MD), *ds = dev_f32(NULL, PW);
+        launch_attention_forward(o, NULL, p, dq, B, T, D, H, W, 0);
+        launch_attention_backward(dqkv, ds, ddo, p, dq, B, T, D, H, W, 0);
+        float *go = get_f32(o, MD), *gp = get_f32(p, PW), *gd = get_f32(dqkv, 3 * MD);
+        float *ro = cc_malloc(4 * MD), *rp = cc_malloc(4 * PW), *rd = cc_malloc(12 * MD);
+        cpu_attention_forward(ro, rp, qkv, B, T, D, H, W);
+        cpu_attention_backward(rd, dout, rp, qkv, B, T, D, H, W);
+        /* FP32 on both sides (__expf vs expf) */
+        check(st, k ? "o (W>T)" : "o (W<T)", go, ro, MD, 1e-5, 0);
+        check(st, k ? "p (W>T)" : "p (W<T)", gp, rp, PW, 1e-5, 0);
+        check(st, k ? "dqkv (W>T)" : "dqkv (W<T)", gd, rd, 3 * MD, 1e-5, 0);
+        FREE_ALL(qkv, dout, go, gp, gd, ro, rp, rd);
+        DFREE_ALL(dq, ddo, o, p, dqkv, ds);
+    }
+}
+
+/* ---- stage 8: classifier GEMM + softmax cross-entropy, ignored targets ---- */
+static void stage_classifier(stage *st, cc_rng *r, cc_gemm_ctx *gm)
+{
+    const int M = 96, D = 64, V = 256;
+    const float S = 128;
+    snprintf(st->shape, sizeof(st->shape), "M=%d D=%d V=%d, every 7th target ignored, S=128", M, D, V);
+    float *f = rand_vec(r, (size_t)M * D, 1, 1), *w = rand_vec(r, (size_t)V * D, 0.3, 1);
+    int *y = cc_malloc(sizeof(int) * M);
+    for (int i = 0; i < M; i++) y[i] = i % 7 == 6 ? -1 : (int)cc_rng_below(r, V);
+    void *df16 = dev_f16(f, (size_t)M * D), *dw16 = dev_f16(w, (size_t)V * D);
+    float *dlog = dev_f32(NULL, (size_t)M * V), *dloss = dev_f32(NULL, M);
+    int *dy = cc_device_alloc(sizeof(int) * M, "targets"), *drank = cc_device_alloc(sizeof(int) * M, "ranks");
+    cudaCheck(cudaMemcpy(dy, y, sizeof(int) * M, cudaMemcpyHostToDevice));
+    void *ddl16 = dev_f16(NULL, (size_t)M * V);
+    float *dW = dev_f32(NULL, (size_t)V * D);
+    cudaCheck(cudaMemset(dW, 0, 4 * (size_t)V * D));
+    cc_gemm(gm, dlog, V, df16, D, 0, dw16, D, 1, M, V, D, 1.f, 0.f, NULL, 0);
+    launch_crossentropy(dloss, drank, ddl16, dlog, dy, M, V, S, 0);
+    cc_gemm(gm, dW, D, ddl16, V, 1, df16, D, 0, V, D, M, 1.f, 1.f, NULL, 0);
+    float *glog = get_f32(dlog, (size_t)M * V), *gloss = get_f32(dloss, M), *gdl = get_f16(ddl16, (size_t)M * V);
+    float *gW = get_f32(dW, (size_t)V * D);
+    float *rlog = cc_malloc(4 * (size_t)M * V), *rdl = cc_malloc(4 * (size_t)M * V), *rW = cc_calloc((size_t)V * D, 4);
+    cpu_matmul_forward(rlog, f, w, NULL, M, V, D);
+    cc_score sc = { 0 };
+    cpu_crossentropy(rdl, rlog, y, M, V, S, &sc);
+    cpu_matmul_backward(NULL, rW, NULL, rdl, f, w, M, V, D);
+    float gsum = 0, rsum = (float)sc.loss_sum;
+    for (int i = 0; i < M; i++) gsum += gloss[i];
+    check(st, "logits", glog, rlog, (size_t)M * V, 1e-5, 0);
+    check(st, "loss", &gsum, &rsum, 1, 1e-5, 0);
+    check(st, "dlogits", gdl, rdl, (size_t)M * V, 1e-3, 0); /* FP16 storage of the GEMM operand */
+    check(st, "dW_lm", gW, rW, (size_t)V * D, 1e-3, 0);
+    int zero_ok = 1;
+    for (int i = 0; i < M; i++)
+        if (y[i] < 0)
+            for (int v = 0; v < V; v++) zero_ok &= gdl[(size_t)i * V + v] == 0.f && gloss[i] == 0.f;
+    check_flag(st, "ignored rows give no loss or gradient", zero_ok);
+    FREE_ALL(f, w, y, glog, gloss, gdl, gW, rlog, rdl, rW);
+    DFREE_ALL(df16, dw16, dlog, dloss, dy, drank, ddl16, dW);
+}
+
+/* ---- the full model (stages 9–11) on both executors ---- */
+static void small_config(cc_config *c)
+{
+    cc_config_defaults(c);
+    c->d_model = 64;
+    c->n_layers = 2;
+    c->n_heads = 4;
+    c->ctx_window = 16;
+    c->seq_len = 32;
+    c->batch_size = 4;
+    c->loss_scale = 128;
+    c->grad_h_clamp = 1000;
+}
+
+static void stage_full_step(stage *st, cc_rng *r)
+{
+    cc_config c;
+    small_config(&c);
+    const int B = c.batch_size, T = c.seq_len, M = B * T;
+    snprintf(st->shape, sizeof(st->shape), "D=%d L=%d H=%d W=%d T=%d B=%d, S=128", c.d_model, c.n_layers, c.n_heads,
+             c.ctx_window, T, B);
+    cc_executor *cpu = cc_cpu_executor_create(&c, B, T), *gpu = cc_gpu_executor_create(&c, B, T);
+    const size_t n = cpu->lay.total;
+    float *p = cc_malloc(4 * n);
+    cc_layout_init_params(&cpu->lay, p, cc_rng_next(r));
+    for (size_t i = 0; i < n; i++) p[i] = cc_half_to_float(cc_float_to_half(p[i])); /* same weights on both */
+    cpu->ops->set_params(cpu, p);
+    gpu->ops->set_params(gpu, p);
+    int *x = cc_malloc(sizeof(int) * M), *y = cc_malloc(sizeof(int) * M);
+    for (int i = 0; i < M; i++) {
+        x[i] = (int)cc_rng_below(r, 256);
+        y[i] = i % T >= T - 3 ? -1 : (int)cc_rng_below(r, 256); /* a padded tail */
+    }
+    float lc = (float)cpu->ops->forward_backward(cpu, x, y, c.loss_scale);
+    float lg = (float)gpu->ops->forward_backward(gpu, x, y, c.loss_scale);
+    /* the loss is a hard gate: FP16 operands, aim 1e-3 */
+    check(st, "loss", &lg, &lc, 1, 1e-3, 0);
+    float *gc = cc_malloc(4 * n), *gg = cc_malloc(4 * n);
+    cpu->ops->get_grads(cpu, gc);
+    gpu->ops->get_grads(gpu, gg);
+    double nc = 0, ng = 0;
+    for (size_t i = 0; i < n; i++) {
+        gc[i] = (float)(gc[i] / cpu->grad_unit);
+        gg[i] = (float)(gg[i] / gpu->grad_unit);
+        nc += (double)gc[i] * gc[i];
+        ng += (double)gg[i] * gg[i];
+    }
+    for (int i = 0; i < cpu->lay.n; i++) {
+        const cc_tensor_info *t = &cpu->lay.t[i];
+        /* per tensor: FP16 operands through the whole backward: 2e-2 */
+        check(st, t->name, gg + t->offset, gc + t->offset, t->numel, 2e-2, 0);
+    }
+    /* the aggregate norm is a diagnostic only: it may WARN, never FAIL */
+    float fn_g = (float)sqrt(ng), fn_c = (float)sqrt(nc);
+    check(st, "grad norm (diagnostic)", &fn_g, &fn_c, 1, 1e-2, 1);
+    FREE_ALL(p, x, y, gc, gg);
+    cpu->ops->destroy(cpu);
+    gpu->ops->destroy(gpu);
+}
+
+/* Random gradients in each executor's units; returns them unscaled. */
+static float *plant_grads(cc_rng *r, cc_executor *a, cc_executor *b, double unit_a, double unit_b)
+{
+    const size_t n = a->lay.total;
+    float *g = rand_vec(r, n, 1e-2, 0), *ga = cc_malloc(4 * n), *gb = cc_malloc(4 * n);
+    for (size_t i = 0; i < n; i++) {
+        ga[i] = (float)(g[i] * unit_a);
+        gb[i] = (float)(g[i] * unit_b);
+    }
+    a->ops->set_grads(a, ga, unit_a);
+    b->ops->set_grads(b, gb, unit_b);
+    FREE_ALL(ga, gb);
+    return g;
+}
+
+static void stage_grad_reduction(stage *st, cc_rng *r)
+{
+    cc_config c;
+    small_config(&c);
+    c.max_grad_norm = 0.5;
+    snprintf(st->shape, sizeof(st->shape), "unscale S*N=128*96, clip to 0.5, planted NaN; world size 1");
+    cc_executor *cpu = cc_cpu_executor_create(&c, 1, 8), *gpu = cc_gpu_executor_create(&c, 1, 8);
+    const size_t n = cpu->lay.total;
+    float *g = plant_grads(r, cpu, gpu, 128.0, 128.0 * 96);
+    const double sc = cpu->ops->grad_scale_sumsq(cpu, 1.0 / cpu->grad_unit);
+    const double sg = gpu->ops->grad_scale_sumsq(gpu, 1.0 / gpu->grad_unit);
+    float n0c = (float)sqrt(sc), n0g = (float)sqrt(sg);
+    check(st, "n0", &n0g, &n0c, 1, 1e-5, 0); /* FP32 partial sums vs a double sum */
+    const double mul = c.max_grad_norm / (n0c + 1e-6);
+    float n1c = (float)sqrt(cpu->ops->grad_scale_sumsq(cpu, mul)), n1g = (float)sqrt(gpu->ops->grad_scale_sumsq(gpu, mul));
+    check(st, "n1 (clipped)", &n1g, &n1c, 1, 1e-5, 0);
+    float *gc = cc_malloc(4 * n), *gg = cc_malloc(4 * n);
+    cpu->ops->get_grads(cpu, gc);
+    gpu->ops->get_grads(gpu, gg);
+    check(st, "clipped grads", gg, gc, n, 1e-5, 0);
+    gg[n / 2] = NAN; /* non-finite detection */
+    gpu->ops->set_grads(gpu, gg, 1.0);
+    gc[n / 2] = NAN;
+    cpu->ops->set_grads(cpu, gc, 1.0);
+    const double bad_g = gpu->ops->grad_scale_sumsq(gpu, 1.0), bad_c = cpu->ops->grad_scale_sumsq(cpu, 1.0);
+    check_flag(st, "planted NaN detected", !isfinite(bad_g) && !isfinite(bad_c));
+    FREE_ALL(g, gc, gg);
+    cpu->ops->destroy(cpu);
+    gpu->ops->destroy(gpu);
+}
+
+static void stage_optimizer(stage *st, cc_rng *r)
+{
+    cc_config c;
+    small_config(&c);
+    c.loss_scale_dynamic = 1;
+    c.init_scale = 1024;
+    c.scale_growth_interval = 2;
+    c.weight_decay = 0.1;
+    snprintf(st->shape, sizeof(st->shape), "AdamW x2, planted NaN skip, dynamic scale 1024 -> 512 -> 1024");
+    cc_executor *cpu = cc_cpu_executor_create(&c, 1, 8), *gpu = cc_gpu_executor_create(&c, 1, 8);
+    const size_t n = cpu->lay.total;
+    float *p = rand_vec(r, n, 0.1, 1), *m = rand_vec(r, n, 1e-3, 0), *v = cc_malloc(4 * n);
+    for (size_t i = 0; i < n; i++) v[i] = (float)(1e-5 * fabs(cc_rng_normal(r)));
+    cpu->ops->set_params(cpu, p);
+    gpu->ops->set_params(gpu, p);
+    cpu->ops->set_moments(cpu, m, v);
+    gpu->ops->set_moments(gpu, m, v);
+    cc_scaler scc, scg;
+    cc_scaler_init(&scc, &c);
+    cc_scaler_init(&scg, &c);
+    cc_opt_counts occ = { 3, 0 }, ocg = { 3, 0 };
+    cc_step_report rc, rg;
+    /* step 1: clean; step 2: planted NaN (skipped, scale halves); step 3, 4: clean (scale doubles) */
+    int skip_ok = 1, scale_ok = 1;
+    float *before = cc_malloc(4 * n), *after = cc_malloc(4 * n);
+    for (int k = 0; k < 4; k++) {
+        float *g = plant_grads(r, cpu, gpu, scc.scale, scg.scale * 96);
+        if (k == 1) {
+            float *gg = cc_malloc(4 * n);
+            gpu->ops->get_grads(gpu, gg);
+            gg[7] = NAN;
+            gpu->ops->set_grads(gpu, gg, gpu->grad_unit);
+            cpu->ops->get_grads(cpu, gg);
+            gg[7] = NAN;
+            cpu->ops->set_grads(cpu, gg, cpu->grad_unit);
+            free(gg);
+            gpu->ops->get_params(gpu, before);
+        }
+        cc_optimizer_step(cpu, &c, &scc, &occ, 10 + k, &rc);
+        cc_optimizer_step(gpu, &c, &scg, &ocg, 10 + k, &rg);
+        if (k == 1) {
+            gpu->ops->get_params(gpu, after);
+            skip_ok &= rg.skipped && rc.skipped && memcmp(before, after, 4 * n) == 0;
+            scale_ok &= scg.scale == 512 && scc.scale == 512;
+        }
+        free(g);
+    }
+    scale_ok &= scg.scale == 1024 && scc.scale == 1024 && ocg.applied == occ.applied && ocg.skipped == 1;
+    check_flag(st, "NaN step skipped, weights untouched", skip_ok);
+    check_flag(st, "dynamic loss scale", scale_ok);
+    float *pc = cc_malloc(4 * n), *pg = cc_malloc(4 * n), *mc = cc_malloc(4 * n), *mg = cc_malloc(4 * n);
+    float *vc = cc_malloc(4 * n), *vg = cc_malloc(4 * n);
+    cpu->ops->get_params(cpu, pc);
+    gpu->ops->get_params(gpu, pg);
+    cpu->ops->get_moments(cpu, mc, vc);
+    gpu->ops->get_moments(gpu, mg, vg);
+    /* FP32 element-wise on both sides; the GPU's gradients went through its own unscale */
+    check(st, "params", pg, pc, n, 1e-5, 0);
+    check(st, "m", mg, mc, n, 1e-5, 0);
+    check(st, "v", vg, vc, n, 1e-5, 0);
+    FREE_ALL(p, m, v, before, after, pc, pg, mc, mg, vc, vg);
+    cpu->ops->destroy(cpu);
+    gpu->ops->destroy(gpu);
+}
+
+/* ---- runner ---- */
+static const char *STAGE_NAMES[11] = { "GEMM", "embedding", "RMSNorm", "GRU gates", "GRU recurrence", "GRU BPTT",
+                                       "context attention", "classifier + loss", "full step", "gradient reduction",
+                                       "optimizer" };
+
+static void print_row(FILE *out, const stage *st, int markdown)
+{
+    const char *verdict = st->fail ? "FAIL" : (st->warn ? "WARN" : "PASS");
+    if (markdown)
+        fprintf(out, "| %d | %s | %s | %.3e | %.3e | %.0e | %s | %s%s%s |\n", st->num, st->name, st->shape, st->max_abs,
+                st->worst_rel, st->worst_tol, verdict, st->worst, st->note[0] ? "; " : "", st->note);
+    else
+        fprintf(out, "%2d  %-19s %-58s %10.3e %10.3e %8.0e  %-4s  %s%s%s\n", st->num, st->name, st->shape,
+                st->max_abs, st->worst_rel, st->worst_tol, verdict, st->worst, st->note[0] ? "; " : "", st->note);
+    fflush(out);
+}
+
+int cc_ladder_run(const cc_ladder_opts *o, FILE *out)
+{
+    cc_rng r;
+    cc_rng_seed(&r, o->seed);
+    cc_gemm_ctx *gm = cc_gemm_create();
+    struct cudaDeviceProp prop;
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    fprintf(out, "catchat ladder: %s (sm_%d%d), seed %llu\n", prop.name, prop.major, prop.minor,
+            (unsigned long long)o->seed);
+    if (o->markdown)
+        fprintf(out, "| # | stage | shape | max abs err | rel err | tol | verdict | worst tensor |\n"
+                     "|---|---|---|---|---|---|---|---|\n");
+    else
+        fprintf(out, "%2s  %-19s %-58s %10s %10s %8s  %-4s  %s\n", "#", "stage", "shape", "max|d|", "rel err", "tol",
+                "", "worst tensor");
+    int fails = 0;
+    for (int k = 1; k <= 11; k++) {
+        if (o->only_stage && o->only_stage != k) continue;
+        stage st;
+        memset(&st, 0, sizeof(st));
+        st.num = k;
+        st.name = STAGE_NAMES[k - 1];
+        switch (k) {
+        case 1: stage_gemm(&st, &r, gm); break;
+        case 2: stage_embedding(&st, &r); break;
+        case 3: stage_rmsnorm(&st, &r); break;
+        case 4: stage_gru_cell(&st, &r, gm); break;
+        case 5: stage_gru_forward(&st, &r, gm); break;
+        case 6: stage_gru_bptt(&st, &r, gm); break;
+        case 7: stage_attention(&st, &r); break;
+        case 8: stage_classifier(&st, &r, gm); break;
+        case 9: stage_full_step(&st, &r); break;
+        case 10: stage_grad_reduction(&st, &r); break;
+        case 11: stage_optimizer(&st, &r); break;
+        }
+        cudaCheck(cudaDeviceSynchronize());
+        print_row(out, &st, o->markdown);
+        fails += st.fail;
+    }
+    cc_gemm_destroy(gm);
+    return fails;
+}
