@@ -103,6 +103,20 @@ static float *get_f16(const void *dev, size_t n)
     return f;
 }
 
+/* FP16 copy of host[n] with `guard` NaN elements on each side: a kernel that
+ * reads outside [0, n) brings a NaN into its result. Returns the start of the
+ * data; free with cudaFree(ptr - guard). */
+static uint16_t *dev_f16_guarded(const float *host, size_t n, size_t guard)
+{
+    uint16_t *h = cc_malloc(2 * (n + 2 * guard));
+    for (size_t i = 0; i < n + 2 * guard; i++) h[i] = 0x7e00; /* FP16 NaN */
+    for (size_t i = 0; i < n; i++) h[guard + i] = cc_float_to_half(host[i]);
+    uint16_t *d = cc_device_alloc(2 * (n + 2 * guard), "ladder buffer");
+    cudaCheck(cudaMemcpy(d, h, 2 * (n + 2 * guard), cudaMemcpyHostToDevice));
+    free(h);
+    return d + guard;
+}
+
 /* Random N(0, sd²); FP16-representable when `f16` is set. */
 static float *rand_vec(cc_rng *r, size_t n, double sd, int f16)
 {
@@ -129,15 +143,16 @@ static float *rand_vec(cc_rng *r, size_t n, double sd, int f16)
 static void stage_gemm(stage *st, cc_rng *r, cc_gemm_ctx *gm)
 {
     const int M = 67, N = 131, K = 45;
-    snprintf(st->shape, sizeof(st->shape), "%dx%dx%d, 4 transposes, beta=1, bias", M, N, K);
+    snprintf(st->shape, sizeof(st->shape), "%dx%dx%d, 4 transposes, beta=1, bias, NaN guards", M, N, K);
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             float *A = rand_vec(r, (size_t)M * K, 1, 1), *B = rand_vec(r, (size_t)K * N, 1, 1);
             float *C0 = rand_vec(r, (size_t)M * N, 1, 0), *bias = rand_vec(r, N, 1, 0);
             const int beta1 = ta ^ tb; /* two cases accumulate, two overwrite with bias */
-            void *dA = dev_f16(A, (size_t)M * K), *dB = dev_f16(B, (size_t)K * N);
-            /* guard rows around C: an out-of-bounds write shows up as a changed guard */
+            /* NaN guards around A and B catch out-of-bounds tile reads; guard rows
+             * around C catch out-of-bounds writes. */
             const size_t guard = 256;
+            uint16_t *dA = dev_f16_guarded(A, (size_t)M * K, guard), *dB = dev_f16_guarded(B, (size_t)K * N, guard);
             float *host_c = cc_malloc(4 * ((size_t)M * N + 2 * guard));
             for (size_t i = 0; i < (size_t)M * N + 2 * guard; i++) host_c[i] = 12345.f;
             if (beta1) memcpy(host_c + guard, C0, 4 * (size_t)M * N);
@@ -167,7 +182,7 @@ static void stage_gemm(stage *st, cc_rng *r, cc_gemm_ctx *gm)
                 guards_ok &= got[i] == 12345.f && got[guard + (size_t)M * N + i] == 12345.f;
             check_flag(st, "guard rows around C", guards_ok);
             FREE_ALL(A, B, C0, bias, host_c, got, ref);
-            DFREE_ALL(dA, dB, dCg, dbias);
+            DFREE_ALL(dA - guard, dB - guard, dCg, dbias);
         }
 }
 
