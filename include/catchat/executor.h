@@ -47,6 +47,14 @@ struct cc_executor {
 /* The CPU reference executor (FP32, OpenMP). */
 cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T);
 
+/* Per-phase device time of the GPU executor's steps (CUDA events), for
+ * `catchat bench`. Phases in the order of a step. */
+enum { PH_INPUT, PH_REC_FWD, PH_CONTEXT_FWD, PH_CLASSIFIER, PH_CONTEXT_BWD, PH_BPTT, PH_WGRAD, PH_COUNT };
+extern const char *const CC_PHASE_NAMES[PH_COUNT];
+/* Turn per-phase timing on (accumulates until read) and read/clear it (ms). */
+void cc_gpu_profile_enable(cc_executor *ex, int on);
+void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT]);
+
 /* The GPU executor (FP16 GEMM operands, FP32 accumulation). NULL with a
  * one-line error when the device cannot run it. */
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T);

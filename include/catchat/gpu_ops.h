@@ -8,6 +8,14 @@
 #include <cuda_runtime_api.h>
 #include "catchat/gemm.h"
 
+/* Which recurrence implementation the two functions below use: the
+ * persistent kernels when supported (default), or the per-step loop (one
+ * GEMM + one element-wise kernel per step), which the ladder also checks. */
+typedef enum { GPU_GRU_AUTO, GPU_GRU_STEPWISE } gpu_gru_path;
+void gpu_gru_set_path(gpu_gru_path p);
+/* 1 when gpu_gru_forward/backward would take the persistent path for this shape. */
+int gpu_gru_uses_persistent(int B, int T, int D);
+
 /* A GRU layer forward over T steps (h_{-1} = 0). gx[B,T,3D] includes b_ih;
  * writes h, gates, ghn (FP32) and hprev16[B,T,D] = FP16 h_{t-1} (zeros at
  * t = 0), the operand of the recurrent GEMM and of dW_hh. gh: B·3D scratch. */

@@ -65,6 +65,17 @@ void launch_gru_backward_step(void *dgx16, void *dgh16, float *dhrec, const floa
                               const float *h, const float *gates, const float *ghn, int B, int T,
                               int D, int t, float clamp_limit, cudaStream_t s);
 
+/* gru_persistent.cu: the whole recurrence of a layer in one cooperative
+ * launch (weights stationary in shared memory, one grid barrier per step).
+ * Same inputs and outputs as a loop over the per-step kernels above plus the
+ * W_hh GEMMs; supported when B and D are multiples of 16 and the slice fits. */
+int gru_persistent_supported(int B, int T, int D);
+void launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+                                   const void *whh16, const float *bhh, int B, int T, int D, cudaStream_t s);
+void launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
+                                    const float *gates, const float *ghn, const void *whh16, int B, int T,
+                                    int D, float clamp_limit, cudaStream_t s);
+
 /* attention.cu: qkv[B,T,3D] FP32; o16 [B,T,D] FP16 (GEMM operand), o32 optional;
  * p[B,H,T,W]. Backward: dqkv[B,T,3D] FP32 (=). */
 void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv, int B, int T,

@@ -15,12 +15,6 @@ static int unbuilt(int argc, char **argv, const char *help)
     return 2;
 }
 
-int cmd_bench(int argc, char **argv)
-{
-    return unbuilt(argc, argv, "usage: catchat bench --config F\n"
-                               "Times a training step (median after warm-up) and its parts.");
-}
-
 int cmd_bisect(int argc, char **argv)
 {
     return unbuilt(argc, argv, "usage: catchat bisect --config F --lengths 64,128,256,512 --steps N\n"

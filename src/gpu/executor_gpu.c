@@ -34,7 +34,40 @@ typedef struct {
     int *rank_host;
     float *partials, *partials_host;
     int *nonfinite;
+    /* profiling: an event at each phase boundary of a step */
+    int profile, nmarks;
+    cudaEvent_t marks[64];
+    int mark_phase[64];
+    double phase_ms[PH_COUNT];
 } gpu_impl;
+
+const char *const CC_PHASE_NAMES[PH_COUNT] = { "embedding, norms, input GEMMs", "recurrence forward",
+                                               "context stream forward", "classifier + loss (fwd+bwd)",
+                                               "context stream backward", "BPTT",
+                                               "input-side weight GEMMs, norms bwd" };
+
+/* Close the phase that ends here: time since the previous mark goes to `ph`. */
+static void mark(gpu_impl *g, int ph)
+{
+    if (!g->profile || g->nmarks >= 64) return;
+    cudaCheck(cudaEventRecord(g->marks[g->nmarks], g->stream));
+    g->mark_phase[g->nmarks++] = ph;
+}
+
+static void collect_marks(gpu_impl *g)
+{
+    if (!g->profile || g->nmarks < 2) {
+        g->nmarks = 0;
+        return;
+    }
+    cudaCheck(cudaEventSynchronize(g->marks[g->nmarks - 1]));
+    for (int i = 1; i < g->nmarks; i++) {
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, g->marks[i - 1], g->marks[i]));
+        g->phase_ms[g->mark_phase[i]] += ms;
+    }
+    g->nmarks = 0;
+}
 
 #define IMPL(ex) ((gpu_impl *)(ex)->impl)
 #define P32(ex, idx) (IMPL(ex)->p32 + (ex)->lay.t[(idx)].offset)
@@ -54,6 +87,7 @@ static void forward(cc_executor *ex)
     cudaStream_t s = g->stream;
     const cc_layout *lay = &ex->lay;
 
+    mark(g, PH_INPUT);
     launch_embedding_forward(g->u, g->x, P32(ex, lay->embed), M, D, s);
     for (int l = 0; l < L; l++) {
         float *ul = g->u + l * MD, *hl = g->h + l * MD, *gxl = g->gx + l * 3 * MD;
@@ -62,8 +96,10 @@ static void forward(cc_executor *ex)
         launch_rmsnorm_forward(NULL, al, g->a_ir + (size_t)l * M, ul, P32(ex, lay->gru_norm[l]), M, D, eps, fl, cap, s);
         cc_gemm(g->gemm, gxl, 3 * D, al, D, 0, P16(ex, lay->gru_wih[l]), D, 1, M, 3 * D, D, 1.f, 0.f,
                 P32(ex, lay->gru_bih[l]), s);
+        mark(g, PH_INPUT);
         gpu_gru_forward(g->gemm, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]), P32(ex, lay->gru_bhh[l]),
                         g->gh, B, T, D, s);
+        mark(g, PH_REC_FWD);
         launch_add(ul + MD, ul, hl, MD, s);
     }
     const float *uL = g->u + (size_t)L * MD;
@@ -73,6 +109,7 @@ static void forward(cc_executor *ex)
     cc_gemm(g->gemm, g->c, D, g->o16, D, 0, P16(ex, lay->ctx_out), D, 1, M, D, D, 1.f, 0.f, NULL, s);
     launch_add(g->mm, uL, g->c, MD, s);
     launch_rmsnorm_forward(NULL, g->f16, g->f_ir, g->mm, P32(ex, lay->final_norm), M, D, eps, fl, cap, s);
+    mark(g, PH_CONTEXT_FWD);
     cc_gemm(g->gemm, g->logits, d->V, g->f16, D, 0, P16(ex, lay->lm_head), D, 1, M, d->V, D, 1.f, 0.f, NULL, s);
 }
 
@@ -127,6 +164,7 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
     cudaCheck(cudaMemsetAsync(g->du, 0, sizeof(float) * MD, s));
     launch_rmsnorm_backward(g->du, G32(ex, lay->final_norm), g->dtmp, g->mm, P32(ex, lay->final_norm), g->f_ir, M, D,
                             eps, fl, cap, s);
+    mark(g, PH_CLASSIFIER);
     /* context stream */
     cudaCheck(cudaMemcpyAsync(g->dc, g->du, sizeof(float) * MD, cudaMemcpyDeviceToDevice, s));
     launch_rownorm_clamp(g->dc, M, D, ctx_limit, s);
@@ -143,9 +181,11 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
     /* token stream: du is dL/du^{l+1}, which is also dL/dh^l through the residual */
     for (int l = L - 1; l >= 0; l--) {
         const float *hl = g->h + l * MD, *gatesl = g->gates + l * 3 * MD, *ghnl = g->ghn + l * MD;
+        mark(g, l == L - 1 ? PH_CONTEXT_BWD : PH_WGRAD);
         gpu_gru_backward(g->gemm, g->dgx16, g->dgh16, g->dhrec, G32(ex, lay->gru_whh[l]), G32(ex, lay->gru_bhh[l]),
                          g->du, hl, gatesl, ghnl, g->hprev16 + l * MD, P16(ex, lay->gru_whh[l]), B, T, D,
                          clamp_limit, s);
+        mark(g, PH_BPTT);
         /* input-side weight gradients: one GEMM over all B·T positions */
         cc_gemm(g->gemm, G32(ex, lay->gru_wih[l]), D, g->dgx16, 3 * D, 1, g->a16 + l * MD, D, 0, 3 * D, D, M, 1.f,
                 1.f, NULL, s);
@@ -155,6 +195,7 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
                                 g->a_ir + (size_t)l * M, M, D, eps, fl, cap, s);
     }
     launch_embedding_backward(G32(ex, lay->embed), g->du, g->x, M, D, s);
+    mark(g, PH_WGRAD);
     ex->grad_unit = unit;
 }
 
@@ -164,6 +205,7 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     const int M = ex->B * ex->T;
     long scored = 0;
     for (int i = 0; i < M; i++) scored += y[i] >= 0;
+    g->nmarks = 0;
     cudaCheck(cudaMemsetAsync(g->g32, 0, sizeof(float) * ex->lay.total, g->stream));
     upload_batch(ex, x, y);
     forward(ex);
@@ -172,14 +214,18 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     if (scored > 0) backward(ex, loss_scale, scored);
     else ex->grad_unit = loss_scale;
     const double sum = collect_loss(ex, NULL); /* also waits for the backward */
+    collect_marks(g);
     return scored ? sum / (double)scored : 0.0;
 }
 
 static void gpu_score(cc_executor *ex, const int *x, const int *y, cc_score *score)
 {
     gpu_impl *g = IMPL(ex);
+    const int profile = g->profile; /* evaluation is not part of the timed step */
+    g->profile = 0;
     upload_batch(ex, x, y);
     forward(ex);
+    g->profile = profile;
     launch_crossentropy(g->loss_row, g->rank, NULL, g->logits, g->y, ex->B * ex->T, ex->lay.dims.V, 1.f, g->stream);
     collect_loss(ex, score);
 }
@@ -251,9 +297,29 @@ static void gpu_set_moments(cc_executor *ex, const float *m, const float *v)
     copy_in(ex, IMPL(ex)->v, v);
 }
 
+void cc_gpu_profile_enable(cc_executor *ex, int on)
+{
+    gpu_impl *g = IMPL(ex);
+    if (on && !g->profile)
+        for (int i = 0; i < 64; i++) cudaCheck(cudaEventCreate(&g->marks[i]));
+    g->profile = on;
+    g->nmarks = 0;
+}
+
+void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT])
+{
+    gpu_impl *g = IMPL(ex);
+    for (int i = 0; i < PH_COUNT; i++) {
+        ms[i] = g->phase_ms[i];
+        g->phase_ms[i] = 0;
+    }
+}
+
 static void gpu_destroy(cc_executor *ex)
 {
     gpu_impl *g = IMPL(ex);
+    if (g->profile)
+        for (int i = 0; i < 64; i++) cudaEventDestroy(g->marks[i]);
     void *bufs[] = { g->p32, g->g32, g->m, g->v, g->p16, g->x, g->y, g->u, g->a_ir, g->gx, g->gates, g->ghn,
                      g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->p, g->c, g->mm, g->f_ir, g->logits,
                      g->loss_row, g->s16, g->o16, g->f16, g->dlogits16, g->rank, g->du, g->dtmp, g->dhrec,

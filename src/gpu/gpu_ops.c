@@ -6,9 +6,22 @@
 #include "catchat/kernels.h"
 #include "gpu/gpu_check.h"
 
+static gpu_gru_path g_path = GPU_GRU_AUTO;
+
+void gpu_gru_set_path(gpu_gru_path p) { g_path = p; }
+
+int gpu_gru_uses_persistent(int B, int T, int D)
+{
+    return g_path == GPU_GRU_AUTO && gru_persistent_supported(B, T, D);
+}
+
 void gpu_gru_forward(cc_gemm_ctx *gm, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                      const void *whh16, const float *bhh, float *gh, int B, int T, int D, cudaStream_t s)
 {
+    if (gpu_gru_uses_persistent(B, T, D)) {
+        launch_gru_forward_persistent(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, s);
+        return;
+    }
     uint16_t *hp = hprev16;
     /* h_{-1} = 0: the FP16 copy read at t = 0 (and by dW_hh) is zero */
     cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * T * D, 0, sizeof(uint16_t) * D, B, s));
@@ -26,11 +39,16 @@ void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, f
                       cudaStream_t s)
 {
     const uint16_t *dgh = dgh16;
-    cudaCheck(cudaMemsetAsync(dhrec, 0, sizeof(float) * B * D, s));
-    for (int t = T - 1; t >= 0; t--) {
-        launch_gru_backward_step(dgx16, dgh16, dhrec, dh_in, h, gates, ghn, B, T, D, t, clamp_limit, s);
-        if (t > 0) /* dhrec += dgh_t · W_hh */
-            cc_gemm(gm, dhrec, D, dgh + (size_t)t * 3 * D, T * 3 * D, 0, whh16, D, 0, B, D, 3 * D, 1.f, 1.f, NULL, s);
+    if (gpu_gru_uses_persistent(B, T, D)) {
+        launch_gru_backward_persistent(dgx16, dgh16, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
+    } else {
+        cudaCheck(cudaMemsetAsync(dhrec, 0, sizeof(float) * B * D, s));
+        for (int t = T - 1; t >= 0; t--) {
+            launch_gru_backward_step(dgx16, dgh16, dhrec, dh_in, h, gates, ghn, B, T, D, t, clamp_limit, s);
+            if (t > 0) /* dhrec += dgh_t · W_hh */
+                cc_gemm(gm, dhrec, D, dgh + (size_t)t * 3 * D, T * 3 * D, 0, whh16, D, 0, B, D, 3 * D, 1.f, 1.f,
+                        NULL, s);
+        }
     }
     const int M = B * T;
     cc_gemm(gm, dwhh, D, dgh16, 3 * D, 1, hprev16, D, 0, 3 * D, D, M, 1.f, 1.f, NULL, s);

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""The catchat model as a PyTorch user would write it (cuDNN nn.GRU per layer,
+RMSNorm, residuals, SDPA with a sliding-window mask, AMP fp16 + GradScaler,
+fused AdamW), timed per training step: median of --steps after --warmup, CUDA
+events, eager and torch.compile. Prints one JSON object per mode.
+
+   python3 bench/pytorch_model.py [--d 512 --layers 3 --heads 8 --window 128 --seq 512 --batch 64]
+                                  [--modes eager,compile]
+
+Not modelled: catchat's per-timestep grad_h clamp (cuDNN's GRU exposes no
+per-step hidden gradient) and RMSNorm's identity fallback/cap; both make the
+PyTorch side cheaper, not dearer."""
+import argparse, json, statistics, time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+class DualStream(nn.Module):
+    def __init__(self, V, D, L, H, W, T):
+        super().__init__()
+        self.H, self.W = H, W
+        self.embed = nn.Embedding(V, D)
+        self.norms = nn.ModuleList(RMSNorm(D) for _ in range(L))
+        self.grus = nn.ModuleList(nn.GRU(D, D, batch_first=True) for _ in range(L))
+        self.ctx_norm = RMSNorm(D)
+        self.qkv = nn.Linear(D, 3 * D, bias=False)
+        self.out = nn.Linear(D, D, bias=False)
+        self.final_norm = RMSNorm(D)
+        self.lm_head = nn.Linear(D, V, bias=False)
+        i = torch.arange(T)
+        self.register_buffer("mask", (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - W), persistent=False)
+
+    def forward(self, x):
+        B, T = x.shape
+        u = self.embed(x)
+        for norm, gru in zip(self.norms, self.grus):
+            h, _ = gru(norm(u))
+            u = u + h
+        q, k, v = self.qkv(self.ctx_norm(u)).chunk(3, dim=-1)
+        q, k, v = (t.view(B, T, self.H, -1).transpose(1, 2) for t in (q, k, v))
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask[:T, :T])
+        c = self.out(o.transpose(1, 2).reshape(B, T, -1))
+        return self.lm_head(self.final_norm(u + c))
+
+
+def bench(mode, args):
+    torch.manual_seed(0)
+    dev = "cuda"
+    model = DualStream(args.vocab, args.d, args.layers, args.heads, args.window, args.seq).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=True)
+    scaler = torch.amp.GradScaler("cuda")
+    fwd = torch.compile(model) if mode == "compile" else model
+    x = torch.randint(0, args.vocab, (args.batch, args.seq + 1), device=dev)
+    inp, tgt = x[:, :-1], x[:, 1:]
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.float16):
+            logits = fwd(inp)
+            loss = F.cross_entropy(logits.float().view(-1, args.vocab), tgt.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    t0 = time.time()
+    for _ in range(args.warmup):
+        step()
+    torch.cuda.synchronize()
+    warm_s = time.time() - t0
+    times = []
+    for _ in range(args.steps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        step()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    ms = statistics.median(times)
+    return {"impl": "pytorch", "mode": mode, "B": args.batch, "T": args.seq, "D": args.d, "L": args.layers,
+            "W": args.window, "ms": round(ms, 3), "tok_per_s": round(args.batch * args.seq / ms * 1e3),
+            "warmup_s": round(warm_s, 1), "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--d", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--window", type=int, default=128)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--modes", default="eager,compile")
+    args = ap.parse_args()
+    for mode in args.modes.split(","):
+        print(json.dumps(bench(mode, args)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+/* `catchat bench`: step time of a config on the GPU (median after warm-up),
+ * its breakdown by phase (CUDA events), µs per timestep per layer of the
+ * recurrence, and the CPU reference on the same fixture. */
+#ifndef CATCHAT_BENCH_H
+#define CATCHAT_BENCH_H
+
+#include <stdio.h>
+#include "catchat/config.h"
+
+typedef struct cc_bench_opts {
+    int steps, warmup, cpu_steps, json;
+} cc_bench_opts;
+
+int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out);
+
+#endif

@@ -1,0 +1,128 @@
+/* catchat bench: the whole training step (forward, backward, optimizer) timed
+ * after warm-up, median of many; per-phase device time from CUDA events; and
+ * the CPU reference on the same batch for the speedup. The fixture is the
+ * first training batch of the config's data (random tokens if it cannot be
+ * read): real text, never zeros. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/bench.h"
+#include "catchat/data.h"
+#include "catchat/device.h"
+#include "catchat/executor.h"
+#include "catchat/optim.h"
+#include "catchat/rng.h"
+#include "catchat/util.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void fixture(const cc_config *cfg, int *x, int *y)
+{
+    const int B = cfg->batch_size, T = cfg->seq_len;
+    cc_tokens tok;
+    cc_loader ld;
+    if (cc_tokens_load(&tok, cfg->train, cfg->vocab_size) == 0) {
+        if (cc_loader_init(&ld, &tok, B, T, 1, cfg->seed) == 0) {
+            cc_loader_batch(&ld, 0, x, y);
+            cc_loader_free(&ld);
+            cc_tokens_free(&tok);
+            return;
+        }
+        cc_tokens_free(&tok);
+    }
+    fprintf(stderr, "catchat: bench: using random tokens\n");
+    cc_rng r;
+    cc_rng_seed(&r, cfg->seed);
+    for (int i = 0; i < B * T; i++) {
+        x[i] = (int)cc_rng_below(&r, (uint64_t)cfg->vocab_size);
+        y[i] = (int)cc_rng_below(&r, (uint64_t)cfg->vocab_size);
+    }
+}
+
+/* Median ms of `n` full steps; optimizer ms (mean) into *opt_ms. */
+static double time_steps(cc_executor *ex, const cc_config *cfg, const int *x, const int *y, int n, double *opt_ms)
+{
+    cc_scaler sc;
+    cc_scaler_init(&sc, cfg);
+    cc_opt_counts oc = { 0, 0 };
+    cc_step_report rep;
+    double *t = cc_malloc(sizeof(double) * (n ? n : 1)), opt = 0;
+    for (int i = 0; i < n; i++) {
+        const double t0 = cc_now_ms();
+        ex->ops->forward_backward(ex, x, y, sc.scale); /* returns after the device finished */
+        const double t1 = cc_now_ms();
+        cc_optimizer_step(ex, cfg, &sc, &oc, i, &rep);  /* synchronises on the norm */
+        const double t2 = cc_now_ms();
+        t[i] = t2 - t0;
+        opt += t2 - t1;
+    }
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    const double med = n ? t[n / 2] : 0;
+    free(t);
+    *opt_ms = n ? opt / n : 0;
+    return med;
+}
+
+int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
+{
+    const int B = cfg->batch_size, T = cfg->seq_len, L = cfg->n_layers;
+    const double tokens = (double)B * T;
+    int *x = cc_malloc(sizeof(int) * B * T), *y = cc_malloc(sizeof(int) * B * T);
+    fixture(cfg, x, y);
+    double gpu_ms = 0, opt_ms = 0, ph[PH_COUNT] = { 0 };
+    int have_gpu = cc_gpu_count() > 0 && strcmp(cfg->device, "cpu") != 0;
+    if (have_gpu) {
+        cc_executor *ex = cc_gpu_executor_create(cfg, B, T);
+        if (!ex) return -1;
+        double dummy;
+        time_steps(ex, cfg, x, y, o->warmup, &dummy);
+        cc_gpu_profile_enable(ex, 1);
+        cc_gpu_profile_take(ex, ph); /* clear */
+        gpu_ms = time_steps(ex, cfg, x, y, o->steps, &opt_ms);
+        cc_gpu_profile_take(ex, ph);
+        for (int i = 0; i < PH_COUNT; i++) ph[i] /= o->steps;
+        ex->ops->destroy(ex);
+    }
+    double cpu_ms = 0;
+    if (o->cpu_steps > 0) {
+        cc_executor *ex = cc_cpu_executor_create(cfg, B, T);
+        double dummy;
+        cpu_ms = time_steps(ex, cfg, x, y, o->cpu_steps, &dummy);
+        ex->ops->destroy(ex);
+    }
+    const double rec_f = ph[PH_REC_FWD] * 1e3 / (T * L), rec_b = ph[PH_BPTT] * 1e3 / (T * L);
+    if (o->json) {
+        fprintf(out, "{\"B\":%d,\"T\":%d,\"D\":%d,\"L\":%d,\"W\":%d,\"gpu_ms\":%.4f,\"tok_per_s\":%.1f,"
+                     "\"rec_fwd_us_per_step_layer\":%.3f,\"bptt_us_per_step_layer\":%.3f,\"optimizer_ms\":%.4f,"
+                     "\"cpu_ms\":%.2f,\"speedup_vs_cpu\":%.2f}\n",
+                B, T, cfg->d_model, L, cfg->ctx_window, gpu_ms, gpu_ms > 0 ? tokens / (gpu_ms * 1e-3) : 0, rec_f, rec_b,
+                opt_ms, cpu_ms, gpu_ms > 0 && cpu_ms > 0 ? cpu_ms / gpu_ms : 0);
+    } else {
+        fprintf(out, "catchat bench: D=%d L=%d H=%d W=%d T=%d B=%d V=%d\n", cfg->d_model, L, cfg->n_heads,
+                cfg->ctx_window, T, B, cfg->vocab_size);
+        if (have_gpu) {
+            fprintf(out, "GPU step: %.3f ms median of %d (after %d warm-up) | %.0f tokens/s\n", gpu_ms, o->steps,
+                    o->warmup, tokens / (gpu_ms * 1e-3));
+            fprintf(out, "breakdown (device time per step, CUDA events):\n");
+            for (int i = 0; i < PH_COUNT; i++) fprintf(out, "  %-36s %8.3f ms\n", CC_PHASE_NAMES[i], ph[i]);
+            fprintf(out, "  %-36s %8.3f ms (host-timed, includes the norm read-back)\n", "optimizer step", opt_ms);
+            fprintf(out, "recurrence: %.2f us forward + %.2f us BPTT = %.2f us per timestep per layer\n", rec_f, rec_b,
+                    rec_f + rec_b);
+        } else {
+            fprintf(out, "GPU: none visible (device = %s)\n", cfg->device);
+        }
+        if (cpu_ms > 0) {
+            fprintf(out, "CPU reference: %.1f ms per step (%d step%s, same batch) | %.0f tokens/s", cpu_ms,
+                    o->cpu_steps, o->cpu_steps > 1 ? "s" : "", tokens / (cpu_ms * 1e-3));
+            if (gpu_ms > 0) fprintf(out, " | GPU speedup %.1fx", cpu_ms / gpu_ms);
+            fputc('\n', out);
+        }
+    }
+    free(x);
+    free(y);
+    return 0;
+}
