@@ -21,46 +21,66 @@ using namespace nvcuda;
 
 #define PW 8 // warps per block
 
+#define STAGE_BYTES (112 * 1024) // shared memory for one chunk of the moving operand
+
 struct persist_shape {
-    int J, MT, NT, KS, rows;
+    int J, MT, NT, KS, rows, BC, ldk;
 };
 
-// rows: padded rows of the block's A operand (multiple of 16); KS: K split so
-// that PW warps have work when there are fewer tiles than warps.
+// rows: padded rows of the block's A operand (multiple of 16). The moving
+// operand (h or dgh, [B, K]) is staged through shared memory BC batch rows at
+// a time (ldk = K + 8 halfs per row avoids bank conflicts); NT tiles per
+// chunk; KS: K split so that PW warps have work when tiles are few.
 static __host__ __device__ persist_shape make_shape(int D, int B, int J, int rows_real, int K)
 {
     persist_shape s;
     s.J = J;
     s.rows = (rows_real + 15) / 16 * 16;
     s.MT = s.rows / 16;
-    s.NT = B / 16;
+    s.ldk = K + 8;
+    s.BC = 16;
+    while (s.BC * 2 <= B && B % (s.BC * 2) == 0 && (size_t)s.BC * 2 * s.ldk * 2 <= STAGE_BYTES) s.BC *= 2;
+    s.NT = s.BC / 16;
     const int tiles = s.MT * s.NT;
     s.KS = 1;
     while (tiles * s.KS * 2 <= PW && (K / 16) % (s.KS * 2) == 0) s.KS *= 2;
     return s;
 }
 
-// partial[ks][row][b] += A[rows, K-part] · Bᵀ where B is [N=B rows, K] FP16 with row stride ldb.
-__device__ __forceinline__ void block_mma(float *partial, const __half *A, int lda, const __half *Bm, size_t ldb,
-                                          const persist_shape &s, int K, int B)
+// partial[ks][row][b] = A[rows, K-part] · Bᵀ where B is [B rows, K] FP16 in
+// global memory with row stride ldb. Each chunk of BC rows is first copied to
+// shared memory with 16-byte loads from all threads at once (one L2 round trip
+// instead of one per fragment), then multiplied on tensor cores.
+__device__ __forceinline__ void block_mma(float *partial, __half *stage, const __half *A, int lda, const __half *Bm,
+                                          size_t ldb, const persist_shape &s, int K, int B)
 {
     const int warp = threadIdx.x / 32;
     const int tiles = s.MT * s.NT;
     const int kpart = K / s.KS;
-    for (int job = warp; job < tiles * s.KS; job += PW) {
-        const int tile = job % tiles, ks = job / tiles;
-        const int mt = tile % s.MT, nt = tile / s.MT;
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-        wmma::fill_fragment(c, 0.f);
-        for (int k = ks * kpart; k < (ks + 1) * kpart; k += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b;
-            wmma::load_matrix_sync(a, A + (size_t)mt * 16 * lda + k, lda);
-            wmma::load_matrix_sync(b, Bm + (size_t)nt * 16 * ldb + k, (unsigned)ldb);
-            wmma::mma_sync(c, a, b, c);
+    const int vec_per_row = K / 8;
+    for (int b0 = 0; b0 < B; b0 += s.BC) {
+        for (int i = threadIdx.x; i < s.BC * vec_per_row; i += blockDim.x) {
+            const int r = i / vec_per_row, c = i % vec_per_row;
+            *(uint4 *)(stage + (size_t)r * s.ldk + c * 8) = *(const uint4 *)(Bm + (size_t)(b0 + r) * ldb + c * 8);
         }
-        // partial laid out [ks][rows][B]: row-major with ld = B
-        wmma::store_matrix_sync(partial + ((size_t)ks * s.rows + mt * 16) * B + nt * 16, c, B, wmma::mem_row_major);
+        __syncthreads();
+        for (int job = warp; job < tiles * s.KS; job += PW) {
+            const int tile = job % tiles, ks = job / tiles;
+            const int mt = tile % s.MT, nt = tile / s.MT;
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+            wmma::fill_fragment(c, 0.f);
+            for (int k = ks * kpart; k < (ks + 1) * kpart; k += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b;
+                wmma::load_matrix_sync(a, A + (size_t)mt * 16 * lda + k, lda);
+                wmma::load_matrix_sync(b, stage + (size_t)nt * 16 * s.ldk + k, s.ldk);
+                wmma::mma_sync(c, a, b, c);
+            }
+            // partial laid out [ks][rows][B]: row-major with ld = B
+            wmma::store_matrix_sync(partial + ((size_t)ks * s.rows + mt * 16) * B + b0 + nt * 16, c, B,
+                                    wmma::mem_row_major);
+        }
+        __syncthreads(); // the stage is refilled by the next chunk
     }
 }
 
@@ -82,6 +102,7 @@ __global__ void __launch_bounds__(PW * 32) gru_forward_persistent_kernel(
     const persist_shape s = make_shape(D, B, J, 3 * J, D);
     __half *W = (__half *)smem;                          // [rows, D]: r rows, z rows, n rows of the slice
     float *partial = (float *)(W + (size_t)s.rows * D);  // [KS][rows][B]
+    __half *stage = (__half *)(partial + (size_t)s.KS * s.rows * B); // [BC][ldk]
     const int u0 = blockIdx.x * J;
     for (int idx = threadIdx.x; idx < s.rows * D; idx += blockDim.x) {
         const int lr = idx / D, k = idx % D;
@@ -93,7 +114,7 @@ __global__ void __launch_bounds__(PW * 32) gru_forward_persistent_kernel(
         hprev16[(size_t)(idx / J) * T * D + u0 + idx % J] = __float2half(0.f);
     __syncthreads();
     for (int t = 0; t < T; t++) {
-        if (t > 0) block_mma(partial, W, D, hprev16 + (size_t)t * D, (size_t)T * D, s, D, B);
+        if (t > 0) block_mma(partial, stage, W, D, hprev16 + (size_t)t * D, (size_t)T * D, s, D, B);
         __syncthreads();
         for (int idx = threadIdx.x; idx < B * J; idx += blockDim.x) {
             const int b = idx / J, j = idx % J, u = u0 + j;
@@ -133,6 +154,7 @@ __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
     __half *Wt = (__half *)smem;                          // [rows, 3D] = W_hh[:, slice]ᵀ
     float *partial = (float *)(Wt + (size_t)s.rows * 3 * D);
     float *zg = partial + (size_t)s.KS * s.rows * B;      // [B, J]: z ⊙ g of the step after
+    __half *stage = (__half *)(zg + (size_t)B * J + ((size_t)B * J) % 4); // [BC][ldk], 16-byte aligned
     const int u0 = blockIdx.x * J;
     for (int idx = threadIdx.x; idx < s.rows * 3 * D; idx += blockDim.x) {
         const int j = idx / (3 * D), r = idx % (3 * D);
@@ -141,7 +163,8 @@ __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
     for (int idx = threadIdx.x; idx < B * J; idx += blockDim.x) zg[idx] = 0.f;
     __syncthreads();
     for (int t = T - 1; t >= 0; t--) {
-        if (t < T - 1) block_mma(partial, Wt, 3 * D, dgh16 + (size_t)(t + 1) * 3 * D, (size_t)T * 3 * D, s, 3 * D, B);
+        if (t < T - 1)
+            block_mma(partial, stage, Wt, 3 * D, dgh16 + (size_t)(t + 1) * 3 * D, (size_t)T * 3 * D, s, 3 * D, B);
         __syncthreads();
         for (int idx = threadIdx.x; idx < B * J; idx += blockDim.x) {
             const int b = idx / J, j = idx % J, u = u0 + j;
@@ -179,14 +202,15 @@ static int pick_units(int D, int sms)
 static size_t fwd_smem(int D, int B, int J)
 {
     persist_shape s = make_shape(D, B, J, 3 * J, D);
-    return (size_t)s.rows * D * sizeof(__half) + (size_t)s.KS * s.rows * B * sizeof(float);
+    return (size_t)s.rows * D * sizeof(__half) + (size_t)s.KS * s.rows * B * sizeof(float) +
+           (size_t)s.BC * s.ldk * sizeof(__half);
 }
 
 static size_t bwd_smem(int D, int B, int J)
 {
     persist_shape s = make_shape(D, B, J, J, 3 * D);
     return (size_t)s.rows * 3 * D * sizeof(__half) + (size_t)s.KS * s.rows * B * sizeof(float) +
-           (size_t)B * J * sizeof(float);
+           ((size_t)B * J + ((size_t)B * J) % 4) * sizeof(float) + (size_t)s.BC * s.ldk * sizeof(__half);
 }
 
 static int device_sms_and_smem(size_t *smem_max)
