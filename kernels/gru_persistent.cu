@@ -12,6 +12,7 @@
 // The arithmetic is that of gru.cu's per-step kernels (same FP16 operands),
 // so ladder stages 5 and 6 hold for both paths.
 #include <cooperative_groups.h>
+#include <cuda_pipeline.h>
 #include <mma.h>
 #include "catchat/kernels.h"
 #include "common.cuh"
@@ -47,34 +48,84 @@ static __host__ __device__ persist_shape make_shape(int D, int B, int J, int row
     return s;
 }
 
-// partial[ks][row][b] = A[rows, K-part] · Bᵀ where B is [B rows, K] FP16 in
-// global memory with row stride ldb. Each chunk of BC rows is first copied to
-// shared memory with 16-byte loads from all threads at once (one L2 round trip
-// instead of one per fragment), then multiplied on tensor cores.
-__device__ __forceinline__ void block_mma(float *partial, __half *stage, const __half *A, int lda, const __half *Bm,
-                                          size_t ldb, const persist_shape &s, int K, int B)
+#define AREG 32  // A fragments a warp can keep in registers (K-part ≤ 512)
+#define NI_MAX 4 // (b, j) pairs per thread whose operands are prefetched into registers
+
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> afrag;
+
+// The stationary operand A (the block's slice of W_hh, [rows, K] in shared
+// memory with row stride lda = K + 8 halfs so fragment rows fall in different
+// banks) is, when every warp has one job and its K-part is short enough, also
+// held in registers as fragments for the whole launch.
+struct mma_plan {
+    int tiles, jobs, kpart, nk;
+    bool reg;
+};
+
+__device__ __forceinline__ mma_plan make_plan(const persist_shape &s, int K)
+{
+    mma_plan m;
+    m.tiles = s.MT * s.NT;
+    m.jobs = m.tiles * s.KS;
+    m.kpart = K / s.KS;
+    m.nk = m.kpart / 16;
+    m.reg = m.jobs <= PW && m.nk <= AREG;
+    return m;
+}
+
+__device__ __forceinline__ void preload_a(afrag *afr, const __half *A, int lda, const persist_shape &s, const mma_plan &m)
 {
     const int warp = threadIdx.x / 32;
-    const int tiles = s.MT * s.NT;
-    const int kpart = K / s.KS;
+    if (!m.reg || warp >= m.jobs) return;
+    const int mt = (warp % m.tiles) % s.MT, ks = warp / m.tiles;
+#pragma unroll
+    for (int kk = 0; kk < AREG; kk++)
+        if (kk < m.nk) wmma::load_matrix_sync(afr[kk], A + (size_t)mt * 16 * lda + ks * m.kpart + kk * 16, lda);
+}
+
+// partial[ks][row][b] = A[rows, K-part] · Bᵀ where B is [B rows, K] FP16 in
+// global memory with row stride ldb. Each chunk of BC rows is first copied to
+// shared memory by asynchronous 16-byte copies from all threads at once (one
+// L2 round trip, not one per fragment nor one per copy: a plain load followed
+// by its shared store would stall each thread once per copy), then multiplied
+// on tensor cores.
+__device__ __forceinline__ void block_mma(float *partial, __half *stage, const __half *A, int lda, const afrag *afr,
+                                          const __half *Bm, size_t ldb, const persist_shape &s, const mma_plan &m,
+                                          int K, int B)
+{
+    const int warp = threadIdx.x / 32;
     const int vec_per_row = K / 8;
     for (int b0 = 0; b0 < B; b0 += s.BC) {
         for (int i = threadIdx.x; i < s.BC * vec_per_row; i += blockDim.x) {
             const int r = i / vec_per_row, c = i % vec_per_row;
-            *(uint4 *)(stage + (size_t)r * s.ldk + c * 8) = *(const uint4 *)(Bm + (size_t)(b0 + r) * ldb + c * 8);
+            __pipeline_memcpy_async(stage + (size_t)r * s.ldk + c * 8, Bm + (size_t)(b0 + r) * ldb + c * 8, 16);
         }
+        __pipeline_commit();
+        __pipeline_wait_prior(0);
         __syncthreads();
-        for (int job = warp; job < tiles * s.KS; job += PW) {
-            const int tile = job % tiles, ks = job / tiles;
+        for (int job = warp; job < m.jobs; job += PW) {
+            const int tile = job % m.tiles, ks = job / m.tiles;
             const int mt = tile % s.MT, nt = tile / s.MT;
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
             wmma::fill_fragment(c, 0.f);
-            for (int k = ks * kpart; k < (ks + 1) * kpart; k += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b;
-                wmma::load_matrix_sync(a, A + (size_t)mt * 16 * lda + k, lda);
-                wmma::load_matrix_sync(b, stage + (size_t)nt * 16 * s.ldk + k, s.ldk);
-                wmma::mma_sync(c, a, b, c);
+            const __half *bbase = stage + (size_t)nt * 16 * s.ldk + ks * m.kpart;
+            if (m.reg) {
+#pragma unroll
+                for (int kk = 0; kk < AREG; kk++) {
+                    if (kk < m.nk) {
+                        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bf;
+                        wmma::load_matrix_sync(bf, bbase + kk * 16, s.ldk);
+                        wmma::mma_sync(c, afr[kk], bf, c);
+                    }
+                }
+            } else {
+                for (int kk = 0; kk < m.nk; kk++) {
+                    afrag af;
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bf;
+                    wmma::load_matrix_sync(af, A + (size_t)mt * 16 * lda + ks * m.kpart + kk * 16, lda);
+                    wmma::load_matrix_sync(bf, bbase + kk * 16, s.ldk);
+                    wmma::mma_sync(c, af, bf, c);
+                }
             }
             // partial laid out [ks][rows][B]: row-major with ld = B
             wmma::store_matrix_sync(partial + ((size_t)ks * s.rows + mt * 16) * B + b0 + nt * 16, c, B,
@@ -93,55 +144,117 @@ __device__ __forceinline__ float sum_parts(const float *partial, const persist_s
 
 __device__ __forceinline__ float sigmoid_p(float x) { return 1.f / (1.f + __expf(-x)); }
 
+// One unit's forward gate math; writes every output of (b, t, u).
+__device__ __forceinline__ float fwd_cell(float *h, float *gates, float *ghn, __half *hprev16, const float gxv[3],
+                                          const float bh[3], float ar, float az, float an, float hp, size_t row, int u,
+                                          int D, int T, int t)
+{
+    const float r = sigmoid_p(gxv[0] + ar + bh[0]);
+    const float z = sigmoid_p(gxv[1] + az + bh[1]);
+    const float hn = an + bh[2];
+    const float n = tanhf(gxv[2] + r * hn);
+    const float hv = (1.f - z) * n + z * hp;
+    float *gt = gates + row * 3 * D;
+    gt[u] = r;
+    gt[D + u] = z;
+    gt[2 * D + u] = n;
+    ghn[row * D + u] = hn;
+    h[row * D + u] = hv;
+    if (t + 1 < T) hprev16[(row + 1) * D + u] = __float2half_rn(hv);
+    return hv;
+}
+
+// skip: workbench knob for bench/gru_probe (bit 0: no copy+MMA, bit 1: no gate
+// math, bit 2: no grid barrier); 0 in training.
 __global__ void __launch_bounds__(PW * 32) gru_forward_persistent_kernel(
     float *h, float *gates, float *ghn, __half *hprev16, const float *gx, const __half *whh, const float *bhh, int B,
-    int T, int D, int J)
+    int T, int D, int J, int skip)
 {
     cg::grid_group grid = cg::this_grid();
     extern __shared__ __align__(16) unsigned char smem[];
     const persist_shape s = make_shape(D, B, J, 3 * J, D);
-    __half *W = (__half *)smem;                          // [rows, D]: r rows, z rows, n rows of the slice
-    float *partial = (float *)(W + (size_t)s.rows * D);  // [KS][rows][B]
+    const int lda = D + 8;
+    __half *W = (__half *)smem;                            // [rows, lda]: r rows, z rows, n rows of the slice
+    float *partial = (float *)(W + (size_t)s.rows * lda);  // [KS][rows][B]
     __half *stage = (__half *)(partial + (size_t)s.KS * s.rows * B); // [BC][ldk]
-    const int u0 = blockIdx.x * J;
-    for (int idx = threadIdx.x; idx < s.rows * D; idx += blockDim.x) {
-        const int lr = idx / D, k = idx % D;
+    const int u0 = blockIdx.x * J, BJ = B * J;
+    for (int idx = threadIdx.x; idx < s.rows * lda; idx += blockDim.x) {
+        const int lr = idx / lda, k = idx % lda;
         const int gate = lr / J, j = lr % J;
-        W[idx] = lr < 3 * J ? whh[((size_t)gate * D + u0 + j) * D + k] : __float2half(0.f);
+        W[idx] = lr < 3 * J && k < D ? whh[((size_t)gate * D + u0 + j) * D + k] : __float2half(0.f);
     }
     // h_{-1} = 0 for the FP16 copy at t = 0
-    for (int idx = threadIdx.x; idx < B * J; idx += blockDim.x)
+    for (int idx = threadIdx.x; idx < BJ; idx += blockDim.x)
         hprev16[(size_t)(idx / J) * T * D + u0 + idx % J] = __float2half(0.f);
     __syncthreads();
-    for (int t = 0; t < T; t++) {
-        if (t > 0) block_mma(partial, stage, W, D, hprev16 + (size_t)t * D, (size_t)T * D, s, D, B);
-        __syncthreads();
-        for (int idx = threadIdx.x; idx < B * J; idx += blockDim.x) {
-            const int b = idx / J, j = idx % J, u = u0 + j;
-            const size_t row = (size_t)b * T + t;
-            const float *gxr = gx + row * 3 * D;
-            float ar = 0.f, az = 0.f, an = 0.f;
-            if (t > 0) {
-                ar = sum_parts(partial, s, j, b, B);
-                az = sum_parts(partial, s, J + j, b, B);
-                an = sum_parts(partial, s, 2 * J + j, b, B);
-            }
-            const float hp = t > 0 ? h[(row - 1) * D + u] : 0.f;
-            const float r = sigmoid_p(gxr[u] + ar + bhh[u]);
-            const float z = sigmoid_p(gxr[D + u] + az + bhh[D + u]);
-            const float hn = an + bhh[2 * D + u];
-            const float n = tanhf(gxr[2 * D + u] + r * hn);
-            const float hv = (1.f - z) * n + z * hp;
-            float *gt = gates + row * 3 * D;
-            gt[u] = r;
-            gt[D + u] = z;
-            gt[2 * D + u] = n;
-            ghn[row * D + u] = hn;
-            h[row * D + u] = hv;
-            if (t + 1 < T) hprev16[(row + 1) * D + u] = __float2half_rn(hv);
-        }
-        grid.sync(); // h_t of every block is written before anyone reads it
+    const mma_plan m = make_plan(s, D);
+    afrag afr[AREG];
+    preload_a(afr, W, lda, s, m);
+    // per-thread state for its first NI_MAX pairs: biases, h_{t-1}, prefetched gx
+    float bh[NI_MAX][3], hpv[NI_MAX], gxv[NI_MAX][3];
+#pragma unroll
+    for (int ii = 0; ii < NI_MAX; ii++) {
+        const int idx = threadIdx.x + ii * blockDim.x, u = u0 + idx % J;
+        hpv[ii] = 0.f;
+        for (int g = 0; g < 3; g++) bh[ii][g] = idx < BJ ? bhh[g * D + u] : 0.f;
     }
+    for (int t = 0; t < T; t++) {
+#pragma unroll
+        for (int ii = 0; ii < NI_MAX; ii++) { // issued now, used after the MMA: the load latency hides
+            const int idx = threadIdx.x + ii * blockDim.x;
+            if (idx < BJ) {
+                const float *gxr = gx + ((size_t)(idx / J) * T + t) * 3 * D + u0 + idx % J;
+                gxv[ii][0] = gxr[0];
+                gxv[ii][1] = gxr[D];
+                gxv[ii][2] = gxr[2 * D];
+            }
+        }
+        if (t > 0 && !(skip & 1))
+            block_mma(partial, stage, W, lda, afr, hprev16 + (size_t)t * D, (size_t)T * D, s, m, D, B);
+        __syncthreads();
+        if (!(skip & 2)) {
+#pragma unroll
+            for (int ii = 0; ii < NI_MAX; ii++) {
+                const int idx = threadIdx.x + ii * blockDim.x;
+                if (idx >= BJ) break;
+                const int b = idx / J, j = idx % J;
+                const float ar = t > 0 ? sum_parts(partial, s, j, b, B) : 0.f;
+                const float az = t > 0 ? sum_parts(partial, s, J + j, b, B) : 0.f;
+                const float an = t > 0 ? sum_parts(partial, s, 2 * J + j, b, B) : 0.f;
+                hpv[ii] = fwd_cell(h, gates, ghn, hprev16, gxv[ii], bh[ii], ar, az, an, hpv[ii], (size_t)b * T + t,
+                                   u0 + j, D, T, t);
+            }
+            for (int idx = threadIdx.x + NI_MAX * blockDim.x; idx < BJ; idx += blockDim.x) { // large B·J
+                const int b = idx / J, j = idx % J, u = u0 + j;
+                const size_t row = (size_t)b * T + t;
+                const float g3[3] = { gx[row * 3 * D + u], gx[row * 3 * D + D + u], gx[row * 3 * D + 2 * D + u] };
+                const float b3[3] = { bhh[u], bhh[D + u], bhh[2 * D + u] };
+                const float ar = t > 0 ? sum_parts(partial, s, j, b, B) : 0.f;
+                const float az = t > 0 ? sum_parts(partial, s, J + j, b, B) : 0.f;
+                const float an = t > 0 ? sum_parts(partial, s, 2 * J + j, b, B) : 0.f;
+                fwd_cell(h, gates, ghn, hprev16, g3, b3, ar, az, an, t > 0 ? h[(row - 1) * D + u] : 0.f, row, u, D, T, t);
+            }
+        }
+        if (!(skip & 4)) grid.sync(); // h_t of every block is written before anyone reads it
+    }
+}
+
+// One unit's backward gate math; returns z ⊙ g for the step before.
+__device__ __forceinline__ float bwd_cell(__half *dgx16, __half *dgh16, float g, float clamp_limit, float r, float z,
+                                          float n, float hn, float hp, size_t row, int u, int D)
+{
+    if (clamp_limit > 0.f) g = fminf(fmaxf(g, -clamp_limit), clamp_limit);
+    const float dn_pre = g * (1.f - z) * (1.f - n * n);
+    const float dz_pre = g * (hp - n) * z * (1.f - z);
+    const float dr_pre = dn_pre * hn * r * (1.f - r);
+    __half *dx = dgx16 + row * 3 * D, *dh = dgh16 + row * 3 * D;
+    dx[u] = __float2half_rn(dr_pre);
+    dx[D + u] = __float2half_rn(dz_pre);
+    dx[2 * D + u] = __float2half_rn(dn_pre);
+    dh[u] = __float2half_rn(dr_pre);
+    dh[D + u] = __float2half_rn(dz_pre);
+    dh[2 * D + u] = __float2half_rn(dn_pre * r);
+    return g * z;
 }
 
 __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
@@ -151,41 +264,60 @@ __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
     cg::grid_group grid = cg::this_grid();
     extern __shared__ __align__(16) unsigned char smem[];
     const persist_shape s = make_shape(D, B, J, J, 3 * D);
-    __half *Wt = (__half *)smem;                          // [rows, 3D] = W_hh[:, slice]ᵀ
-    float *partial = (float *)(Wt + (size_t)s.rows * 3 * D);
-    float *zg = partial + (size_t)s.KS * s.rows * B;      // [B, J]: z ⊙ g of the step after
-    __half *stage = (__half *)(zg + (size_t)B * J + ((size_t)B * J) % 4); // [BC][ldk], 16-byte aligned
-    const int u0 = blockIdx.x * J;
-    for (int idx = threadIdx.x; idx < s.rows * 3 * D; idx += blockDim.x) {
-        const int j = idx / (3 * D), r = idx % (3 * D);
-        Wt[idx] = j < J ? whh[(size_t)r * D + u0 + j] : __float2half(0.f);
+    const int lda = 3 * D + 8;
+    __half *Wt = (__half *)smem;                            // [rows, lda] = W_hh[:, slice]ᵀ
+    float *partial = (float *)(Wt + (size_t)s.rows * lda);  // [KS][rows][B]
+    float *zg = partial + (size_t)s.KS * s.rows * B;        // [B, J]: z ⊙ g of the step after (pairs past NI_MAX)
+    __half *stage = (__half *)(zg + (size_t)B * J);         // [BC][ldk]
+    const int u0 = blockIdx.x * J, BJ = B * J;
+    for (int idx = threadIdx.x; idx < s.rows * lda; idx += blockDim.x) {
+        const int j = idx / lda, r = idx % lda;
+        Wt[idx] = j < J && r < 3 * D ? whh[(size_t)r * D + u0 + j] : __float2half(0.f);
     }
-    for (int idx = threadIdx.x; idx < B * J; idx += blockDim.x) zg[idx] = 0.f;
+    for (int idx = threadIdx.x; idx < BJ; idx += blockDim.x) zg[idx] = 0.f;
     __syncthreads();
+    const mma_plan m = make_plan(s, 3 * D);
+    afrag afr[AREG];
+    preload_a(afr, Wt, lda, s, m);
+    float zgv[NI_MAX], pre[NI_MAX][6]; // z⊙g carried; prefetched dh_in, r, z, n, ghn, h_{t-1}
+#pragma unroll
+    for (int ii = 0; ii < NI_MAX; ii++) zgv[ii] = 0.f;
     for (int t = T - 1; t >= 0; t--) {
+#pragma unroll
+        for (int ii = 0; ii < NI_MAX; ii++) {
+            const int idx = threadIdx.x + ii * blockDim.x;
+            if (idx < BJ) {
+                const int u = u0 + idx % J;
+                const size_t row = (size_t)(idx / J) * T + t;
+                pre[ii][0] = dh_in[row * D + u];
+                pre[ii][1] = gates[row * 3 * D + u];
+                pre[ii][2] = gates[row * 3 * D + D + u];
+                pre[ii][3] = gates[row * 3 * D + 2 * D + u];
+                pre[ii][4] = ghn[row * D + u];
+                pre[ii][5] = t > 0 ? h[(row - 1) * D + u] : 0.f;
+            }
+        }
         if (t < T - 1)
-            block_mma(partial, stage, Wt, 3 * D, dgh16 + (size_t)(t + 1) * 3 * D, (size_t)T * 3 * D, s, 3 * D, B);
+            block_mma(partial, stage, Wt, lda, afr, dgh16 + (size_t)(t + 1) * 3 * D, (size_t)T * 3 * D, s, m, 3 * D, B);
         __syncthreads();
-        for (int idx = threadIdx.x; idx < B * J; idx += blockDim.x) {
+#pragma unroll
+        for (int ii = 0; ii < NI_MAX; ii++) {
+            const int idx = threadIdx.x + ii * blockDim.x;
+            if (idx >= BJ) break;
+            const int b = idx / J, j = idx % J;
+            float g = pre[ii][0] + zgv[ii];
+            if (t < T - 1) g += sum_parts(partial, s, j, b, B);
+            zgv[ii] = bwd_cell(dgx16, dgh16, g, clamp_limit, pre[ii][1], pre[ii][2], pre[ii][3], pre[ii][4], pre[ii][5],
+                               (size_t)b * T + t, u0 + j, D);
+        }
+        for (int idx = threadIdx.x + NI_MAX * blockDim.x; idx < BJ; idx += blockDim.x) { // large B·J
             const int b = idx / J, j = idx % J, u = u0 + j;
             const size_t row = (size_t)b * T + t;
             float g = dh_in[row * D + u] + zg[idx];
             if (t < T - 1) g += sum_parts(partial, s, j, b, B);
-            if (clamp_limit > 0.f) g = fminf(fmaxf(g, -clamp_limit), clamp_limit);
             const float *gt = gates + row * 3 * D;
-            const float r = gt[u], z = gt[D + u], n = gt[2 * D + u];
-            const float hp = t > 0 ? h[(row - 1) * D + u] : 0.f;
-            const float dn_pre = g * (1.f - z) * (1.f - n * n);
-            const float dz_pre = g * (hp - n) * z * (1.f - z);
-            const float dr_pre = dn_pre * ghn[row * D + u] * r * (1.f - r);
-            __half *dx = dgx16 + row * 3 * D, *dh = dgh16 + row * 3 * D;
-            dx[u] = __float2half_rn(dr_pre);
-            dx[D + u] = __float2half_rn(dz_pre);
-            dx[2 * D + u] = __float2half_rn(dn_pre);
-            dh[u] = __float2half_rn(dr_pre);
-            dh[D + u] = __float2half_rn(dz_pre);
-            dh[2 * D + u] = __float2half_rn(dn_pre * r);
-            zg[idx] = g * z;
+            zg[idx] = bwd_cell(dgx16, dgh16, g, clamp_limit, gt[u], gt[D + u], gt[2 * D + u], ghn[row * D + u],
+                               t > 0 ? h[(row - 1) * D + u] : 0.f, row, u, D);
         }
         grid.sync(); // dgh_t of every block is written before step t-1 reads it
     }
@@ -202,15 +334,15 @@ static int pick_units(int D, int sms)
 static size_t fwd_smem(int D, int B, int J)
 {
     persist_shape s = make_shape(D, B, J, 3 * J, D);
-    return (size_t)s.rows * D * sizeof(__half) + (size_t)s.KS * s.rows * B * sizeof(float) +
+    return (size_t)s.rows * (D + 8) * sizeof(__half) + (size_t)s.KS * s.rows * B * sizeof(float) +
            (size_t)s.BC * s.ldk * sizeof(__half);
 }
 
 static size_t bwd_smem(int D, int B, int J)
 {
     persist_shape s = make_shape(D, B, J, J, 3 * D);
-    return (size_t)s.rows * 3 * D * sizeof(__half) + (size_t)s.KS * s.rows * B * sizeof(float) +
-           ((size_t)B * J + ((size_t)B * J) % 4) * sizeof(float) + (size_t)s.BC * s.ldk * sizeof(__half);
+    return (size_t)s.rows * (3 * D + 8) * sizeof(__half) + (size_t)s.KS * s.rows * B * sizeof(float) +
+           (size_t)B * J * sizeof(float) + (size_t)s.BC * s.ldk * sizeof(__half);
 }
 
 static int device_sms_and_smem(size_t *smem_max)
@@ -233,9 +365,9 @@ extern "C" int gru_persistent_supported(int B, int T, int D)
     return fwd_smem(D, B, J) <= smax && bwd_smem(D, B, J) <= smax;
 }
 
-extern "C" void launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                              const void *whh16, const float *bhh, int B, int T, int D,
-                                              cudaStream_t s)
+extern "C" void launch_gru_forward_persistent_probe(float *h, float *gates, float *ghn, void *hprev16,
+                                                    const float *gx, const void *whh16, const float *bhh, int B, int T,
+                                                    int D, int skip, cudaStream_t s)
 {
     size_t smax;
     const int J = pick_units(D, device_sms_and_smem(&smax));
@@ -243,13 +375,20 @@ extern "C" void launch_gru_forward_persistent(float *h, float *gates, float *ghn
     cudaFuncSetAttribute(gru_forward_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     const __half *w = (const __half *)whh16;
     __half *hp = (__half *)hprev16;
-    void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &B, &T, &D, (void *)&J };
+    void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &B, &T, &D, (void *)&J, &skip };
     cudaError_t e = cudaLaunchCooperativeKernel((void *)gru_forward_persistent_kernel, dim3(D / J), dim3(PW * 32), args,
                                                 smem, s);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: persistent GRU forward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);
     }
+}
+
+extern "C" void launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+                                              const void *whh16, const float *bhh, int B, int T, int D,
+                                              cudaStream_t s)
+{
+    launch_gru_forward_persistent_probe(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, 0, s);
 }
 
 extern "C" void launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
