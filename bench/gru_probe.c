@@ -28,7 +28,11 @@ int main(int argc, char **argv)
     const int masks[] = { 0, 1, 2, 4, 3, 6, 5 };
     cudaEvent_t a, b;
     cudaEventCreate(&a); cudaEventCreate(&b);
-    printf("persistent GRU forward, B=%d T=%d D=%d: us per step (median of 5)\n", B, T, D);
+    const int grids[] = { 16, 32, 64, 128 };
+    for (int gi = 0; gi < 4; gi++) {
+    gru_persistent_set_blocks(grids[gi]);
+    if (!gru_persistent_supported(B, T, D)) continue;
+    printf("persistent GRU forward, B=%d T=%d D=%d, at most %d blocks: us per step (median of 5)\n", B, T, D, grids[gi]);
     for (int v = 0; v < 7; v++) {
         float best[5];
         for (int r = 0; r < 5; r++) {
@@ -40,6 +44,7 @@ int main(int argc, char **argv)
         }
         for (int i = 0; i < 5; i++) for (int j = i + 1; j < 5; j++) if (best[j] < best[i]) { float t = best[i]; best[i] = best[j]; best[j] = t; }
         printf("  %-16s %8.2f\n", names[v], best[2] * 1e3 / T);
+    }
     }
     return 0;
 }

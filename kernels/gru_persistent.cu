@@ -164,6 +164,7 @@ __device__ __forceinline__ float fwd_cell(float *h, float *gates, float *ghn, __
     return hv;
 }
 
+// B is the batch group's row count (the launch has D/J slices × groups blocks).
 // skip: workbench knob for bench/gru_probe (bit 0: no copy+MMA, bit 1: no gate
 // math, bit 2: no grid barrier); 0 in training.
 __global__ void __launch_bounds__(PW * 32) gru_forward_persistent_kernel(
@@ -172,12 +173,17 @@ __global__ void __launch_bounds__(PW * 32) gru_forward_persistent_kernel(
 {
     cg::grid_group grid = cg::this_grid();
     extern __shared__ __align__(16) unsigned char smem[];
+    // Block = (unit slice, batch group): sequences are independent, so a block
+    // needs h_{t-1} of its own B rows only. Shift the tensors to the group.
+    const int nslices = D / J, slice = blockIdx.x % nslices;
+    const size_t shift = (size_t)(blockIdx.x / nslices) * B * T;
+    h += shift * D; gates += shift * 3 * D; ghn += shift * D; hprev16 += shift * D; gx += shift * 3 * D;
     const persist_shape s = make_shape(D, B, J, 3 * J, D);
     const int lda = D + 8;
     __half *W = (__half *)smem;                            // [rows, lda]: r rows, z rows, n rows of the slice
     float *partial = (float *)(W + (size_t)s.rows * lda);  // [KS][rows][B]
     __half *stage = (__half *)(partial + (size_t)s.KS * s.rows * B); // [BC][ldk]
-    const int u0 = blockIdx.x * J, BJ = B * J;
+    const int u0 = slice * J, BJ = B * J;
     for (int idx = threadIdx.x; idx < s.rows * lda; idx += blockDim.x) {
         const int lr = idx / lda, k = idx % lda;
         const int gate = lr / J, j = lr % J;
@@ -263,13 +269,17 @@ __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
 {
     cg::grid_group grid = cg::this_grid();
     extern __shared__ __align__(16) unsigned char smem[];
+    const int nslices = D / J, slice = blockIdx.x % nslices;
+    const size_t shift = (size_t)(blockIdx.x / nslices) * B * T; // this block's batch group, as in the forward
+    dgx16 += shift * 3 * D; dgh16 += shift * 3 * D; dh_in += shift * D; h += shift * D; gates += shift * 3 * D;
+    ghn += shift * D;
     const persist_shape s = make_shape(D, B, J, J, 3 * D);
     const int lda = 3 * D + 8;
     __half *Wt = (__half *)smem;                            // [rows, lda] = W_hh[:, slice]ᵀ
     float *partial = (float *)(Wt + (size_t)s.rows * lda);  // [KS][rows][B]
     float *zg = partial + (size_t)s.KS * s.rows * B;        // [B, J]: z ⊙ g of the step after (pairs past NI_MAX)
     __half *stage = (__half *)(zg + (size_t)B * J);         // [BC][ldk]
-    const int u0 = blockIdx.x * J, BJ = B * J;
+    const int u0 = slice * J, BJ = B * J;
     for (int idx = threadIdx.x; idx < s.rows * lda; idx += blockDim.x) {
         const int j = idx / lda, r = idx % lda;
         Wt[idx] = j < J && r < 3 * D ? whh[(size_t)r * D + u0 + j] : __float2half(0.f);
@@ -323,13 +333,13 @@ __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
     }
 }
 
-// Hidden units per block: the fewest that keep the grid within one block per SM.
-static int pick_units(int D, int sms)
-{
-    for (int J = 1; J <= D; J++)
-        if (D % J == 0 && D / J <= sms) return J;
-    return D;
-}
+// The grid: D/J unit slices × B/Bl batch groups, one block per SM. Every block
+// reads its group's h (or dgh) each step, so small groups mean small copies;
+// J is then the fewest units that keep the grid within the block limit. The
+// limit is a workbench knob (bench/gru_probe sweeps it).
+static int g_max_blocks = 128;
+
+extern "C" void gru_persistent_set_blocks(int max_blocks) { g_max_blocks = max_blocks > 0 ? max_blocks : 128; }
 
 static size_t fwd_smem(int D, int B, int J)
 {
@@ -356,28 +366,51 @@ static int device_sms_and_smem(size_t *smem_max)
     return coop ? sms : 0;
 }
 
-extern "C" int gru_persistent_supported(int B, int T, int D)
+// Returns 0 when no split fits (the caller then takes the per-step path).
+static int pick_split(int B, int D, int *J_out, int *Bl_out)
 {
     size_t smax;
     const int sms = device_sms_and_smem(&smax);
-    if (sms == 0 || B % 16 != 0 || D % 16 != 0 || T < 1) return 0;
-    const int J = pick_units(D, sms);
-    return fwd_smem(D, B, J) <= smax && bwd_smem(D, B, J) <= smax;
+    if (sms == 0 || B % 16 != 0 || D % 16 != 0) return 0;
+    const int limit = sms < g_max_blocks ? sms : g_max_blocks;
+    for (int Bl = 16; Bl <= B; Bl += 16) {
+        if (B % Bl) continue;
+        const int groups = B / Bl;
+        if (groups > limit) continue;
+        int J = 0;
+        for (int j = 1; j <= D; j++)
+            if (D % j == 0 && (D / j) * groups <= limit) { J = j; break; }
+        if (!J || 3 * J > 48) continue; // keep the forward slice within three MMA row tiles
+        if (fwd_smem(D, Bl, J) > smax || bwd_smem(D, Bl, J) > smax) continue;
+        *J_out = J;
+        *Bl_out = Bl;
+        return 1;
+    }
+    return 0;
+}
+
+extern "C" int gru_persistent_supported(int B, int T, int D)
+{
+    int J, Bl;
+    return T >= 1 && pick_split(B, D, &J, &Bl);
 }
 
 extern "C" void launch_gru_forward_persistent_probe(float *h, float *gates, float *ghn, void *hprev16,
                                                     const float *gx, const void *whh16, const float *bhh, int B, int T,
                                                     int D, int skip, cudaStream_t s)
 {
-    size_t smax;
-    const int J = pick_units(D, device_sms_and_smem(&smax));
-    const size_t smem = fwd_smem(D, B, J);
+    int J, Bl;
+    if (!pick_split(B, D, &J, &Bl)) {
+        fprintf(stderr, "catchat: persistent GRU forward: unsupported shape B=%d D=%d\n", B, D);
+        exit(1);
+    }
+    const size_t smem = fwd_smem(D, Bl, J);
     cudaFuncSetAttribute(gru_forward_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     const __half *w = (const __half *)whh16;
     __half *hp = (__half *)hprev16;
-    void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &B, &T, &D, (void *)&J, &skip };
-    cudaError_t e = cudaLaunchCooperativeKernel((void *)gru_forward_persistent_kernel, dim3(D / J), dim3(PW * 32), args,
-                                                smem, s);
+    void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &Bl, &T, &D, (void *)&J, &skip };
+    cudaError_t e = cudaLaunchCooperativeKernel((void *)gru_forward_persistent_kernel, dim3(D / J * (B / Bl)),
+                                                dim3(PW * 32), args, smem, s);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: persistent GRU forward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);
@@ -395,16 +428,19 @@ extern "C" void launch_gru_backward_persistent(void *dgx16, void *dgh16, const f
                                                const float *gates, const float *ghn, const void *whh16, int B, int T,
                                                int D, float clamp_limit, cudaStream_t s)
 {
-    size_t smax;
-    const int J = pick_units(D, device_sms_and_smem(&smax));
-    const size_t smem = bwd_smem(D, B, J);
+    int J, Bl;
+    if (!pick_split(B, D, &J, &Bl)) {
+        fprintf(stderr, "catchat: persistent GRU backward: unsupported shape B=%d D=%d\n", B, D);
+        exit(1);
+    }
+    const size_t smem = bwd_smem(D, Bl, J);
     cudaFuncSetAttribute(gru_backward_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     __half *dx = (__half *)dgx16, *dh = (__half *)dgh16;
     const __half *w = (const __half *)whh16;
-    void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w, &B, &T, &D,
+    void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w, &Bl, &T, &D,
                      (void *)&J, &clamp_limit };
-    cudaError_t e = cudaLaunchCooperativeKernel((void *)gru_backward_persistent_kernel, dim3(D / J), dim3(PW * 32),
-                                                args, smem, s);
+    cudaError_t e = cudaLaunchCooperativeKernel((void *)gru_backward_persistent_kernel, dim3(D / J * (B / Bl)),
+                                                dim3(PW * 32), args, smem, s);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: persistent GRU backward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);

@@ -337,7 +337,7 @@ static void gru_case_free(gru_case *c) { FREE_ALL(c->whh, c->bhh, c->gx, c->h, c
 /* ---- stage 5: GRU recurrence over T steps ---- */
 static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const char *path)
 {
-    const int B = 16, T = 48, D = 64;
+    const int B = 32, T = 48, D = 64; /* two batch groups of 16 on the persistent path */
     snprintf(st->shape, sizeof(st->shape), "B=%d T=%d D=%d, persistent and per-step", B, T, D);
     gru_case c;
     gru_case_init(&c, r, B, T, D);
@@ -361,7 +361,7 @@ static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const 
 
 static void stage_gru_forward(stage *st, cc_rng *r, cc_gemm_ctx *gm)
 {
-    check_flag(st, "persistent path taken", gpu_gru_uses_persistent(16, 48, 64));
+    check_flag(st, "persistent path taken", gpu_gru_uses_persistent(32, 48, 64));
     stage_gru_forward_path(st, r, gm, "persistent");
     gpu_gru_set_path(GPU_GRU_STEPWISE);
     stage_gru_forward_path(st, r, gm, "per-step");
@@ -395,7 +395,7 @@ static void gpu_bptt(cc_gemm_ctx *gm, const gru_case *c, const float *dh_in, flo
 /* ---- stage 6: GRU BPTT with the clamp binding, loss scale 128 ---- */
 static void stage_gru_bptt_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const char *path)
 {
-    const int B = 16, T = 48, D = 64;
+    const int B = 32, T = 48, D = 64; /* two batch groups of 16 on the persistent path */
     const double S = 128, c_user = 0.05;
     gru_case c;
     gru_case_init(&c, r, B, T, D);
