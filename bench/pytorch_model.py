@@ -58,6 +58,7 @@ class DualStream(nn.Module):
 
 def bench(mode, args):
     torch.manual_seed(0)
+    torch.cuda.reset_peak_memory_stats()
     dev = "cuda"
     model = DualStream(args.vocab, args.d, args.layers, args.heads, args.window, args.seq).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=True)
@@ -92,7 +93,8 @@ def bench(mode, args):
         b.synchronize()
         times.append(a.elapsed_time(b))
     ms = statistics.median(times)
-    return {"impl": "pytorch", "mode": mode, "B": args.batch, "T": args.seq, "D": args.d, "L": args.layers,
+    mem = torch.cuda.max_memory_allocated() / 2**20
+    return {"mem_mb": round(mem, 1), "bytes_per_token": round(mem * 2**20 / (args.batch * args.seq)),"impl": "pytorch", "mode": mode, "B": args.batch, "T": args.seq, "D": args.d, "L": args.layers,
             "W": args.window, "ms": round(ms, 3), "tok_per_s": round(args.batch * args.seq / ms * 1e3),
             "warmup_s": round(warm_s, 1), "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
 

@@ -13,6 +13,7 @@
 #include "catchat/optim.h"
 #include "catchat/rng.h"
 #include "catchat/util.h"
+#include <cuda_runtime_api.h>
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -73,13 +74,17 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     const double tokens = (double)B * T;
     int *x = cc_malloc(sizeof(int) * B * T), *y = cc_malloc(sizeof(int) * B * T);
     fixture(cfg, x, y);
-    double gpu_ms = 0, opt_ms = 0, ph[PH_COUNT] = { 0 };
+    double gpu_ms = 0, opt_ms = 0, ph[PH_COUNT] = { 0 }, mem_mb = 0;
     int have_gpu = cc_gpu_count() > 0 && strcmp(cfg->device, "cpu") != 0;
     if (have_gpu) {
+        size_t free0 = 0, free1 = 0, total = 0;
+        cudaMemGetInfo(&free0, &total);
         cc_executor *ex = cc_gpu_executor_create(cfg, B, T);
         if (!ex) return -1;
         double dummy;
         time_steps(ex, cfg, x, y, o->warmup, &dummy);
+        cudaMemGetInfo(&free1, &total);
+        mem_mb = (double)(free0 - free1) / 1048576.0; /* everything the executor holds */
         cc_gpu_profile_enable(ex, 1);
         cc_gpu_profile_take(ex, ph); /* clear */
         gpu_ms = time_steps(ex, cfg, x, y, o->steps, &opt_ms);
@@ -98,9 +103,9 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     if (o->json) {
         fprintf(out, "{\"B\":%d,\"T\":%d,\"D\":%d,\"L\":%d,\"W\":%d,\"gpu_ms\":%.4f,\"tok_per_s\":%.1f,"
                      "\"rec_fwd_us_per_step_layer\":%.3f,\"bptt_us_per_step_layer\":%.3f,\"optimizer_ms\":%.4f,"
-                     "\"cpu_ms\":%.2f,\"speedup_vs_cpu\":%.2f}\n",
+                     "\"cpu_ms\":%.2f,\"speedup_vs_cpu\":%.2f,\"mem_mb\":%.1f,\"bytes_per_token\":%.0f}\n",
                 B, T, cfg->d_model, L, cfg->ctx_window, gpu_ms, gpu_ms > 0 ? tokens / (gpu_ms * 1e-3) : 0, rec_f, rec_b,
-                opt_ms, cpu_ms, gpu_ms > 0 && cpu_ms > 0 ? cpu_ms / gpu_ms : 0);
+                opt_ms, cpu_ms, gpu_ms > 0 && cpu_ms > 0 ? cpu_ms / gpu_ms : 0, mem_mb, mem_mb * 1048576.0 / tokens);
     } else {
         fprintf(out, "catchat bench: D=%d L=%d H=%d W=%d T=%d B=%d V=%d\n", cfg->d_model, L, cfg->n_heads,
                 cfg->ctx_window, T, B, cfg->vocab_size);
@@ -110,6 +115,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
             fprintf(out, "breakdown (device time per step, CUDA events):\n");
             for (int i = 0; i < PH_COUNT; i++) fprintf(out, "  %-36s %8.3f ms\n", CC_PHASE_NAMES[i], ph[i]);
             fprintf(out, "  %-36s %8.3f ms (host-timed, includes the norm read-back)\n", "optimizer step", opt_ms);
+            fprintf(out, "device memory: %.0f MiB (%.0f bytes per token of the batch)\n", mem_mb,
+                    mem_mb * 1048576.0 / tokens);
             fprintf(out, "recurrence: %.2f us forward + %.2f us BPTT = %.2f us per timestep per layer\n", rec_f, rec_b,
                     rec_f + rec_b);
         } else {
