@@ -12,13 +12,14 @@ date -u +%Y-%m-%dT%H:%MZ >>"$out/gpu.txt"
 echo "== ladder"
 "$bin" ladder | tee "$out/ladder.txt"
 "$bin" ladder --markdown >"$out/ladder.md" 2>&1
-echo "== compute-sanitizer memcheck (ladder)"
-compute-sanitizer --tool memcheck --print-limit 20 "$bin" ladder >"$out/memcheck.txt" 2>&1; echo "memcheck rc=$?"
-tail -3 "$out/memcheck.txt"
-echo "== compute-sanitizer racecheck (stages with shared memory: RMSNorm, classifier, reduction, optimizer)"
-for k in 3 8 10 11; do
-  compute-sanitizer --tool racecheck "$bin" ladder --stage $k >"$out/racecheck_$k.txt" 2>&1; echo "racecheck stage $k rc=$?"
-  tail -1 "$out/racecheck_$k.txt"
+echo "== compute-sanitizer memcheck (ladder)" | tee "$out/sanitizers.txt"
+compute-sanitizer --tool memcheck --print-limit 20 "$bin" ladder >/tmp/memcheck.txt 2>&1
+echo "memcheck rc=$?: $(tail -1 /tmp/memcheck.txt)" | tee -a "$out/sanitizers.txt"
+grep -m 20 "=========" /tmp/memcheck.txt | grep -v "ERROR SUMMARY" >>"$out/sanitizers.txt"
+echo "== compute-sanitizer racecheck (stages whose kernels use shared memory)" | tee -a "$out/sanitizers.txt"
+for k in 3 5 6 7 8 10 11; do
+  compute-sanitizer --tool racecheck "$bin" ladder --stage $k >/tmp/racecheck.txt 2>&1
+  echo "racecheck stage $k rc=$?: $(tail -1 /tmp/racecheck.txt)" | tee -a "$out/sanitizers.txt"
 done
 echo "== train configs/default.ini, $steps steps"
 "$bin" train --config configs/default.ini --set device=gpu --set max_steps=$steps --set out_dir="$out/run" \
