@@ -17,6 +17,7 @@ static double cpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
 {
     cpu_impl *c = IMPL(ex);
     memset(c->grads, 0, sizeof(float) * ex->lay.total);
+    c->acts.check = ex->check;
     double loss = cpu_model_forward(&ex->lay, c->params, &c->acts, x, y, NULL);
     cpu_model_backward(&ex->lay, c->params, c->grads, &c->acts, x, y, scale,
                        ex->cfg.grad_h_clamp, ex->cfg.ctx_grad_clamp);
@@ -26,6 +27,7 @@ static double cpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
 
 static void cpu_score(cc_executor *ex, const int *x, const int *y, cc_score *score)
 {
+    IMPL(ex)->acts.check = ex->check;
     cpu_model_forward(&ex->lay, IMPL(ex)->params, &IMPL(ex)->acts, x, y, score);
 }
 
@@ -63,6 +65,16 @@ static void cpu_set_moments(cc_executor *ex, const float *m, const float *v)
     memcpy(IMPL(ex)->v, v, sizeof(float) * ex->lay.total);
 }
 
+static void cpu_get_token_losses(cc_executor *ex, float *loss)
+{
+    memcpy(loss, IMPL(ex)->acts.row_loss, sizeof(float) * ex->B * ex->T);
+}
+
+static void cpu_get_input_grad(cc_executor *ex, float *du0)
+{
+    memcpy(du0, IMPL(ex)->acts.du, sizeof(float) * (size_t)ex->B * ex->T * ex->lay.dims.D);
+}
+
 static void cpu_destroy(cc_executor *ex)
 {
     cpu_impl *c = IMPL(ex);
@@ -76,8 +88,19 @@ static void cpu_destroy(cc_executor *ex)
 }
 
 static const cc_executor_ops CPU_OPS = {
-    cpu_forward_backward, cpu_score, cpu_grad_scale_sumsq, cpu_adamw, cpu_get_params,
-    cpu_set_params, cpu_get_grads, cpu_set_grads, cpu_get_moments, cpu_set_moments, cpu_destroy,
+    .forward_backward = cpu_forward_backward,
+    .score = cpu_score,
+    .grad_scale_sumsq = cpu_grad_scale_sumsq,
+    .adamw = cpu_adamw,
+    .get_params = cpu_get_params,
+    .set_params = cpu_set_params,
+    .get_grads = cpu_get_grads,
+    .set_grads = cpu_set_grads,
+    .get_moments = cpu_get_moments,
+    .set_moments = cpu_set_moments,
+    .get_token_losses = cpu_get_token_losses,
+    .get_input_grad = cpu_get_input_grad,
+    .destroy = cpu_destroy,
 };
 
 cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T)

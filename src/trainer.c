@@ -8,6 +8,7 @@
 #include <string.h>
 #include "catchat/checkpoint.h"
 #include "catchat/optim.h"
+#include "catchat/safetensors.h"
 #include "catchat/telemetry.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
@@ -71,6 +72,57 @@ static int restore(const cc_train_opts *o, cc_executor *ex, cc_run_state *st)
     return rc;
 }
 
+/* --plant-nan: poison a whole parameter tensor (a testing aid for provenance). */
+static int plant_nan(cc_executor *ex, const char *name)
+{
+    const int i = cc_layout_find(&ex->lay, name);
+    if (i < 0) return cc_error("--plant-nan: no parameter tensor named '%s'", name);
+    float *p = cc_malloc(sizeof(float) * ex->lay.total);
+    ex->ops->get_params(ex, p);
+    for (size_t k = 0; k < ex->lay.t[i].numel; k++) p[ex->lay.t[i].offset + k] = NAN;
+    ex->ops->set_params(ex, p);
+    free(p);
+    return 0;
+}
+
+/* Keep the batch that went non-finite for replay: x, y and the provenance. */
+static void keep_batch(const cc_config *cfg, const int *x, const int *y, long step, const char *desc, char *path,
+                       size_t cap)
+{
+    snprintf(path, cap, "%s/nonfinite_batch.safetensors", cfg->out_dir);
+    char stepbuf[32];
+    snprintf(stepbuf, sizeof(stepbuf), "%ld", step);
+    const cc_st_entry e[2] = { { "x", ST_I32, 2, { cfg->batch_size, cfg->seq_len }, x },
+                               { "y", ST_I32, 2, { cfg->batch_size, cfg->seq_len }, y } };
+    const char *keys[] = { "step", "provenance" }, *vals[] = { stepbuf, desc };
+    if (cc_st_write(path, e, 2, keys, vals, 2) != 0) snprintf(path, cap, "(could not be written)");
+}
+
+/* Per-tensor gradient norms (after unscale and clip) to a second CSV at eval steps. */
+static void write_grad_norms(const cc_config *cfg, cc_executor *ex, long step, int first)
+{
+    char path[CC_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/grad_norms.csv", cfg->out_dir);
+    FILE *f = fopen(path, first ? "w" : "a");
+    if (!f) return;
+    if (first) {
+        fputs("step", f);
+        for (int i = 0; i < ex->lay.n; i++) fprintf(f, ",%s", ex->lay.t[i].name);
+        fputc('\n', f);
+    }
+    float *g = cc_malloc(sizeof(float) * ex->lay.total);
+    ex->ops->get_grads(ex, g);
+    fprintf(f, "%ld", step);
+    for (int i = 0; i < ex->lay.n; i++) {
+        double ss = 0;
+        for (size_t k = 0; k < ex->lay.t[i].numel; k++) ss += (double)g[ex->lay.t[i].offset + k] * g[ex->lay.t[i].offset + k];
+        fprintf(f, ",%.6g", sqrt(ss));
+    }
+    fputc('\n', f);
+    fclose(f);
+    free(g);
+}
+
 static void fmt_duration(char *buf, size_t cap, double seconds)
 {
     if (seconds < 0 || !isfinite(seconds)) seconds = 0;
@@ -119,6 +171,14 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     }
     r.x = cc_malloc(sizeof(int) * B * T);
     r.y = cc_malloc(sizeof(int) * B * T);
+    if (o->plant_nan && plant_nan(ex, o->plant_nan) != 0) {
+        cc_telemetry_close(&tel);
+        run_free(&r);
+        return -1;
+    }
+    cc_finite_report check;
+    if (o->check_finite) ex->check = &check;
+    int norms_header = !o->resume;
     if (!o->quiet) {
         printf("catchat train: %s executor, %zu parameters, %zu train / %zu val tokens, "
                "resolved config:\n", ex->name, ex->lay.total, r.train_tok.n, r.val_tok.n);
@@ -136,7 +196,25 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         const double t0 = cc_now_ms();
         cc_loader_batch(&r.train, st.data_pos, r.x, r.y);
         st.data_pos++;
+        memset(&check, 0, sizeof(check));
         const double loss = ex->ops->forward_backward(ex, r.x, r.y, st.scaler.scale);
+        if (o->check_finite && check.found) {
+            char desc[256], kept[CC_PATH_MAX + 64];
+            cc_finite_describe(&check, desc, sizeof(desc));
+            keep_batch(cfg, r.x, r.y, st.step + 1, desc, kept, sizeof(kept));
+            cc_error("non-finite value at step %ld, first in %s; batch kept in %s", st.step + 1, desc, kept);
+            res->nonfinite_step = st.step + 1;
+            res->provenance = check;
+            rc = -1;
+            break;
+        }
+        if (o->plant_overflow_step == st.step + 1) {
+            float *g = cc_malloc(sizeof(float) * ex->lay.total);
+            ex->ops->get_grads(ex, g);
+            g[0] = INFINITY;
+            ex->ops->set_grads(ex, g, ex->grad_unit);
+            free(g);
+        }
         cc_step_report rep;
         cc_optimizer_step(ex, cfg, &st.scaler, &st.counts, st.step, &rep);
         const double ms = cc_now_ms() - t0;
@@ -158,6 +236,8 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             row.eval_loss = res->eval_loss = ev.loss;
             row.eval_top1 = res->eval_top1 = ev.top1;
             row.eval_top5 = res->eval_top5 = ev.top5;
+            write_grad_norms(cfg, ex, st.step, norms_header);
+            norms_header = 0;
         }
         if (cc_telemetry_write(&tel, &row) != 0) { rc = -1; break; }
         if (!o->quiet) {
@@ -179,6 +259,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         }
     }
     res->steps_run = st.step - first;
+    res->skipped = st.counts.skipped;
     cc_telemetry_close(&tel);
     if (rc == 0 && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
         float *p = cc_malloc(sizeof(float) * ex->lay.total);

@@ -7,6 +7,7 @@
 #define CATCHAT_CPU_REF_H
 
 #include <stddef.h>
+#include "catchat/finite.h"
 #include "catchat/layout.h"
 
 /* Constants of RMSNorm with its guards (model.md). */

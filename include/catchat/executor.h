@@ -8,6 +8,7 @@
 
 #include "catchat/config.h"
 #include "catchat/cpu_ref.h"
+#include "catchat/finite.h"
 #include "catchat/layout.h"
 
 typedef struct cc_executor cc_executor;
@@ -31,6 +32,10 @@ typedef struct cc_executor_ops {
     void (*set_grads)(cc_executor *ex, const float *grads, double grad_unit);
     void (*get_moments)(cc_executor *ex, float *m, float *v);
     void (*set_moments)(cc_executor *ex, const float *m, const float *v);
+    /* After forward_backward: each position's loss [B·T] and the gradient
+     * reaching the embedding output, du⁰ [B·T·D] (in grad_unit units). */
+    void (*get_token_losses)(cc_executor *ex, float *loss);
+    void (*get_input_grad)(cc_executor *ex, float *du0);
     void (*destroy)(cc_executor *ex);
 } cc_executor_ops;
 
@@ -41,6 +46,9 @@ struct cc_executor {
     cc_config cfg;
     int B, T;
     double grad_unit; /* held gradients ÷ gradients of the mean loss */
+    /* NaN provenance (--check-finite): when non-NULL, every stage's output is
+     * scanned during forward_backward and score; the first hit lands here. */
+    cc_finite_report *check;
     void *impl;
 };
 

@@ -102,6 +102,10 @@ void launch_adamw(float *p, void *p16, const float *g, float *m, float *v, size_
                   float decay_factor, float beta1, float beta2, float bc1, float bc2, float eps,
                   cudaStream_t s);
 
+/* finite.cu: *first = index of the first non-finite element (first must be
+ * set to ULLONG_MAX beforehand; unchanged when all are finite). */
+void launch_find_nonfinite(const void *x, size_t n, int is_half, unsigned long long *first, cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
 #include "catchat/cpu_ref.h"
 #include "catchat/data.h"
 #include "catchat/executor.h"
+#include "catchat/finite.h"
 
 typedef struct cc_train_opts {
     const char *resume;    /* checkpoint to continue from, or NULL */
@@ -14,6 +15,10 @@ typedef struct cc_train_opts {
     long stop_after;       /* run at most this many steps now, then checkpoint (0 = to max_steps) */
     const char *sample_prompt; /* sample written at the end ("" = none) */
     int sample_tokens;
+    int check_finite;      /* NaN provenance: scan every stage, stop at the first non-finite value */
+    /* testing aids (the stability tests plant faults through these) */
+    const char *plant_nan; /* set every element of this parameter tensor to NaN before the first step */
+    long plant_overflow_step; /* at this step (1-based), set one gradient to +Inf before the optimizer */
 } cc_train_opts;
 
 typedef struct cc_train_result {
@@ -21,6 +26,9 @@ typedef struct cc_train_result {
     double last_loss, eval_loss, eval_top1, eval_top5;
     double *losses;       /* per step of this invocation (malloc'd, caller frees) */
     long n_losses;
+    long skipped;         /* optimizer steps skipped by the non-finite guard */
+    long nonfinite_step;  /* with check_finite: the step that went non-finite (0 = none) */
+    cc_finite_report provenance;
 } cc_train_result;
 
 int cc_train(const cc_config *cfg, const cc_train_opts *opts, cc_train_result *res);

@@ -21,7 +21,13 @@ static const char *HELP =
     "  --steps N           stop after N steps of this invocation (checkpoint written)\n"
     "  --quiet             no per-step lines\n"
     "  --sample-prompt T   prompt of the sample written at the end (default \"The \")\n"
-    "  --sample-tokens N   length of that sample (default 300, 0 = none)\n";
+    "  --sample-tokens N   length of that sample (default 300, 0 = none)\n"
+    "  --check-finite      NaN provenance: scan every stage's output as the step runs; stop at the\n"
+    "                      first non-finite value, name its stage, layer, timestep and tensor, and\n"
+    "                      keep the batch in <out_dir>/nonfinite_batch.safetensors (costs one scan\n"
+    "                      and one device sync per stage: see docs/stability.md)\n"
+    "  --plant-nan NAME    testing aid: fill parameter tensor NAME with NaN before the first step\n"
+    "  --plant-overflow N  testing aid: make one gradient +Inf at step N (the step is skipped)\n";
 
 int cmd_train(int argc, char **argv)
 {
@@ -31,6 +37,8 @@ int cmd_train(int argc, char **argv)
         { "steps", required_argument, 0, 'n' },  { "quiet", no_argument, 0, 'q' },
         { "sample-prompt", required_argument, 0, 'p' },
         { "sample-tokens", required_argument, 0, 't' }, { "help", no_argument, 0, 'h' },
+        { "check-finite", no_argument, 0, 'F' }, { "plant-nan", required_argument, 0, 'N' },
+        { "plant-overflow", required_argument, 0, 'O' },
         { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     cc_train_opts o = { 0 };
@@ -50,6 +58,9 @@ int cmd_train(int argc, char **argv)
         case 'q': o.quiet = 1; break;
         case 'p': o.sample_prompt = optarg; break;
         case 't': if (cli_parse_long("--sample-tokens", optarg, 0, 1 << 24, &v)) return 2; o.sample_tokens = (int)v; break;
+        case 'F': o.check_finite = 1; break;
+        case 'N': o.plant_nan = optarg; break;
+        case 'O': if (cli_parse_long("--plant-overflow", optarg, 1, 1L << 40, &v)) return 2; o.plant_overflow_step = v; break;
         case 'h': fputs(HELP, stdout); return 0;
         default: return cli_usage_error("train", "unknown option or missing value");
         }

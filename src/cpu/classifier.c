@@ -3,7 +3,7 @@
  * onehot), so the backward pass works on the scaled loss as in mixed precision. */
 #include "cpu/real.h"
 
-void CC_FN(cpu_crossentropy)(real *dlogits, const real *logits, const int *y, int M, int V,
+void CC_FN(cpu_crossentropy)(real *dlogits, real *row_loss, const real *logits, const int *y, int M, int V,
                              double grad_scale, cc_score *score)
 {
     for (int m = 0; m < M; m++) {
@@ -12,6 +12,7 @@ void CC_FN(cpu_crossentropy)(real *dlogits, const real *logits, const int *y, in
         const int tgt = y[m];
         if (tgt < 0) {
             if (dl) for (int v = 0; v < V; v++) dl[v] = 0;
+            if (row_loss) row_loss[m] = 0;
             continue;
         }
         real mx = lr[0];
@@ -20,6 +21,7 @@ void CC_FN(cpu_crossentropy)(real *dlogits, const real *logits, const int *y, in
         for (int v = 0; v < V; v++) sum += exp((double)(lr[v] - mx));
         const double lse = (double)mx + log(sum);
         const real lt = lr[tgt];
+        if (row_loss) row_loss[m] = (real)(lse - (double)lt);
         if (score) {
             score->loss_sum += lse - (double)lt;
             score->scored++;

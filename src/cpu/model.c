@@ -5,11 +5,25 @@
  *   logits = lm_head · RMSNorm(uᴸ + c)                        merge, classify
  * Backward follows the same path in reverse on the scaled loss. */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include "cpu/real.h"
 #include "catchat/util.h"
 
 #define PARAM(base, idx) ((base) + lay->t[(idx)].offset)
+
+/* NaN provenance: scan a stage's output when checking is on. */
+static void check_out(CC_FN(cpu_acts) *a, const char *stage, const char *tensor, int layer, const real *x, size_t n,
+                      int width)
+{
+    if (!a->check || a->check->found) return;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            cc_finite_set(a->check, stage, tensor, layer, (long)i, (float)x[i], width, a->T);
+            return;
+        }
+}
+#define CHECK(stage, tensor, layer, ptr, n, width) check_out(a, stage, tensor, layer, ptr, n, width)
 
 int CC_FN(cpu_acts_alloc)(CC_FN(cpu_acts) *a, const cc_dims *d, int B, int T)
 {
@@ -35,6 +49,7 @@ int CC_FN(cpu_acts_alloc)(CC_FN(cpu_acts) *a, const cc_dims *d, int B, int T)
     a->f = cc_calloc(M * D, sizeof(real));
     a->f_ir = cc_calloc(M, sizeof(real));
     a->logits = cc_calloc(M * d->V, sizeof(real));
+    a->row_loss = cc_calloc(M, sizeof(real));
     a->scratch = cc_calloc(cpu_gru_scratch_elems(B, d->D), sizeof(real));
     a->du = cc_calloc(M * D, sizeof(real));
     a->dtmp = cc_calloc(M * D, sizeof(real));
@@ -47,7 +62,7 @@ int CC_FN(cpu_acts_alloc)(CC_FN(cpu_acts) *a, const cc_dims *d, int B, int T)
 void CC_FN(cpu_acts_free)(CC_FN(cpu_acts) *a)
 {
     real *bufs[] = { a->u, a->a, a->a_ir, a->gx, a->gates, a->ghn, a->h, a->s, a->s_ir,
-                     a->qkv, a->p, a->o, a->c, a->m, a->f, a->f_ir, a->logits, a->scratch,
+                     a->qkv, a->p, a->o, a->c, a->m, a->f, a->f_ir, a->logits, a->row_loss, a->scratch,
                      a->du, a->dtmp, a->dgx, a->dqkv, a->dc };
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
     memset(a, 0, sizeof(*a));
@@ -62,30 +77,40 @@ double CC_FN(cpu_model_forward)(const cc_layout *lay, const real *params, CC_FN(
     const cc_norm_consts nc = cc_norm_consts_of(d);
 
     CC_FN(cpu_embedding_forward)(a->u, x, PARAM(params, lay->embed), M, D);
+    CHECK("embedding", "u0", -1, a->u, MD, D);
     for (int l = 0; l < L; l++) {
         real *ul = a->u + l * MD, *al = a->a + l * MD, *hl = a->h + l * MD;
         real *gxl = a->gx + l * 3 * MD;
         CC_FN(cpu_rmsnorm_forward)(al, a->a_ir + (size_t)l * M, ul, PARAM(params, lay->gru_norm[l]),
                                    M, D, &nc);
+        CHECK("rmsnorm", "a", l, al, MD, D);
         CC_FN(cpu_matmul_forward)(gxl, al, PARAM(params, lay->gru_wih[l]),
                                   PARAM(params, lay->gru_bih[l]), M, 3 * D, D);
+        CHECK("input_projection", "gx", l, gxl, 3 * MD, 3 * D);
         CC_FN(cpu_gru_forward)(hl, a->gates + l * 3 * MD, a->ghn + l * MD, gxl,
                                PARAM(params, lay->gru_whh[l]), PARAM(params, lay->gru_bhh[l]),
                                B, T, D, a->scratch);
+        CHECK("gru_forward", "h", l, hl, MD, D);
         real *un = ul + MD;
         for (size_t i = 0; i < MD; i++) un[i] = ul[i] + hl[i];
     }
     const real *uL = a->u + (size_t)L * MD;
     CC_FN(cpu_rmsnorm_forward)(a->s, a->s_ir, uL, PARAM(params, lay->ctx_norm), M, D, &nc);
+    CHECK("ctx_rmsnorm", "s", -1, a->s, MD, D);
     CC_FN(cpu_matmul_forward)(a->qkv, a->s, PARAM(params, lay->ctx_qkv), NULL, M, 3 * D, D);
+    CHECK("qkv_projection", "qkv", -1, a->qkv, 3 * MD, 3 * D);
     CC_FN(cpu_attention_forward)(a->o, a->p, a->qkv, B, T, D, d->H, d->W);
+    CHECK("attention_forward", "o", -1, a->o, MD, D);
     CC_FN(cpu_matmul_forward)(a->c, a->o, PARAM(params, lay->ctx_out), NULL, M, D, D);
+    CHECK("ctx_out_projection", "c", -1, a->c, MD, D);
     for (size_t i = 0; i < MD; i++) a->m[i] = uL[i] + a->c[i];
     CC_FN(cpu_rmsnorm_forward)(a->f, a->f_ir, a->m, PARAM(params, lay->final_norm), M, D, &nc);
+    CHECK("final_rmsnorm", "f", -1, a->f, MD, D);
     CC_FN(cpu_matmul_forward)(a->logits, a->f, PARAM(params, lay->lm_head), NULL, M, d->V, D);
+    CHECK("classifier", "logits", -1, a->logits, (size_t)M * d->V, d->V);
     if (!y) return 0;
     cc_score local = { 0 };
-    CC_FN(cpu_crossentropy)(NULL, a->logits, y, M, d->V, 0, &local);
+    CC_FN(cpu_crossentropy)(NULL, a->row_loss, a->logits, y, M, d->V, 0, &local);
     if (score) {
         score->loss_sum += local.loss_sum;
         score->scored += local.scored;
@@ -109,7 +134,8 @@ void CC_FN(cpu_model_backward)(const cc_layout *lay, const real *params, real *g
 
     /* classifier: dlogits = (S/N)(softmax − onehot), in place over the logits */
     real *dlogits = a->logits;
-    CC_FN(cpu_crossentropy)(dlogits, a->logits, y, M, d->V, loss_scale / (double)scored, NULL);
+    CC_FN(cpu_crossentropy)(dlogits, NULL, a->logits, y, M, d->V, loss_scale / (double)scored, NULL);
+    CHECK("classifier_backward", "dlogits", -1, dlogits, (size_t)M * d->V, d->V);
     real *df = a->dtmp;
     memset(df, 0, sizeof(real) * MD);
     CC_FN(cpu_matmul_backward)(df, PARAM(grads, lay->lm_head), NULL, dlogits, a->f,
@@ -119,6 +145,7 @@ void CC_FN(cpu_model_backward)(const cc_layout *lay, const real *params, real *g
     memset(du, 0, sizeof(real) * MD);
     CC_FN(cpu_rmsnorm_backward)(du, PARAM(grads, lay->final_norm), df, a->m,
                                 PARAM(params, lay->final_norm), a->f_ir, M, D, &nc);
+    CHECK("final_rmsnorm_backward", "dm", -1, du, MD, D);
     memcpy(a->dc, du, sizeof(real) * MD);
     /* per-token context guard, in units of the scaled loss */
     CC_FN(cpu_rownorm_clamp)(a->dc, M, D, ctx_grad_clamp * loss_scale);
@@ -127,12 +154,14 @@ void CC_FN(cpu_model_backward)(const cc_layout *lay, const real *params, real *g
     CC_FN(cpu_matmul_backward)(dout_o, PARAM(grads, lay->ctx_out), NULL, a->dc, a->o,
                                PARAM(params, lay->ctx_out), M, D, D);
     CC_FN(cpu_attention_backward)(a->dqkv, dout_o, a->p, a->qkv, B, T, D, d->H, d->W);
+    CHECK("attention_backward", "dqkv", -1, a->dqkv, 3 * MD, 3 * D);
     real *ds = a->dtmp;
     memset(ds, 0, sizeof(real) * MD);
     CC_FN(cpu_matmul_backward)(ds, PARAM(grads, lay->ctx_qkv), NULL, a->dqkv, a->s,
                                PARAM(params, lay->ctx_qkv), M, 3 * D, D);
     CC_FN(cpu_rmsnorm_backward)(du, PARAM(grads, lay->ctx_norm), ds, a->u + (size_t)L * MD,
                                 PARAM(params, lay->ctx_norm), a->s_ir, M, D, &nc);
+    CHECK("ctx_rmsnorm_backward", "du", -1, du, MD, D);
     /* token stream, top layer first. du holds dL/duˡ⁺¹, which is also dL/dhˡ
      * (residual) and part of dL/duˡ. */
     const double clamp_limit = grad_h_clamp * loss_scale; /* the dispatcher's multiplication */
@@ -141,6 +170,7 @@ void CC_FN(cpu_model_backward)(const cc_layout *lay, const real *params, real *g
                                 PARAM(grads, lay->gru_bhh[l]), du, a->h + l * MD,
                                 a->gates + l * 3 * MD, a->ghn + l * MD,
                                 PARAM(params, lay->gru_whh[l]), B, T, D, clamp_limit, a->scratch);
+        CHECK("gru_backward", "dgx", l, a->dgx, 3 * MD, 3 * D);
         real *da = a->dtmp;
         memset(da, 0, sizeof(real) * MD);
         CC_FN(cpu_matmul_backward)(da, PARAM(grads, lay->gru_wih[l]), PARAM(grads, lay->gru_bih[l]),
@@ -149,6 +179,12 @@ void CC_FN(cpu_model_backward)(const cc_layout *lay, const real *params, real *g
         CC_FN(cpu_rmsnorm_backward)(du, PARAM(grads, lay->gru_norm[l]), da, a->u + l * MD,
                                     PARAM(params, lay->gru_norm[l]), a->a_ir + (size_t)l * M,
                                     M, D, &nc);
+        CHECK("rmsnorm_backward", "du", l, du, MD, D);
     }
     CC_FN(cpu_embedding_backward)(PARAM(grads, lay->embed), du, x, M, D);
+    for (int i = 0; a->check && i < lay->n; i++) {
+        char name[CC_NAME_MAX + 8];
+        snprintf(name, sizeof(name), "grad.%s", lay->t[i].name);
+        CHECK("parameter_gradients", name, -1, grads + lay->t[i].offset, lay->t[i].numel, 0);
+    }
 }

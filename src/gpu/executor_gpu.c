@@ -4,12 +4,14 @@
  * memory, the stream and the GEMM context, orders the launches, and computes
  * the loss-scale-dependent limits (grad_h clamp, ctx clamp) once per step. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/executor.h"
 #include "catchat/gemm.h"
 #include "catchat/gpu_ops.h"
 #include "catchat/kernels.h"
+#include "catchat/safetensors.h"
 #include "catchat/util.h"
 #include "gpu/gpu_check.h"
 
@@ -34,6 +36,7 @@ typedef struct {
     int *rank_host;
     float *partials, *partials_host;
     int *nonfinite;
+    unsigned long long *first_bad; /* NaN provenance scratch */
     /* profiling: an event at each phase boundary of a step */
     int profile, nmarks;
     cudaEvent_t marks[64];
@@ -70,6 +73,31 @@ static void collect_marks(gpu_impl *g)
 }
 
 #define IMPL(ex) ((gpu_impl *)(ex)->impl)
+
+/* NaN provenance (see finite.h): scan a stage's output on the device when
+ * checking is on. One scan and one synchronisation per stage: costly, off by
+ * default. width/T locate the element in a [B,T,width] tensor. */
+static void check_dev(cc_executor *ex, const char *stage, const char *tensor, int layer, const void *ptr, size_t n,
+                      int is_half, int width)
+{
+    if (!ex->check || ex->check->found) return;
+    gpu_impl *g = ex->impl;
+    unsigned long long first = 0;
+    cudaCheck(cudaMemsetAsync(g->first_bad, 0xff, sizeof(unsigned long long), g->stream));
+    launch_find_nonfinite(ptr, n, is_half, g->first_bad, g->stream);
+    cudaCheck(cudaMemcpyAsync(&first, g->first_bad, sizeof(first), cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    if (first == ~0ULL) return;
+    float v = 0;
+    if (is_half) {
+        uint16_t hv = 0;
+        cudaCheck(cudaMemcpy(&hv, (const uint16_t *)ptr + first, 2, cudaMemcpyDeviceToHost));
+        v = cc_half_to_float(hv);
+    } else {
+        cudaCheck(cudaMemcpy(&v, (const float *)ptr + first, 4, cudaMemcpyDeviceToHost));
+    }
+    cc_finite_set(ex->check, stage, tensor, layer, (long)first, v, width, ex->T);
+}
 #define P32(ex, idx) (IMPL(ex)->p32 + (ex)->lay.t[(idx)].offset)
 #define P16(ex, idx) (IMPL(ex)->p16 + (ex)->lay.t[(idx)].offset)
 #define G32(ex, idx) (IMPL(ex)->g32 + (ex)->lay.t[(idx)].offset)
@@ -89,28 +117,38 @@ static void forward(cc_executor *ex)
 
     mark(g, PH_INPUT);
     launch_embedding_forward(g->u, g->x, P32(ex, lay->embed), M, D, s);
+    check_dev(ex, "embedding", "u0", -1, g->u, MD, 0, D);
     for (int l = 0; l < L; l++) {
         float *ul = g->u + l * MD, *hl = g->h + l * MD, *gxl = g->gx + l * 3 * MD;
         float *gatesl = g->gates + l * 3 * MD, *ghnl = g->ghn + l * MD;
         uint16_t *al = g->a16 + l * MD, *hp = g->hprev16 + l * MD;
         launch_rmsnorm_forward(NULL, al, g->a_ir + (size_t)l * M, ul, P32(ex, lay->gru_norm[l]), M, D, eps, fl, cap, s);
+        check_dev(ex, "rmsnorm", "a", l, al, MD, 1, D);
         cc_gemm(g->gemm, gxl, 3 * D, al, D, 0, P16(ex, lay->gru_wih[l]), D, 1, M, 3 * D, D, 1.f, 0.f,
                 P32(ex, lay->gru_bih[l]), s);
+        check_dev(ex, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
         mark(g, PH_INPUT);
         gpu_gru_forward(g->gemm, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]), P32(ex, lay->gru_bhh[l]),
                         g->gh, B, T, D, s);
         mark(g, PH_REC_FWD);
+        check_dev(ex, "gru_forward", "h", l, hl, MD, 0, D);
         launch_add(ul + MD, ul, hl, MD, s);
     }
     const float *uL = g->u + (size_t)L * MD;
     launch_rmsnorm_forward(NULL, g->s16, g->s_ir, uL, P32(ex, lay->ctx_norm), M, D, eps, fl, cap, s);
+    check_dev(ex, "ctx_rmsnorm", "s", -1, g->s16, MD, 1, D);
     cc_gemm(g->gemm, g->qkv, 3 * D, g->s16, D, 0, P16(ex, lay->ctx_qkv), D, 1, M, 3 * D, D, 1.f, 0.f, NULL, s);
+    check_dev(ex, "qkv_projection", "qkv", -1, g->qkv, 3 * MD, 0, 3 * D);
     launch_attention_forward(NULL, g->o16, g->p, g->qkv, B, T, D, d->H, d->W, s);
+    check_dev(ex, "attention_forward", "o", -1, g->o16, MD, 1, D);
     cc_gemm(g->gemm, g->c, D, g->o16, D, 0, P16(ex, lay->ctx_out), D, 1, M, D, D, 1.f, 0.f, NULL, s);
+    check_dev(ex, "ctx_out_projection", "c", -1, g->c, MD, 0, D);
     launch_add(g->mm, uL, g->c, MD, s);
     launch_rmsnorm_forward(NULL, g->f16, g->f_ir, g->mm, P32(ex, lay->final_norm), M, D, eps, fl, cap, s);
+    check_dev(ex, "final_rmsnorm", "f", -1, g->f16, MD, 1, D);
     mark(g, PH_CONTEXT_FWD);
     cc_gemm(g->gemm, g->logits, d->V, g->f16, D, 0, P16(ex, lay->lm_head), D, 1, M, d->V, D, 1.f, 0.f, NULL, s);
+    check_dev(ex, "classifier", "logits", -1, g->logits, (size_t)M * d->V, 0, d->V);
 }
 
 static void upload_batch(cc_executor *ex, const int *x, const int *y)
@@ -159,12 +197,14 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
     const float ctx_limit = (float)(ex->cfg.ctx_grad_clamp * unit);
 
     /* classifier */
+    check_dev(ex, "classifier_backward", "dlogits", -1, g->dlogits16, (size_t)M * d->V, 1, d->V);
     cc_gemm(g->gemm, G32(ex, lay->lm_head), D, g->dlogits16, d->V, 1, g->f16, D, 0, d->V, D, M, 1.f, 1.f, NULL, s);
     cc_gemm(g->gemm, g->dtmp, D, g->dlogits16, d->V, 0, P16(ex, lay->lm_head), D, 0, M, D, d->V, 1.f, 0.f, NULL, s);
     cudaCheck(cudaMemsetAsync(g->du, 0, sizeof(float) * MD, s));
     launch_rmsnorm_backward(g->du, G32(ex, lay->final_norm), g->dtmp, g->mm, P32(ex, lay->final_norm), g->f_ir, M, D,
                             eps, fl, cap, s);
     mark(g, PH_CLASSIFIER);
+    check_dev(ex, "final_rmsnorm_backward", "dm", -1, g->du, MD, 0, D);
     /* context stream */
     cudaCheck(cudaMemcpyAsync(g->dc, g->du, sizeof(float) * MD, cudaMemcpyDeviceToDevice, s));
     launch_rownorm_clamp(g->dc, M, D, ctx_limit, s);
@@ -172,12 +212,14 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
     cc_gemm(g->gemm, G32(ex, lay->ctx_out), D, g->d16, D, 1, g->o16, D, 0, D, D, M, 1.f, 1.f, NULL, s);
     cc_gemm(g->gemm, g->dtmp, D, g->d16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, NULL, s);
     launch_attention_backward(g->dqkv, g->dsbuf, g->dtmp, g->p, g->qkv, B, T, D, d->H, d->W, s);
+    check_dev(ex, "attention_backward", "dqkv", -1, g->dqkv, 3 * MD, 0, 3 * D);
     launch_f32_to_f16(g->d16, g->dqkv, 3 * MD, s);
     cc_gemm(g->gemm, G32(ex, lay->ctx_qkv), D, g->d16, 3 * D, 1, g->s16, D, 0, 3 * D, D, M, 1.f, 1.f, NULL, s);
     cc_gemm(g->gemm, g->dtmp, D, g->d16, 3 * D, 0, P16(ex, lay->ctx_qkv), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
     const float *uL = g->u + (size_t)L * MD;
     launch_rmsnorm_backward(g->du, G32(ex, lay->ctx_norm), g->dtmp, uL, P32(ex, lay->ctx_norm), g->s_ir, M, D, eps, fl,
                             cap, s);
+    check_dev(ex, "ctx_rmsnorm_backward", "du", -1, g->du, MD, 0, D);
     /* token stream: du is dL/du^{l+1}, which is also dL/dh^l through the residual */
     for (int l = L - 1; l >= 0; l--) {
         const float *hl = g->h + l * MD, *gatesl = g->gates + l * 3 * MD, *ghnl = g->ghn + l * MD;
@@ -186,6 +228,7 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
                          g->du, hl, gatesl, ghnl, g->hprev16 + l * MD, P16(ex, lay->gru_whh[l]), B, T, D,
                          clamp_limit, s);
         mark(g, PH_BPTT);
+        check_dev(ex, "gru_backward", "dgx", l, g->dgx16, 3 * MD, 1, 3 * D);
         /* input-side weight gradients: one GEMM over all B·T positions */
         cc_gemm(g->gemm, G32(ex, lay->gru_wih[l]), D, g->dgx16, 3 * D, 1, g->a16 + l * MD, D, 0, 3 * D, D, M, 1.f,
                 1.f, NULL, s);
@@ -193,8 +236,14 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
         cc_gemm(g->gemm, g->dtmp, D, g->dgx16, 3 * D, 0, P16(ex, lay->gru_wih[l]), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
         launch_rmsnorm_backward(g->du, G32(ex, lay->gru_norm[l]), g->dtmp, g->u + l * MD, P32(ex, lay->gru_norm[l]),
                                 g->a_ir + (size_t)l * M, M, D, eps, fl, cap, s);
+        check_dev(ex, "rmsnorm_backward", "du", l, g->du, MD, 0, D);
     }
     launch_embedding_backward(G32(ex, lay->embed), g->du, g->x, M, D, s);
+    for (int i = 0; ex->check && i < lay->n; i++) {
+        char name[CC_NAME_MAX + 8];
+        snprintf(name, sizeof(name), "grad.%s", lay->t[i].name);
+        check_dev(ex, "parameter_gradients", name, -1, G32(ex, i), lay->t[i].numel, 0, 0);
+    }
     mark(g, PH_WGRAD);
     ex->grad_unit = unit;
 }
@@ -297,6 +346,18 @@ static void gpu_set_moments(cc_executor *ex, const float *m, const float *v)
     copy_in(ex, IMPL(ex)->v, v);
 }
 
+static void gpu_get_token_losses(cc_executor *ex, float *loss)
+{
+    memcpy(loss, IMPL(ex)->loss_host, sizeof(float) * ex->B * ex->T); /* copied back by collect_loss */
+}
+
+static void gpu_get_input_grad(cc_executor *ex, float *du0)
+{
+    const size_t n = (size_t)ex->B * ex->T * ex->lay.dims.D;
+    cudaCheck(cudaMemcpyAsync(du0, IMPL(ex)->du, sizeof(float) * n, cudaMemcpyDeviceToHost, IMPL(ex)->stream));
+    cudaCheck(cudaStreamSynchronize(IMPL(ex)->stream));
+}
+
 void cc_gpu_profile_enable(cc_executor *ex, int on)
 {
     gpu_impl *g = IMPL(ex);
@@ -323,7 +384,7 @@ static void gpu_destroy(cc_executor *ex)
     void *bufs[] = { g->p32, g->g32, g->m, g->v, g->p16, g->x, g->y, g->u, g->a_ir, g->gx, g->gates, g->ghn,
                      g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->p, g->c, g->mm, g->f_ir, g->logits,
                      g->loss_row, g->s16, g->o16, g->f16, g->dlogits16, g->rank, g->du, g->dtmp, g->dhrec,
-                     g->dqkv, g->dsbuf, g->dc, g->dgx16, g->dgh16, g->d16, g->partials, g->nonfinite };
+                     g->dqkv, g->dsbuf, g->dc, g->dgx16, g->dgh16, g->d16, g->partials, g->nonfinite, g->first_bad };
     cudaStreamSynchronize(g->stream);
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaFree(bufs[i]);
     cc_gemm_destroy(g->gemm);
@@ -336,8 +397,19 @@ static void gpu_destroy(cc_executor *ex)
 }
 
 static const cc_executor_ops GPU_OPS = {
-    gpu_forward_backward, gpu_score, gpu_grad_scale_sumsq_op, gpu_adamw, gpu_get_params, gpu_set_params,
-    gpu_get_grads, gpu_set_grads, gpu_get_moments, gpu_set_moments, gpu_destroy,
+    .forward_backward = gpu_forward_backward,
+    .score = gpu_score,
+    .grad_scale_sumsq = gpu_grad_scale_sumsq_op,
+    .adamw = gpu_adamw,
+    .get_params = gpu_get_params,
+    .set_params = gpu_set_params,
+    .get_grads = gpu_get_grads,
+    .set_grads = gpu_set_grads,
+    .get_moments = gpu_get_moments,
+    .set_moments = gpu_set_moments,
+    .get_token_losses = gpu_get_token_losses,
+    .get_input_grad = gpu_get_input_grad,
+    .destroy = gpu_destroy,
 };
 
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
@@ -409,6 +481,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->d16 = dalloc(2 * 3 * MD, "FP16 gradient operand");
     g->partials = dalloc(4 * (size_t)optimizer_sumsq_blocks(), "norm partials");
     g->nonfinite = dalloc(sizeof(int), "non-finite count");
+    g->first_bad = dalloc(sizeof(unsigned long long), "non-finite index");
     g->loss_host = cc_malloc(4 * M);
     g->rank_host = cc_malloc(4 * M);
     g->partials_host = cc_malloc(4 * (size_t)optimizer_sumsq_blocks());

@@ -493,7 +493,7 @@ static void stage_classifier(stage *st, cc_rng *r, cc_gemm_ctx *gm)
     float *rlog = cc_malloc(4 * (size_t)M * V), *rdl = cc_malloc(4 * (size_t)M * V), *rW = cc_calloc((size_t)V * D, 4);
     cpu_matmul_forward(rlog, f, w, NULL, M, V, D);
     cc_score sc = { 0 };
-    cpu_crossentropy(rdl, rlog, y, M, V, S, &sc);
+    cpu_crossentropy(rdl, NULL, rlog, y, M, V, S, &sc);
     cpu_matmul_backward(NULL, rW, NULL, rdl, f, w, M, V, D);
     float gsum = 0, rsum = (float)sc.loss_sum;
     for (int i = 0; i < M; i++) gsum += gloss[i];

@@ -1,0 +1,59 @@
+/* catchat bisect */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+#include "catchat/stability.h"
+#include "catchat/util.h"
+
+static const char *HELP =
+    "usage: catchat bisect [--config F] [--set key=value]... [--lengths 64,128,256,512] [--steps N]\n\n"
+    "Length bisect: trains the same initial weights (the config's seed) on the same batches\n"
+    "with the sequences capped at each length, checking every stage for non-finite values\n"
+    "(as train --check-finite). For each length it reports \"finite through N steps\" or the\n"
+    "first step that went non-finite and where: stage, layer, timestep, tensor.\n\n"
+    "  --lengths L,...   caps to try (default 64,128,256,512)\n"
+    "  --steps N         steps per length (default 50)\n";
+
+static int parse_lengths(const char *text, int *out, int *n)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", text);
+    *n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        long v;
+        if (*n >= CC_BISECT_MAX) return cc_error("--lengths: at most %d lengths", CC_BISECT_MAX);
+        if (cli_parse_long("--lengths", tok, 1, 1 << 20, &v)) return -1;
+        out[(*n)++] = (int)v;
+    }
+    return *n ? 0 : cc_error("--lengths: empty list");
+}
+
+int cmd_bisect(int argc, char **argv)
+{
+    static const struct option opts[] = { { "config", required_argument, 0, 'c' }, { "set", required_argument, 0, 's' },
+                                          { "lengths", required_argument, 0, 'l' }, { "steps", required_argument, 0, 'n' },
+                                          { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    cli_config_args ca = { 0 };
+    int lengths[CC_BISECT_MAX] = { 64, 128, 256, 512 }, n = 4, c;
+    long steps = 50;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': ca.config_path = optarg; break;
+        case 's': if (cli_add_set(&ca, optarg)) return 2; break;
+        case 'l': if (parse_lengths(optarg, lengths, &n)) return 2; break;
+        case 'n': if (cli_parse_long("--steps", optarg, 1, 1L << 30, &steps)) return 2; break;
+        case 'h': fputs(HELP, stdout); return 0;
+        default: return cli_usage_error("bisect", "unknown option or missing value");
+        }
+    }
+    if (optind < argc) return cli_usage_error("bisect", "unexpected argument");
+    cc_config cfg;
+    if (cli_resolve_config(&cfg, &ca, NULL) != 0) return 1;
+    cc_bisect_result res[CC_BISECT_MAX];
+    return cc_bisect(&cfg, lengths, n, steps, res, stdout) == 0 ? 0 : 1;
+}
