@@ -115,11 +115,14 @@ static size_t window_at(cc_loader *ld, uint64_t w)
     return ld->perm[w % ld->nwin];
 }
 
-void cc_loader_batch(cc_loader *ld, uint64_t index, int *x, int *y)
+void cc_loader_batch(cc_loader *ld, uint64_t index, int *x, int *y) { cc_loader_batch_part(ld, index, 0, 1, x, y); }
+
+void cc_loader_batch_part(cc_loader *ld, uint64_t index, int part, int nparts, int *x, int *y)
 {
     const int T = ld->T;
+    const uint64_t first = (index * (uint64_t)nparts + (uint64_t)part) * (uint64_t)ld->B;
     for (int b = 0; b < ld->B; b++) {
-        const size_t start = window_at(ld, index * (uint64_t)ld->B + (uint64_t)b) * (size_t)T;
+        const size_t start = window_at(ld, first + (uint64_t)b) * (size_t)T;
         const uint16_t *w = ld->src->tok + start;
         for (int t = 0; t < T; t++) {
             x[(size_t)b * T + t] = w[t];

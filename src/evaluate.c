@@ -10,14 +10,24 @@ int cc_evaluate(cc_executor *ex, cc_loader *val, long batches, cc_eval_result *o
     int *x = cc_malloc(sizeof(int) * n), *y = cc_malloc(sizeof(int) * n);
     cc_score s = { 0 };
     /* Never more batches than the file has windows for: no window twice. */
-    long max_batches = (long)((val->nwin + (size_t)val->B - 1) / (size_t)val->B);
+    const size_t per_batch = (size_t)val->B * (size_t)(ex->dist ? ex->dist->world : 1);
+    long max_batches = (long)((val->nwin + per_batch - 1) / per_batch);
     if (batches > max_batches) batches = max_batches;
     for (long i = 0; i < batches; i++) {
-        cc_loader_batch(val, (uint64_t)i, x, y);
+        if (ex->dist) cc_loader_batch_part(val, (uint64_t)i, ex->dist->rank, ex->dist->world, x, y);
+        else cc_loader_batch(val, (uint64_t)i, x, y);
         ex->ops->score(ex, x, y, &s);
     }
     free(x);
     free(y);
+    if (ex->dist && ex->dist->active) { /* each rank scored its own slice */
+        double v[4] = { s.loss_sum, (double)s.scored, (double)s.top1, (double)s.top5 };
+        cc_dist_allreduce_host(ex->dist, v, 4, 0);
+        s.loss_sum = v[0];
+        s.scored = (long)v[1];
+        s.top1 = (long)v[2];
+        s.top5 = (long)v[3];
+    }
     out->scored = s.scored;
     out->loss = s.scored ? s.loss_sum / (double)s.scored : 0;
     out->top1 = s.scored ? (double)s.top1 / (double)s.scored : 0;

@@ -16,6 +16,7 @@
 #define RUNNING_ALPHA 0.05 /* running_loss is an EMA with this weight on the newest step */
 
 typedef struct {
+    cc_dist dist;
     cc_tokens train_tok, val_tok;
     cc_loader train, val;
     cc_executor *ex;
@@ -25,6 +26,7 @@ typedef struct {
 static void run_free(run_ctx *r)
 {
     if (r->ex) r->ex->ops->destroy(r->ex);
+    cc_dist_finalize(&r->dist);
     cc_loader_free(&r->train);
     cc_loader_free(&r->val);
     cc_tokens_free(&r->train_tok);
@@ -137,6 +139,13 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     memset(&r, 0, sizeof(r));
     memset(res, 0, sizeof(*res));
     const int B = cfg->batch_size, T = cfg->seq_len;
+    /* ranks first: each process picks its GPU before anything touches CUDA */
+    if (cc_dist_init(&r.dist, o->dist_mode ? o->dist_mode : "auto", o->dist_id) != 0) return -1;
+    const int lead = r.dist.rank == 0; /* rank 0 writes checkpoints, telemetry and progress */
+    if (r.dist.active && strcmp(cfg->device, "cpu") == 0) {
+        run_free(&r);
+        return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
+    }
     if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
         cc_tokens_load(&r.train_tok, cfg->train, cfg->vocab_size) != 0 ||
         cc_tokens_load(&r.val_tok, cfg->val, cfg->vocab_size) != 0 ||
@@ -150,6 +159,13 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         return -1;
     }
     cc_executor *ex = r.ex;
+    if (r.dist.active) {
+        if (strcmp(ex->name, "gpu") != 0) {
+            run_free(&r);
+            return cc_error("data parallelism runs on GPUs: no GPU executor on rank %d", r.dist.rank);
+        }
+        ex->dist = &r.dist;
+    }
     cc_run_state st;
     memset(&st, 0, sizeof(st));
     cc_scaler_init(&st.scaler, cfg);
@@ -164,8 +180,8 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     }
     char path[CC_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/telemetry.csv", cfg->out_dir);
-    cc_telemetry tel;
-    if (cc_telemetry_open(&tel, path, o->resume ? st.step : -1) != 0) {
+    cc_telemetry tel = { NULL };
+    if (lead && cc_telemetry_open(&tel, path, o->resume ? st.step : -1) != 0) {
         run_free(&r);
         return -1;
     }
@@ -179,9 +195,11 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     cc_finite_report check;
     if (o->check_finite) ex->check = &check;
     int norms_header = !o->resume;
-    if (!o->quiet) {
-        printf("catchat train: %s executor, %zu parameters, %zu train / %zu val tokens, "
-               "resolved config:\n", ex->name, ex->lay.total, r.train_tok.n, r.val_tok.n);
+    const int quiet = o->quiet || !lead;
+    if (!quiet) {
+        printf("catchat train: %s executor, %zu parameters, %zu train / %zu val tokens, world size %d%s, "
+               "resolved config:\n", ex->name, ex->lay.total, r.train_tok.n, r.val_tok.n, r.dist.world,
+               r.dist.active ? (r.dist.used_mpi ? " (NCCL, MPI bootstrap)" : " (NCCL, env bootstrap)") : "");
         cc_config_print(cfg, stdout);
         if (o->resume) printf("resumed from %s at step %ld\n", o->resume, st.step);
         fflush(stdout);
@@ -194,14 +212,18 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     int rc = 0;
     while (st.step < end) {
         const double t0 = cc_now_ms();
-        cc_loader_batch(&r.train, st.data_pos, r.x, r.y);
+        cc_loader_batch_part(&r.train, st.data_pos, r.dist.rank, r.dist.world, r.x, r.y);
         st.data_pos++;
         memset(&check, 0, sizeof(check));
         const double loss = ex->ops->forward_backward(ex, r.x, r.y, st.scaler.scale);
-        if (o->check_finite && check.found) {
+        double any_found = check.found; /* every rank stops together, or the next all-reduce hangs */
+        if (o->check_finite) cc_dist_allreduce_host(&r.dist, &any_found, 1, 0);
+        if (o->check_finite && any_found > 0) {
             char desc[256], kept[CC_PATH_MAX + 64];
-            cc_finite_describe(&check, desc, sizeof(desc));
-            keep_batch(cfg, r.x, r.y, st.step + 1, desc, kept, sizeof(kept));
+            if (check.found) cc_finite_describe(&check, desc, sizeof(desc));
+            else snprintf(desc, sizeof(desc), "another rank (see its message)");
+            if (lead) keep_batch(cfg, r.x, r.y, st.step + 1, desc, kept, sizeof(kept));
+            else snprintf(kept, sizeof(kept), "rank 0's out_dir");
             cc_error("non-finite value at step %ld, first in %s; batch kept in %s", st.step + 1, desc, kept);
             res->nonfinite_step = st.step + 1;
             res->provenance = check;
@@ -225,9 +247,10 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         res->losses[res->n_losses++] = loss;
         res->last_loss = loss;
 
-        cc_telemetry_row row = { st.step, (long)st.step * B * T, loss, st.running_loss, rep.lr,
+        cc_telemetry_row row = { st.step, (long)st.step * B * T * r.dist.world, loss, st.running_loss, rep.lr,
                                  rep.scale_used, rep.norm, rep.norm_clipped, rep.skipped, ms,
-                                 B * T / (ms * 1e-3), B / (ms * 1e-3), 0, 0, 0, 0 };
+                                 (double)B * T * r.dist.world / (ms * 1e-3), (double)B * r.dist.world / (ms * 1e-3),
+                                 0, 0, 0, 0 };
         const int last = st.step == cfg->max_steps;
         if ((cfg->eval_interval > 0 && st.step % cfg->eval_interval == 0) || last) {
             cc_eval_result ev;
@@ -236,11 +259,11 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             row.eval_loss = res->eval_loss = ev.loss;
             row.eval_top1 = res->eval_top1 = ev.top1;
             row.eval_top5 = res->eval_top5 = ev.top5;
-            write_grad_norms(cfg, ex, st.step, norms_header);
+            if (lead) write_grad_norms(cfg, ex, st.step, norms_header);
             norms_header = 0;
         }
-        if (cc_telemetry_write(&tel, &row) != 0) { rc = -1; break; }
-        if (!o->quiet) {
+        if (lead && cc_telemetry_write(&tel, &row) != 0) { rc = -1; break; }
+        if (!quiet) {
             const double per = (cc_now_ms() - t_start) / (double)(st.step - first);
             char eta[32];
             fmt_duration(eta, sizeof(eta), per * (double)(end - st.step) * 1e-3);
@@ -253,15 +276,14 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             putchar('\n');
             fflush(stdout);
         }
-        if ((cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0) ||
-            st.step == end) {
+        if (lead && ((cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0) || st.step == end)) {
             if (save_checkpoint(cfg, ex, &st) != 0) { rc = -1; break; }
         }
     }
     res->steps_run = st.step - first;
     res->skipped = st.counts.skipped;
     cc_telemetry_close(&tel);
-    if (rc == 0 && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
+    if (rc == 0 && lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
         float *p = cc_malloc(sizeof(float) * ex->lay.total);
         ex->ops->get_params(ex, p);
         snprintf(path, sizeof(path), "%s/sample.txt", cfg->out_dir);
@@ -271,7 +293,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             cc_sample(&ex->lay, p, &so, sf);
             fclose(sf);
         }
-        if (!o->quiet) {
+        if (!quiet) {
             printf("sample (%s):\n", path);
             cc_sample(&ex->lay, p, &so, stdout);
             printf("\n");

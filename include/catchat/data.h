@@ -40,6 +40,9 @@ int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffl
 void cc_loader_free(cc_loader *ld);
 /* Fill x[B,T], y[B,T] with batch number `index` (0, 1, 2, ...). */
 void cc_loader_batch(cc_loader *ld, uint64_t index, int *x, int *y);
+/* Data parallelism: global batch `index` has nparts·B windows; fill this
+ * rank's part (windows part·B .. part·B+B-1 of it). nparts = 1 is cc_loader_batch. */
+void cc_loader_batch_part(cc_loader *ld, uint64_t index, int part, int nparts, int *x, int *y);
 
 /* Refuse a train/val pair that is the same file (they must never overlap). */
 int cc_data_check_split(const char *train, const char *val);

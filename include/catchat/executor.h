@@ -8,6 +8,7 @@
 
 #include "catchat/config.h"
 #include "catchat/cpu_ref.h"
+#include "catchat/dist.h"
 #include "catchat/finite.h"
 #include "catchat/layout.h"
 
@@ -49,6 +50,9 @@ struct cc_executor {
     /* NaN provenance (--check-finite): when non-NULL, every stage's output is
      * scanned during forward_backward and score; the first hit lands here. */
     cc_finite_report *check;
+    /* Data parallelism (GPU): when non-NULL with a communicator, gradients,
+     * the scored-position count and the loss are summed over ranks. */
+    cc_dist *dist;
     void *impl;
 };
 

@@ -9,6 +9,7 @@ typedef struct cc_ladder_opts {
     uint64_t seed;
     int only_stage; /* 0 = all */
     int markdown;   /* print the table as Markdown */
+    struct cc_dist *dist; /* with a communicator, stage 10 also checks the NCCL all-reduce */
 } cc_ladder_opts;
 
 /* Runs the stages on the current CUDA device; prints one row per stage.

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "catchat/device.h"
+#include "catchat/dist.h"
 #include "catchat/ladder.h"
 #include "catchat/util.h"
 
@@ -17,16 +18,22 @@ static const char *HELP =
     "PASS / WARN / FAIL. Exit status: 0 all pass, 1 a stage failed, 77 no GPU (skipped).\n\n"
     "  --seed N     input seed (default 1234, printed)\n"
     "  --stage K    run stage K only\n"
-    "  --markdown   print the table as Markdown\n";
+    "  --markdown   print the table as Markdown\n"
+    "  --dist MODE  auto (default), mpi, env, none: with a communicator (mpirun, or RANK/WORLD_SIZE),\n"
+    "               stage 10 also checks the NCCL all-reduce; rank 0 prints the table\n"
+    "  --dist-id F  env bootstrap: the NCCL id file on a shared path\n";
 
 int cmd_ladder(int argc, char **argv)
 {
     static const struct option opts[] = { { "seed", required_argument, 0, 's' },
                                           { "stage", required_argument, 0, 'k' },
                                           { "markdown", no_argument, 0, 'm' },
+                                          { "dist", required_argument, 0, 'd' },
+                                          { "dist-id", required_argument, 0, 'i' },
                                           { "help", no_argument, 0, 'h' },
                                           { 0, 0, 0, 0 } };
-    cc_ladder_opts o = { 1234, 0, 0 };
+    cc_ladder_opts o = { 1234, 0, 0, NULL };
+    const char *dist_mode = "auto", *dist_id = NULL;
     unsigned long long seed;
     long k;
     int c;
@@ -37,6 +44,8 @@ int cmd_ladder(int argc, char **argv)
         case 's': if (cli_parse_u64("--seed", optarg, &seed)) return 2; o.seed = seed; break;
         case 'k': if (cli_parse_long("--stage", optarg, 1, 11, &k)) return 2; o.only_stage = (int)k; break;
         case 'm': o.markdown = 1; break;
+        case 'd': dist_mode = optarg; break;
+        case 'i': dist_id = optarg; break;
         case 'h': fputs(HELP, stdout); return 0;
         default: return cli_usage_error("ladder", "unknown option or missing value");
         }
@@ -46,8 +55,14 @@ int cmd_ladder(int argc, char **argv)
         fprintf(stderr, "catchat: ladder: no CUDA device visible: skipped (exit %d)\n", CC_EXIT_SKIP);
         return CC_EXIT_SKIP;
     }
-    const int fails = cc_ladder_run(&o, stdout);
-    if (fails) printf("ladder: %d stage(s) FAILED\n", fails);
-    else printf("ladder: all stages passed\n");
+    cc_dist dist;
+    if (cc_dist_init(&dist, dist_mode, dist_id) != 0) return 1;
+    o.dist = &dist;
+    FILE *out = dist.rank == 0 ? stdout : fopen("/dev/null", "w");
+    const int fails = cc_ladder_run(&o, out);
+    if (fails) fprintf(out, "ladder: %d stage(s) FAILED\n", fails);
+    else fprintf(out, "ladder: all stages passed\n");
+    if (out != stdout) fclose(out);
+    cc_dist_finalize(&dist);
     return fails ? 1 : 0;
 }

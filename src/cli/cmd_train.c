@@ -26,6 +26,10 @@ static const char *HELP =
     "                      first non-finite value, name its stage, layer, timestep and tensor, and\n"
     "                      keep the batch in <out_dir>/nonfinite_batch.safetensors (costs one scan\n"
     "                      and one device sync per stage: see docs/stability.md)\n"
+    "  --dist MODE         data parallelism: auto (default: mpi under mpirun/srun, env when\n"
+    "                      WORLD_SIZE is set, else none), mpi, env, none; one process per GPU\n"
+    "  --dist-id FILE      env bootstrap: file on a shared path for the NCCL unique id\n"
+    "                      (or CATCHAT_NCCL_ID_FILE)\n"
     "  --plant-nan NAME    testing aid: fill parameter tensor NAME with NaN before the first step\n"
     "  --plant-overflow N  testing aid: make one gradient +Inf at step N (the step is skipped)\n";
 
@@ -38,7 +42,8 @@ int cmd_train(int argc, char **argv)
         { "sample-prompt", required_argument, 0, 'p' },
         { "sample-tokens", required_argument, 0, 't' }, { "help", no_argument, 0, 'h' },
         { "check-finite", no_argument, 0, 'F' }, { "plant-nan", required_argument, 0, 'N' },
-        { "plant-overflow", required_argument, 0, 'O' },
+        { "plant-overflow", required_argument, 0, 'O' }, { "dist", required_argument, 0, 'D' },
+        { "dist-id", required_argument, 0, 'I' },
         { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     cc_train_opts o = { 0 };
@@ -59,6 +64,8 @@ int cmd_train(int argc, char **argv)
         case 'p': o.sample_prompt = optarg; break;
         case 't': if (cli_parse_long("--sample-tokens", optarg, 0, 1 << 24, &v)) return 2; o.sample_tokens = (int)v; break;
         case 'F': o.check_finite = 1; break;
+        case 'D': o.dist_mode = optarg; break;
+        case 'I': o.dist_id = optarg; break;
         case 'N': o.plant_nan = optarg; break;
         case 'O': if (cli_parse_long("--plant-overflow", optarg, 1, 1L << 40, &v)) return 2; o.plant_overflow_step = v; break;
         case 'h': fputs(HELP, stdout); return 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "catchat/executor.h"
 #include "catchat/gemm.h"
+#include "catchat/dist.h"
 #include "catchat/gpu_ops.h"
 #include "catchat/kernels.h"
 #include "catchat/safetensors.h"
@@ -16,7 +17,8 @@
 #include "gpu/gpu_check.h"
 
 typedef struct {
-    cudaStream_t stream;
+    cudaStream_t stream, comm_stream; /* the gradient all-reduce runs beside the BPTT */
+    cudaEvent_t ev_tail, ev_done;
     cc_gemm_ctx *gemm;
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
     float *p32, *g32, *m, *v;
@@ -224,6 +226,14 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
     for (int l = L - 1; l >= 0; l--) {
         const float *hl = g->h + l * MD, *gatesl = g->gates + l * 3 * MD, *ghnl = g->ghn + l * MD;
         mark(g, l == L - 1 ? PH_CONTEXT_BWD : PH_WGRAD);
+        if (l == L - 1 && ex->dist && ex->dist->active) {
+            /* ctx.*, final_norm and lm_head lie at the end of the buffer and are final
+             * now: reduce them on the side stream while the recurrence runs */
+            const size_t tail = lay->t[lay->ctx_norm].offset;
+            cudaCheck(cudaEventRecord(g->ev_tail, s));
+            cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->ev_tail, 0));
+            cc_dist_allreduce_f32(ex->dist, g->g32 + tail, lay->total - tail, g->comm_stream);
+        }
         gpu_gru_backward(g->gemm, g->dgx16, g->dgh16, g->dhrec, G32(ex, lay->gru_whh[l]), G32(ex, lay->gru_bhh[l]),
                          g->du, hl, gatesl, ghnl, g->hprev16 + l * MD, P16(ex, lay->gru_whh[l]), B, T, D,
                          clamp_limit, s);
@@ -239,6 +249,12 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
         check_dev(ex, "rmsnorm_backward", "du", l, g->du, MD, 0, D);
     }
     launch_embedding_backward(G32(ex, lay->embed), g->du, g->x, M, D, s);
+    if (ex->dist && ex->dist->active) { /* the head of the buffer, then wait for both halves */
+        const size_t tail = lay->t[lay->ctx_norm].offset;
+        cc_dist_allreduce_f32(ex->dist, g->g32, tail, s);
+        cudaCheck(cudaEventRecord(g->ev_done, g->comm_stream));
+        cudaCheck(cudaStreamWaitEvent(s, g->ev_done, 0));
+    }
     for (int i = 0; ex->check && i < lay->n; i++) {
         char name[CC_NAME_MAX + 8];
         snprintf(name, sizeof(name), "grad.%s", lay->t[i].name);
@@ -252,8 +268,10 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
 {
     gpu_impl *g = IMPL(ex);
     const int M = ex->B * ex->T;
-    long scored = 0;
-    for (int i = 0; i < M; i++) scored += y[i] >= 0;
+    double counts[2] = { 0, 0 }; /* scored positions here, then over all ranks */
+    for (int i = 0; i < M; i++) counts[0] += y[i] >= 0;
+    cc_dist_allreduce_host(ex->dist, counts, 1, g->stream);
+    const long scored = (long)counts[0];
     g->nmarks = 0;
     cudaCheck(cudaMemsetAsync(g->g32, 0, sizeof(float) * ex->lay.total, g->stream));
     upload_batch(ex, x, y);
@@ -262,7 +280,8 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
                         g->stream);
     if (scored > 0) backward(ex, loss_scale, scored);
     else ex->grad_unit = loss_scale;
-    const double sum = collect_loss(ex, NULL); /* also waits for the backward */
+    double sum = collect_loss(ex, NULL); /* also waits for the backward */
+    cc_dist_allreduce_host(ex->dist, &sum, 1, g->stream);
     collect_marks(g);
     return scored ? sum / (double)scored : 0.0;
 }
@@ -388,6 +407,9 @@ static void gpu_destroy(cc_executor *ex)
     cudaStreamSynchronize(g->stream);
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaFree(bufs[i]);
     cc_gemm_destroy(g->gemm);
+    cudaEventDestroy(g->ev_tail);
+    cudaEventDestroy(g->ev_done);
+    cudaStreamDestroy(g->comm_stream);
     cudaStreamDestroy(g->stream);
     free(g->loss_host);
     free(g->rank_host);
@@ -438,6 +460,9 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     gpu_impl *g = cc_calloc(1, sizeof(*g));
     ex->impl = g;
     cudaCheck(cudaStreamCreate(&g->stream));
+    cudaCheck(cudaStreamCreate(&g->comm_stream));
+    cudaCheck(cudaEventCreateWithFlags(&g->ev_tail, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming));
     g->gemm = cc_gemm_create();
     const size_t n = ex->lay.total, M = (size_t)B * T, D = d.D, L = d.L, V = d.V;
     const size_t MD = M * D;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/cpu_ref.h"
+#include "catchat/dist.h"
 #include "catchat/executor.h"
 #include "catchat/gemm.h"
 #include "catchat/gpu_ops.h"
@@ -524,13 +525,15 @@ static void small_config(cc_config *c)
     c->grad_h_clamp = 1000;
 }
 
-static void stage_full_step(stage *st, cc_rng *r)
+/* ctx_clamp > 0 also runs the per-token context guard (model.md's ctx_grad_clamp). */
+static void full_step_case(stage *st, cc_rng *r, double ctx_clamp)
 {
     cc_config c;
     small_config(&c);
+    c.ctx_grad_clamp = ctx_clamp;
     const int B = c.batch_size, T = c.seq_len, M = B * T;
-    snprintf(st->shape, sizeof(st->shape), "D=%d L=%d H=%d W=%d T=%d B=%d, S=128", c.d_model, c.n_layers, c.n_heads,
-             c.ctx_window, T, B);
+    snprintf(st->shape, sizeof(st->shape), "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on", c.d_model,
+             c.n_layers, c.n_heads, c.ctx_window, T, B);
     cc_executor *cpu = cc_cpu_executor_create(&c, B, T), *gpu = cc_gpu_executor_create(&c, B, T);
     const size_t n = cpu->lay.total;
     float *p = cc_malloc(4 * n);
@@ -546,7 +549,7 @@ static void stage_full_step(stage *st, cc_rng *r)
     float lc = (float)cpu->ops->forward_backward(cpu, x, y, c.loss_scale);
     float lg = (float)gpu->ops->forward_backward(gpu, x, y, c.loss_scale);
     /* the loss is a hard gate: FP16 operands, aim 1e-3 */
-    check(st, "loss", &lg, &lc, 1, 1e-3, 0);
+    check(st, ctx_clamp > 0 ? "loss (ctx guard)" : "loss", &lg, &lc, 1, 1e-3, 0);
     float *gc = cc_malloc(4 * n), *gg = cc_malloc(4 * n);
     cpu->ops->get_grads(cpu, gc);
     gpu->ops->get_grads(gpu, gg);
@@ -559,15 +562,42 @@ static void stage_full_step(stage *st, cc_rng *r)
     }
     for (int i = 0; i < cpu->lay.n; i++) {
         const cc_tensor_info *t = &cpu->lay.t[i];
+        char what[80];
+        snprintf(what, sizeof(what), "%s%s", t->name, ctx_clamp > 0 ? " (ctx guard)" : "");
         /* per tensor: FP16 operands through the whole backward: 2e-2 */
-        check(st, t->name, gg + t->offset, gc + t->offset, t->numel, 2e-2, 0);
+        check(st, what, gg + t->offset, gc + t->offset, t->numel, 2e-2, 0);
     }
     /* the aggregate norm is a diagnostic only: it may WARN, never FAIL */
     float fn_g = (float)sqrt(ng), fn_c = (float)sqrt(nc);
     check(st, "grad norm (diagnostic)", &fn_g, &fn_c, 1, 1e-2, 1);
+    if (ctx_clamp > 0) { /* the guard must bind here, or this case tests nothing */
+        cc_config c0 = c;
+        c0.ctx_grad_clamp = 0;
+        cc_executor *free_run = cc_cpu_executor_create(&c0, B, T);
+        free_run->ops->set_params(free_run, p);
+        free_run->ops->forward_backward(free_run, x, y, c.loss_scale);
+        float *g0 = cc_malloc(4 * n);
+        free_run->ops->get_grads(free_run, g0);
+        const size_t qo = cpu->lay.t[cpu->lay.ctx_qkv].offset, qn = cpu->lay.t[cpu->lay.ctx_qkv].numel;
+        double diff = 0, den = 0;
+        for (size_t i = 0; i < qn; i++) {
+            const double a = g0[qo + i] / free_run->grad_unit, b = gc[qo + i];
+            diff += (a - b) * (a - b);
+            den += a * a;
+        }
+        check_flag(st, "ctx guard binds", sqrt(diff / den) > 1e-2);
+        free(g0);
+        free_run->ops->destroy(free_run);
+    }
     FREE_ALL(p, x, y, gc, gg);
     cpu->ops->destroy(cpu);
     gpu->ops->destroy(gpu);
+}
+
+static void stage_full_step(stage *st, cc_rng *r)
+{
+    full_step_case(st, r, 0.0);
+    full_step_case(st, r, 2e-4); /* per-token L2 cap on dL/dc (mean loss): binds on most tokens here */
 }
 
 /* Random gradients in each executor's units; returns them unscaled. */
@@ -585,12 +615,37 @@ static float *plant_grads(cc_rng *r, cc_executor *a, cc_executor *b, double unit
     return g;
 }
 
-static void stage_grad_reduction(stage *st, cc_rng *r)
+/* With a communicator: every rank plants its own gradients (seeded by rank),
+ * the NCCL sum must equal the sum of all ranks' plants computed here. */
+static void check_allreduce(stage *st, cc_dist *d, uint64_t seed)
+{
+    const size_t n = 100003; /* not a multiple of anything NCCL chunks by */
+    float *mine = cc_malloc(4 * n), *want = cc_calloc(n, 4);
+    for (int rk = 0; rk < d->world; rk++) {
+        cc_rng rr;
+        cc_rng_seed(&rr, seed + 1000003ULL * (uint64_t)rk);
+        for (size_t i = 0; i < n; i++) {
+            const float v = (float)cc_rng_normal(&rr);
+            want[i] += v;
+            if (rk == d->rank) mine[i] = v;
+        }
+    }
+    float *dev = dev_f32(mine, n);
+    cc_dist_allreduce_f32(d, dev, n, 0);
+    float *got = get_f32(dev, n);
+    check(st, "NCCL all-reduce (sum over ranks)", got, want, n, 1e-6, 0); /* FP32 sums in another order */
+    FREE_ALL(mine, want, got);
+    cudaFree(dev);
+}
+
+static void stage_grad_reduction(stage *st, cc_rng *r, cc_dist *d)
 {
     cc_config c;
     small_config(&c);
     c.max_grad_norm = 0.5;
-    snprintf(st->shape, sizeof(st->shape), "unscale S*N=128*96, clip to 0.5, planted NaN; world size 1");
+    snprintf(st->shape, sizeof(st->shape), "unscale S*N=128*96, clip to 0.5, planted NaN; world size %d%s",
+             d ? d->world : 1, d && d->active ? " (NCCL)" : "");
+    if (d && d->active) check_allreduce(st, d, 77);
     cc_executor *cpu = cc_cpu_executor_create(&c, 1, 8), *gpu = cc_gpu_executor_create(&c, 1, 8);
     const size_t n = cpu->lay.total;
     float *g = plant_grads(r, cpu, gpu, 128.0, 128.0 * 96);
@@ -732,7 +787,7 @@ int cc_ladder_run(const cc_ladder_opts *o, FILE *out)
         case 7: stage_attention(&st, &r); break;
         case 8: stage_classifier(&st, &r, gm); break;
         case 9: stage_full_step(&st, &r); break;
-        case 10: stage_grad_reduction(&st, &r); break;
+        case 10: stage_grad_reduction(&st, &r, o->dist); break;
         case 11: stage_optimizer(&st, &r); break;
         }
         cudaCheck(cudaDeviceSynchronize());

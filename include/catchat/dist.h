@@ -1,0 +1,37 @@
+/* Data parallelism: one process per GPU, gradients all-reduced with NCCL.
+ * Ranks are bootstrapped through the launchers people already have:
+ *   mpi  - mpirun / srun with an MPI: MPI (loaded at run time, no build
+ *          dependency) broadcasts the NCCL unique id;
+ *   env  - RANK, WORLD_SIZE, LOCAL_RANK (torchrun style; SLURM_PROCID,
+ *          SLURM_NTASKS, SLURM_LOCALID also work), the unique id shared
+ *          through a file on a shared path (CATCHAT_NCCL_ID_FILE or --dist-id);
+ *   none - one process, no NCCL.
+ * World size 1 through mpi or env runs the same code path with a real
+ * one-rank communicator. */
+#ifndef CATCHAT_DIST_H
+#define CATCHAT_DIST_H
+
+#include <stddef.h>
+#include <cuda_runtime_api.h>
+
+typedef struct cc_dist {
+    int rank, world, local_rank;
+    int active;      /* an NCCL communicator exists */
+    int used_mpi;
+    void *comm;      /* ncclComm_t */
+    double *scratch; /* device buffer for scalar reductions */
+} cc_dist;
+
+/* mode: "auto" (mpi under an MPI launcher, env when WORLD_SIZE or SLURM_NTASKS
+ * is set, else none), "mpi", "env" or "none". id_file: for env (NULL: from
+ * CATCHAT_NCCL_ID_FILE). Selects the GPU local_rank. 0 on success. */
+int cc_dist_init(cc_dist *d, const char *mode, const char *id_file);
+void cc_dist_finalize(cc_dist *d);
+/* Whether this build has NCCL. */
+int cc_dist_available(void);
+
+/* Sum over ranks, in place. No-op without a communicator. */
+void cc_dist_allreduce_f32(cc_dist *d, float *dev, size_t n, cudaStream_t s);
+void cc_dist_allreduce_host(cc_dist *d, double *vals, int n, cudaStream_t s);
+
+#endif

@@ -1,0 +1,197 @@
+/* NCCL data parallelism and rank bootstrap (see dist.h). MPI is opened with
+ * dlopen when a launcher asks for it, so the build needs no MPI and a
+ * machine without one still runs everything else. */
+#define _POSIX_C_SOURCE 200809L
+#include "catchat/dist.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "catchat/util.h"
+#include "gpu/gpu_check.h"
+#ifdef CATCHAT_HAVE_NCCL
+#include <nccl.h>
+#define ncclCheck(call)                                                                            \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            fprintf(stderr, "catchat: NCCL error at %s:%d: %s (%s)\n", __FILE__, __LINE__,         \
+                    ncclGetErrorString(r_), #call);                                                \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#endif
+
+int cc_dist_available(void)
+{
+#ifdef CATCHAT_HAVE_NCCL
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static int env_int(const char *a, const char *b, int *out)
+{
+    const char *v = getenv(a);
+    if (!v && b) v = getenv(b);
+    if (!v) return 0;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < 0 || x > 1 << 20) return -1;
+    *out = (int)x;
+    return 1;
+}
+
+static int under_mpi(void) { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"); }
+
+/* ---- MPI through dlopen: OpenMPI handles are addresses of its globals,
+ * MPICH's are integer constants; both pass in a register as intptr_t. ---- */
+typedef struct {
+    void *lib;
+    int (*init)(int *, char ***);
+    int (*rank)(intptr_t, int *);
+    int (*size)(intptr_t, int *);
+    int (*bcast)(void *, int, intptr_t, int, intptr_t);
+    int (*finalize)(void);
+    intptr_t comm_world, byte;
+} mpi_api;
+
+static mpi_api g_mpi;
+
+static int mpi_open(void)
+{
+    const char *names[] = { "libmpi.so.40", "libmpi.so.12", "libmpi.so" };
+    for (int i = 0; i < 3 && !g_mpi.lib; i++) g_mpi.lib = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
+    if (!g_mpi.lib) return cc_error("dist mpi: no MPI library found (libmpi.so.40 / .12): %s", dlerror());
+    *(void **)&g_mpi.init = dlsym(g_mpi.lib, "MPI_Init");
+    *(void **)&g_mpi.rank = dlsym(g_mpi.lib, "MPI_Comm_rank");
+    *(void **)&g_mpi.size = dlsym(g_mpi.lib, "MPI_Comm_size");
+    *(void **)&g_mpi.bcast = dlsym(g_mpi.lib, "MPI_Bcast");
+    *(void **)&g_mpi.finalize = dlsym(g_mpi.lib, "MPI_Finalize");
+    if (!g_mpi.init || !g_mpi.rank || !g_mpi.size || !g_mpi.bcast || !g_mpi.finalize)
+        return cc_error("dist mpi: the MPI library lacks MPI_Init/Comm_rank/Comm_size/Bcast/Finalize");
+    void *ompi_world = dlsym(g_mpi.lib, "ompi_mpi_comm_world"), *ompi_byte = dlsym(g_mpi.lib, "ompi_mpi_byte");
+    if (ompi_world && ompi_byte) {
+        g_mpi.comm_world = (intptr_t)ompi_world;
+        g_mpi.byte = (intptr_t)ompi_byte;
+    } else { /* MPICH ABI */
+        g_mpi.comm_world = 0x44000000;
+        g_mpi.byte = 0x4c00010d;
+    }
+    return 0;
+}
+
+/* The id file is written to a temporary name and renamed, so a reader never sees half of it. */
+static int share_id_file(const char *path, void *id, size_t len, int rank)
+{
+    if (rank == 0) {
+        char tmp[CC_PATH_MAX + 32];
+        snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+        FILE *f = fopen(tmp, "wb");
+        if (!f || fwrite(id, 1, len, f) != len || fclose(f) != 0 || rename(tmp, path) != 0)
+            return cc_error("dist env: cannot write the NCCL id file '%s': %s", path, strerror(errno));
+        return 0;
+    }
+    for (int waited = 0; waited < 1200; waited++) { /* up to 120 s */
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            size_t got = fread(id, 1, len, f);
+            fclose(f);
+            if (got == len) return 0;
+        }
+        struct timespec ts = { 0, 100000000 };
+        nanosleep(&ts, NULL);
+    }
+    return cc_error("dist env: rank %d waited 120 s for the NCCL id file '%s' (rank 0 writes it; is the path shared?)",
+                    rank, path);
+}
+
+int cc_dist_init(cc_dist *d, const char *mode, const char *id_file)
+{
+    memset(d, 0, sizeof(*d));
+    d->world = 1;
+    const int have_env = getenv("WORLD_SIZE") || getenv("SLURM_NTASKS");
+    if (strcmp(mode, "auto") == 0) mode = under_mpi() ? "mpi" : (have_env ? "env" : "none");
+    if (strcmp(mode, "none") == 0) return 0;
+    if (strcmp(mode, "mpi") && strcmp(mode, "env"))
+        return cc_error("--dist '%s': expected auto, mpi, env or none", mode);
+    if (!cc_dist_available())
+        return cc_error("--dist %s: this build has no NCCL (multi-GPU training is off; rebuild where NCCL is found)",
+                        mode);
+#ifdef CATCHAT_HAVE_NCCL
+    ncclUniqueId id;
+    if (strcmp(mode, "mpi") == 0) {
+        if (mpi_open() != 0) return -1;
+        g_mpi.init(NULL, NULL);
+        g_mpi.rank(g_mpi.comm_world, &d->rank);
+        g_mpi.size(g_mpi.comm_world, &d->world);
+        if (env_int("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", &d->local_rank) <= 0)
+            d->local_rank = env_int("SLURM_LOCALID", NULL, &d->local_rank) > 0 ? d->local_rank : d->rank;
+        if (d->rank == 0) ncclCheck(ncclGetUniqueId(&id));
+        g_mpi.bcast(&id, (int)sizeof(id), g_mpi.byte, 0, g_mpi.comm_world);
+        d->used_mpi = 1;
+    } else {
+        if (env_int("RANK", "SLURM_PROCID", &d->rank) <= 0 || env_int("WORLD_SIZE", "SLURM_NTASKS", &d->world) <= 0)
+            return cc_error("dist env: set RANK and WORLD_SIZE (or SLURM_PROCID and SLURM_NTASKS)");
+        if (env_int("LOCAL_RANK", "SLURM_LOCALID", &d->local_rank) <= 0) d->local_rank = d->rank;
+        if (!id_file) id_file = getenv("CATCHAT_NCCL_ID_FILE");
+        if (!id_file)
+            return cc_error("dist env: name a file on a path all ranks share with --dist-id or CATCHAT_NCCL_ID_FILE");
+        if (d->rank == 0) ncclCheck(ncclGetUniqueId(&id));
+        if (share_id_file(id_file, &id, sizeof(id), d->rank) != 0) return -1;
+    }
+    if (d->rank >= d->world) return cc_error("dist: rank %d is not below world size %d", d->rank, d->world);
+    int ndev = 0;
+    cudaCheck(cudaGetDeviceCount(&ndev));
+    if (d->local_rank >= ndev)
+        return cc_error("dist: local rank %d but only %d GPU(s) visible", d->local_rank, ndev);
+    cudaCheck(cudaSetDevice(d->local_rank));
+    ncclComm_t comm;
+    ncclCheck(ncclCommInitRank(&comm, d->world, id, d->rank));
+    d->comm = comm;
+    d->active = 1;
+    d->scratch = cc_device_alloc(sizeof(double) * 8, "dist scratch");
+    return 0;
+#else
+    (void)id_file;
+    return -1;
+#endif
+}
+
+void cc_dist_finalize(cc_dist *d)
+{
+#ifdef CATCHAT_HAVE_NCCL
+    if (d->active) ncclCommDestroy((ncclComm_t)d->comm);
+#endif
+    if (d->scratch) cudaFree(d->scratch);
+    if (d->used_mpi && g_mpi.finalize) g_mpi.finalize();
+    memset(d, 0, sizeof(*d));
+}
+
+void cc_dist_allreduce_f32(cc_dist *d, float *dev, size_t n, cudaStream_t s)
+{
+#ifdef CATCHAT_HAVE_NCCL
+    if (d && d->active) ncclCheck(ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, (ncclComm_t)d->comm, s));
+#else
+    (void)d, (void)dev, (void)n, (void)s;
+#endif
+}
+
+void cc_dist_allreduce_host(cc_dist *d, double *vals, int n, cudaStream_t s)
+{
+#ifdef CATCHAT_HAVE_NCCL
+    if (!d || !d->active || n <= 0 || n > 8) return;
+    cudaCheck(cudaMemcpyAsync(d->scratch, vals, sizeof(double) * n, cudaMemcpyHostToDevice, s));
+    ncclCheck(ncclAllReduce(d->scratch, d->scratch, (size_t)n, ncclDouble, ncclSum, (ncclComm_t)d->comm, s));
+    cudaCheck(cudaMemcpyAsync(vals, d->scratch, sizeof(double) * n, cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaStreamSynchronize(s));
+#else
+    (void)d, (void)vals, (void)n, (void)s;
+#endif
+}
