@@ -28,9 +28,9 @@ cat "$out/stability.txt"
   "$bin" train "${cfg[@]}" --set max_steps=30 --set out_dir=/tmp/d0 --quiet --sample-tokens 0 --dist none; echo "plain rc=$?"
   rm -f /tmp/ncclid
   RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 "$bin" train "${cfg[@]}" --set max_steps=30 --set out_dir=/tmp/d1 --sample-tokens 0 \
-    --dist env --dist-id /tmp/ncclid | head -1; echo "env rc=$?"
+    --dist env --dist-id /tmp/ncclid >/tmp/d1.log 2>&1; echo "env rc=$?: $(head -1 /tmp/d1.log)"
   mpirun --allow-run-as-root -np 1 "$bin" train "${cfg[@]}" --set max_steps=30 --set out_dir=/tmp/d2 --sample-tokens 0 \
-    --dist mpi | head -1; echo "mpi rc=$?"
+    --dist mpi >/tmp/d2.log 2>&1; echo "mpi rc=$?: $(head -1 /tmp/d2.log)"; grep -i error /tmp/d2.log | head -3
   for k in 1 2; do
     if cmp <(cut -d, -f1,3 /tmp/d0/telemetry.csv) <(cut -d, -f1,3 /tmp/d$k/telemetry.csv); then
       echo "run $k: losses identical to the plain path ($(tail -1 /tmp/d0/telemetry.csv | cut -d, -f3) at step 30)"
