@@ -21,23 +21,23 @@ __global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
         y[i] = a[i] + b[i];
 }
 
-// Column sums: a 32-column tile per block.x, 256 rows per block.y, partial
-// sums meet in shared memory and one atomic per column per block adds them.
-#define COLSUM_ROWS 256
+// Column sums: one block per 32-column tile walks every row, 32 rows at a
+// time, and the 32 partial sums meet in shared memory in a fixed order: the
+// result is the same bit for bit on every run (no atomics), which keeps GPU
+// training reproducible and world size 1 through NCCL equal to the plain path.
 __global__ void colsum_f16_acc_kernel(float *out, const __half *x, int M, int N)
 {
-    __shared__ float part[8][33];
+    __shared__ float part[32][33];
     const int col = blockIdx.x * 32 + threadIdx.x;
-    const int r0 = blockIdx.y * COLSUM_ROWS, r1 = min(M, r0 + COLSUM_ROWS);
     float acc = 0.f;
     if (col < N)
-        for (int m = r0 + threadIdx.y; m < r1; m += 8) acc += __half2float(x[(size_t)m * N + col]);
+        for (int m = threadIdx.y; m < M; m += 32) acc += __half2float(x[(size_t)m * N + col]);
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && col < N) {
         float s = 0.f;
-        for (int k = 0; k < 8; k++) s += part[k][threadIdx.x];
-        atomicAdd(&out[col], s);
+        for (int k = 0; k < 32; k++) s += part[k][threadIdx.x];
+        out[col] += s;
     }
 }
 
@@ -63,7 +63,6 @@ extern "C" void launch_add(float *y, const float *a, const float *b, size_t n, c
 
 extern "C" void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s)
 {
-    colsum_f16_acc_kernel<<<dim3(ceil_div(N, 32), ceil_div(M, COLSUM_ROWS)), dim3(32, 8), 0, s>>>(
-        out, (const __half *)x, M, N);
+    colsum_f16_acc_kernel<<<ceil_div(N, 32), dim3(32, 32), 0, s>>>(out, (const __half *)x, M, N);
     LAUNCH_CHECK();
 }

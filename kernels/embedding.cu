@@ -1,6 +1,7 @@
-// Token embedding: gather forward; scatter-add backward with float atomics
-// (repeated ids add up; the order of the adds is not fixed, so the result
-// can differ from the CPU's sequential sum by rounding only).
+// Token embedding: gather forward; scatter-add backward. The backward walks,
+// for each token id, the positions where it occurs (a CSR list the host
+// builds from the batch it already holds) in position order: repeated ids add
+// up in the CPU reference's order and every run gives the same bits.
 #include "catchat/kernels.h"
 #include "common.cuh"
 
@@ -11,11 +12,17 @@ __global__ void embedding_forward_kernel(float *out, const int *x, const float *
     for (int i = threadIdx.x; i < D; i += blockDim.x) out[(size_t)m * D + i] = row[i];
 }
 
-__global__ void embedding_backward_kernel(float *dtable, const float *dout, const int *x, int M, int D)
+__global__ void embedding_backward_kernel(float *dtable, const float *dout, const int *offsets, const int *positions,
+                                          int D)
 {
-    const int m = blockIdx.x;
-    float *row = dtable + (size_t)x[m] * D;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) atomicAdd(&row[i], dout[(size_t)m * D + i]);
+    const int v = blockIdx.x, p0 = offsets[v], p1 = offsets[v + 1];
+    if (p0 == p1) return;
+    float *row = dtable + (size_t)v * D;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        float acc = 0.f;
+        for (int p = p0; p < p1; p++) acc += dout[(size_t)positions[p] * D + i];
+        row[i] += acc;
+    }
 }
 
 extern "C" void launch_embedding_forward(float *out, const int *x, const float *table, int M, int D, cudaStream_t s)
@@ -24,8 +31,9 @@ extern "C" void launch_embedding_forward(float *out, const int *x, const float *
     LAUNCH_CHECK();
 }
 
-extern "C" void launch_embedding_backward(float *dtable, const float *dout, const int *x, int M, int D, cudaStream_t s)
+extern "C" void launch_embedding_backward(float *dtable, const float *dout, const int *offsets, const int *positions,
+                                          int V, int D, cudaStream_t s)
 {
-    embedding_backward_kernel<<<M, 128, 0, s>>>(dtable, dout, x, M, D);
+    embedding_backward_kernel<<<V, 128, 0, s>>>(dtable, dout, offsets, positions, D);
     LAUNCH_CHECK();
 }

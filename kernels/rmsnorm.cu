@@ -57,26 +57,21 @@ __global__ void rmsnorm_backward_kernel(float *dx, float *dg, const float *dy, c
     }
 }
 
-// dg[i] += Σ_m dy·x·ir: a 32-column tile per block.x, a chunk of rows per
-// block.y; partial sums meet in shared memory, one atomic per column per block
-// (per-row atomics would serialise M adds on each of D addresses).
-#define DG_ROWS 256
+// dg[i] += Σ_m dy·x·ir: one block per 32-column tile walks every row and
+// reduces in shared memory in a fixed order (no atomics: reproducible runs).
 __global__ void rmsnorm_dgain_kernel(float *dg, const float *dy, const float *x, const float *ir, int M, int D)
 {
-    __shared__ float part[8][33];
+    __shared__ float part[32][33];
     const int col = blockIdx.x * 32 + threadIdx.x;
-    const int r0 = blockIdx.y * DG_ROWS;
-    const int r1 = min(M, r0 + DG_ROWS);
     float acc = 0.f;
     if (col < D)
-        for (int m = r0 + threadIdx.y; m < r1; m += 8)
-            acc += dy[(size_t)m * D + col] * x[(size_t)m * D + col] * ir[m];
+        for (int m = threadIdx.y; m < M; m += 32) acc += dy[(size_t)m * D + col] * x[(size_t)m * D + col] * ir[m];
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && col < D) {
         float s = 0.f;
-        for (int k = 0; k < 8; k++) s += part[k][threadIdx.x];
-        atomicAdd(&dg[col], s);
+        for (int k = 0; k < 32; k++) s += part[k][threadIdx.x];
+        dg[col] += s;
     }
 }
 
@@ -93,6 +88,6 @@ extern "C" void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, c
 {
     rmsnorm_backward_kernel<<<ceil_div(M, 8), 256, 0, s>>>(dx, dg, dy, x, g, ir, M, D, eps, floor_, inv_max);
     LAUNCH_CHECK();
-    rmsnorm_dgain_kernel<<<dim3(ceil_div(D, 32), ceil_div(M, DG_ROWS)), dim3(32, 8), 0, s>>>(dg, dy, x, ir, M, D);
+    rmsnorm_dgain_kernel<<<ceil_div(D, 32), dim3(32, 32), 0, s>>>(dg, dy, x, ir, M, D);
     LAUNCH_CHECK();
 }

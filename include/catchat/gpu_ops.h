@@ -31,4 +31,8 @@ void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, f
                       const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
                       cudaStream_t s);
 
+/* Host side of the embedding backward: positions of each token id (counting
+ * sort, positions increasing within an id). offsets[V+1], positions[M]. */
+void cc_embedding_csr(const int *x, int M, int V, int *offsets, int *positions);
+
 #endif

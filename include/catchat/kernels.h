@@ -39,9 +39,13 @@ void launch_add(float *y, const float *a, const float *b, size_t n, cudaStream_t
 /* column sums of an FP16 matrix [M,N] added into out[N] (bias gradients) */
 void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s);
 
-/* embedding.cu: out[M,D] = table[x]; dtable += scatter of dout (repeats add) */
+/* embedding.cu: out[M,D] = table[x]; dtable += scatter of dout (repeats add).
+ * The backward takes the positions of each id as a CSR list: positions[offsets[v]
+ * .. offsets[v+1]) are where id v occurs, in increasing order (see
+ * cc_embedding_csr). */
 void launch_embedding_forward(float *out, const int *x, const float *table, int M, int D, cudaStream_t s);
-void launch_embedding_backward(float *dtable, const float *dout, const int *x, int M, int D, cudaStream_t s);
+void launch_embedding_backward(float *dtable, const float *dout, const int *offsets, const int *positions, int V,
+                               int D, cudaStream_t s);
 
 /* rmsnorm.cu: y32 and/or y16 may be NULL. dx accumulates; dg accumulates. */
 void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const float *x, const float *g, int M, int D,

@@ -33,6 +33,8 @@ typedef struct {
     /* backward */
     float *du, *dtmp, *dhrec, *dqkv, *dsbuf, *dc;
     uint16_t *dgx16, *dgh16, *d16;
+    int *tok_off, *tok_pos; /* embedding-backward CSR of the batch (device) */
+    int *tok_off_host, *tok_pos_host;
     /* host staging */
     float *loss_host;
     int *rank_host;
@@ -159,6 +161,11 @@ static void upload_batch(cc_executor *ex, const int *x, const int *y)
     const size_t n = (size_t)ex->B * ex->T;
     cudaCheck(cudaMemcpyAsync(g->x, x, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
     cudaCheck(cudaMemcpyAsync(g->y, y, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
+    const int V = ex->lay.dims.V;
+    cudaCheck(cudaStreamSynchronize(g->stream)); /* the host CSR buffers are reused */
+    cc_embedding_csr(x, (int)n, V, g->tok_off_host, g->tok_pos_host);
+    cudaCheck(cudaMemcpyAsync(g->tok_off, g->tok_off_host, sizeof(int) * (V + 1), cudaMemcpyHostToDevice, g->stream));
+    cudaCheck(cudaMemcpyAsync(g->tok_pos, g->tok_pos_host, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
 }
 
 /* Loss per position and ranks to the host; returns the summed loss. */
@@ -248,7 +255,7 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
                                 g->a_ir + (size_t)l * M, M, D, eps, fl, cap, s);
         check_dev(ex, "rmsnorm_backward", "du", l, g->du, MD, 0, D);
     }
-    launch_embedding_backward(G32(ex, lay->embed), g->du, g->x, M, D, s);
+    launch_embedding_backward(G32(ex, lay->embed), g->du, g->tok_off, g->tok_pos, d->V, D, s);
     if (ex->dist && ex->dist->active) { /* the head of the buffer, then wait for both halves */
         const size_t tail = lay->t[lay->ctx_norm].offset;
         cc_dist_allreduce_f32(ex->dist, g->g32, tail, s);
@@ -403,7 +410,7 @@ static void gpu_destroy(cc_executor *ex)
     void *bufs[] = { g->p32, g->g32, g->m, g->v, g->p16, g->x, g->y, g->u, g->a_ir, g->gx, g->gates, g->ghn,
                      g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->p, g->c, g->mm, g->f_ir, g->logits,
                      g->loss_row, g->s16, g->o16, g->f16, g->dlogits16, g->rank, g->du, g->dtmp, g->dhrec,
-                     g->dqkv, g->dsbuf, g->dc, g->dgx16, g->dgh16, g->d16, g->partials, g->nonfinite, g->first_bad };
+                     g->dqkv, g->dsbuf, g->dc, g->dgx16, g->dgh16, g->d16, g->partials, g->nonfinite, g->first_bad, g->tok_off, g->tok_pos };
     cudaStreamSynchronize(g->stream);
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaFree(bufs[i]);
     cc_gemm_destroy(g->gemm);
@@ -411,6 +418,8 @@ static void gpu_destroy(cc_executor *ex)
     cudaEventDestroy(g->ev_done);
     cudaStreamDestroy(g->comm_stream);
     cudaStreamDestroy(g->stream);
+    free(g->tok_off_host);
+    free(g->tok_pos_host);
     free(g->loss_host);
     free(g->rank_host);
     free(g->partials_host);
@@ -507,6 +516,10 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->partials = dalloc(4 * (size_t)optimizer_sumsq_blocks(), "norm partials");
     g->nonfinite = dalloc(sizeof(int), "non-finite count");
     g->first_bad = dalloc(sizeof(unsigned long long), "non-finite index");
+    g->tok_off = dalloc(4 * (V + 1), "token offsets");
+    g->tok_pos = dalloc(4 * M, "token positions");
+    g->tok_off_host = cc_malloc(4 * (V + 1));
+    g->tok_pos_host = cc_malloc(4 * M);
     g->loss_host = cc_malloc(4 * M);
     g->rank_host = cc_malloc(4 * M);
     g->partials_host = cc_malloc(4 * (size_t)optimizer_sumsq_blocks());

@@ -54,3 +54,14 @@ void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, f
     cc_gemm(gm, dwhh, D, dgh16, 3 * D, 1, hprev16, D, 0, 3 * D, D, M, 1.f, 1.f, NULL, s);
     launch_colsum_f16_acc(dbhh, dgh16, M, 3 * D, s);
 }
+
+void cc_embedding_csr(const int *x, int M, int V, int *offsets, int *positions)
+{
+    for (int v = 0; v <= V; v++) offsets[v] = 0;
+    for (int m = 0; m < M; m++) offsets[x[m] + 1]++;
+    for (int v = 0; v < V; v++) offsets[v + 1] += offsets[v];
+    /* fill in position order, using offsets[v] as a cursor, then shift back */
+    for (int m = 0; m < M; m++) positions[offsets[x[m]]++] = m;
+    for (int v = V; v > 0; v--) offsets[v] = offsets[v - 1];
+    offsets[0] = 0;
+}
