@@ -54,3 +54,13 @@ __device__ __forceinline__ float block_max(float v)
 }
 
 static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)((a + b - 1) / b); }
+
+// Deterministic column reductions in two passes: pass 1 writes one partial row
+// per chunk of REDUCE_ROWS rows into a scratch buffer, pass 2 adds the chunks
+// in order. Bitwise reproducible (no atomics) and parallel over rows.
+#define REDUCE_ROWS 256
+// Scratch for pass 1, grown on demand and kept for the process. The kernels
+// that use it run on one stream at a time (the executor's compute stream or
+// the ladder's), so stream order keeps uses apart.
+float *reduce_scratch(size_t floats);
+__global__ void sum_chunks_acc_kernel(float *out, const float *partial, int nchunks, int N);

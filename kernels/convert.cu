@@ -21,23 +21,49 @@ __global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
         y[i] = a[i] + b[i];
 }
 
-// Column sums: one block per 32-column tile walks every row, 32 rows at a
-// time, and the 32 partial sums meet in shared memory in a fixed order: the
-// result is the same bit for bit on every run (no atomics), which keeps GPU
-// training reproducible and world size 1 through NCCL equal to the plain path.
-__global__ void colsum_f16_acc_kernel(float *out, const __half *x, int M, int N)
+float *reduce_scratch(size_t floats)
 {
-    __shared__ float part[32][33];
+    static float *buf = NULL;
+    static size_t cap = 0;
+    if (floats > cap) {
+        if (buf) { // only while growing (the first steps): let queued work finish with the old buffer
+            cudaDeviceSynchronize();
+            cudaFree(buf);
+        }
+        if (cudaMalloc((void **)&buf, floats * sizeof(float)) != cudaSuccess) {
+            fprintf(stderr, "catchat: out of GPU memory for a %zu-float reduction scratch\n", floats);
+            exit(1);
+        }
+        cap = floats;
+    }
+    return buf;
+}
+
+__global__ void sum_chunks_acc_kernel(float *out, const float *partial, int nchunks, int N)
+{
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= N) return;
+    float s = 0.f;
+    for (int c = 0; c < nchunks; c++) s += partial[(size_t)c * N + col];
+    out[col] += s;
+}
+
+// Pass 1 of the column sums of an FP16 matrix: block (tile, chunk) sums its
+// REDUCE_ROWS rows of 32 columns; 8 row lanes meet in shared memory in order.
+__global__ void colsum_f16_partial_kernel(float *partial, const __half *x, int M, int N)
+{
+    __shared__ float part[8][33];
     const int col = blockIdx.x * 32 + threadIdx.x;
+    const int r0 = blockIdx.y * REDUCE_ROWS, r1 = min(M, r0 + REDUCE_ROWS);
     float acc = 0.f;
     if (col < N)
-        for (int m = threadIdx.y; m < M; m += 32) acc += __half2float(x[(size_t)m * N + col]);
+        for (int m = r0 + threadIdx.y; m < r1; m += 8) acc += __half2float(x[(size_t)m * N + col]);
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && col < N) {
         float s = 0.f;
-        for (int k = 0; k < 32; k++) s += part[k][threadIdx.x];
-        out[col] += s;
+        for (int k = 0; k < 8; k++) s += part[k][threadIdx.x];
+        partial[(size_t)blockIdx.y * N + col] = s;
     }
 }
 
@@ -63,6 +89,10 @@ extern "C" void launch_add(float *y, const float *a, const float *b, size_t n, c
 
 extern "C" void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s)
 {
-    colsum_f16_acc_kernel<<<ceil_div(N, 32), dim3(32, 32), 0, s>>>(out, (const __half *)x, M, N);
+    const int nchunks = (int)ceil_div(M, REDUCE_ROWS);
+    float *partial = reduce_scratch((size_t)nchunks * N);
+    colsum_f16_partial_kernel<<<dim3(ceil_div(N, 32), nchunks), dim3(32, 8), 0, s>>>(partial, (const __half *)x, M, N);
+    LAUNCH_CHECK();
+    sum_chunks_acc_kernel<<<ceil_div(N, 128), 128, 0, s>>>(out, partial, nchunks, N);
     LAUNCH_CHECK();
 }

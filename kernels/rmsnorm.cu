@@ -57,21 +57,23 @@ __global__ void rmsnorm_backward_kernel(float *dx, float *dg, const float *dy, c
     }
 }
 
-// dg[i] += Σ_m dy·x·ir: one block per 32-column tile walks every row and
-// reduces in shared memory in a fixed order (no atomics: reproducible runs).
-__global__ void rmsnorm_dgain_kernel(float *dg, const float *dy, const float *x, const float *ir, int M, int D)
+// dg[i] += Σ_m dy·x·ir in two deterministic passes (common.cuh): block
+// (tile, chunk) sums REDUCE_ROWS rows of 32 columns into a partial row.
+__global__ void rmsnorm_dgain_partial_kernel(float *partial, const float *dy, const float *x, const float *ir, int M,
+                                             int D)
 {
-    __shared__ float part[32][33];
+    __shared__ float part[8][33];
     const int col = blockIdx.x * 32 + threadIdx.x;
+    const int r0 = blockIdx.y * REDUCE_ROWS, r1 = min(M, r0 + REDUCE_ROWS);
     float acc = 0.f;
     if (col < D)
-        for (int m = threadIdx.y; m < M; m += 32) acc += dy[(size_t)m * D + col] * x[(size_t)m * D + col] * ir[m];
+        for (int m = r0 + threadIdx.y; m < r1; m += 8) acc += dy[(size_t)m * D + col] * x[(size_t)m * D + col] * ir[m];
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && col < D) {
         float s = 0.f;
-        for (int k = 0; k < 32; k++) s += part[k][threadIdx.x];
-        dg[col] += s;
+        for (int k = 0; k < 8; k++) s += part[k][threadIdx.x];
+        partial[(size_t)blockIdx.y * D + col] = s;
     }
 }
 
@@ -88,6 +90,10 @@ extern "C" void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, c
 {
     rmsnorm_backward_kernel<<<ceil_div(M, 8), 256, 0, s>>>(dx, dg, dy, x, g, ir, M, D, eps, floor_, inv_max);
     LAUNCH_CHECK();
-    rmsnorm_dgain_kernel<<<ceil_div(D, 32), dim3(32, 32), 0, s>>>(dg, dy, x, ir, M, D);
+    const int nchunks = (int)ceil_div(M, REDUCE_ROWS);
+    float *partial = reduce_scratch((size_t)nchunks * D);
+    rmsnorm_dgain_partial_kernel<<<dim3(ceil_div(D, 32), nchunks), dim3(32, 8), 0, s>>>(partial, dy, x, ir, M, D);
+    LAUNCH_CHECK();
+    sum_chunks_acc_kernel<<<ceil_div(D, 128), 128, 0, s>>>(dg, partial, nchunks, D);
     LAUNCH_CHECK();
 }
