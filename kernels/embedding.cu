@@ -20,7 +20,17 @@ __global__ void embedding_backward_kernel(float *dtable, const float *dout, cons
     float *row = dtable + (size_t)v * D;
     for (int i = threadIdx.x; i < D; i += blockDim.x) {
         float acc = 0.f;
-        for (int p = p0; p < p1; p++) acc += dout[(size_t)positions[p] * D + i];
+        int p = p0;
+        // eight loads in flight per thread (a frequent id has thousands of
+        // positions); the adds still happen in position order
+        for (; p + 8 <= p1; p += 8) {
+            float vals[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) vals[k] = dout[(size_t)__ldg(&positions[p + k]) * D + i];
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc += vals[k];
+        }
+        for (; p < p1; p++) acc += dout[(size_t)positions[p] * D + i];
         row[i] += acc;
     }
 }
@@ -34,6 +44,6 @@ extern "C" void launch_embedding_forward(float *out, const int *x, const float *
 extern "C" void launch_embedding_backward(float *dtable, const float *dout, const int *offsets, const int *positions,
                                           int V, int D, cudaStream_t s)
 {
-    embedding_backward_kernel<<<V, 128, 0, s>>>(dtable, dout, offsets, positions, D);
+    embedding_backward_kernel<<<V, D < 512 ? 128 : 512, 0, s>>>(dtable, dout, offsets, positions, D);
     LAUNCH_CHECK();
 }
