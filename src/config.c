@@ -205,6 +205,25 @@ static int ini_apply(void *user, const char *section, const char *name, const ch
     return 1;
 }
 
+/* Shared tail of the two loaders: report the first failure with its line. */
+static int finish_load(cc_config *c, cc_config *work, const ini_state *st, int rc, const char *path)
+{
+    if (rc > 0 && st->failed) return cc_error("%s:%d: %s", path, rc, st->msg);
+    if (rc != 0)
+        return cc_error("%s:%d: syntax error (expected 'key = value' or '[section]', at most 199 "
+                        "bytes a line)", path, rc);
+    if (cc_config_validate(work, path) != 0) return -1;
+    *c = *work;
+    return 0;
+}
+
+int cc_config_load_string(cc_config *c, const char *text, const char *origin)
+{
+    cc_config work = *c;
+    ini_state st = { .c = &work };
+    return finish_load(c, &work, &st, ini_parse_string(text, ini_apply, &st), origin);
+}
+
 int cc_config_load(cc_config *c, const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -214,13 +233,7 @@ int cc_config_load(cc_config *c, const char *path)
     ini_state st = { .c = &work };
     int rc = ini_parse_file(f, ini_apply, &st);
     fclose(f);
-    if (rc > 0 && st.failed) return cc_error("%s:%d: %s", path, rc, st.msg);
-    if (rc != 0)
-        return cc_error("%s:%d: syntax error (expected 'key = value' or '[section]', at most 199 "
-                        "bytes a line)", path, rc);
-    if (cc_config_validate(&work, path) != 0) return -1;
-    *c = work;
-    return 0;
+    return finish_load(c, &work, &st, rc, path);
 }
 
 int cc_config_set_arg(cc_config *c, const char *assignment)

@@ -49,18 +49,27 @@ static int load_text(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_siz
     return 0;
 }
 
-int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size)
+int cc_tokens_from_bytes(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size)
 {
     memset(t, 0, sizeof(*t));
-    snprintf(t->path, sizeof(t->path), "%s", path);
-    size_t len;
-    uint8_t *buf = cc_read_file(path, &len);
-    if (!buf) return -1;
+    snprintf(t->path, sizeof(t->path), "%s", name);
     /* Content decides: a shard starts with the magic number. */
     t->is_shard = len >= 4 && le32(buf) == CC_SHARD_MAGIC;
     int rc = t->is_shard ? load_shard(t, buf, len, vocab_size) : load_text(t, buf, len, vocab_size);
-    free(buf);
     if (rc != 0) cc_tokens_free(t);
+    return rc;
+}
+
+int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size)
+{
+    size_t len;
+    uint8_t *buf = cc_read_file(path, &len);
+    if (!buf) {
+        memset(t, 0, sizeof(*t));
+        return -1;
+    }
+    int rc = cc_tokens_from_bytes(t, buf, len, path, vocab_size);
+    free(buf);
     return rc;
 }
 

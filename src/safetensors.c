@@ -150,10 +150,21 @@ static int parse_metadata(cc_st_file *f, json_t *meta)
 
 int cc_st_open(cc_st_file *f, const char *path)
 {
+    size_t len;
+    uint8_t *buf = cc_read_file(path, &len);
+    if (!buf) {
+        memset(f, 0, sizeof(*f));
+        return -1;
+    }
+    return cc_st_open_buffer(f, buf, len, path);
+}
+
+int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *path)
+{
     memset(f, 0, sizeof(*f));
     snprintf(f->path, sizeof(f->path), "%s", path);
-    f->buf = cc_read_file(path, &f->len);
-    if (!f->buf) return -1;
+    f->buf = buf;
+    f->len = len;
     if (f->len < 8) { cc_error("%s: not a safetensors file (%zu bytes)", path, f->len); goto fail; }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->buf[i];

@@ -9,8 +9,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+int cc_error_quiet = 0;
+
 int cc_error(const char *fmt, ...)
 {
+    if (cc_error_quiet) return -1;
     va_list ap;
     va_start(ap, fmt);
     fputs("catchat: ", stderr);

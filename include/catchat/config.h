@@ -35,6 +35,8 @@ void cc_config_defaults(cc_config *c);
 /* Read an INI file over the current values. 0 on success; on failure one line
  * naming the file, line and key has been printed. */
 int cc_config_load(cc_config *c, const char *path);
+/* The same for INI text in memory; `origin` names it in errors. */
+int cc_config_load_string(cc_config *c, const char *text, const char *origin);
 
 /* Apply one "key=value" or "section.key=value" override (from --set). */
 int cc_config_set_arg(cc_config *c, const char *assignment);

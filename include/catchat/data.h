@@ -21,6 +21,8 @@ typedef struct cc_tokens {
 /* Load a file; every id must be < vocab_size. One-line errors name the file. */
 int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size);
 void cc_tokens_free(cc_tokens *t);
+/* The same for bytes already in memory; `name` stands for the path in errors. */
+int cc_tokens_from_bytes(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size);
 
 /* Batches of B windows of T+1 tokens (x = first T, y = last T). Window k
  * starts at token k·T. Training visits the windows in an order shuffled per

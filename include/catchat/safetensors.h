@@ -32,6 +32,8 @@ typedef struct cc_st_file {
 } cc_st_file;
 
 int cc_st_open(cc_st_file *f, const char *path);
+/* Parse a file already in memory; takes ownership of buf (malloc'd). */
+int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *name);
 void cc_st_close(cc_st_file *f);
 const cc_st_tensor *cc_st_find(const cc_st_file *f, const char *name);
 int64_t cc_st_numel(const cc_st_tensor *t);

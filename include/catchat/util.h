@@ -13,6 +13,8 @@
 /* Print "catchat: <message>" as one line on stderr. Always returns -1 so an
  * error can be reported and propagated in one statement: return cc_error(...). */
 int cc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Set by the fuzz harnesses: errors are still returned, not printed. */
+extern int cc_error_quiet;
 
 /* Checked allocation: aborts with a one-line message naming the size. */
 void *cc_malloc(size_t bytes);
