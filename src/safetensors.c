@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "catchat/util.h"
 
@@ -280,10 +281,19 @@ int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const
     int rc = write_all(fp, len8, 8) | write_all(fp, text, hlen);
     for (size_t i = hlen; i < padded && rc == 0; i++) rc = write_all(fp, " ", 1);
     free(text);
+    /* Testing aid for tests/crash.sh: CATCHAT_TEST_WRITE_DELAY_US stretches the
+     * write (a pause after each tensor) so a SIGKILL lands in the middle of it. */
+    const char *delay_env = getenv("CATCHAT_TEST_WRITE_DELAY_US");
+    const long delay_us = delay_env ? atol(delay_env) : 0;
     for (int i = 0; i < n && rc == 0; i++) {
         size_t numel = 1;
         for (int d = 0; d < e[i].ndim; d++) numel *= (size_t)e[i].shape[d];
         rc = write_all(fp, e[i].data, numel * DTYPE_SIZES[e[i].dtype]);
+        if (delay_us > 0) {
+            fflush(fp);
+            struct timespec ts = { delay_us / 1000000, (delay_us % 1000000) * 1000 };
+            nanosleep(&ts, NULL);
+        }
     }
     if (rc == 0 && fflush(fp) != 0) rc = -1;
     if (rc == 0 && fsync(fileno(fp)) != 0) rc = -1;

@@ -2,8 +2,10 @@
  * on the executor (loss × S) → shared optimizer step → telemetry row and a
  * progress line; evaluation and checkpoints at their intervals and at the end,
  * then a sample. All state a resumed run needs is in the checkpoint. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include <dirent.h>
 #include <math.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/checkpoint.h"
@@ -33,6 +35,22 @@ static void run_free(run_ctx *r)
     cc_tokens_free(&r->val_tok);
     free(r->x);
     free(r->y);
+}
+
+/* A run killed while writing leaves checkpoint.safetensors.tmp.<pid> behind
+ * (the checkpoint itself is intact: it is replaced by rename). Clear them. */
+static void clear_stale_temporaries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[CC_PATH_MAX + 300];
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, "checkpoint.safetensors.tmp.", 27) == 0) {
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
 }
 
 static int save_checkpoint(const cc_config *cfg, cc_executor *ex, const cc_run_state *st)
@@ -178,6 +196,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         run_free(&r);
         return -1;
     }
+    if (lead) clear_stale_temporaries(cfg->out_dir);
     char path[CC_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/telemetry.csv", cfg->out_dir);
     cc_telemetry tel = { NULL };
