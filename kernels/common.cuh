@@ -10,8 +10,12 @@
     do {                                                                                     \
         cudaError_t e_ = cudaGetLastError();                                                 \
         if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "catchat: CUDA launch failed at %s:%d: %s\n", __FILE__, __LINE__, \
-                    cudaGetErrorString(e_));                                                 \
+            fprintf(stderr, "catchat: CUDA launch failed at %s:%d: %s%s\n", __FILE__, __LINE__, \
+                    cudaGetErrorString(e_),                                                  \
+                    e_ == cudaErrorNoKernelImageForDevice                                    \
+                        ? " (this GPU's architecture is not in the build: set "              \
+                          "CMAKE_CUDA_ARCHITECTURES)"                                        \
+                        : "");                                                               \
             exit(1);                                                                         \
         }                                                                                    \
     } while (0)

@@ -450,8 +450,9 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     if (prop.major < 9) {
-        cc_error("GPU '%s' is sm_%d%d; this build targets sm_90 (set CMAKE_CUDA_ARCHITECTURES to build for it)",
-                 prop.name, prop.major, prop.minor);
+        cc_error("GPU '%s' is sm_%d%d; this build targets sm_%s and its kernels need sm_90 or newer "
+                 "(tensor-core and shared-memory sizes); use device = cpu", prop.name, prop.major, prop.minor,
+                 CATCHAT_CUDA_ARCHS);
         return NULL;
     }
     if (cfg->d_model % 8 != 0) {
