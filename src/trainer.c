@@ -12,6 +12,7 @@
 #include "catchat/optim.h"
 #include "catchat/safetensors.h"
 #include "catchat/telemetry.h"
+#include "catchat/tfevents.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
 
@@ -204,10 +205,17 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         run_free(&r);
         return -1;
     }
+    cc_tfevents tfe = { NULL }; /* TensorBoard beside the CSV (a resumed run starts a new file, as TensorBoard expects) */
+    if (lead && cc_tfevents_open(&tfe, cfg->out_dir) != 0) {
+        cc_telemetry_close(&tel);
+        run_free(&r);
+        return -1;
+    }
     r.x = cc_malloc(sizeof(int) * B * T);
     r.y = cc_malloc(sizeof(int) * B * T);
     if (o->plant_nan && plant_nan(ex, o->plant_nan) != 0) {
         cc_telemetry_close(&tel);
+        cc_tfevents_close(&tfe);
         run_free(&r);
         return -1;
     }
@@ -282,6 +290,15 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             norms_header = 0;
         }
         if (lead && cc_telemetry_write(&tel, &row) != 0) { rc = -1; break; }
+        if (lead) {
+            static const char *const tags[] = { "train/loss", "train/running_loss", "train/lr", "train/loss_scale",
+                                                "train/grad_norm", "train/grad_norm_clipped", "perf/tokens_per_s",
+                                                "eval/loss", "eval/top1", "eval/top5" };
+            const float vals[] = { (float)row.loss, (float)row.running_loss, (float)row.lr, (float)row.loss_scale,
+                                   (float)row.grad_norm, (float)row.grad_norm_clipped, (float)row.tok_per_s,
+                                   (float)row.eval_loss, (float)row.eval_top1, (float)row.eval_top5 };
+            if (cc_tfevents_scalars(&tfe, st.step, tags, vals, row.has_eval ? 10 : 7) != 0) { rc = -1; break; }
+        }
         if (!quiet) {
             const double per = (cc_now_ms() - t_start) / (double)(st.step - first);
             char eta[32];
@@ -299,6 +316,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             if (save_checkpoint(cfg, ex, &st) != 0) { rc = -1; break; }
         }
     }
+    cc_tfevents_close(&tfe);
     res->steps_run = st.step - first;
     res->skipped = st.counts.skipped;
     cc_telemetry_close(&tel);

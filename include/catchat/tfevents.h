@@ -1,0 +1,19 @@
+/* TensorBoard event files (the tfevents record format), written beside the
+ * telemetry CSV: records of [uint64 length][masked CRC32C of length][Event
+ * protobuf][masked CRC32C of data], each Event carrying scalar summaries. */
+#ifndef CATCHAT_TFEVENTS_H
+#define CATCHAT_TFEVENTS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct cc_tfevents { FILE *f; } cc_tfevents;
+
+/* Create <dir>/events.out.tfevents.<time>.catchat and write the version event. */
+int cc_tfevents_open(cc_tfevents *t, const char *dir);
+/* One event at `step` with n scalar values; flushed (a crash loses no step). */
+int cc_tfevents_scalars(cc_tfevents *t, long step, const char *const *tags, const float *values, int n);
+void cc_tfevents_close(cc_tfevents *t);
+uint32_t cc_crc32c(const uint8_t *data, size_t n);
+
+#endif

@@ -1,0 +1,117 @@
+/* TensorBoard event writer. No protobuf library is needed for three message
+ * types: Event { double wall_time = 1; int64 step = 2; string file_version = 3;
+ * Summary summary = 5; }, Summary { repeated Value value = 1; },
+ * Value { string tag = 1; float simple_value = 2; } — encoded by hand below. */
+#define _POSIX_C_SOURCE 200809L
+#include "catchat/tfevents.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/time.h>
+#include "catchat/util.h"
+
+uint32_t cc_crc32c(const uint8_t *data, size_t n)
+{
+    static uint32_t table[256];
+    static int ready = 0;
+    if (!ready) { /* Castagnoli polynomial, reflected */
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+            table[i] = c;
+        }
+        ready = 1;
+    }
+    uint32_t crc = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) crc = table[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
+    return crc ^ 0xffffffffu;
+}
+
+static uint32_t masked_crc(const uint8_t *data, size_t n)
+{
+    const uint32_t c = cc_crc32c(data, n);
+    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+typedef struct { uint8_t buf[4096]; size_t n; } pb;
+
+static void pb_byte(pb *p, uint8_t b) { if (p->n < sizeof(p->buf)) p->buf[p->n++] = b; }
+static void pb_varint(pb *p, uint64_t v)
+{
+    while (v >= 0x80) { pb_byte(p, (uint8_t)(v | 0x80)); v >>= 7; }
+    pb_byte(p, (uint8_t)v);
+}
+static void pb_bytes(pb *p, const void *d, size_t n) { for (size_t i = 0; i < n; i++) pb_byte(p, ((const uint8_t *)d)[i]); }
+static void pb_tag(pb *p, int field, int wire) { pb_varint(p, (uint64_t)(field << 3 | wire)); }
+
+static int write_record(cc_tfevents *t, const pb *ev)
+{
+    uint8_t len8[8];
+    const uint64_t len = ev->n;
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)(len >> (8 * i));
+    const uint32_t c1 = masked_crc(len8, 8), c2 = masked_crc(ev->buf, ev->n);
+    uint8_t c[4];
+    for (int i = 0; i < 4; i++) c[i] = (uint8_t)(c1 >> (8 * i));
+    int ok = fwrite(len8, 1, 8, t->f) == 8 && fwrite(c, 1, 4, t->f) == 4 && fwrite(ev->buf, 1, ev->n, t->f) == ev->n;
+    for (int i = 0; i < 4; i++) c[i] = (uint8_t)(c2 >> (8 * i));
+    ok = ok && fwrite(c, 1, 4, t->f) == 4 && fflush(t->f) == 0;
+    return ok ? 0 : cc_error("tfevents write failed: %s", strerror(errno));
+}
+
+static void event_head(pb *p, long step)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    const double wall = tv.tv_sec + tv.tv_usec * 1e-6;
+    pb_tag(p, 1, 1); /* wall_time, fixed64 */
+    pb_bytes(p, &wall, 8);
+    pb_tag(p, 2, 0); /* step, varint */
+    pb_varint(p, (uint64_t)step);
+}
+
+int cc_tfevents_open(cc_tfevents *t, const char *dir)
+{
+    char path[CC_PATH_MAX + 64];
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    snprintf(path, sizeof(path), "%s/events.out.tfevents.%ld.catchat", dir, (long)tv.tv_sec);
+    t->f = fopen(path, "wb");
+    if (!t->f) return cc_error("cannot write '%s': %s", path, strerror(errno));
+    pb ev = { .n = 0 };
+    event_head(&ev, 0);
+    static const char version[] = "brain.Event:2";
+    pb_tag(&ev, 3, 2);
+    pb_varint(&ev, sizeof(version) - 1);
+    pb_bytes(&ev, version, sizeof(version) - 1);
+    return write_record(t, &ev);
+}
+
+int cc_tfevents_scalars(cc_tfevents *t, long step, const char *const *tags, const float *values, int n)
+{
+    if (!t->f) return 0;
+    pb summary = { .n = 0 };
+    for (int i = 0; i < n; i++) {
+        pb value = { .n = 0 };
+        const size_t tl = strlen(tags[i]);
+        pb_tag(&value, 1, 2);
+        pb_varint(&value, tl);
+        pb_bytes(&value, tags[i], tl);
+        pb_tag(&value, 2, 5); /* simple_value, fixed32 */
+        pb_bytes(&value, &values[i], 4);
+        pb_tag(&summary, 1, 2);
+        pb_varint(&summary, value.n);
+        pb_bytes(&summary, value.buf, value.n);
+    }
+    pb ev = { .n = 0 };
+    event_head(&ev, step);
+    pb_tag(&ev, 5, 2);
+    pb_varint(&ev, summary.n);
+    pb_bytes(&ev, summary.buf, summary.n);
+    return write_record(t, &ev);
+}
+
+void cc_tfevents_close(cc_tfevents *t)
+{
+    if (t->f) fclose(t->f);
+    t->f = NULL;
+}
