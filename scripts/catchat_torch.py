@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""The catchat model in PyTorch, built from nn.GRU layers, for moving weights
+in and out of catchat:
+
+    from catchat_torch import load_catchat, save_catchat, batch_loss
+    model, config = load_catchat("runs/cpu/checkpoint.safetensors")   # any catchat checkpoint
+    loss = batch_loss(model, x, y)                                    # y = -1: not scored
+    save_catchat(model, "init.safetensors", config)                   # catchat train --init init.safetensors
+
+It computes model.md exactly (RMSNorm with its identity fallback and cap,
+PyTorch GRU gate order, causal sliding-window attention, merge, classifier).
+Tensor names map one to one: gru.{l}.weight_ih ↔ grus[l].weight_ih_l0, etc.
+The safetensors reader/writer is plain Python, so only torch is needed.
+
+   python3 scripts/catchat_torch.py CKPT DATA [--batch-size B --seq-len T]   # loss on DATA's first batch
+"""
+import json, math, struct, sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DTYPES = {"F32": (torch.float32, 4), "F16": (torch.float16, 2), "BF16": (torch.bfloat16, 2), "F64": (torch.float64, 8)}
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps, floor, inv_max):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps, self.floor, self.inv_max = eps, floor, inv_max
+
+    def forward(self, x):
+        ms = x.pow(2).mean(-1, keepdim=True)
+        ir = torch.clamp(torch.rsqrt(ms + self.eps), max=self.inv_max)
+        ir = torch.where(ms <= self.floor, torch.ones_like(ir), ir)  # identity fallback
+        return x * ir * self.weight
+
+
+class CatchatModel(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        V, D, L, self.H, self.W = m["vocab_size"], m["d_model"], m["n_layers"], m["n_heads"], m["ctx_window"]
+        norm = lambda: RMSNorm(D, m["rms_eps"], m["rms_floor"], m["inv_rms_max"])
+        self.embed = nn.Embedding(V, D)
+        self.norms = nn.ModuleList(norm() for _ in range(L))
+        self.grus = nn.ModuleList(nn.GRU(D, D, batch_first=True) for _ in range(L))
+        self.ctx_norm, self.final_norm = norm(), norm()
+        self.qkv = nn.Linear(D, 3 * D, bias=False)
+        self.out = nn.Linear(D, D, bias=False)
+        self.lm_head = nn.Linear(D, V, bias=False)
+
+    def forward(self, x):
+        B, T = x.shape
+        u = self.embed(x)
+        for norm, gru in zip(self.norms, self.grus):
+            h, _ = gru(norm(u))
+            u = u + h
+        q, k, v = (t.view(B, T, self.H, -1).transpose(1, 2) for t in self.qkv(self.ctx_norm(u)).chunk(3, dim=-1))
+        i = torch.arange(T, device=x.device)
+        allowed = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - self.W)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        p = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+        c = self.out((p @ v).transpose(1, 2).reshape(B, T, -1))
+        return self.lm_head(self.final_norm(u + c))
+
+    # catchat name -> (module attribute path) mapping
+    def catchat_names(self):
+        names = {"embed.weight": self.embed.weight, "ctx.norm.weight": self.ctx_norm.weight,
+                 "ctx.qkv.weight": self.qkv.weight, "ctx.out.weight": self.out.weight,
+                 "final_norm.weight": self.final_norm.weight, "lm_head.weight": self.lm_head.weight}
+        for l, (n, g) in enumerate(zip(self.norms, self.grus)):
+            names.update({f"gru.{l}.norm.weight": n.weight, f"gru.{l}.weight_ih": g.weight_ih_l0,
+                          f"gru.{l}.weight_hh": g.weight_hh_l0, f"gru.{l}.bias_ih": g.bias_ih_l0,
+                          f"gru.{l}.bias_hh": g.bias_hh_l0})
+        return names
+
+
+def read_safetensors(path):
+    blob = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = blob[8 + n:]
+    out = {}
+    for name, e in header.items():
+        if e["dtype"] not in DTYPES:
+            continue
+        dt, _ = DTYPES[e["dtype"]]
+        b, end = e["data_offsets"]
+        out[name] = torch.frombuffer(bytearray(data[b:end]), dtype=dt).reshape(e["shape"]).float()
+    return out, meta
+
+
+def write_safetensors(path, tensors, meta):
+    header, chunks, off = {"__metadata__": meta}, [], 0
+    for name, t in tensors.items():
+        raw = t.detach().to(torch.float32).contiguous().cpu().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        chunks.append(raw)
+        off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(chunks))
+
+
+def load_catchat(path, config=None):
+    """Model (float32) and the config dict {section: {key: value}} from a checkpoint."""
+    tensors, meta = read_safetensors(path)
+    cfg = config or json.loads(meta["config"])
+    model = CatchatModel(cfg["model"])
+    with torch.no_grad():
+        for name, p in model.catchat_names().items():
+            if name not in tensors:
+                raise KeyError(f"{path}: missing tensor {name}")
+            if tuple(tensors[name].shape) != tuple(p.shape):
+                raise ValueError(f"{path}: tensor {name} has shape {list(tensors[name].shape)}, need {list(p.shape)}")
+            p.copy_(tensors[name])
+    return model, cfg
+
+
+def save_catchat(model, path, config):
+    write_safetensors(path, model.catchat_names(), {"format": "catchat-v1", "config": json.dumps(config)})
+
+
+def batch_loss(model, x, y):
+    logits = model(x)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-1)
+
+
+def first_batch(data_path, B, T):
+    """catchat eval's first batch of a text file: windows k·T .. k·T+T, k = 0..B-1."""
+    raw = open(data_path, "rb").read()
+    toks = torch.tensor(list(raw[:B * T + 1]), dtype=torch.long)
+    x = torch.stack([toks[k * T:k * T + T] for k in range(B)])
+    y = torch.stack([toks[k * T + 1:k * T + T + 1] for k in range(B)])
+    return x, y
+
+
+if __name__ == "__main__":
+    model, cfg = load_catchat(sys.argv[1])
+    B = cfg["train"]["batch_size"]
+    T = cfg["model"]["seq_len"]
+    x, y = first_batch(sys.argv[2], B, T)
+    with torch.no_grad():
+        print(f"loss {batch_loss(model, x, y).item():.6f} on the first batch of {sys.argv[2]}")
