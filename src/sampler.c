@@ -7,11 +7,13 @@
 #include "catchat/rng.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
+#include "catchat/vocab.h"
 
-static void emit(FILE *out, int token)
+static void emit(FILE *out, int token, const cc_vocab *vocab)
 {
-    if (token < 256) fputc(token, out);
-    else fprintf(out, "<%d>", token); /* ids past the byte range need a tokenizer */
+    if (vocab && token < vocab->n) fwrite(vocab->bytes[token], 1, (size_t)vocab->len[token], out);
+    else if (!vocab && token < 256) fputc(token, out);
+    else fprintf(out, "<%d>", token); /* an id the vocabulary does not cover */
     fflush(out);
 }
 
@@ -48,25 +50,46 @@ static int pick(const float *logits, int V, const cc_sample_opts *o, cc_rng *rng
 int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o, FILE *out)
 {
     const int V = lay->dims.V;
-    const size_t plen = strlen(o->prompt);
-    if (plen == 0) return cc_error("sample: the prompt is empty");
+    int *ids = NULL, n_ids = 0;
+    if (o->prompt_ids) {
+        n_ids = o->n_prompt_ids;
+        ids = cc_malloc(sizeof(int) * (n_ids ? n_ids : 1));
+        memcpy(ids, o->prompt_ids, sizeof(int) * n_ids);
+    } else if (o->vocab) {
+        const int cap = (int)strlen(o->prompt) + 1;
+        ids = cc_malloc(sizeof(int) * cap);
+        n_ids = cc_vocab_encode(o->vocab, o->prompt, ids, cap);
+        if (n_ids < 0) {
+            free(ids);
+            return cc_error("sample: the prompt has bytes no token of the vocabulary covers; use --prompt-ids");
+        }
+    } else {
+        n_ids = (int)strlen(o->prompt);
+        ids = cc_malloc(sizeof(int) * (n_ids ? n_ids : 1));
+        for (int i = 0; i < n_ids; i++) ids[i] = (unsigned char)o->prompt[i];
+    }
+    if (n_ids == 0) {
+        free(ids);
+        return cc_error("sample: the prompt is empty");
+    }
     cpu_decoder dec;
     cpu_decoder_init(&dec, &lay->dims);
     float *logits = cc_malloc(sizeof(float) * V), *work = cc_malloc(sizeof(float) * V);
     cc_rng rng;
     cc_rng_seed(&rng, o->seed);
     int rc = 0;
-    for (size_t i = 0; i < plen; i++) {
-        const int tok = (unsigned char)o->prompt[i];
-        if (tok >= V) { rc = cc_error("sample: prompt byte %u >= vocab_size %d", tok, V); break; }
-        emit(out, tok);
+    for (int i = 0; i < n_ids; i++) {
+        const int tok = ids[i];
+        if (tok < 0 || tok >= V) { rc = cc_error("sample: prompt token %d is not below vocab_size %d", tok, V); break; }
+        emit(out, tok, o->vocab);
         cpu_decoder_step(&dec, lay, params, tok, logits);
     }
     for (int i = 0; rc == 0 && i < o->tokens; i++) {
         const int tok = pick(logits, V, o, &rng, work);
-        emit(out, tok);
+        emit(out, tok, o->vocab);
         if (i + 1 < o->tokens) cpu_decoder_step(&dec, lay, params, tok, logits);
     }
+    free(ids);
     free(logits);
     free(work);
     cpu_decoder_free(&dec);

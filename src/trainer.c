@@ -325,7 +325,8 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         ex->ops->get_params(ex, p);
         snprintf(path, sizeof(path), "%s/sample.txt", cfg->out_dir);
         FILE *sf = fopen(path, "w");
-        cc_sample_opts so = { o->sample_prompt, o->sample_tokens, 0.8, 40, cfg->seed };
+        cc_sample_opts so = { .prompt = o->sample_prompt, .tokens = o->sample_tokens, .temperature = 0.8, .top_k = 40,
+                              .seed = cfg->seed };
         if (sf) {
             cc_sample(&ex->lay, p, &so, sf);
             fclose(sf);

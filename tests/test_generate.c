@@ -54,7 +54,7 @@ Test(generate, greedy_is_deterministic_and_streams_prompt)
     char *b1 = NULL, *b2 = NULL;
     size_t n1 = 0, n2 = 0;
     FILE *f1 = open_memstream(&b1, &n1), *f2 = open_memstream(&b2, &n2);
-    cc_sample_opts so = { "Hello", 20, 0.0, 0, 1 };
+    cc_sample_opts so = { .prompt = "Hello", .tokens = 20, .temperature = 0.0, .top_k = 0, .seed = 1 };
     cr_assert_eq(cc_sample(&lay, p, &so, f1), 0);
     so.seed = 999; /* greedy ignores the seed */
     cr_assert_eq(cc_sample(&lay, p, &so, f2), 0);

@@ -49,6 +49,9 @@ typedef struct cc_sample_opts {
     double temperature; /* 0 = greedy */
     int top_k;          /* 0 = all */
     uint64_t seed;
+    const struct cc_vocab *vocab; /* decode ids with this vocabulary (NULL: ids are bytes) */
+    const int *prompt_ids;        /* exact prompt ids instead of `prompt` (NULL: encode the text) */
+    int n_prompt_ids;
 } cc_sample_opts;
 /* Stream prompt + continuation as bytes to `out`. */
 int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o, FILE *out);

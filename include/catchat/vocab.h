@@ -1,0 +1,23 @@
+/* A token vocabulary for decoding generated ids (written by scripts/prepare.py:
+ * one line per id, the token's bytes in hex). */
+#ifndef CATCHAT_VOCAB_H
+#define CATCHAT_VOCAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cc_vocab {
+    int n;
+    uint8_t **bytes;
+    int *len;
+} cc_vocab;
+
+/* One-line errors name the file and line. */
+int cc_vocab_load(cc_vocab *v, const char *path);
+void cc_vocab_free(cc_vocab *v);
+/* Encode text by greedy longest match over the vocabulary (an approximation
+ * of BPE merges; exact ids can be given with --prompt-ids). Returns the count
+ * written to ids (at most cap), -1 if some byte has no token. */
+int cc_vocab_encode(const cc_vocab *v, const char *text, int *ids, int cap);
+
+#endif

@@ -1,0 +1,81 @@
+/* Token vocabularies for `catchat sample --vocab`. */
+#define _POSIX_C_SOURCE 200809L
+#include "catchat/vocab.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/util.h"
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+void cc_vocab_free(cc_vocab *v)
+{
+    for (int i = 0; i < v->n; i++) free(v->bytes[i]);
+    free(v->bytes);
+    free(v->len);
+    memset(v, 0, sizeof(*v));
+}
+
+int cc_vocab_load(cc_vocab *v, const char *path)
+{
+    memset(v, 0, sizeof(*v));
+    FILE *f = fopen(path, "r");
+    if (!f) return cc_error("cannot open vocabulary '%s': %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    int cap_n = 0, rc = 0;
+    while ((got = getline(&line, &cap, f)) >= 0) {
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        if (got % 2) { rc = cc_error("%s:%d: odd number of hex digits", path, v->n + 1); break; }
+        if (v->n == 65536) { rc = cc_error("%s:%d: more than 65536 tokens", path, v->n + 1); break; }
+        if (v->n == cap_n) {
+            cap_n = cap_n ? 2 * cap_n : 1024;
+            v->bytes = realloc(v->bytes, sizeof(uint8_t *) * cap_n);
+            v->len = realloc(v->len, sizeof(int) * cap_n);
+            if (!v->bytes || !v->len) { rc = cc_error("out of memory reading '%s'", path); break; }
+        }
+        uint8_t *b = cc_malloc((size_t)got / 2 + 1);
+        for (ssize_t i = 0; i < got; i += 2) {
+            const int hi = hexval(line[i]), lo = hexval(line[i + 1]);
+            if (hi < 0 || lo < 0) { rc = cc_error("%s:%d: '%s' is not hex", path, v->n + 1, line); break; }
+            b[i / 2] = (uint8_t)(hi << 4 | lo);
+        }
+        v->bytes[v->n] = b;
+        v->len[v->n] = (int)(got / 2);
+        v->n++;
+        if (rc) break;
+    }
+    free(line);
+    fclose(f);
+    if (rc == 0 && v->n == 0) rc = cc_error("%s: empty vocabulary", path);
+    if (rc) cc_vocab_free(v);
+    return rc;
+}
+
+int cc_vocab_encode(const cc_vocab *v, const char *text, int *ids, int cap)
+{
+    const size_t n = strlen(text);
+    int count = 0;
+    for (size_t pos = 0; pos < n;) {
+        int best = -1, best_len = 0;
+        for (int i = 0; i < v->n; i++)
+            if (v->len[i] > best_len && (size_t)v->len[i] <= n - pos && memcmp(v->bytes[i], text + pos, (size_t)v->len[i]) == 0) {
+                best = i;
+                best_len = v->len[i];
+            }
+        if (best < 0) return -1;
+        if (count < cap) ids[count] = best;
+        count++;
+        pos += (size_t)best_len;
+    }
+    return count < cap ? count : cap;
+}
