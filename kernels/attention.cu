@@ -135,6 +135,21 @@ __global__ void rownorm_clamp_kernel(float *d, int M, int D, float limit)
 
 #define QT 32 // queries (or keys) per block in the tiled kernels
 
+// K and V rows of positions base .. base+R-1 of head j into shared memory
+// (zeros outside the sequence), row stride ld = hd + 1.
+__device__ __forceinline__ void stage_kv(float *Ks, float *Vs, const float *qkv, int b, int j, int base, int R, int T,
+                                         int D, int hd, int ld)
+{
+    for (int i = threadIdx.x; i < R * hd; i += blockDim.x) {
+        const int r = i / hd, c = i % hd, tau = base + r;
+        const bool ok = tau >= 0 && tau < T;
+        const float *row = qkv + ((size_t)b * T + (ok ? tau : 0)) * 3 * D + j * hd + c;
+        Ks[r * ld + c] = ok ? row[D] : 0.f;
+        Vs[r * ld + c] = ok ? row[2 * D] : 0.f;
+    }
+    __syncthreads();
+}
+
 // Tiled forward: block = (query tile, head, sequence). K and V rows
 // [t0−W+1, t0+QT−1] sit in shared memory; each warp takes queries in turn.
 __global__ void attention_forward_tiled(float *o32, __half *o16, float *p, const float *qkv, int B, int T, int D,
@@ -145,14 +160,7 @@ __global__ void attention_forward_tiled(float *o32, __half *o16, float *p, const
     const int R = QT + W - 1, base = t0 - W + 1; // staged rows: positions base .. base+R-1
     float *Ks = sm, *Vs = Ks + (size_t)R * ld, *qs = Vs + (size_t)R * ld; // qs: [PW][hd] per warp
     float *ps = qs + (size_t)WARPS * 2 * hd;                               // [PW][W]
-    for (int i = threadIdx.x; i < R * hd; i += blockDim.x) {
-        const int r = i / hd, c = i % hd, tau = base + r;
-        const bool ok = tau >= 0 && tau < T;
-        const float *row = qkv + ((size_t)b * T + (ok ? tau : 0)) * 3 * D + j * hd + c;
-        Ks[r * ld + c] = ok ? row[D] : 0.f;
-        Vs[r * ld + c] = ok ? row[2 * D] : 0.f;
-    }
-    __syncthreads();
+    stage_kv(Ks, Vs, qkv, b, j, base, R, T, D, hd, ld);
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const float sc = rsqrtf((float)hd);
     float *q = qs + warp * 2 * hd, *pw = ps + (size_t)warp * W;
@@ -208,14 +216,7 @@ __global__ void attention_backward_query_tiled(float *dqkv, float *ds, const flo
     const int R = QT + W - 1, base = t0 - W + 1;
     float *Ks = sm, *Vs = Ks + (size_t)R * ld, *dos = Vs + (size_t)R * ld; // dos: [PW][hd]
     float *dsw = dos + (size_t)WARPS * 2 * hd;                              // [PW][W]
-    for (int i = threadIdx.x; i < R * hd; i += blockDim.x) {
-        const int r = i / hd, c = i % hd, tau = base + r;
-        const bool ok = tau >= 0 && tau < T;
-        const float *row = qkv + ((size_t)b * T + (ok ? tau : 0)) * 3 * D + j * hd + c;
-        Ks[r * ld + c] = ok ? row[D] : 0.f;
-        Vs[r * ld + c] = ok ? row[2 * D] : 0.f;
-    }
-    __syncthreads();
+    stage_kv(Ks, Vs, qkv, b, j, base, R, T, D, hd, ld);
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const float sc = rsqrtf((float)hd);
     float *dyo = dos + warp * 2 * hd, *dw = dsw + (size_t)warp * W;

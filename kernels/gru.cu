@@ -5,8 +5,7 @@
 // gates together, so the blend and (backward) the grad_h clamp fuse here.
 #include "catchat/kernels.h"
 #include "common.cuh"
-
-__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + __expf(-x)); }
+#include "gru_cell.cuh"
 
 __global__ void gru_forward_step_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx,
                                         const float *gh, const float *bhh, int B, int T, int D, int t)
@@ -16,19 +15,10 @@ __global__ void gru_forward_step_kernel(float *h, float *gates, float *ghn, __ha
     const int b = idx / D, i = idx % D;
     const size_t row = (size_t)b * T + t;
     const float *gxr = gx + row * 3 * D, *ghr = gh + (size_t)b * 3 * D;
-    const float hp = t > 0 ? h[(row - 1) * D + i] : 0.f;
-    const float r = sigmoidf_(gxr[i] + ghr[i] + bhh[i]);
-    const float z = sigmoidf_(gxr[D + i] + ghr[D + i] + bhh[D + i]);
-    const float hn = ghr[2 * D + i] + bhh[2 * D + i];
-    const float n = tanhf(gxr[2 * D + i] + r * hn);
-    const float hv = (1.f - z) * n + z * hp;
-    float *gt = gates + row * 3 * D;
-    gt[i] = r;
-    gt[D + i] = z;
-    gt[2 * D + i] = n;
-    ghn[row * D + i] = hn;
-    h[row * D + i] = hv;
-    if (t + 1 < T) hprev16[(row + 1) * D + i] = __float2half_rn(hv);
+    const float g3[3] = { gxr[i], gxr[D + i], gxr[2 * D + i] };
+    const float b3[3] = { bhh[i], bhh[D + i], bhh[2 * D + i] };
+    gru_fwd_cell(h, gates, ghn, hprev16, g3, b3, ghr[i], ghr[D + i], ghr[2 * D + i],
+                 t > 0 ? h[(row - 1) * D + i] : 0.f, row, i, D, T, t);
 }
 
 __global__ void gru_backward_step_kernel(__half *dgx16, __half *dgh16, float *dhrec, const float *dh_in,
@@ -39,22 +29,9 @@ __global__ void gru_backward_step_kernel(__half *dgx16, __half *dgh16, float *dh
     if (idx >= B * D) return;
     const int b = idx / D, i = idx % D;
     const size_t row = (size_t)b * T + t;
-    float g = dh_in[row * D + i] + dhrec[idx];
-    if (clamp_limit > 0.f) g = fminf(fmaxf(g, -clamp_limit), clamp_limit);
     const float *gt = gates + row * 3 * D;
-    const float r = gt[i], z = gt[D + i], n = gt[2 * D + i];
-    const float hp = t > 0 ? h[(row - 1) * D + i] : 0.f;
-    const float dn_pre = g * (1.f - z) * (1.f - n * n);
-    const float dz_pre = g * (hp - n) * z * (1.f - z);
-    const float dr_pre = dn_pre * ghn[row * D + i] * r * (1.f - r);
-    __half *dx = dgx16 + row * 3 * D, *dh = dgh16 + row * 3 * D;
-    dx[i] = __float2half_rn(dr_pre);
-    dx[D + i] = __float2half_rn(dz_pre);
-    dx[2 * D + i] = __float2half_rn(dn_pre);
-    dh[i] = __float2half_rn(dr_pre);
-    dh[D + i] = __float2half_rn(dz_pre);
-    dh[2 * D + i] = __float2half_rn(dn_pre * r);
-    dhrec[idx] = g * z;
+    dhrec[idx] = gru_bwd_cell(dgx16, dgh16, dh_in[row * D + i] + dhrec[idx], clamp_limit, gt[i], gt[D + i],
+                              gt[2 * D + i], ghn[row * D + i], t > 0 ? h[(row - 1) * D + i] : 0.f, row, i, D);
 }
 
 extern "C" void launch_gru_forward_step(float *h, float *gates, float *ghn, void *hprev16, const float *gx,

@@ -16,6 +16,7 @@
 #include <mma.h>
 #include "catchat/kernels.h"
 #include "common.cuh"
+#include "gru_cell.cuh"
 
 namespace cg = cooperative_groups;
 using namespace nvcuda;
@@ -142,28 +143,6 @@ __device__ __forceinline__ float sum_parts(const float *partial, const persist_s
     return v;
 }
 
-__device__ __forceinline__ float sigmoid_p(float x) { return 1.f / (1.f + __expf(-x)); }
-
-// One unit's forward gate math; writes every output of (b, t, u).
-__device__ __forceinline__ float fwd_cell(float *h, float *gates, float *ghn, __half *hprev16, const float gxv[3],
-                                          const float bh[3], float ar, float az, float an, float hp, size_t row, int u,
-                                          int D, int T, int t)
-{
-    const float r = sigmoid_p(gxv[0] + ar + bh[0]);
-    const float z = sigmoid_p(gxv[1] + az + bh[1]);
-    const float hn = an + bh[2];
-    const float n = tanhf(gxv[2] + r * hn);
-    const float hv = (1.f - z) * n + z * hp;
-    float *gt = gates + row * 3 * D;
-    gt[u] = r;
-    gt[D + u] = z;
-    gt[2 * D + u] = n;
-    ghn[row * D + u] = hn;
-    h[row * D + u] = hv;
-    if (t + 1 < T) hprev16[(row + 1) * D + u] = __float2half_rn(hv);
-    return hv;
-}
-
 // B is the batch group's row count (the launch has D/J slices × groups blocks).
 // skip: workbench knob for bench/gru_probe (bit 0: no copy+MMA, bit 1: no gate
 // math, bit 2: no grid barrier); 0 in training.
@@ -227,7 +206,7 @@ __global__ void __launch_bounds__(PW * 32) gru_forward_persistent_kernel(
                 const float ar = t > 0 ? sum_parts(partial, s, j, b, B) : 0.f;
                 const float az = t > 0 ? sum_parts(partial, s, J + j, b, B) : 0.f;
                 const float an = t > 0 ? sum_parts(partial, s, 2 * J + j, b, B) : 0.f;
-                hpv[ii] = fwd_cell(h, gates, ghn, hprev16, gxv[ii], bh[ii], ar, az, an, hpv[ii], (size_t)b * T + t,
+                hpv[ii] = gru_fwd_cell(h, gates, ghn, hprev16, gxv[ii], bh[ii], ar, az, an, hpv[ii], (size_t)b * T + t,
                                    u0 + j, D, T, t);
             }
             for (int idx = threadIdx.x + NI_MAX * blockDim.x; idx < BJ; idx += blockDim.x) { // large B·J
@@ -238,29 +217,11 @@ __global__ void __launch_bounds__(PW * 32) gru_forward_persistent_kernel(
                 const float ar = t > 0 ? sum_parts(partial, s, j, b, B) : 0.f;
                 const float az = t > 0 ? sum_parts(partial, s, J + j, b, B) : 0.f;
                 const float an = t > 0 ? sum_parts(partial, s, 2 * J + j, b, B) : 0.f;
-                fwd_cell(h, gates, ghn, hprev16, g3, b3, ar, az, an, t > 0 ? h[(row - 1) * D + u] : 0.f, row, u, D, T, t);
+                gru_fwd_cell(h, gates, ghn, hprev16, g3, b3, ar, az, an, t > 0 ? h[(row - 1) * D + u] : 0.f, row, u, D, T, t);
             }
         }
         if (!(skip & 4)) grid.sync(); // h_t of every block is written before anyone reads it
     }
-}
-
-// One unit's backward gate math; returns z ⊙ g for the step before.
-__device__ __forceinline__ float bwd_cell(__half *dgx16, __half *dgh16, float g, float clamp_limit, float r, float z,
-                                          float n, float hn, float hp, size_t row, int u, int D)
-{
-    if (clamp_limit > 0.f) g = fminf(fmaxf(g, -clamp_limit), clamp_limit);
-    const float dn_pre = g * (1.f - z) * (1.f - n * n);
-    const float dz_pre = g * (hp - n) * z * (1.f - z);
-    const float dr_pre = dn_pre * hn * r * (1.f - r);
-    __half *dx = dgx16 + row * 3 * D, *dh = dgh16 + row * 3 * D;
-    dx[u] = __float2half_rn(dr_pre);
-    dx[D + u] = __float2half_rn(dz_pre);
-    dx[2 * D + u] = __float2half_rn(dn_pre);
-    dh[u] = __float2half_rn(dr_pre);
-    dh[D + u] = __float2half_rn(dz_pre);
-    dh[2 * D + u] = __float2half_rn(dn_pre * r);
-    return g * z;
 }
 
 __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
@@ -317,7 +278,7 @@ __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
             const int b = idx / J, j = idx % J;
             float g = pre[ii][0] + zgv[ii];
             if (t < T - 1) g += sum_parts(partial, s, j, b, B);
-            zgv[ii] = bwd_cell(dgx16, dgh16, g, clamp_limit, pre[ii][1], pre[ii][2], pre[ii][3], pre[ii][4], pre[ii][5],
+            zgv[ii] = gru_bwd_cell(dgx16, dgh16, g, clamp_limit, pre[ii][1], pre[ii][2], pre[ii][3], pre[ii][4], pre[ii][5],
                                (size_t)b * T + t, u0 + j, D);
         }
         for (int idx = threadIdx.x + NI_MAX * blockDim.x; idx < BJ; idx += blockDim.x) { // large B·J
@@ -326,7 +287,7 @@ __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
             float g = dh_in[row * D + u] + zg[idx];
             if (t < T - 1) g += sum_parts(partial, s, j, b, B);
             const float *gt = gates + row * 3 * D;
-            zg[idx] = bwd_cell(dgx16, dgh16, g, clamp_limit, gt[u], gt[D + u], gt[2 * D + u], ghn[row * D + u],
+            zg[idx] = gru_bwd_cell(dgx16, dgh16, g, clamp_limit, gt[u], gt[D + u], gt[2 * D + u], ghn[row * D + u],
                                t > 0 ? h[(row - 1) * D + u] : 0.f, row, u, D);
         }
         grid.sync(); // dgh_t of every block is written before step t-1 reads it
