@@ -24,10 +24,14 @@ typedef struct {
     cc_loader train, val;
     cc_executor *ex;
     int *x, *y;
+    cc_telemetry tel;
+    cc_tfevents tfe;
 } run_ctx;
 
 static void run_free(run_ctx *r)
 {
+    cc_telemetry_close(&r->tel);
+    cc_tfevents_close(&r->tfe);
     if (r->ex) r->ex->ops->destroy(r->ex);
     cc_dist_finalize(&r->dist);
     cc_loader_free(&r->train);
@@ -200,22 +204,15 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     if (lead) clear_stale_temporaries(cfg->out_dir);
     char path[CC_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/telemetry.csv", cfg->out_dir);
-    cc_telemetry tel = { NULL };
-    if (lead && cc_telemetry_open(&tel, path, o->resume ? st.step : -1) != 0) {
-        run_free(&r);
-        return -1;
-    }
-    cc_tfevents tfe = { NULL }; /* TensorBoard beside the CSV (a resumed run starts a new file, as TensorBoard expects) */
-    if (lead && cc_tfevents_open(&tfe, cfg->out_dir) != 0) {
-        cc_telemetry_close(&tel);
+    /* TensorBoard events beside the CSV (a resumed run starts a new event file, as TensorBoard expects) */
+    if (lead && (cc_telemetry_open(&r.tel, path, o->resume ? st.step : -1) != 0 ||
+                 cc_tfevents_open(&r.tfe, cfg->out_dir) != 0)) {
         run_free(&r);
         return -1;
     }
     r.x = cc_malloc(sizeof(int) * B * T);
     r.y = cc_malloc(sizeof(int) * B * T);
     if (o->plant_nan && plant_nan(ex, o->plant_nan) != 0) {
-        cc_telemetry_close(&tel);
-        cc_tfevents_close(&tfe);
         run_free(&r);
         return -1;
     }
@@ -289,7 +286,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             if (lead) write_grad_norms(cfg, ex, st.step, norms_header);
             norms_header = 0;
         }
-        if (lead && cc_telemetry_write(&tel, &row) != 0) { rc = -1; break; }
+        if (lead && cc_telemetry_write(&r.tel, &row) != 0) { rc = -1; break; }
         if (lead) {
             static const char *const tags[] = { "train/loss", "train/running_loss", "train/lr", "train/loss_scale",
                                                 "train/grad_norm", "train/grad_norm_clipped", "perf/tokens_per_s",
@@ -297,7 +294,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             const float vals[] = { (float)row.loss, (float)row.running_loss, (float)row.lr, (float)row.loss_scale,
                                    (float)row.grad_norm, (float)row.grad_norm_clipped, (float)row.tok_per_s,
                                    (float)row.eval_loss, (float)row.eval_top1, (float)row.eval_top5 };
-            if (cc_tfevents_scalars(&tfe, st.step, tags, vals, row.has_eval ? 10 : 7) != 0) { rc = -1; break; }
+            if (cc_tfevents_scalars(&r.tfe, st.step, tags, vals, row.has_eval ? 10 : 7) != 0) { rc = -1; break; }
         }
         if (!quiet) {
             const double per = (cc_now_ms() - t_start) / (double)(st.step - first);
@@ -316,10 +313,10 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             if (save_checkpoint(cfg, ex, &st) != 0) { rc = -1; break; }
         }
     }
-    cc_tfevents_close(&tfe);
     res->steps_run = st.step - first;
     res->skipped = st.counts.skipped;
-    cc_telemetry_close(&tel);
+    cc_telemetry_close(&r.tel);
+    cc_tfevents_close(&r.tfe);
     if (rc == 0 && lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
         float *p = cc_malloc(sizeof(float) * ex->lay.total);
         ex->ops->get_params(ex, p);
