@@ -8,6 +8,8 @@
 // and stage the rows they share (K and V, or Q and dO) in shared memory once,
 // padded by one float per row so lanes reading different rows hit different
 // banks; the untiled kernels below them serve head sizes whose tile does not fit.
+// Head size 64 (the default config) goes to the tensor-core kernels in
+// attention_tc.cu instead (FP16 operands, FP32 accumulation).
 #include "catchat/kernels.h"
 #include "common.cuh"
 
@@ -327,6 +329,10 @@ static bool use_tiled(int D, int H, int W)
 extern "C" void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv, int B, int T, int D,
                                          int H, int W, cudaStream_t s)
 {
+    if (attention_tc_supported(D, H, W)) {
+        launch_attention_forward_tc(o32, o16, p, qkv, B, T, D, H, W, s);
+        return;
+    }
     if (use_tiled(D, H, W)) {
         const size_t smem = tiled_smem(D, H, W);
         cudaFuncSetAttribute(attention_forward_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -343,6 +349,10 @@ extern "C" void launch_attention_forward(float *o32, void *o16, float *p, const 
 extern "C" void launch_attention_backward(float *dqkv, float *ds, const float *dout, const float *p,
                                           const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
 {
+    if (attention_tc_supported(D, H, W)) {
+        launch_attention_backward_tc(dqkv, ds, dout, p, qkv, B, T, D, H, W, s);
+        return;
+    }
     if (use_tiled(D, H, W)) {
         const size_t smem = tiled_smem(D, H, W);
         cudaFuncSetAttribute(attention_backward_query_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

@@ -89,6 +89,14 @@ void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv,
 /* ds: scratch of the size of p. */
 void launch_attention_backward(float *dqkv, float *ds, const float *dout, const float *p, const float *qkv,
                                int B, int T, int D, int H, int W, cudaStream_t s);
+/* attention_tc.cu: the same two operations on tensor cores for head size 64
+ * (FP16 operands, FP32 accumulation); the launchers above dispatch to them
+ * when attention_tc_supported. */
+int attention_tc_supported(int D, int H, int W);
+void launch_attention_forward_tc(float *o32, void *o16, float *p, const float *qkv, int B, int T, int D, int H,
+                                 int W, cudaStream_t s);
+void launch_attention_backward_tc(float *dqkv, float *ds, const float *dout, const float *p, const float *qkv,
+                                  int B, int T, int D, int H, int W, cudaStream_t s);
 /* Per-row L2 clamp of d[M,D] to `limit` (0 = off), in place. */
 void launch_rownorm_clamp(float *d, int M, int D, float limit, cudaStream_t s);
 
