@@ -12,7 +12,8 @@
  *   - FP16: GEMM operands only — the weight copies (refreshed after each
  *     optimizer step) and the activations / activation gradients that feed a
  *     GEMM (normalised inputs, h_{t-1}, attention output, dlogits, gate
- *     gradients, dqkv, dc).
+ *     gradients, dqkv, dc), and the q/k/v/P/dO/dS tiles inside the
+ *     tensor-core attention (head size 64).
  *   - The loss scale enters in the classifier's backward: dlogits =
  *     S·(softmax − onehot), i.e. the gradient of the *summed* scaled loss, so
  *     FP16 gradient operands are O(S) rather than O(S/N) and do not flush to
