@@ -1,10 +1,12 @@
 #define _DEFAULT_SOURCE
+#define _XOPEN_SOURCE 700
 #include "helpers.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include "catchat/rng.h"
 
 void th_tiny_config(cc_config *c)
@@ -24,10 +26,28 @@ void th_tiny_config(cc_config *c)
     strcpy(c->device, "cpu");
 }
 
+/* Scratch folders are removed when the test process exits. */
+#define MAX_TMPDIRS 32
+static char tmpdirs[MAX_TMPDIRS][64];
+static int n_tmpdirs;
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void remove_tmpdirs(void)
+{
+    for (int i = 0; i < n_tmpdirs; i++) nftw(tmpdirs[i], remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 void th_tmpdir(char *out, size_t cap)
 {
     snprintf(out, cap, "/tmp/catchat-test-XXXXXX");
     if (!mkdtemp(out)) abort();
+    if (n_tmpdirs == 0) atexit(remove_tmpdirs);
+    if (n_tmpdirs < MAX_TMPDIRS) snprintf(tmpdirs[n_tmpdirs++], sizeof(tmpdirs[0]), "%s", out);
 }
 
 void th_write_file(const char *path, const void *data, size_t len)

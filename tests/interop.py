@@ -3,7 +3,7 @@
 where installed) loads a catchat checkpoint with model.md's names and shapes,
 and catchat loads a file written by another tool (F16/BF16, other order, extra
 tensors, no metadata).   tests/interop.py path/to/catchat"""
-import json, os, random, struct, subprocess, sys, tempfile
+import atexit, json, os, random, shutil, struct, subprocess, sys, tempfile
 
 BIN = os.path.realpath(sys.argv[1])
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
@@ -65,6 +65,7 @@ def evaluate(ckpt, tmp, extra):
 
 def main():
     tmp = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, tmp, True)
     random.seed(5)
     words = "the cat sat on a mat and the dog ran far it was good we see".split()
     for name, n in (("train.txt", 30000), ("val.txt", 4000)):

@@ -2,7 +2,7 @@
 """The TensorBoard event file the trainer writes reads back with TensorBoard's
 own reader, with the same values as the telemetry CSV.
    tests/test_tfevents.py path/to/catchat     (exit 77 = skipped: no tensorboard)"""
-import csv, glob, os, random, subprocess, sys, tempfile
+import atexit, csv, glob, os, shutil, random, subprocess, sys, tempfile
 
 try:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -13,6 +13,7 @@ except ImportError:
 BIN = os.path.realpath(sys.argv[1])
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 tmp = tempfile.mkdtemp()
+atexit.register(shutil.rmtree, tmp, True)
 random.seed(2)
 words = "the cat sat on a mat and the dog ran far".split()
 for name, n in (("train.txt", 20000), ("val.txt", 3000)):

@@ -4,7 +4,7 @@ model of scripts/catchat_torch.py gives catchat eval's loss on the same batch
 (FP32, 1e-4 relative), and a PyTorch-initialised model saved as safetensors
 evaluates identically in catchat and trains there.
    tests/test_torch_interop.py path/to/catchat     (exit 77 = skipped: no torch)"""
-import json, os, random, subprocess, sys, tempfile
+import atexit, json, os, random, shutil, subprocess, sys, tempfile
 
 try:
     import torch
@@ -22,6 +22,7 @@ from catchat_torch import CatchatModel, batch_loss, first_batch, load_catchat, s
 
 BIN = os.path.realpath(sys.argv[1])
 tmp = tempfile.mkdtemp()
+atexit.register(shutil.rmtree, tmp, True)
 random.seed(4)
 words = "the cat sat on a mat and the dog ran far it was good we see".split()
 for name, n in (("train.txt", 30000), ("val.txt", 4000)):
