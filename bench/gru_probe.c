@@ -1,9 +1,14 @@
-/* Kernel workbench: where a persistent GRU forward step's time goes.
- * Times one layer's forward over T steps with parts switched off (results are
- * wrong in those variants; only the time matters) and reports µs per step.
- *   build/bench/gru_probe [B T D]          (needs a GPU) */
+/* Kernel workbench: where a GRU step's time goes.
+ *   build/bench/gru_probe [B T D]          persistent forward with parts switched
+ *                                          off (results are wrong in those variants;
+ *                                          only the time matters), µs per step
+ *   build/bench/gru_probe B T D paths      forward and BPTT of each implementation
+ *                                          (cluster at 8 and 16 sequences per
+ *                                          cluster, persistent), µs per step
+ * Needs a GPU. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cuda_runtime_api.h>
 #include "catchat/kernels.h"
 
@@ -13,9 +18,59 @@ void launch_gru_forward_persistent_probe(float *h, float *gates, float *ghn, voi
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); return 1; } } while (0)
 
+static float median5(float *v)
+{
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            if (v[j] < v[i]) { float t = v[i]; v[i] = v[j]; v[j] = t; }
+    return v[2];
+}
+
+/* Forward then BPTT of one layer per implementation, on the states the
+ * forward leaves (gx and W_hh are small non-zero constants). */
+static int time_paths(int B, int T, int D)
+{
+    const size_t MD = (size_t)B * T * D;
+    float *h, *gates, *ghn, *gx, *bhh, *dh; void *hp, *w, *dgx, *dgh;
+    CK(cudaMalloc((void **)&h, 4 * MD)); CK(cudaMalloc((void **)&gates, 12 * MD)); CK(cudaMalloc((void **)&ghn, 4 * MD));
+    CK(cudaMalloc((void **)&gx, 12 * MD)); CK(cudaMalloc((void **)&bhh, 12 * D)); CK(cudaMalloc(&hp, 2 * MD));
+    CK(cudaMalloc((void **)&dh, 4 * MD)); CK(cudaMalloc(&dgx, 6 * MD)); CK(cudaMalloc(&dgh, 6 * MD));
+    CK(cudaMalloc(&w, 6 * (size_t)D * D));
+    CK(cudaMemset(gx, 0x3c, 12 * MD)); CK(cudaMemset(bhh, 0, 12 * D)); CK(cudaMemset(w, 0x11, 6 * (size_t)D * D));
+    CK(cudaMemset(dh, 0x3a, 4 * MD));
+    cudaEvent_t e0, e1, e2;
+    cudaEventCreate(&e0); cudaEventCreate(&e1); cudaEventCreate(&e2);
+    const char *names[] = { "cluster (chosen)", "cluster, 8 seq", "cluster, 16 seq", "persistent" };
+    const int bls[] = { 0, 8, 16, -1 };
+    printf("GRU layer B=%d T=%d D=%d: us per step, median of 5 (forward, BPTT)\n", B, T, D);
+    for (int v = 0; v < 4; v++) {
+        if (bls[v] >= 0) {
+            gru_cluster_set_batch_per_cluster(bls[v]);
+            if (!gru_cluster_supported(B, T, D)) { printf("  %-18s unsupported\n", names[v]); continue; }
+        } else if (!gru_persistent_supported(B, T, D)) { printf("  %-18s unsupported\n", names[v]); continue; }
+        float f[5], b[5];
+        for (int r = 0; r < 5; r++) {
+            cudaEventRecord(e0, 0);
+            if (bls[v] >= 0) launch_gru_forward_cluster(h, gates, ghn, hp, gx, w, bhh, B, T, D, 0);
+            else launch_gru_forward_persistent(h, gates, ghn, hp, gx, w, bhh, B, T, D, 0);
+            cudaEventRecord(e1, 0);
+            if (bls[v] >= 0) launch_gru_backward_cluster(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, 0);
+            else launch_gru_backward_persistent(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, 0);
+            cudaEventRecord(e2, 0);
+            CK(cudaEventSynchronize(e2));
+            cudaEventElapsedTime(&f[r], e0, e1);
+            cudaEventElapsedTime(&b[r], e1, e2);
+        }
+        printf("  %-18s %7.2f %7.2f\n", names[v], median5(f) * 1e3 / T, median5(b) * 1e3 / T);
+    }
+    gru_cluster_set_batch_per_cluster(0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const int B = argc > 1 ? atoi(argv[1]) : 64, T = argc > 2 ? atoi(argv[2]) : 512, D = argc > 3 ? atoi(argv[3]) : 512;
+    if (argc > 4 && !strcmp(argv[4], "paths")) return time_paths(B, T, D);
     if (!gru_persistent_supported(B, T, D)) { fprintf(stderr, "shape not supported\n"); return 77; }
     const size_t MD = (size_t)B * T * D;
     float *h, *gates, *ghn, *gx, *bhh; void *hp, *w;

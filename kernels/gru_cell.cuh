@@ -1,46 +1,90 @@
 // The GRU gate math of one hidden unit at one timestep (PyTorch order r, z, n),
-// shared by the per-step kernels (gru.cu) and the persistent ones
-// (gru_persistent.cu), so both paths compute the same function.
+// shared by the per-step kernels (gru.cu), the persistent ones
+// (gru_persistent.cu) and the cluster ones (gru_cluster.cu), so every path
+// computes the same function. The math and the stores are separate so a
+// kernel can publish h (or the gate gradients) to its peers first and write
+// the rest to global memory while it waits for them.
 #pragma once
 #include <cuda_fp16.h>
 
 __device__ __forceinline__ float gru_sigmoid(float x) { return 1.f / (1.f + __expf(-x)); }
 
-// One unit's forward gate math; writes every output of (b, t, u).
+struct gru_fwd_vals {
+    float r, z, n, hn, h;
+};
+
+// gxv: the input projection (with b_ih); bh: b_hh; a*: W_hh·h_{t-1} rows r, z, n.
+__device__ __forceinline__ gru_fwd_vals gru_fwd_math(const float gxv[3], const float bh[3], float ar, float az,
+                                                     float an, float hp)
+{
+    gru_fwd_vals v;
+    v.r = gru_sigmoid(gxv[0] + ar + bh[0]);
+    v.z = gru_sigmoid(gxv[1] + az + bh[1]);
+    v.hn = an + bh[2];
+    v.n = tanhf(gxv[2] + v.r * v.hn);
+    v.h = (1.f - v.z) * v.n + v.z * hp;
+    return v;
+}
+
+// Every output of (b, t, u): the FP32 states the backward reads and the FP16
+// h_t that is the next step's (and dW_hh's) GEMM operand.
+__device__ __forceinline__ void gru_fwd_store(float *h, float *gates, float *ghn, __half *hprev16,
+                                              const gru_fwd_vals &v, size_t row, int u, int D, int T, int t)
+{
+    float *gt = gates + row * 3 * D;
+    gt[u] = v.r;
+    gt[D + u] = v.z;
+    gt[2 * D + u] = v.n;
+    ghn[row * D + u] = v.hn;
+    h[row * D + u] = v.h;
+    if (t + 1 < T) hprev16[(row + 1) * D + u] = __float2half_rn(v.h);
+}
+
 __device__ __forceinline__ float gru_fwd_cell(float *h, float *gates, float *ghn, __half *hprev16, const float gxv[3],
                                           const float bh[3], float ar, float az, float an, float hp, size_t row, int u,
                                           int D, int T, int t)
 {
-    const float r = gru_sigmoid(gxv[0] + ar + bh[0]);
-    const float z = gru_sigmoid(gxv[1] + az + bh[1]);
-    const float hn = an + bh[2];
-    const float n = tanhf(gxv[2] + r * hn);
-    const float hv = (1.f - z) * n + z * hp;
-    float *gt = gates + row * 3 * D;
-    gt[u] = r;
-    gt[D + u] = z;
-    gt[2 * D + u] = n;
-    ghn[row * D + u] = hn;
-    h[row * D + u] = hv;
-    if (t + 1 < T) hprev16[(row + 1) * D + u] = __float2half_rn(hv);
-    return hv;
+    const gru_fwd_vals v = gru_fwd_math(gxv, bh, ar, az, an, hp);
+    gru_fwd_store(h, gates, ghn, hprev16, v, row, u, D, T, t);
+    return v.h;
 }
 
-// One unit's backward gate math; returns z ⊙ g for the step before.
+// Gate gradients of one unit; dnr = dn ⊙ r is what W_hn sees (the n gate
+// reads W_hn·h through r). zg = z ⊙ g goes to the step before.
+struct gru_bwd_vals {
+    float dr, dz, dn, dnr, zg;
+};
+
+__device__ __forceinline__ gru_bwd_vals gru_bwd_math(float g, float clamp_limit, float r, float z, float n, float hn,
+                                                     float hp)
+{
+    if (clamp_limit > 0.f) g = fminf(fmaxf(g, -clamp_limit), clamp_limit);
+    gru_bwd_vals v;
+    v.dn = g * (1.f - z) * (1.f - n * n);
+    v.dz = g * (hp - n) * z * (1.f - z);
+    v.dr = v.dn * hn * r * (1.f - r);
+    v.dnr = v.dn * r;
+    v.zg = g * z;
+    return v;
+}
+
+__device__ __forceinline__ void gru_bwd_store(__half *dgx16, __half *dgh16, const gru_bwd_vals &v, size_t row, int u,
+                                              int D)
+{
+    __half *dx = dgx16 + row * 3 * D, *dh = dgh16 + row * 3 * D;
+    dx[u] = __float2half_rn(v.dr);
+    dx[D + u] = __float2half_rn(v.dz);
+    dx[2 * D + u] = __float2half_rn(v.dn);
+    dh[u] = __float2half_rn(v.dr);
+    dh[D + u] = __float2half_rn(v.dz);
+    dh[2 * D + u] = __float2half_rn(v.dnr);
+}
+
+// One unit's backward gate math and stores; returns z ⊙ g for the step before.
 __device__ __forceinline__ float gru_bwd_cell(__half *dgx16, __half *dgh16, float g, float clamp_limit, float r, float z,
                                           float n, float hn, float hp, size_t row, int u, int D)
 {
-    if (clamp_limit > 0.f) g = fminf(fmaxf(g, -clamp_limit), clamp_limit);
-    const float dn_pre = g * (1.f - z) * (1.f - n * n);
-    const float dz_pre = g * (hp - n) * z * (1.f - z);
-    const float dr_pre = dn_pre * hn * r * (1.f - r);
-    __half *dx = dgx16 + row * 3 * D, *dh = dgh16 + row * 3 * D;
-    dx[u] = __float2half_rn(dr_pre);
-    dx[D + u] = __float2half_rn(dz_pre);
-    dx[2 * D + u] = __float2half_rn(dn_pre);
-    dh[u] = __float2half_rn(dr_pre);
-    dh[D + u] = __float2half_rn(dz_pre);
-    dh[2 * D + u] = __float2half_rn(dn_pre * r);
-    return g * z;
+    const gru_bwd_vals v = gru_bwd_math(g, clamp_limit, r, z, n, hn, hp);
+    gru_bwd_store(dgx16, dgh16, v, row, u, D);
+    return v.zg;
 }
-

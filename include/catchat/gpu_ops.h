@@ -8,13 +8,17 @@
 #include <cuda_runtime_api.h>
 #include "catchat/gemm.h"
 
-/* Which recurrence implementation the two functions below use: the
- * persistent kernels when supported (default), or the per-step loop (one
- * GEMM + one element-wise kernel per step), which the ladder also checks. */
-typedef enum { GPU_GRU_AUTO, GPU_GRU_STEPWISE } gpu_gru_path;
+/* Which recurrence implementation the two functions below use. AUTO (the
+ * default) takes the fastest one that supports the shape: the cluster kernels
+ * (W_hh in one thread-block cluster, D ≤ 512), then the persistent
+ * cooperative kernels, then the per-step loop (one GEMM + one element-wise
+ * kernel per step). The others force a path, for the ladder and the bench. */
+typedef enum { GPU_GRU_AUTO, GPU_GRU_PERSISTENT, GPU_GRU_STEPWISE } gpu_gru_path;
+typedef enum { GRU_IMPL_CLUSTER, GRU_IMPL_PERSISTENT, GRU_IMPL_STEPWISE } gpu_gru_impl;
 void gpu_gru_set_path(gpu_gru_path p);
-/* 1 when gpu_gru_forward/backward would take the persistent path for this shape. */
-int gpu_gru_uses_persistent(int B, int T, int D);
+/* The implementation gpu_gru_forward/backward take for this shape now. */
+gpu_gru_impl gpu_gru_impl_for(int B, int T, int D);
+const char *gpu_gru_impl_name(gpu_gru_impl impl);
 
 /* A GRU layer forward over T steps (h_{-1} = 0). gx[B,T,3D] includes b_ih;
  * writes h, gates, ghn (FP32) and hprev16[B,T,D] = FP16 h_{t-1} (zeros at

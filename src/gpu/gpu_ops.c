@@ -1,7 +1,8 @@
-/* The GRU recurrence on the GPU: per timestep one cuBLASLt GEMM for W_hh·h
- * (reading every T-th row of a [B,T,·] tensor through the leading dimension)
- * and one element-wise kernel; the weight gradient of W_hh is one GEMM over all
- * B·T positions afterwards. */
+/* The GRU recurrence on the GPU: the cluster or persistent kernels where they
+ * support the shape, else per timestep one cuBLASLt GEMM for W_hh·h (reading
+ * every T-th row of a [B,T,·] tensor through the leading dimension) and one
+ * element-wise kernel; the weight gradient of W_hh is one GEMM over all B·T
+ * positions afterwards. */
 #include "catchat/gpu_ops.h"
 #include "catchat/kernels.h"
 #include "gpu/gpu_check.h"
@@ -10,15 +11,27 @@ static gpu_gru_path g_path = GPU_GRU_AUTO;
 
 void gpu_gru_set_path(gpu_gru_path p) { g_path = p; }
 
-int gpu_gru_uses_persistent(int B, int T, int D)
+gpu_gru_impl gpu_gru_impl_for(int B, int T, int D)
 {
-    return g_path == GPU_GRU_AUTO && gru_persistent_supported(B, T, D);
+    if (g_path == GPU_GRU_AUTO && gru_cluster_supported(B, T, D)) return GRU_IMPL_CLUSTER;
+    if (g_path != GPU_GRU_STEPWISE && gru_persistent_supported(B, T, D)) return GRU_IMPL_PERSISTENT;
+    return GRU_IMPL_STEPWISE;
+}
+
+const char *gpu_gru_impl_name(gpu_gru_impl impl)
+{
+    return impl == GRU_IMPL_CLUSTER ? "cluster" : impl == GRU_IMPL_PERSISTENT ? "persistent" : "per-step";
 }
 
 void gpu_gru_forward(cc_gemm_ctx *gm, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                      const void *whh16, const float *bhh, float *gh, int B, int T, int D, cudaStream_t s)
 {
-    if (gpu_gru_uses_persistent(B, T, D)) {
+    const gpu_gru_impl impl = gpu_gru_impl_for(B, T, D);
+    if (impl == GRU_IMPL_CLUSTER) {
+        launch_gru_forward_cluster(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, s);
+        return;
+    }
+    if (impl == GRU_IMPL_PERSISTENT) {
         launch_gru_forward_persistent(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, s);
         return;
     }
@@ -39,7 +52,10 @@ void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, f
                       cudaStream_t s)
 {
     const uint16_t *dgh = dgh16;
-    if (gpu_gru_uses_persistent(B, T, D)) {
+    const gpu_gru_impl impl = gpu_gru_impl_for(B, T, D);
+    if (impl == GRU_IMPL_CLUSTER) {
+        launch_gru_backward_cluster(dgx16, dgh16, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
+    } else if (impl == GRU_IMPL_PERSISTENT) {
         launch_gru_backward_persistent(dgx16, dgh16, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
     } else {
         cudaCheck(cudaMemsetAsync(dhrec, 0, sizeof(float) * B * D, s));

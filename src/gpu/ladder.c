@@ -343,10 +343,46 @@ static void gru_case_init(gru_case *c, cc_rng *r, int B, int T, int D)
 static void gru_case_free(gru_case *c) { FREE_ALL(c->whh, c->bhh, c->gx, c->h, c->gates, c->ghn, c->scratch); }
 
 /* ---- stage 5: GRU recurrence over T steps ---- */
-static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const char *path)
+/* Each implementation on shapes it supports: the cluster kernels at D=512
+ * (two clusters of 8 sequences: part of W_hh in shared memory) and D=128
+ * (two clusters of 16), the persistent ones at D=64 (two batch groups of
+ * 16), and the per-step loop. */
+typedef struct {
+    gpu_gru_path path;
+    gpu_gru_impl impl;
+    int B, D, per_cluster;
+} gru_path_case;
+
+#define N_GRU_PATHS 4
+static const gru_path_case k_gru_paths[N_GRU_PATHS] = {
+    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 16, 512, 8 },
+    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 128, 16 },
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 32, 64, 0 },
+    { GPU_GRU_STEPWISE, GRU_IMPL_STEPWISE, 32, 64, 0 },
+};
+
+/* Sets the path of case i; returns its name with the shape, for the checks. */
+static const char *gru_path_begin(stage *st, int i, char *name, size_t n)
 {
-    const int B = 32, T = 48, D = 64; /* two batch groups of 16 on the persistent path */
-    snprintf(st->shape, sizeof(st->shape), "B=%d T=%d D=%d, persistent and per-step", B, T, D);
+    const gru_path_case *pc = &k_gru_paths[i];
+    gpu_gru_set_path(pc->path);
+    gru_cluster_set_batch_per_cluster(pc->per_cluster);
+    snprintf(name, n, "%s D=%d", gpu_gru_impl_name(pc->impl), pc->D);
+    char what[64];
+    snprintf(what, sizeof(what), "%s path taken", name);
+    check_flag(st, what, gpu_gru_impl_for(pc->B, 48, pc->D) == pc->impl);
+    return name;
+}
+
+static void gru_path_end(void)
+{
+    gpu_gru_set_path(GPU_GRU_AUTO);
+    gru_cluster_set_batch_per_cluster(0);
+}
+
+static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, int B, int D, const char *path)
+{
+    const int T = 48;
     gru_case c;
     gru_case_init(&c, r, B, T, D);
     const size_t MD = (size_t)B * T * D;
@@ -357,7 +393,7 @@ static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const 
     float *gh_ = get_f32(h, MD), *gg = get_f32(gates, 3 * MD);
     /* h_{t-1} is FP16 in the recurrent GEMM (rel. 2^-11 per step); the error
      * compounds over T but the GRU is contractive: 5e-3 at T = 48 */
-    char what[48];
+    char what[64];
     snprintf(what, sizeof(what), "h (%s)", path);
     check(st, what, gh_, c.h, MD, 5e-3, 0);
     snprintf(what, sizeof(what), "gates (%s)", path);
@@ -369,11 +405,13 @@ static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const 
 
 static void stage_gru_forward(stage *st, cc_rng *r, cc_gemm_ctx *gm)
 {
-    check_flag(st, "persistent path taken", gpu_gru_uses_persistent(32, 48, 64));
-    stage_gru_forward_path(st, r, gm, "persistent");
-    gpu_gru_set_path(GPU_GRU_STEPWISE);
-    stage_gru_forward_path(st, r, gm, "per-step");
-    gpu_gru_set_path(GPU_GRU_AUTO);
+    snprintf(st->shape, sizeof(st->shape), "T=48: cluster B=16 D=512 and B=32 D=128, persistent and per-step B=32 D=64");
+    for (int i = 0; i < N_GRU_PATHS; i++) {
+        char name[32];
+        gru_path_begin(st, i, name, sizeof(name));
+        stage_gru_forward_path(st, r, gm, k_gru_paths[i].B, k_gru_paths[i].D, name);
+    }
+    gru_path_end();
 }
 
 /* GPU BPTT on the CPU forward's states; returns host dgx, dW_hh, db_hh. */
@@ -401,9 +439,9 @@ static void gpu_bptt(cc_gemm_ctx *gm, const gru_case *c, const float *dh_in, flo
 }
 
 /* ---- stage 6: GRU BPTT with the clamp binding, loss scale 128 ---- */
-static void stage_gru_bptt_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const char *path)
+static void stage_gru_bptt_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, int B, int D, const char *path)
 {
-    const int B = 32, T = 48, D = 64; /* two batch groups of 16 on the persistent path */
+    const int T = 48;
     const double S = 128, c_user = 0.05;
     gru_case c;
     gru_case_init(&c, r, B, T, D);
@@ -420,13 +458,14 @@ static void stage_gru_bptt_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const cha
         diff += ((double)rdw[i] - fdw[i]) * ((double)rdw[i] - fdw[i]);
         nrm += (double)fdw[i] * fdw[i];
     }
-    snprintf(st->shape, sizeof(st->shape), "B=%d T=%d D=%d, S=128, clamp moves dW_hh %.0f%%", B, T, D,
-             100 * sqrt(diff / nrm));
-    check_flag(st, "clamp binds", sqrt(diff / nrm) > 1e-2);
+    snprintf(st->shape, sizeof(st->shape), "T=%d, the shapes of stage 5, S=128, the clamp moves dW_hh %.0f%% at D=%d",
+             T, 100 * sqrt(diff / nrm), D);
+    char what[64];
+    snprintf(what, sizeof(what), "clamp binds (%s shape)", path);
+    check_flag(st, what, sqrt(diff / nrm) > 1e-2);
     float *gdgx, *gdw, *gdb, *g1dgx, *g1dw, *g1db;
     gpu_bptt(gm, &c, dhS, (float)(c_user * S), &gdgx, &gdw, &gdb);
     /* FP16 gate gradients feed T recurrent GEMMs: 1e-2 */
-    char what[64];
     snprintf(what, sizeof(what), "dgx (%s)", path);
     check(st, what, gdgx, rdgx, 3 * MD, 1e-2, 0);
     snprintf(what, sizeof(what), "dW_hh (%s)", path);
@@ -444,10 +483,12 @@ static void stage_gru_bptt_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const cha
 
 static void stage_gru_bptt(stage *st, cc_rng *r, cc_gemm_ctx *gm)
 {
-    stage_gru_bptt_path(st, r, gm, "persistent");
-    gpu_gru_set_path(GPU_GRU_STEPWISE);
-    stage_gru_bptt_path(st, r, gm, "per-step");
-    gpu_gru_set_path(GPU_GRU_AUTO);
+    for (int i = 0; i < N_GRU_PATHS; i++) {
+        char name[32];
+        gru_path_begin(st, i, name, sizeof(name));
+        stage_gru_bptt_path(st, r, gm, k_gru_paths[i].B, k_gru_paths[i].D, name);
+    }
+    gru_path_end();
 }
 
 /* ---- stage 7: sliding-window attention ---- */

@@ -1,0 +1,472 @@
+// Cluster-resident GRU recurrence (forward and BPTT) for D ≤ 512: one
+// thread-block cluster of CL_C CTAs holds all of a layer's W_hh on chip and
+// runs all T steps for BL sequences; clusters are independent (sequences do
+// not interact), so there is no grid-wide barrier and no trip through L2 per
+// step. CTA `rank` owns hidden units [rank·J, (rank+1)·J), J = D / CL_C.
+//
+// Forward, step t: acc[3J, BL] = W_hh[rows r, z, n of the slice] · h_{t-1}ᵀ on
+//   tensor cores (mma.sync m16n8k16, FP16 in, FP32 accumulate), the gate math,
+//   then the FP16 h_t slice is written straight into every peer's shared
+//   memory (distributed shared memory) and one cluster barrier ends the step.
+// Backward, step t: the gate gradients of the slice (FP16, as in the other
+//   paths) multiply W_hh[slice rows]ᵀ locally: a partial of W_hhᵀ·dgh for all
+//   D units over this CTA's rows, which goes to the CTA owning those units;
+//   the owner adds the CL_C partials in rank order at step t-1 (deterministic).
+//   Sending FP32 partials of D·BL values costs less than sending every CTA
+//   the whole 3D-wide gate gradient.
+// The stationary operand is loaded once as MMA fragments: most of it stays in
+// registers, the rest in shared memory in fragment order (one 16-byte load
+// per lane, no bank conflicts). The global stores of a step (states for the
+// backward, gradients for the GEMMs) are issued after the barrier arrive, so
+// they overlap the wait instead of delaying the release.
+// bench/cluster_probe measured the exchange on the H200: a cluster barrier
+// costs 0.2 µs; pushing 1 KB to each of 8 peers 0.8 µs (16 peers: 1.9 µs),
+// hence clusters of 8.
+#include <cooperative_groups.h>
+#include <stdint.h>
+#include "catchat/kernels.h"
+#include "common.cuh"
+#include "gru_cell.cuh"
+
+namespace cg = cooperative_groups;
+
+#define CL_C 8                   // CTAs per cluster
+#define CL_NW 16                 // warps per CTA
+#define CL_THREADS (CL_NW * 32)
+#define CL_AREGS 64              // registers per thread for stationary fragments
+#define CL_SMEM_MAX (227 * 1024) // opt-in shared memory per block on sm_90
+
+constexpr int cmin(int a, int b) { return a < b ? a : b; }
+constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+// K split of the forward: at most 3 jobs per warp, at least 4 k-steps a job.
+constexpr int fwd_kp(int mt, int kst)
+{
+    int kp = 8;
+    while (kp > 1 && (mt * kp > 3 * CL_NW || kst / kp < 4 || kst % kp)) kp /= 2;
+    return kp;
+}
+
+template <int D, int BL> struct cl_shape {
+    static constexpr int J = D / CL_C, NT = BL / 8;
+    // forward: A = the slice's W_hh rows [3J, D]; B = h_{t-1} [BL, D]
+    static constexpr int F_MT = 3 * J / 16, F_KST = D / 16, F_KP = fwd_kp(F_MT, F_KST);
+    static constexpr int F_JOBS = F_MT * F_KP, F_KSJ = F_KST / F_KP, F_NSLOT = cdiv(F_JOBS, CL_NW);
+    static constexpr int F_RSLOT = cmin(F_NSLOT, CL_AREGS / (4 * F_KSJ));
+    // backward: A = (the slice's W_hh rows)ᵀ [D, 3J]; B = the slice's gate gradients [BL, 3J]
+    static constexpr int B_MT = D / 16, B_KSJ = 3 * J / 16, B_JOBS = B_MT, B_NSLOT = cdiv(B_JOBS, CL_NW);
+    static constexpr int B_RSLOT = cmin(B_NSLOT, CL_AREGS / (4 * B_KSJ));
+    // row strides chosen so the fragment loads and partial stores hit distinct banks
+    static constexpr int LDH = D + 8;     // halfs, h buffers [2][BL][LDH]
+    static constexpr int LDP = 3 * J + 4; // floats, forward partials [KP][BL][LDP]
+    static constexpr int LDG = 3 * J + 8; // halfs, gate gradients [BL][LDG]
+    static constexpr int LDR = BL + 2;    // floats, received partials [2][CL_C][J][LDR]
+    static constexpr int NP = cdiv(BL * J, CL_THREADS); // (b, j) pairs per thread
+    static constexpr size_t F_WSM = (size_t)(F_NSLOT - F_RSLOT) * CL_NW * F_KSJ * 32 * 16;
+    static constexpr size_t F_HB = (size_t)2 * BL * LDH * 2;
+    static constexpr size_t F_PART = (size_t)F_KP * BL * LDP * 4;
+    static constexpr size_t F_SMEM = F_WSM + F_HB + F_PART + (size_t)BL * J * 2;
+    static constexpr size_t B_WSM = (size_t)(B_NSLOT - B_RSLOT) * CL_NW * B_KSJ * 32 * 16;
+    static constexpr size_t B_RECV = (size_t)2 * CL_C * J * LDR * 4;
+    static constexpr size_t B_SMEM = B_WSM + B_RECV + (size_t)BL * LDG * 2;
+    static_assert(J % 16 == 0, "a unit slice is whole MMA row tiles");
+    static_assert(F_SMEM <= CL_SMEM_MAX && B_SMEM <= CL_SMEM_MAX, "shared memory");
+};
+
+__device__ __forceinline__ void mma16816(float c[4], const uint4 &a, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack2(__half lo, __half hi)
+{
+    __half2 v = __halves2half2(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+// The A fragment of a 16×16 tile at (m0, k0) for this lane (PTX m16n8k16
+// layout: rows g and g+8, columns 2c, 2c+1 and 2c+8, 2c+9), from an
+// element accessor.
+template <typename Elem> __device__ __forceinline__ uint4 load_afrag(Elem e, int m0, int k0, int lane)
+{
+    const int g = lane >> 2, c = (lane & 3) * 2;
+    uint4 a;
+    a.x = pack2(e(m0 + g, k0 + c), e(m0 + g, k0 + c + 1));
+    a.y = pack2(e(m0 + g + 8, k0 + c), e(m0 + g + 8, k0 + c + 1));
+    a.z = pack2(e(m0 + g, k0 + c + 8), e(m0 + g, k0 + c + 9));
+    a.w = pack2(e(m0 + g + 8, k0 + c + 8), e(m0 + g + 8, k0 + c + 9));
+    return a;
+}
+
+// Job j of a warp's slot: register-held slots first, the rest in shared memory.
+#define WSM_INDEX(slot, rslot, warp, ksj, ks, lane) (((((slot) - (rslot)) * CL_NW + (warp)) * (ksj) + (ks)) * 32 + (lane))
+
+template <int D, int BL>
+__global__ void __launch_bounds__(CL_THREADS, 1)
+    gru_forward_cluster_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx,
+                               const __half *whh, const float *bhh, int T)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 // clusters are sm_90+; host code never launches it below
+    using S = cl_shape<D, BL>;
+    constexpr int J = S::J;
+    cg::cluster_group cluster = cg::this_cluster();
+    extern __shared__ __align__(16) unsigned char smem[];
+    uint4 *wsm = (uint4 *)smem;
+    __half *hbuf = (__half *)(smem + S::F_WSM);
+    float *part = (float *)(smem + S::F_WSM + S::F_HB);
+    __half *hstage = (__half *)(smem + S::F_WSM + S::F_HB + S::F_PART);
+    const int rank = (int)cluster.block_rank(), u0 = rank * J;
+    const int seq0 = (blockIdx.x / CL_C) * BL;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+
+    auto welem = [&](int m, int k) { return whh[((size_t)(m / J) * D + u0 + m % J) * D + k]; };
+    uint4 areg[S::F_RSLOT > 0 ? S::F_RSLOT : 1][S::F_KSJ];
+#pragma unroll
+    for (int slot = 0; slot < S::F_NSLOT; slot++) {
+        const int job = slot * CL_NW + warp;
+        if (job >= S::F_JOBS) break;
+        const int mt = job % S::F_MT, kp = job / S::F_MT;
+#pragma unroll
+        for (int ks = 0; ks < S::F_KSJ; ks++) {
+            const uint4 a = load_afrag(welem, mt * 16, (kp * S::F_KSJ + ks) * 16, lane);
+            if (slot < S::F_RSLOT) areg[slot < S::F_RSLOT ? slot : 0][ks] = a;
+            else wsm[WSM_INDEX(slot, S::F_RSLOT, warp, S::F_KSJ, ks, lane)] = a;
+        }
+    }
+    float hpv[S::NP], bh[S::NP][3], gxv[S::NP][3];
+#pragma unroll
+    for (int p = 0; p < S::NP; p++) {
+        const int idx = threadIdx.x + p * CL_THREADS, j = idx % J;
+        hpv[p] = 0.f;
+        for (int q = 0; q < 3; q++) bh[p][q] = idx < BL * J ? bhh[q * D + u0 + j] : 0.f;
+    }
+    cluster.sync(); // every peer has started before anyone writes into its shared memory
+
+    for (int t = 0; t < T; t++) {
+#pragma unroll
+        for (int p = 0; p < S::NP; p++) { // issued now, used after the MMA
+            const int idx = threadIdx.x + p * CL_THREADS;
+            if (idx < BL * J) {
+                const float *gr = gx + ((size_t)(seq0 + idx / J) * T + t) * 3 * D + u0 + idx % J;
+                gxv[p][0] = gr[0];
+                gxv[p][1] = gr[D];
+                gxv[p][2] = gr[2 * D];
+            }
+        }
+        if (t > 0) { // h_{-1} = 0: nothing to multiply at t = 0
+            const __half *hb = hbuf + (size_t)((t - 1) & 1) * BL * S::LDH;
+#pragma unroll
+            for (int slot = 0; slot < S::F_NSLOT; slot++) {
+                const int job = slot * CL_NW + warp;
+                if (job >= S::F_JOBS) break;
+                const int mt = job % S::F_MT, kp = job / S::F_MT;
+                float acc[S::NT][4];
+#pragma unroll
+                for (int nt = 0; nt < S::NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+                for (int ks = 0; ks < S::F_KSJ; ks++) {
+                    const uint4 a = slot < S::F_RSLOT ? areg[slot < S::F_RSLOT ? slot : 0][ks]
+                                                      : wsm[WSM_INDEX(slot, S::F_RSLOT, warp, S::F_KSJ, ks, lane)];
+                    const int k0 = (kp * S::F_KSJ + ks) * 16;
+#pragma unroll
+                    for (int nt = 0; nt < S::NT; nt++) {
+                        const __half *bp = hb + (size_t)(nt * 8 + g) * S::LDH + k0 + c2;
+                        mma16816(acc[nt], a, *(const uint32_t *)bp, *(const uint32_t *)(bp + 8));
+                    }
+                }
+                float *pp = part + (size_t)kp * BL * S::LDP + mt * 16 + g;
+#pragma unroll
+                for (int nt = 0; nt < S::NT; nt++) {
+                    const int b = nt * 8 + c2;
+                    pp[b * S::LDP] = acc[nt][0];
+                    pp[(b + 1) * S::LDP] = acc[nt][1];
+                    pp[b * S::LDP + 8] = acc[nt][2];
+                    pp[(b + 1) * S::LDP + 8] = acc[nt][3];
+                }
+            }
+        }
+        __syncthreads();
+        gru_fwd_vals v[S::NP];
+#pragma unroll
+        for (int p = 0; p < S::NP; p++) {
+            const int idx = threadIdx.x + p * CL_THREADS, b = idx / J, j = idx % J;
+            if (idx >= BL * J) break;
+            float ar = 0.f, az = 0.f, an = 0.f;
+            if (t > 0)
+                for (int kp = 0; kp < S::F_KP; kp++) {
+                    const float *pp = part + ((size_t)kp * BL + b) * S::LDP + j;
+                    ar += pp[0];
+                    az += pp[J];
+                    an += pp[2 * J];
+                }
+            v[p] = gru_fwd_math(gxv[p], bh[p], ar, az, an, hpv[p]);
+            hpv[p] = v[p].h;
+            hstage[b * J + j] = __float2half_rn(v[p].h);
+        }
+        __syncthreads();
+        if (t + 1 < T) { // h_t into every peer's buffer (t & 1), 16 bytes at a time
+            constexpr int VPR = J / 8, NV = BL * VPR;
+            __half *dst0 = hbuf + (size_t)(t & 1) * BL * S::LDH + u0;
+            for (int i = threadIdx.x; i < CL_C * NV; i += CL_THREADS) {
+                const int peer = i / NV, vi = i % NV, b = vi / VPR, jv = vi % VPR;
+                const uint4 val = *(const uint4 *)(hstage + b * J + jv * 8);
+                *(uint4 *)cluster.map_shared_rank(dst0 + (size_t)b * S::LDH + jv * 8, peer) = val;
+            }
+        }
+        cluster.barrier_arrive(); // release: this CTA's h_t is in place, its reads of step t are done
+#pragma unroll
+        for (int p = 0; p < S::NP; p++) {
+            const int idx = threadIdx.x + p * CL_THREADS, u = u0 + idx % J;
+            if (idx >= BL * J) break;
+            const size_t row = (size_t)(seq0 + idx / J) * T + t;
+            gru_fwd_store(h, gates, ghn, hprev16, v[p], row, u, D, T, t);
+            if (t == 0) hprev16[row * D + u] = __float2half(0.f); // h_{-1} = 0 for dW_hh
+        }
+        cluster.barrier_wait();
+    }
+#endif
+}
+
+template <int D, int BL>
+__global__ void __launch_bounds__(CL_THREADS, 1)
+    gru_backward_cluster_kernel(__half *dgx16, __half *dgh16, const float *dh_in, const float *h,
+                                const float *gates, const float *ghn, const __half *whh, int T, float clamp_limit)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    using S = cl_shape<D, BL>;
+    constexpr int J = S::J;
+    cg::cluster_group cluster = cg::this_cluster();
+    extern __shared__ __align__(16) unsigned char smem[];
+    uint4 *wsm = (uint4 *)smem;
+    float *recv = (float *)(smem + S::B_WSM);
+    __half *G = (__half *)(smem + S::B_WSM + S::B_RECV);
+    const int rank = (int)cluster.block_rank(), u0 = rank * J;
+    const int seq0 = (blockIdx.x / CL_C) * BL;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+
+    // A[m = unit u][k = gate·J + j] = W_hh[gate·D + u0 + j][u]
+    auto welem = [&](int m, int k) { return whh[((size_t)(k / J) * D + u0 + k % J) * D + m]; };
+    uint4 areg[S::B_RSLOT > 0 ? S::B_RSLOT : 1][S::B_KSJ];
+#pragma unroll
+    for (int slot = 0; slot < S::B_NSLOT; slot++) {
+        const int mt = slot * CL_NW + warp;
+        if (mt >= S::B_JOBS) break;
+#pragma unroll
+        for (int ks = 0; ks < S::B_KSJ; ks++) {
+            const uint4 a = load_afrag(welem, mt * 16, ks * 16, lane);
+            if (slot < S::B_RSLOT) areg[slot < S::B_RSLOT ? slot : 0][ks] = a;
+            else wsm[WSM_INDEX(slot, S::B_RSLOT, warp, S::B_KSJ, ks, lane)] = a;
+        }
+    }
+    float zg[S::NP], pre[S::NP][6]; // z⊙g carried; prefetched dh_in, r, z, n, ghn, h_{t-1}
+#pragma unroll
+    for (int p = 0; p < S::NP; p++) zg[p] = 0.f;
+    cluster.sync();
+
+    for (int t = T - 1; t >= 0; t--) {
+#pragma unroll
+        for (int p = 0; p < S::NP; p++) {
+            const int idx = threadIdx.x + p * CL_THREADS, u = u0 + idx % J;
+            if (idx < BL * J) {
+                const size_t row = (size_t)(seq0 + idx / J) * T + t;
+                pre[p][0] = dh_in[row * D + u];
+                pre[p][1] = gates[row * 3 * D + u];
+                pre[p][2] = gates[row * 3 * D + D + u];
+                pre[p][3] = gates[row * 3 * D + 2 * D + u];
+                pre[p][4] = ghn[row * D + u];
+                pre[p][5] = t > 0 ? h[(row - 1) * D + u] : 0.f;
+            }
+        }
+        gru_bwd_vals v[S::NP];
+#pragma unroll
+        for (int p = 0; p < S::NP; p++) {
+            const int idx = threadIdx.x + p * CL_THREADS, b = idx / J, j = idx % J;
+            if (idx >= BL * J) break;
+            float g_tot = pre[p][0] + zg[p];
+            if (t < T - 1) { // what step t+1 sent back, summed in rank order
+                const float *rp = recv + ((size_t)((t + 1) & 1) * CL_C * J + j) * S::LDR + b;
+                for (int c = 0; c < CL_C; c++) g_tot += rp[(size_t)c * J * S::LDR];
+            }
+            v[p] = gru_bwd_math(g_tot, clamp_limit, pre[p][1], pre[p][2], pre[p][3], pre[p][4], pre[p][5]);
+            zg[p] = v[p].zg;
+            __half *gp = G + b * S::LDG + j;
+            gp[0] = __float2half_rn(v[p].dr);
+            gp[J] = __float2half_rn(v[p].dz);
+            gp[2 * J] = __float2half_rn(v[p].dnr);
+        }
+        __syncthreads();
+        if (t > 0) { // partial W_hhᵀ·dgh for every unit, to the unit's owner
+#pragma unroll
+            for (int slot = 0; slot < S::B_NSLOT; slot++) {
+                const int mt = slot * CL_NW + warp;
+                if (mt >= S::B_JOBS) break;
+                float acc[S::NT][4];
+#pragma unroll
+                for (int nt = 0; nt < S::NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+                for (int ks = 0; ks < S::B_KSJ; ks++) {
+                    const uint4 a = slot < S::B_RSLOT ? areg[slot < S::B_RSLOT ? slot : 0][ks]
+                                                      : wsm[WSM_INDEX(slot, S::B_RSLOT, warp, S::B_KSJ, ks, lane)];
+#pragma unroll
+                    for (int nt = 0; nt < S::NT; nt++) {
+                        const __half *bp = G + (nt * 8 + g) * S::LDG + ks * 16 + c2;
+                        mma16816(acc[nt], a, *(const uint32_t *)bp, *(const uint32_t *)(bp + 8));
+                    }
+                }
+                const int owner = mt * 16 / J, jl = mt * 16 - owner * J + g;
+                float *dst = recv + ((size_t)((t & 1) * CL_C + rank) * J + jl) * S::LDR + c2;
+                float *rdst = cluster.map_shared_rank(dst, owner);
+#pragma unroll
+                for (int nt = 0; nt < S::NT; nt++) {
+                    *(float2 *)(rdst + nt * 8) = make_float2(acc[nt][0], acc[nt][1]);
+                    *(float2 *)(rdst + 8 * S::LDR + nt * 8) = make_float2(acc[nt][2], acc[nt][3]);
+                }
+            }
+        }
+        cluster.barrier_arrive(); // release: the partials are in place, G and recv reads are done
+#pragma unroll
+        for (int p = 0; p < S::NP; p++) {
+            const int idx = threadIdx.x + p * CL_THREADS;
+            if (idx >= BL * J) break;
+            gru_bwd_store(dgx16, dgh16, v[p], (size_t)(seq0 + idx / J) * T + t, u0 + idx % J, D);
+        }
+        cluster.barrier_wait();
+    }
+#endif
+}
+
+// ---- host side ----
+
+static int g_force_bl = 0; // workbench knob: sequences per cluster (0 = choose)
+
+extern "C" void gru_cluster_set_batch_per_cluster(int bl) { g_force_bl = bl; }
+
+template <int D, int BL> static cudaLaunchConfig_t cluster_config(dim3 grid, size_t smem, cudaStream_t s,
+                                                                  cudaLaunchAttribute *attr)
+{
+    cudaLaunchConfig_t cfg = {};
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = CL_C;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(CL_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
+template <int D, int BL> static void fwd_launch(float *h, float *gates, float *ghn, __half *hp, const float *gx,
+                                                const __half *w, const float *bhh, int B, int T, cudaStream_t s)
+{
+    using S = cl_shape<D, BL>;
+    cudaFuncSetAttribute(gru_forward_cluster_kernel<D, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         (int)S::F_SMEM);
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cluster_config<D, BL>(dim3(CL_C * (B / BL)), S::F_SMEM, s, &attr);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gru_forward_cluster_kernel<D, BL>, h, gates, ghn, hp, gx, w, bhh, T);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "catchat: cluster GRU forward launch failed: %s\n", cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, const float *dh_in, const float *h,
+                                                const float *gates, const float *ghn, const __half *w, int B, int T,
+                                                float clamp_limit, cudaStream_t s)
+{
+    using S = cl_shape<D, BL>;
+    cudaFuncSetAttribute(gru_backward_cluster_kernel<D, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         (int)S::B_SMEM);
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cluster_config<D, BL>(dim3(CL_C * (B / BL)), S::B_SMEM, s, &attr);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL>, dgx, dgh, dh_in, h, gates, ghn, w,
+                                       T, clamp_limit);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "catchat: cluster GRU backward launch failed: %s\n", cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+// How many clusters of the D=512 forward (the largest footprint) the device
+// runs at once: 8-sequence clusters while they all fit, else 16-sequence ones
+// (clusters beyond the limit would wait for a second wave).
+static int max_active_clusters(void)
+{
+    static int cached = -1;
+    if (cached >= 0) return cached;
+    int dev = 0, cc = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);
+    cached = 0;
+    if (cc < 9) return cached;
+    using S = cl_shape<512, 16>;
+    if (cudaFuncSetAttribute(gru_forward_cluster_kernel<512, 16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)S::F_SMEM) != cudaSuccess) {
+        cudaGetLastError();
+        return cached;
+    }
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cluster_config<512, 16>(dim3(CL_C), S::F_SMEM, 0, &attr);
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, (void *)gru_forward_cluster_kernel<512, 16>, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        n = 0;
+    }
+    cached = n;
+    return cached;
+}
+
+static int pick_bl(int B, int D)
+{
+    if (D != 128 && D != 256 && D != 512) return 0;
+    const int maxc = max_active_clusters();
+    if (maxc == 0) return 0;
+    if (g_force_bl == 8 || g_force_bl == 16) return B % g_force_bl == 0 ? g_force_bl : 0;
+    if (B % 8 == 0 && (B / 8 <= maxc || B % 16 != 0)) return 8;
+    return B % 16 == 0 ? 16 : 0;
+}
+
+extern "C" int gru_cluster_supported(int B, int T, int D) { return T >= 1 && pick_bl(B, D) != 0; }
+
+#define CL_DISPATCH(D_, BL_, CALL)                                                                            \
+    do {                                                                                                      \
+        if (D_ == 128) { if (BL_ == 8) CALL(128, 8); else CALL(128, 16); }                                    \
+        else if (D_ == 256) { if (BL_ == 8) CALL(256, 8); else CALL(256, 16); }                               \
+        else { if (BL_ == 8) CALL(512, 8); else CALL(512, 16); }                                              \
+    } while (0)
+
+extern "C" void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+                                           const void *whh16, const float *bhh, int B, int T, int D, cudaStream_t s)
+{
+    const int bl = pick_bl(B, D);
+    if (!bl) {
+        fprintf(stderr, "catchat: cluster GRU forward: unsupported shape B=%d D=%d\n", B, D);
+        exit(1);
+    }
+    __half *hp = (__half *)hprev16;
+    const __half *w = (const __half *)whh16;
+#define FWD_CALL(d, b) fwd_launch<d, b>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
+    CL_DISPATCH(D, bl, FWD_CALL);
+#undef FWD_CALL
+}
+
+extern "C" void launch_gru_backward_cluster(void *dgx16, void *dgh16, const float *dh_in, const float *h,
+                                            const float *gates, const float *ghn, const void *whh16, int B, int T,
+                                            int D, float clamp_limit, cudaStream_t s)
+{
+    const int bl = pick_bl(B, D);
+    if (!bl) {
+        fprintf(stderr, "catchat: cluster GRU backward: unsupported shape B=%d D=%d\n", B, D);
+        exit(1);
+    }
+    __half *dx = (__half *)dgx16, *dh = (__half *)dgh16;
+    const __half *w = (const __half *)whh16;
+#define BWD_CALL(d, b) bwd_launch<d, b>(dx, dh, dh_in, h, gates, ghn, w, B, T, clamp_limit, s)
+    CL_DISPATCH(D, bl, BWD_CALL);
+#undef BWD_CALL
+}
