@@ -44,14 +44,33 @@ static __host__ __device__ tc_layout tc_make(int W)
     return L;
 }
 
-// rows [base, base+rows) of a [B,T,·] tensor's head-j columns (col0 + j·HD) into FP16, zeros outside [0,T)
-__device__ __forceinline__ void stage_rows(__half *dst, const float *src, int row_stride, int col0, int b, int base,
-                                           int rows, int rows_padded, int T)
+// rows [base, base+rows) of a [B,T,·] tensor's head-j columns (col0 + j·HD) into FP16, zeros outside [0,T).
+// 16-byte loads, STAGE_BATCH of them in flight per thread before any store: a
+// load-convert-store loop would wait one memory latency per element (the
+// compiler cannot move a global load above a store through a generic pointer).
+#define STAGE_BATCH 4
+__device__ __forceinline__ void stage_rows(__half *dst, const float *__restrict__ src, int row_stride, int col0, int b,
+                                           int base, int rows, int rows_padded, int T)
 {
-    for (int i = threadIdx.x; i < rows_padded * HD; i += blockDim.x) {
-        const int r = i / HD, c = i % HD, t = base + r;
-        const bool ok = r < rows && t >= 0 && t < T;
-        dst[r * LDH + c] = __float2half_rn(ok ? src[((size_t)b * T + t) * row_stride + col0 + c] : 0.f);
+    constexpr int VPR = HD / 4; // float4 per row
+    const int nvec = rows_padded * VPR;
+    for (int i0 = threadIdx.x; i0 < nvec; i0 += blockDim.x * STAGE_BATCH) {
+        float4 v[STAGE_BATCH];
+#pragma unroll
+        for (int u = 0; u < STAGE_BATCH; u++) {
+            const int i = i0 + u * blockDim.x, r = i / VPR, t = base + r;
+            const bool ok = i < nvec && r < rows && t >= 0 && t < T;
+            v[u] = ok ? __ldg((const float4 *)(src + ((size_t)b * T + t) * row_stride + col0 + (i % VPR) * 4))
+                      : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int u = 0; u < STAGE_BATCH; u++) {
+            const int i = i0 + u * blockDim.x;
+            if (i >= nvec) break;
+            __half2 *d = (__half2 *)(dst + (i / VPR) * LDH + (i % VPR) * 4);
+            d[0] = __floats2half2_rn(v[u].x, v[u].y);
+            d[1] = __floats2half2_rn(v[u].z, v[u].w);
+        }
     }
 }
 
@@ -187,12 +206,25 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     stage_rows(Q, qkv, 3 * D, j * HD, b, k0, L.R, L.RP, T);
     stage_rows(dO, dout, D, j * HD, b, k0, L.R, L.RP, T);
     const size_t qrow0 = ((size_t)b * H + j) * T;
-    for (int i = threadIdx.x; i < TQ * L.RP; i += blockDim.x) {
-        const int ki = i / L.RP, r = i % L.RP, t = k0 + r, w = ki - r + W - 1;
-        const bool ok = r < L.R && t < T && k0 + ki < T && w >= 0 && w < W;
-        const size_t slot = (qrow0 + (ok ? t : 0)) * W + (ok ? w : 0);
-        dSt[ki * L.ldp + r] = __float2half_rn(ok ? ds[slot] : 0.f);
-        Pt[ki * L.ldp + r] = __float2half_rn(ok ? p[slot] : 0.f);
+    // consecutive threads take consecutive keys of one query row: consecutive
+    // window slots w, so the reads of ds and p coalesce; batched as in stage_rows
+    for (int i0 = threadIdx.x; i0 < TQ * L.RP; i0 += blockDim.x * STAGE_BATCH) {
+        float vd[STAGE_BATCH], vp[STAGE_BATCH];
+#pragma unroll
+        for (int u = 0; u < STAGE_BATCH; u++) {
+            const int i = i0 + u * blockDim.x, r = i / TQ, ki = i % TQ, t = k0 + r, w = ki - r + W - 1;
+            const bool ok = i < TQ * L.RP && r < L.R && t < T && k0 + ki < T && w >= 0 && w < W;
+            const size_t slot = (qrow0 + (ok ? t : 0)) * W + (ok ? w : 0);
+            vd[u] = ok ? __ldg(ds + slot) : 0.f;
+            vp[u] = ok ? __ldg(p + slot) : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < STAGE_BATCH; u++) {
+            const int i = i0 + u * blockDim.x, r = i / TQ, ki = i % TQ;
+            if (i >= TQ * L.RP) break;
+            dSt[ki * L.ldp + r] = __float2half_rn(vd[u]);
+            Pt[ki * L.ldp + r] = __float2half_rn(vp[u]);
+        }
     }
     __syncthreads();
     tc_gemm<false>(S, L.lds, dSt, L.ldp, Q, LDH, TQ, HD, L.RP);       // dK[k][c] into S[:, 0:HD)

@@ -21,22 +21,25 @@ __global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
         y[i] = a[i] + b[i];
 }
 
-float *reduce_scratch(size_t floats)
+// Per-user scratch for the two-pass column sums: the RMSNorm gain gradients
+// and the bias column sums may run on different streams at once (the
+// executor's weight-gradient stream), so each has its own buffer.
+float *reduce_scratch(int user, size_t floats)
 {
-    static float *buf = NULL;
-    static size_t cap = 0;
-    if (floats > cap) {
-        if (buf) { // only while growing (the first steps): let queued work finish with the old buffer
+    static float *buf[REDUCE_USERS];
+    static size_t cap[REDUCE_USERS];
+    if (floats > cap[user]) {
+        if (buf[user]) { // only while growing (the first steps): let queued work finish with the old buffer
             cudaDeviceSynchronize();
-            cudaFree(buf);
+            cudaFree(buf[user]);
         }
-        if (cudaMalloc((void **)&buf, floats * sizeof(float)) != cudaSuccess) {
+        if (cudaMalloc((void **)&buf[user], floats * sizeof(float)) != cudaSuccess) {
             fprintf(stderr, "catchat: out of GPU memory for a %zu-float reduction scratch\n", floats);
             exit(1);
         }
-        cap = floats;
+        cap[user] = floats;
     }
-    return buf;
+    return buf[user];
 }
 
 __global__ void sum_chunks_acc_kernel(float *out, const float *partial, int nchunks, int N)
@@ -90,7 +93,7 @@ extern "C" void launch_add(float *y, const float *a, const float *b, size_t n, c
 extern "C" void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s)
 {
     const int nchunks = (int)ceil_div(M, REDUCE_ROWS);
-    float *partial = reduce_scratch((size_t)nchunks * N);
+    float *partial = reduce_scratch(REDUCE_COLSUM, (size_t)nchunks * N);
     colsum_f16_partial_kernel<<<dim3(ceil_div(N, 32), nchunks), dim3(32, 8), 0, s>>>(partial, (const __half *)x, M, N);
     LAUNCH_CHECK();
     sum_chunks_acc_kernel<<<ceil_div(N, 128), 128, 0, s>>>(out, partial, nchunks, N);

@@ -1,7 +1,7 @@
 // Token embedding: gather forward; scatter-add backward. The backward walks,
 // for each token id, the positions where it occurs (a CSR list the host
-// builds from the batch it already holds) in position order: repeated ids add
-// up in the CPU reference's order and every run gives the same bits.
+// builds from the batch it already holds) in a fixed order, without atomics,
+// so every run gives the same bits.
 #include "catchat/kernels.h"
 #include "common.cuh"
 
@@ -12,25 +12,51 @@ __global__ void embedding_forward_kernel(float *out, const int *x, const float *
     for (int i = threadIdx.x; i < D; i += blockDim.x) out[(size_t)m * D + i] = row[i];
 }
 
-__global__ void embedding_backward_kernel(float *dtable, const float *dout, const int *offsets, const int *positions,
-                                          int D)
+// One block per token id. A frequent id (a byte-level space: thousands of
+// positions) would keep one thread per column walking its whole list, so the
+// block splits the list over EMB_LANES lanes as well: lane l sums positions
+// l, l+lanes, ... (in order), then the lanes' sums are added in lane order.
+// The order is fixed by the batch, so every run gives the same bits.
+#define EMB_THREADS 1024
+#define EMB_INFLIGHT 8
+
+template <typename V4, int W>
+__global__ void __launch_bounds__(EMB_THREADS)
+    embedding_backward_kernel(float *dtable, const float *dout, const int *offsets, const int *positions, int D)
 {
+    extern __shared__ float lane_sums[]; // [lanes][D]
     const int v = blockIdx.x, p0 = offsets[v], p1 = offsets[v + 1];
     if (p0 == p1) return;
+    const int nq = D / W, lanes = nq >= EMB_THREADS ? 1 : EMB_THREADS / nq;
+    const int lane = threadIdx.x / nq, q0 = threadIdx.x % nq;
+    if (lane < lanes)
+        for (int q = q0; q < nq; q += EMB_THREADS) {
+            V4 acc = {};
+            float *a = (float *)&acc;
+            int p = p0 + lane;
+            for (; p + (EMB_INFLIGHT - 1) * lanes < p1; p += EMB_INFLIGHT * lanes) {
+                V4 vals[EMB_INFLIGHT];
+#pragma unroll
+                for (int k = 0; k < EMB_INFLIGHT; k++)
+                    vals[k] = *(const V4 *)(dout + (size_t)__ldg(&positions[p + k * lanes]) * D + q * W);
+#pragma unroll
+                for (int k = 0; k < EMB_INFLIGHT; k++)
+#pragma unroll
+                    for (int e = 0; e < W; e++) a[e] += ((const float *)&vals[k])[e];
+            }
+            for (; p < p1; p += lanes) {
+                const V4 val = *(const V4 *)(dout + (size_t)positions[p] * D + q * W);
+#pragma unroll
+                for (int e = 0; e < W; e++) a[e] += ((const float *)&val)[e];
+            }
+#pragma unroll
+            for (int e = 0; e < W; e++) lane_sums[(size_t)lane * D + q * W + e] = a[e];
+        }
+    __syncthreads();
     float *row = dtable + (size_t)v * D;
     for (int i = threadIdx.x; i < D; i += blockDim.x) {
         float acc = 0.f;
-        int p = p0;
-        // eight loads in flight per thread (a frequent id has thousands of
-        // positions); the adds still happen in position order
-        for (; p + 8 <= p1; p += 8) {
-            float vals[8];
-#pragma unroll
-            for (int k = 0; k < 8; k++) vals[k] = dout[(size_t)__ldg(&positions[p + k]) * D + i];
-#pragma unroll
-            for (int k = 0; k < 8; k++) acc += vals[k];
-        }
-        for (; p < p1; p++) acc += dout[(size_t)positions[p] * D + i];
+        for (int l = 0; l < lanes; l++) acc += lane_sums[(size_t)l * D + i];
         row[i] += acc;
     }
 }
@@ -44,6 +70,15 @@ extern "C" void launch_embedding_forward(float *out, const int *x, const float *
 extern "C" void launch_embedding_backward(float *dtable, const float *dout, const int *offsets, const int *positions,
                                           int V, int D, cudaStream_t s)
 {
-    embedding_backward_kernel<<<V, D < 512 ? 128 : 512, 0, s>>>(dtable, dout, offsets, positions, D);
+    // 16-byte loads where rows allow them (D a multiple of 4: dout rows stay aligned)
+    const int W = D % 4 == 0 ? 4 : 1, nq = D / W, lanes = nq >= EMB_THREADS ? 1 : EMB_THREADS / nq;
+    const size_t smem = sizeof(float) * lanes * D;
+    if (W == 4) {
+        cudaFuncSetAttribute(embedding_backward_kernel<float4, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        embedding_backward_kernel<float4, 4><<<V, EMB_THREADS, smem, s>>>(dtable, dout, offsets, positions, D);
+    } else {
+        cudaFuncSetAttribute(embedding_backward_kernel<float1, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        embedding_backward_kernel<float1, 1><<<V, EMB_THREADS, smem, s>>>(dtable, dout, offsets, positions, D);
+    }
     LAUNCH_CHECK();
 }

@@ -39,7 +39,7 @@ namespace cg = cooperative_groups;
 constexpr int cmin(int a, int b) { return a < b ? a : b; }
 constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 
-// K split of the forward: at most 3 jobs per warp, at least 4 k-steps a job.
+// K split of the forward: at most 3 row tiles per warp, at least 4 k-steps each.
 constexpr int fwd_kp(int mt, int kst)
 {
     int kp = 8;
@@ -50,11 +50,14 @@ constexpr int fwd_kp(int mt, int kst)
 template <int D, int BL> struct cl_shape {
     static constexpr int J = D / CL_C, NT = BL / 8;
     // forward: A = the slice's W_hh rows [3J, D]; B = h_{t-1} [BL, D]
+    // Warp w takes K part w / F_WPK and row tiles w % F_WPK + s·F_WPK (slot s):
+    // its tiles share the k-range, so each h fragment it loads serves them all.
     static constexpr int F_MT = 3 * J / 16, F_KST = D / 16, F_KP = fwd_kp(F_MT, F_KST);
-    static constexpr int F_JOBS = F_MT * F_KP, F_KSJ = F_KST / F_KP, F_NSLOT = cdiv(F_JOBS, CL_NW);
+    static constexpr int F_WPK = CL_NW / F_KP, F_KSJ = F_KST / F_KP, F_NSLOT = cdiv(F_MT, F_WPK);
     static constexpr int F_RSLOT = cmin(F_NSLOT, CL_AREGS / (4 * F_KSJ));
-    // backward: A = (the slice's W_hh rows)ᵀ [D, 3J]; B = the slice's gate gradients [BL, 3J]
-    static constexpr int B_MT = D / 16, B_KSJ = 3 * J / 16, B_JOBS = B_MT, B_NSLOT = cdiv(B_JOBS, CL_NW);
+    // backward: A = (the slice's W_hh rows)ᵀ [D, 3J]; B = the slice's gate gradients [BL, 3J];
+    // warp w takes row tiles w + s·CL_NW over the whole K
+    static constexpr int B_MT = D / 16, B_KSJ = 3 * J / 16, B_NSLOT = cdiv(B_MT, CL_NW);
     static constexpr int B_RSLOT = cmin(B_NSLOT, CL_AREGS / (4 * B_KSJ));
     // row strides chosen so the fragment loads and partial stores hit distinct banks
     static constexpr int LDH = D + 8;     // halfs, h buffers [2][BL][LDH]
@@ -100,7 +103,7 @@ template <typename Elem> __device__ __forceinline__ uint4 load_afrag(Elem e, int
     return a;
 }
 
-// Job j of a warp's slot: register-held slots first, the rest in shared memory.
+// A warp's slots: register-held ones first, the rest in shared memory.
 #define WSM_INDEX(slot, rslot, warp, ksj, ks, lane) (((((slot) - (rslot)) * CL_NW + (warp)) * (ksj) + (ks)) * 32 + (lane))
 
 template <int D, int BL>
@@ -123,11 +126,11 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 
     auto welem = [&](int m, int k) { return whh[((size_t)(m / J) * D + u0 + m % J) * D + k]; };
     uint4 areg[S::F_RSLOT > 0 ? S::F_RSLOT : 1][S::F_KSJ];
+    const int kp = warp / S::F_WPK, mt0 = warp % S::F_WPK;
 #pragma unroll
     for (int slot = 0; slot < S::F_NSLOT; slot++) {
-        const int job = slot * CL_NW + warp;
-        if (job >= S::F_JOBS) break;
-        const int mt = job % S::F_MT, kp = job / S::F_MT;
+        const int mt = mt0 + slot * S::F_WPK;
+        if (mt >= S::F_MT) break;
 #pragma unroll
         for (int ks = 0; ks < S::F_KSJ; ks++) {
             const uint4 a = load_afrag(welem, mt * 16, (kp * S::F_KSJ + ks) * 16, lane);
@@ -142,11 +145,10 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         hpv[p] = 0.f;
         for (int q = 0; q < 3; q++) bh[p][q] = idx < BL * J ? bhh[q * D + u0 + j] : 0.f;
     }
-    cluster.sync(); // every peer has started before anyone writes into its shared memory
-
-    for (int t = 0; t < T; t++) {
+    // gx of step t, issued a step ahead (while the cluster barrier is pending)
+    auto prefetch_gx = [&](int t) {
 #pragma unroll
-        for (int p = 0; p < S::NP; p++) { // issued now, used after the MMA
+        for (int p = 0; p < S::NP; p++) {
             const int idx = threadIdx.x + p * CL_THREADS;
             if (idx < BL * J) {
                 const float *gr = gx + ((size_t)(seq0 + idx / J) * T + t) * 3 * D + u0 + idx % J;
@@ -155,35 +157,49 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
                 gxv[p][2] = gr[2 * D];
             }
         }
+    };
+    prefetch_gx(0);
+    cluster.sync(); // every peer has started before anyone writes into its shared memory
+
+    for (int t = 0; t < T; t++) {
         if (t > 0) { // h_{-1} = 0: nothing to multiply at t = 0
             const __half *hb = hbuf + (size_t)((t - 1) & 1) * BL * S::LDH;
+            float acc[S::F_NSLOT][S::NT][4];
 #pragma unroll
-            for (int slot = 0; slot < S::F_NSLOT; slot++) {
-                const int job = slot * CL_NW + warp;
-                if (job >= S::F_JOBS) break;
-                const int mt = job % S::F_MT, kp = job / S::F_MT;
-                float acc[S::NT][4];
+            for (int slot = 0; slot < S::F_NSLOT; slot++)
 #pragma unroll
-                for (int nt = 0; nt < S::NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+                for (int nt = 0; nt < S::NT; nt++) acc[slot][nt][0] = acc[slot][nt][1] = acc[slot][nt][2] = acc[slot][nt][3] = 0.f;
 #pragma unroll
-                for (int ks = 0; ks < S::F_KSJ; ks++) {
+            for (int ks = 0; ks < S::F_KSJ; ks++) {
+                const int k0 = (kp * S::F_KSJ + ks) * 16;
+                uint32_t bf[S::NT][2];
+#pragma unroll
+                for (int nt = 0; nt < S::NT; nt++) {
+                    const __half *bp = hb + (size_t)(nt * 8 + g) * S::LDH + k0 + c2;
+                    bf[nt][0] = *(const uint32_t *)bp;
+                    bf[nt][1] = *(const uint32_t *)(bp + 8);
+                }
+#pragma unroll
+                for (int slot = 0; slot < S::F_NSLOT; slot++) {
+                    if (mt0 + slot * S::F_WPK >= S::F_MT) break;
                     const uint4 a = slot < S::F_RSLOT ? areg[slot < S::F_RSLOT ? slot : 0][ks]
                                                       : wsm[WSM_INDEX(slot, S::F_RSLOT, warp, S::F_KSJ, ks, lane)];
-                    const int k0 = (kp * S::F_KSJ + ks) * 16;
 #pragma unroll
-                    for (int nt = 0; nt < S::NT; nt++) {
-                        const __half *bp = hb + (size_t)(nt * 8 + g) * S::LDH + k0 + c2;
-                        mma16816(acc[nt], a, *(const uint32_t *)bp, *(const uint32_t *)(bp + 8));
-                    }
+                    for (int nt = 0; nt < S::NT; nt++) mma16816(acc[slot][nt], a, bf[nt][0], bf[nt][1]);
                 }
+            }
+#pragma unroll
+            for (int slot = 0; slot < S::F_NSLOT; slot++) {
+                const int mt = mt0 + slot * S::F_WPK;
+                if (mt >= S::F_MT) break;
                 float *pp = part + (size_t)kp * BL * S::LDP + mt * 16 + g;
 #pragma unroll
                 for (int nt = 0; nt < S::NT; nt++) {
                     const int b = nt * 8 + c2;
-                    pp[b * S::LDP] = acc[nt][0];
-                    pp[(b + 1) * S::LDP] = acc[nt][1];
-                    pp[b * S::LDP + 8] = acc[nt][2];
-                    pp[(b + 1) * S::LDP + 8] = acc[nt][3];
+                    pp[b * S::LDP] = acc[slot][nt][0];
+                    pp[(b + 1) * S::LDP] = acc[slot][nt][1];
+                    pp[b * S::LDP + 8] = acc[slot][nt][2];
+                    pp[(b + 1) * S::LDP + 8] = acc[slot][nt][3];
                 }
             }
         }
@@ -224,6 +240,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             gru_fwd_store(h, gates, ghn, hprev16, v[p], row, u, D, T, t);
             if (t == 0) hprev16[row * D + u] = __float2half(0.f); // h_{-1} = 0 for dW_hh
         }
+        if (t + 1 < T) prefetch_gx(t + 1);
         cluster.barrier_wait();
     }
 #endif
@@ -252,7 +269,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 #pragma unroll
     for (int slot = 0; slot < S::B_NSLOT; slot++) {
         const int mt = slot * CL_NW + warp;
-        if (mt >= S::B_JOBS) break;
+        if (mt >= S::B_MT) break;
 #pragma unroll
         for (int ks = 0; ks < S::B_KSJ; ks++) {
             const uint4 a = load_afrag(welem, mt * 16, ks * 16, lane);
@@ -263,9 +280,8 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
     float zg[S::NP], pre[S::NP][6]; // z⊙g carried; prefetched dh_in, r, z, n, ghn, h_{t-1}
 #pragma unroll
     for (int p = 0; p < S::NP; p++) zg[p] = 0.f;
-    cluster.sync();
-
-    for (int t = T - 1; t >= 0; t--) {
+    // the step's operands, issued a step ahead (while the cluster barrier is pending)
+    auto prefetch = [&](int t) {
 #pragma unroll
         for (int p = 0; p < S::NP; p++) {
             const int idx = threadIdx.x + p * CL_THREADS, u = u0 + idx % J;
@@ -279,6 +295,11 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
                 pre[p][5] = t > 0 ? h[(row - 1) * D + u] : 0.f;
             }
         }
+    };
+    prefetch(T - 1);
+    cluster.sync();
+
+    for (int t = T - 1; t >= 0; t--) {
         gru_bwd_vals v[S::NP];
 #pragma unroll
         for (int p = 0; p < S::NP; p++) {
@@ -298,30 +319,40 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         }
         __syncthreads();
         if (t > 0) { // partial W_hhᵀ·dgh for every unit, to the unit's owner
+            float acc[S::B_NSLOT][S::NT][4];
 #pragma unroll
-            for (int slot = 0; slot < S::B_NSLOT; slot++) {
-                const int mt = slot * CL_NW + warp;
-                if (mt >= S::B_JOBS) break;
-                float acc[S::NT][4];
+            for (int slot = 0; slot < S::B_NSLOT; slot++)
 #pragma unroll
-                for (int nt = 0; nt < S::NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+                for (int nt = 0; nt < S::NT; nt++) acc[slot][nt][0] = acc[slot][nt][1] = acc[slot][nt][2] = acc[slot][nt][3] = 0.f;
 #pragma unroll
-                for (int ks = 0; ks < S::B_KSJ; ks++) {
+            for (int ks = 0; ks < S::B_KSJ; ks++) {
+                uint32_t bf[S::NT][2];
+#pragma unroll
+                for (int nt = 0; nt < S::NT; nt++) {
+                    const __half *bp = G + (nt * 8 + g) * S::LDG + ks * 16 + c2;
+                    bf[nt][0] = *(const uint32_t *)bp;
+                    bf[nt][1] = *(const uint32_t *)(bp + 8);
+                }
+#pragma unroll
+                for (int slot = 0; slot < S::B_NSLOT; slot++) {
+                    if (slot * CL_NW + warp >= S::B_MT) break;
                     const uint4 a = slot < S::B_RSLOT ? areg[slot < S::B_RSLOT ? slot : 0][ks]
                                                       : wsm[WSM_INDEX(slot, S::B_RSLOT, warp, S::B_KSJ, ks, lane)];
 #pragma unroll
-                    for (int nt = 0; nt < S::NT; nt++) {
-                        const __half *bp = G + (nt * 8 + g) * S::LDG + ks * 16 + c2;
-                        mma16816(acc[nt], a, *(const uint32_t *)bp, *(const uint32_t *)(bp + 8));
-                    }
+                    for (int nt = 0; nt < S::NT; nt++) mma16816(acc[slot][nt], a, bf[nt][0], bf[nt][1]);
                 }
+            }
+#pragma unroll
+            for (int slot = 0; slot < S::B_NSLOT; slot++) {
+                const int mt = slot * CL_NW + warp;
+                if (mt >= S::B_MT) break;
                 const int owner = mt * 16 / J, jl = mt * 16 - owner * J + g;
                 float *dst = recv + ((size_t)((t & 1) * CL_C + rank) * J + jl) * S::LDR + c2;
                 float *rdst = cluster.map_shared_rank(dst, owner);
 #pragma unroll
                 for (int nt = 0; nt < S::NT; nt++) {
-                    *(float2 *)(rdst + nt * 8) = make_float2(acc[nt][0], acc[nt][1]);
-                    *(float2 *)(rdst + 8 * S::LDR + nt * 8) = make_float2(acc[nt][2], acc[nt][3]);
+                    *(float2 *)(rdst + nt * 8) = make_float2(acc[slot][nt][0], acc[slot][nt][1]);
+                    *(float2 *)(rdst + 8 * S::LDR + nt * 8) = make_float2(acc[slot][nt][2], acc[slot][nt][3]);
                 }
             }
         }
@@ -332,6 +363,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             if (idx >= BL * J) break;
             gru_bwd_store(dgx16, dgh16, v[p], (size_t)(seq0 + idx / J) * T + t, u0 + idx % J, D);
         }
+        if (t > 0) prefetch(t - 1);
         cluster.barrier_wait();
     }
 #endif

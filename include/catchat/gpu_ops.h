@@ -35,6 +35,16 @@ void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, f
                       const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
                       cudaStream_t s);
 
+/* The two halves of gpu_gru_backward, for callers that overlap them with other
+ * work: the recurrence (writes dgx16, dgh16), then dW_hh and db_hh from dgh16
+ * (may run on another stream once the recurrence is done; gm must then be a
+ * GEMM context of that stream's own). */
+void gpu_gru_bptt(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, const float *dh_in, const float *h,
+                  const float *gates, const float *ghn, const void *whh16, int B, int T, int D, float clamp_limit,
+                  cudaStream_t s);
+void gpu_gru_weight_grads(cc_gemm_ctx *gm, float *dwhh, float *dbhh, const void *dgh16, const void *hprev16, int B,
+                          int T, int D, cudaStream_t s);
+
 /* Host side of the embedding backward: positions of each token id (counting
  * sort, positions increasing within an id). offsets[V+1], positions[M]. */
 void cc_embedding_csr(const int *x, int M, int V, int *offsets, int *positions);

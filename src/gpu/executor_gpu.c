@@ -20,6 +20,13 @@ typedef struct {
     cudaStream_t stream, comm_stream; /* the gradient all-reduce runs beside the BPTT */
     cudaEvent_t ev_tail, ev_done;
     cc_gemm_ctx *gemm;
+    /* A layer's weight gradients (dW_hh, dW_ih, biases) run on wgrad_stream
+     * beside the next layer's BPTT, which leaves most SMs idle; dgx16/dgh16
+     * alternate between two buffers by layer parity so the BPTT never
+     * overwrites what the side stream still reads. */
+    cudaStream_t wgrad_stream;
+    cc_gemm_ctx *gemm_wgrad;
+    cudaEvent_t ev_bptt[2], ev_wgrad[2];
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
     float *p32, *g32, *m, *v;
     uint16_t *p16;
@@ -241,21 +248,31 @@ static void backward(cc_executor *ex, double loss_scale, long scored)
             cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->ev_tail, 0));
             cc_dist_allreduce_f32(ex->dist, g->g32 + tail, lay->total - tail, g->comm_stream);
         }
-        gpu_gru_backward(g->gemm, g->dgx16, g->dgh16, g->dhrec, G32(ex, lay->gru_whh[l]), G32(ex, lay->gru_bhh[l]),
-                         g->du, hl, gatesl, ghnl, g->hprev16 + l * MD, P16(ex, lay->gru_whh[l]), B, T, D,
-                         clamp_limit, s);
+        const int par = l & 1;
+        uint16_t *dgx = g->dgx16 + par * 3 * MD, *dgh = g->dgh16 + par * 3 * MD;
+        if (l + 2 < L) /* layer l+2's weight gradients read this buffer pair */
+            cudaCheck(cudaStreamWaitEvent(s, g->ev_wgrad[par], 0));
+        gpu_gru_bptt(g->gemm, dgx, dgh, g->dhrec, g->du, hl, gatesl, ghnl, P16(ex, lay->gru_whh[l]), B, T, D,
+                     clamp_limit, s);
         mark(g, PH_BPTT);
-        check_dev(ex, "gru_backward", "dgx", l, g->dgx16, 3 * MD, 1, 3 * D);
-        /* input-side weight gradients: one GEMM over all B·T positions */
-        cc_gemm(g->gemm, G32(ex, lay->gru_wih[l]), D, g->dgx16, 3 * D, 1, g->a16 + l * MD, D, 0, 3 * D, D, M, 1.f,
-                1.f, NULL, s);
-        launch_colsum_f16_acc(G32(ex, lay->gru_bih[l]), g->dgx16, M, 3 * D, s);
-        cc_gemm(g->gemm, g->dtmp, D, g->dgx16, 3 * D, 0, P16(ex, lay->gru_wih[l]), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
+        check_dev(ex, "gru_backward", "dgx", l, dgx, 3 * MD, 1, 3 * D);
+        /* weight gradients, each one GEMM over all B·T positions, beside the next layer's BPTT */
+        cudaCheck(cudaEventRecord(g->ev_bptt[par], s));
+        cudaCheck(cudaStreamWaitEvent(g->wgrad_stream, g->ev_bptt[par], 0));
+        gpu_gru_weight_grads(g->gemm_wgrad, G32(ex, lay->gru_whh[l]), G32(ex, lay->gru_bhh[l]), dgh,
+                             g->hprev16 + l * MD, B, T, D, g->wgrad_stream);
+        cc_gemm(g->gemm_wgrad, G32(ex, lay->gru_wih[l]), D, dgx, 3 * D, 1, g->a16 + l * MD, D, 0, 3 * D, D, M, 1.f,
+                1.f, NULL, g->wgrad_stream);
+        launch_colsum_f16_acc(G32(ex, lay->gru_bih[l]), dgx, M, 3 * D, g->wgrad_stream);
+        cudaCheck(cudaEventRecord(g->ev_wgrad[par], g->wgrad_stream));
+        /* the input gradient stays on the critical path */
+        cc_gemm(g->gemm, g->dtmp, D, dgx, 3 * D, 0, P16(ex, lay->gru_wih[l]), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
         launch_rmsnorm_backward(g->du, G32(ex, lay->gru_norm[l]), g->dtmp, g->u + l * MD, P32(ex, lay->gru_norm[l]),
                                 g->a_ir + (size_t)l * M, M, D, eps, fl, cap, s);
         check_dev(ex, "rmsnorm_backward", "du", l, g->du, MD, 0, D);
     }
     launch_embedding_backward(G32(ex, lay->embed), g->du, g->tok_off, g->tok_pos, d->V, D, s);
+    cudaCheck(cudaStreamWaitEvent(s, g->ev_wgrad[0], 0)); /* layer 0's weight gradients, and so all of them */
     if (ex->dist && ex->dist->active) { /* the head of the buffer, then wait for both halves */
         const size_t tail = lay->t[lay->ctx_norm].offset;
         cc_dist_allreduce_f32(ex->dist, g->g32, tail, s);
@@ -413,7 +430,14 @@ static void gpu_destroy(cc_executor *ex)
                      g->dqkv, g->dsbuf, g->dc, g->dgx16, g->dgh16, g->d16, g->partials, g->nonfinite, g->first_bad, g->tok_off, g->tok_pos };
     cudaStreamSynchronize(g->stream);
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaFree(bufs[i]);
+    cudaStreamSynchronize(g->wgrad_stream);
     cc_gemm_destroy(g->gemm);
+    cc_gemm_destroy(g->gemm_wgrad);
+    for (int i = 0; i < 2; i++) {
+        cudaEventDestroy(g->ev_bptt[i]);
+        cudaEventDestroy(g->ev_wgrad[i]);
+    }
+    cudaStreamDestroy(g->wgrad_stream);
     cudaEventDestroy(g->ev_tail);
     cudaEventDestroy(g->ev_done);
     cudaStreamDestroy(g->comm_stream);
@@ -474,6 +498,12 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cudaCheck(cudaEventCreateWithFlags(&g->ev_tail, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming));
     g->gemm = cc_gemm_create();
+    cudaCheck(cudaStreamCreate(&g->wgrad_stream));
+    g->gemm_wgrad = cc_gemm_create();
+    for (int i = 0; i < 2; i++) {
+        cudaCheck(cudaEventCreateWithFlags(&g->ev_bptt[i], cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&g->ev_wgrad[i], cudaEventDisableTiming));
+    }
     const size_t n = ex->lay.total, M = (size_t)B * T, D = d.D, L = d.L, V = d.V;
     const size_t MD = M * D;
     g->p32 = dalloc(4 * n, "parameters");
@@ -511,8 +541,8 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->dqkv = dalloc(4 * 3 * MD, "dqkv");
     g->dsbuf = dalloc(4 * (size_t)B * d.H * T * d.W, "attention ds");
     g->dc = dalloc(4 * MD, "dc");
-    g->dgx16 = dalloc(2 * 3 * MD, "dgx");
-    g->dgh16 = dalloc(2 * 3 * MD, "dgh");
+    g->dgx16 = dalloc(2 * 2 * 3 * MD, "dgx (two layers' worth)");
+    g->dgh16 = dalloc(2 * 2 * 3 * MD, "dgh (two layers' worth)");
     g->d16 = dalloc(2 * 3 * MD, "FP16 gradient operand");
     g->partials = dalloc(4 * (size_t)optimizer_sumsq_blocks(), "norm partials");
     g->nonfinite = dalloc(sizeof(int), "non-finite count");

@@ -46,10 +46,9 @@ void gpu_gru_forward(cc_gemm_ctx *gm, float *h, float *gates, float *ghn, void *
     }
 }
 
-void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, float *dwhh, float *dbhh,
-                      const float *dh_in, const float *h, const float *gates, const float *ghn,
-                      const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
-                      cudaStream_t s)
+void gpu_gru_bptt(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, const float *dh_in, const float *h,
+                  const float *gates, const float *ghn, const void *whh16, int B, int T, int D, float clamp_limit,
+                  cudaStream_t s)
 {
     const uint16_t *dgh = dgh16;
     const gpu_gru_impl impl = gpu_gru_impl_for(B, T, D);
@@ -66,9 +65,23 @@ void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, f
                         NULL, s);
         }
     }
+}
+
+void gpu_gru_weight_grads(cc_gemm_ctx *gm, float *dwhh, float *dbhh, const void *dgh16, const void *hprev16, int B,
+                          int T, int D, cudaStream_t s)
+{
     const int M = B * T;
     cc_gemm(gm, dwhh, D, dgh16, 3 * D, 1, hprev16, D, 0, 3 * D, D, M, 1.f, 1.f, NULL, s);
     launch_colsum_f16_acc(dbhh, dgh16, M, 3 * D, s);
+}
+
+void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, float *dwhh, float *dbhh,
+                      const float *dh_in, const float *h, const float *gates, const float *ghn,
+                      const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
+                      cudaStream_t s)
+{
+    gpu_gru_bptt(gm, dgx16, dgh16, dhrec, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
+    gpu_gru_weight_grads(gm, dwhh, dbhh, dgh16, hprev16, B, T, D, s);
 }
 
 void cc_embedding_csr(const int *x, int M, int V, int *offsets, int *positions)
