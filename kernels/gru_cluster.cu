@@ -68,10 +68,11 @@ template <int D, int BL> struct cl_shape {
     static constexpr size_t F_WSM = (size_t)(F_NSLOT - F_RSLOT) * CL_NW * F_KSJ * 32 * 16;
     static constexpr size_t F_HB = (size_t)2 * BL * LDH * 2;
     static constexpr size_t F_PART = (size_t)F_KP * BL * LDP * 4;
-    static constexpr size_t F_SMEM = F_WSM + F_HB + F_PART + (size_t)BL * J * 2;
+    static constexpr size_t BARS = 16; // two mbarriers, one per buffer parity
+    static constexpr size_t F_SMEM = BARS + F_WSM + F_HB + F_PART + (size_t)BL * J * 2;
     static constexpr size_t B_WSM = (size_t)(B_NSLOT - B_RSLOT) * CL_NW * B_KSJ * 32 * 16;
     static constexpr size_t B_RECV = (size_t)2 * CL_C * J * LDR * 4;
-    static constexpr size_t B_SMEM = B_WSM + B_RECV + (size_t)BL * LDG * 2;
+    static constexpr size_t B_SMEM = BARS + B_WSM + B_RECV + (size_t)2 * BL * LDG * 2;
     static_assert(J % 16 == 0, "a unit slice is whole MMA row tiles");
     static_assert(F_SMEM <= CL_SMEM_MAX && B_SMEM <= CL_SMEM_MAX, "shared memory");
 };
@@ -103,6 +104,71 @@ template <typename Elem> __device__ __forceinline__ uint4 load_afrag(Elem e, int
     return a;
 }
 
+// Step handshake without a cluster barrier: a producer writes into a peer's
+// buffer with st.async, whose bytes count against the peer's mbarrier for that
+// buffer; the consumer waits for the phase to complete (all bytes of the step
+// arrived). Each buffer's mbarrier is re-armed (expect_tx) by one thread once
+// its phase has been consumed; bytes that arrive before the re-arm are
+// allowed (the transaction count goes negative until the expect). Buffers
+// alternate by step parity, and a producer can be at most one step ahead of a
+// consumer (it needs the consumer's data of the previous step), so a buffer
+// is never overwritten while it is read.
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ uint32_t peer_addr(uint32_t local, int rank)
+{
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
+    return r;
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t *bar)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect(uint64_t *bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
+{
+    asm volatile("{\n\t.reg .pred p;\n"
+                 "WAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n\t"
+                 "@!p bra WAIT_%=;\n}" ::"r"(smem_u32(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+
+__device__ __forceinline__ void st_async_v4(uint32_t addr, const uint4 &v, uint32_t bar)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void st_async_v2(uint32_t addr, float a, float b, uint32_t bar)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(addr), "f"(a),
+                 "f"(b), "r"(bar)
+                 : "memory");
+}
+
+// Both barriers initialised and armed for the first two uses before any peer
+// may write (the caller's cluster.sync follows).
+__device__ __forceinline__ void mbar_setup(uint64_t *bars, uint32_t bytes, bool use0, bool use1)
+{
+    if (threadIdx.x == 0) {
+        mbar_init(&bars[0]);
+        mbar_init(&bars[1]);
+        if (use0) mbar_expect(&bars[0], bytes);
+        if (use1) mbar_expect(&bars[1], bytes);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+}
+
 // A warp's slots: register-held ones first, the rest in shared memory.
 #define WSM_INDEX(slot, rslot, warp, ksj, ks, lane) (((((slot) - (rslot)) * CL_NW + (warp)) * (ksj) + (ks)) * 32 + (lane))
 
@@ -116,10 +182,11 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
     constexpr int J = S::J;
     cg::cluster_group cluster = cg::this_cluster();
     extern __shared__ __align__(16) unsigned char smem[];
-    uint4 *wsm = (uint4 *)smem;
-    __half *hbuf = (__half *)(smem + S::F_WSM);
-    float *part = (float *)(smem + S::F_WSM + S::F_HB);
-    __half *hstage = (__half *)(smem + S::F_WSM + S::F_HB + S::F_PART);
+    uint64_t *bars = (uint64_t *)smem; // bars[b]: h_t with t & 1 == b has arrived
+    uint4 *wsm = (uint4 *)(smem + S::BARS);
+    __half *hbuf = (__half *)(smem + S::BARS + S::F_WSM);
+    float *part = (float *)(smem + S::BARS + S::F_WSM + S::F_HB);
+    __half *hstage = (__half *)(smem + S::BARS + S::F_WSM + S::F_HB + S::F_PART);
     const int rank = (int)cluster.block_rank(), u0 = rank * J;
     const int seq0 = (blockIdx.x / CL_C) * BL;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
@@ -159,10 +226,18 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         }
     };
     prefetch_gx(0);
-    cluster.sync(); // every peer has started before anyone writes into its shared memory
+    // h_t is pushed for t ≤ T-2; every CTA receives all of it: BL·D halfs a step
+    constexpr uint32_t STEP_BYTES = BL * D * 2;
+    mbar_setup(bars, STEP_BYTES, T >= 2, T >= 3);
+    uint32_t phase = 0; // bit b: parity of bars[b]'s next phase
+    cluster.sync(); // every peer has started, and its barriers are armed, before anyone writes to it
 
     for (int t = 0; t < T; t++) {
         if (t > 0) { // h_{-1} = 0: nothing to multiply at t = 0
+            const int pb = (t - 1) & 1;
+            mbar_wait(&bars[pb], (phase >> pb) & 1);
+            phase ^= 1u << pb;
+            if (threadIdx.x == 0 && t + 1 <= T - 2) mbar_expect(&bars[pb], STEP_BYTES); // for h_{t+1}
             const __half *hb = hbuf + (size_t)((t - 1) & 1) * BL * S::LDH;
             float acc[S::F_NSLOT][S::NT][4];
 #pragma unroll
@@ -224,14 +299,13 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         __syncthreads();
         if (t + 1 < T) { // h_t into every peer's buffer (t & 1), 16 bytes at a time
             constexpr int VPR = J / 8, NV = BL * VPR;
-            __half *dst0 = hbuf + (size_t)(t & 1) * BL * S::LDH + u0;
+            const uint32_t dst0 = smem_u32(hbuf + (size_t)(t & 1) * BL * S::LDH + u0), bar = smem_u32(&bars[t & 1]);
             for (int i = threadIdx.x; i < CL_C * NV; i += CL_THREADS) {
                 const int peer = i / NV, vi = i % NV, b = vi / VPR, jv = vi % VPR;
                 const uint4 val = *(const uint4 *)(hstage + b * J + jv * 8);
-                *(uint4 *)cluster.map_shared_rank(dst0 + (size_t)b * S::LDH + jv * 8, peer) = val;
+                st_async_v4(peer_addr(dst0 + ((size_t)b * S::LDH + jv * 8) * 2, peer), val, peer_addr(bar, peer));
             }
         }
-        cluster.barrier_arrive(); // release: this CTA's h_t is in place, its reads of step t are done
 #pragma unroll
         for (int p = 0; p < S::NP; p++) {
             const int idx = threadIdx.x + p * CL_THREADS, u = u0 + idx % J;
@@ -241,8 +315,8 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             if (t == 0) hprev16[row * D + u] = __float2half(0.f); // h_{-1} = 0 for dW_hh
         }
         if (t + 1 < T) prefetch_gx(t + 1);
-        cluster.barrier_wait();
     }
+    cluster.sync(); // no CTA leaves while a peer's writes into it may be in flight
 #endif
 }
 
@@ -256,9 +330,10 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
     constexpr int J = S::J;
     cg::cluster_group cluster = cg::this_cluster();
     extern __shared__ __align__(16) unsigned char smem[];
-    uint4 *wsm = (uint4 *)smem;
-    float *recv = (float *)(smem + S::B_WSM);
-    __half *G = (__half *)(smem + S::B_WSM + S::B_RECV);
+    uint64_t *bars = (uint64_t *)smem; // bars[b]: the partials of step t with t & 1 == b have arrived
+    uint4 *wsm = (uint4 *)(smem + S::BARS);
+    float *recv = (float *)(smem + S::BARS + S::B_WSM);
+    __half *Gbuf = (__half *)(smem + S::BARS + S::B_WSM + S::B_RECV); // [2][BL][LDG], by step parity
     const int rank = (int)cluster.block_rank(), u0 = rank * J;
     const int seq0 = (blockIdx.x / CL_C) * BL;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
@@ -297,9 +372,22 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         }
     };
     prefetch(T - 1);
+    // partials are sent at steps T-1 .. 1; each owner receives D·BL floats a step
+    constexpr uint32_t STEP_BYTES = D * BL * 4;
+    // first uses: bars[(T-1) & 1] for step T-1 (if T ≥ 2), the other for step T-2 (if T ≥ 3)
+    const int last = (T - 1) & 1;
+    mbar_setup(bars, STEP_BYTES, last == 0 ? T >= 2 : T >= 3, last == 1 ? T >= 2 : T >= 3);
+    uint32_t phase = 0;
     cluster.sync();
 
     for (int t = T - 1; t >= 0; t--) {
+        __half *G = Gbuf + (size_t)(t & 1) * BL * S::LDG;
+        if (t < T - 1) { // the partials of step t+1
+            const int pb = (t + 1) & 1;
+            mbar_wait(&bars[pb], (phase >> pb) & 1);
+            phase ^= 1u << pb;
+            if (threadIdx.x == 0 && t - 1 >= 1) mbar_expect(&bars[pb], STEP_BYTES); // for step t-1
+        }
         gru_bwd_vals v[S::NP];
 #pragma unroll
         for (int p = 0; p < S::NP; p++) {
@@ -347,16 +435,15 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
                 const int mt = slot * CL_NW + warp;
                 if (mt >= S::B_MT) break;
                 const int owner = mt * 16 / J, jl = mt * 16 - owner * J + g;
-                float *dst = recv + ((size_t)((t & 1) * CL_C + rank) * J + jl) * S::LDR + c2;
-                float *rdst = cluster.map_shared_rank(dst, owner);
+                const uint32_t dst = peer_addr(smem_u32(recv + ((size_t)((t & 1) * CL_C + rank) * J + jl) * S::LDR + c2), owner);
+                const uint32_t bar = peer_addr(smem_u32(&bars[t & 1]), owner);
 #pragma unroll
                 for (int nt = 0; nt < S::NT; nt++) {
-                    *(float2 *)(rdst + nt * 8) = make_float2(acc[slot][nt][0], acc[slot][nt][1]);
-                    *(float2 *)(rdst + 8 * S::LDR + nt * 8) = make_float2(acc[slot][nt][2], acc[slot][nt][3]);
+                    st_async_v2(dst + nt * 8 * 4, acc[slot][nt][0], acc[slot][nt][1], bar);
+                    st_async_v2(dst + (8 * S::LDR + nt * 8) * 4, acc[slot][nt][2], acc[slot][nt][3], bar);
                 }
             }
         }
-        cluster.barrier_arrive(); // release: the partials are in place, G and recv reads are done
 #pragma unroll
         for (int p = 0; p < S::NP; p++) {
             const int idx = threadIdx.x + p * CL_THREADS;
@@ -364,8 +451,8 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             gru_bwd_store(dgx16, dgh16, v[p], (size_t)(seq0 + idx / J) * T + t, u0 + idx % J, D);
         }
         if (t > 0) prefetch(t - 1);
-        cluster.barrier_wait();
     }
+    cluster.sync();
 #endif
 }
 
