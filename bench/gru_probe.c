@@ -3,8 +3,7 @@
  *                                          off (results are wrong in those variants;
  *                                          only the time matters), µs per step
  *   build/bench/gru_probe B T D paths      forward and BPTT of each implementation
- *                                          (cluster at 8 and 16 sequences per
- *                                          cluster, persistent), µs per step
+ *                                          (cluster, persistent), µs per step
  * Needs a GPU. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,21 +39,21 @@ static int time_paths(int B, int T, int D)
     CK(cudaMemset(dh, 0x3a, 4 * MD));
     cudaEvent_t e0, e1, e2;
     cudaEventCreate(&e0); cudaEventCreate(&e1); cudaEventCreate(&e2);
-    const char *names[] = { "cluster (chosen)", "cluster, 8 seq", "cluster, 16 seq", "persistent" };
-    const int bls[] = { 0, 8, 16, -1 };
+    const char *names[] = { "cluster", "persistent" };
+    const int cluster[] = { 1, 0 };
     printf("GRU layer B=%d T=%d D=%d: us per step, median of 5 (forward, BPTT)\n", B, T, D);
-    for (int v = 0; v < 4; v++) {
-        if (bls[v] >= 0) {
-            gru_cluster_set_batch_per_cluster(bls[v]);
-            if (!gru_cluster_supported(B, T, D)) { printf("  %-18s unsupported\n", names[v]); continue; }
-        } else if (!gru_persistent_supported(B, T, D)) { printf("  %-18s unsupported\n", names[v]); continue; }
+    for (int v = 0; v < 2; v++) {
+        if (!(cluster[v] ? gru_cluster_supported(B, T, D) : gru_persistent_supported(B, T, D))) {
+            printf("  %-18s unsupported\n", names[v]);
+            continue;
+        }
         float f[5], b[5];
         for (int r = 0; r < 5; r++) {
             cudaEventRecord(e0, 0);
-            if (bls[v] >= 0) launch_gru_forward_cluster(h, gates, ghn, hp, gx, w, bhh, B, T, D, 0);
+            if (cluster[v]) launch_gru_forward_cluster(h, gates, ghn, hp, gx, w, bhh, B, T, D, 0);
             else launch_gru_forward_persistent(h, gates, ghn, hp, gx, w, bhh, B, T, D, 0);
             cudaEventRecord(e1, 0);
-            if (bls[v] >= 0) launch_gru_backward_cluster(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, 0);
+            if (cluster[v]) launch_gru_backward_cluster(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, 0);
             else launch_gru_backward_persistent(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, 0);
             cudaEventRecord(e2, 0);
             CK(cudaEventSynchronize(e2));
@@ -63,7 +62,6 @@ static int time_paths(int B, int T, int D)
         }
         printf("  %-18s %7.2f %7.2f\n", names[v], median5(f) * 1e3 / T, median5(b) * 1e3 / T);
     }
-    gru_cluster_set_batch_per_cluster(0);
     return 0;
 }
 

@@ -60,19 +60,23 @@ template <int D, int BL> struct cl_shape {
     static constexpr int B_MT = D / 16, B_KSJ = 3 * J / 16, B_NSLOT = cdiv(B_MT, CL_NW);
     static constexpr int B_RSLOT = cmin(B_NSLOT, CL_AREGS / (4 * B_KSJ));
     // row strides chosen so the fragment loads and partial stores hit distinct banks
-    static constexpr int LDH = D + 8;     // halfs, h buffers [2][BL][LDH]
+    // h_{t-1} arrives as CL_C blocks [BL][LDS], one per producing CTA (one bulk
+    // copy each); the 8-half pad puts the fragment rows in distinct banks
+    static constexpr int LDS = J + 8;     // halfs, h buffers [2][CL_C][BL][LDS]
     static constexpr int LDP = 3 * J + 4; // floats, forward partials [KP][BL][LDP]
     static constexpr int LDG = 3 * J + 8; // halfs, gate gradients [BL][LDG]
     static constexpr int LDR = BL + 2;    // floats, received partials [2][CL_C][J][LDR]
     static constexpr int NP = cdiv(BL * J, CL_THREADS); // (b, j) pairs per thread
     static constexpr size_t F_WSM = (size_t)(F_NSLOT - F_RSLOT) * CL_NW * F_KSJ * 32 * 16;
-    static constexpr size_t F_HB = (size_t)2 * BL * LDH * 2;
+    static constexpr size_t F_HB = (size_t)2 * CL_C * BL * LDS * 2;
     static constexpr size_t F_PART = (size_t)F_KP * BL * LDP * 4;
     static constexpr size_t BARS = 16; // two mbarriers, one per buffer parity
-    static constexpr size_t F_SMEM = BARS + F_WSM + F_HB + F_PART + (size_t)BL * J * 2;
+    static constexpr size_t F_STAGE = (size_t)2 * BL * LDS * 2; // h_t slice, by step parity (bulk-copy source)
+    static constexpr size_t F_SMEM = BARS + F_WSM + F_HB + F_PART + F_STAGE;
     static constexpr size_t B_WSM = (size_t)(B_NSLOT - B_RSLOT) * CL_NW * B_KSJ * 32 * 16;
     static constexpr size_t B_RECV = (size_t)2 * CL_C * J * LDR * 4;
-    static constexpr size_t B_SMEM = BARS + B_WSM + B_RECV + (size_t)2 * BL * LDG * 2;
+    static constexpr size_t B_G = (size_t)2 * BL * LDG * 2; // by step parity
+    static constexpr size_t B_SMEM = BARS + B_WSM + 2 * B_RECV + B_G; // received and outgoing partials
     static_assert(J % 16 == 0, "a unit slice is whole MMA row tiles");
     static_assert(F_SMEM <= CL_SMEM_MAX && B_SMEM <= CL_SMEM_MAX, "shared memory");
 };
@@ -104,9 +108,9 @@ template <typename Elem> __device__ __forceinline__ uint4 load_afrag(Elem e, int
     return a;
 }
 
-// Step handshake without a cluster barrier: a producer writes into a peer's
-// buffer with st.async, whose bytes count against the peer's mbarrier for that
-// buffer; the consumer waits for the phase to complete (all bytes of the step
+// Step handshake without a cluster barrier: a producer copies into a peer's
+// buffer with a bulk copy (cp.async.bulk, shared::cta to shared::cluster)
+// whose bytes count against the peer's mbarrier for that buffer; the consumer waits for the phase to complete (all bytes of the step
 // arrived). Each buffer's mbarrier is re-armed (expect_tx) by one thread once
 // its phase has been consumed; bytes that arrive before the re-arm are
 // allowed (the transaction count goes negative until the expect). Buffers
@@ -142,19 +146,17 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
                  : "memory");
 }
 
-__device__ __forceinline__ void st_async_v4(uint32_t addr, const uint4 &v, uint32_t bar)
+// One bulk copy (async proxy) of `bytes` from this CTA's shared memory into a
+// peer's, counted on the peer's mbarrier. The source must have been made
+// visible to the async proxy (fence_async_smem) by the threads that wrote it.
+__device__ __forceinline__ void bulk_to_peer(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar)
 {
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
-                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "r"(src), "r"(bytes), "r"(bar)
                  : "memory");
 }
 
-__device__ __forceinline__ void st_async_v2(uint32_t addr, float a, float b, uint32_t bar)
-{
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(addr), "f"(a),
-                 "f"(b), "r"(bar)
-                 : "memory");
-}
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // Both barriers initialised and armed for the first two uses before any peer
 // may write (the caller's cluster.sync follows).
@@ -226,8 +228,8 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         }
     };
     prefetch_gx(0);
-    // h_t is pushed for t ≤ T-2; every CTA receives all of it: BL·D halfs a step
-    constexpr uint32_t STEP_BYTES = BL * D * 2;
+    // h_t is pushed for t ≤ T-2; every CTA receives CL_C blocks of [BL][LDS] halfs a step
+    constexpr uint32_t STEP_BYTES = CL_C * BL * S::LDS * 2;
     mbar_setup(bars, STEP_BYTES, T >= 2, T >= 3);
     uint32_t phase = 0; // bit b: parity of bars[b]'s next phase
     cluster.sync(); // every peer has started, and its barriers are armed, before anyone writes to it
@@ -238,7 +240,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             mbar_wait(&bars[pb], (phase >> pb) & 1);
             phase ^= 1u << pb;
             if (threadIdx.x == 0 && t + 1 <= T - 2) mbar_expect(&bars[pb], STEP_BYTES); // for h_{t+1}
-            const __half *hb = hbuf + (size_t)((t - 1) & 1) * BL * S::LDH;
+            const __half *hb = hbuf + (size_t)((t - 1) & 1) * CL_C * BL * S::LDS;
             float acc[S::F_NSLOT][S::NT][4];
 #pragma unroll
             for (int slot = 0; slot < S::F_NSLOT; slot++)
@@ -250,7 +252,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
                 uint32_t bf[S::NT][2];
 #pragma unroll
                 for (int nt = 0; nt < S::NT; nt++) {
-                    const __half *bp = hb + (size_t)(nt * 8 + g) * S::LDH + k0 + c2;
+                    const __half *bp = hb + (size_t)((k0 / J) * BL + nt * 8 + g) * S::LDS + k0 % J + c2;
                     bf[nt][0] = *(const uint32_t *)bp;
                     bf[nt][1] = *(const uint32_t *)(bp + 8);
                 }
@@ -294,17 +296,18 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
                 }
             v[p] = gru_fwd_math(gxv[p], bh[p], ar, az, an, hpv[p]);
             hpv[p] = v[p].h;
-            hstage[b * J + j] = __float2half_rn(v[p].h);
+            hstage[((t & 1) * BL + b) * S::LDS + j] = __float2half_rn(v[p].h);
         }
+        fence_async_smem();
         __syncthreads();
-        if (t + 1 < T) { // h_t into every peer's buffer (t & 1), 16 bytes at a time
-            constexpr int VPR = J / 8, NV = BL * VPR;
-            const uint32_t dst0 = smem_u32(hbuf + (size_t)(t & 1) * BL * S::LDH + u0), bar = smem_u32(&bars[t & 1]);
-            for (int i = threadIdx.x; i < CL_C * NV; i += CL_THREADS) {
-                const int peer = i / NV, vi = i % NV, b = vi / VPR, jv = vi % VPR;
-                const uint4 val = *(const uint4 *)(hstage + b * J + jv * 8);
-                st_async_v4(peer_addr(dst0 + ((size_t)b * S::LDH + jv * 8) * 2, peer), val, peer_addr(bar, peer));
-            }
+        // h_t into every peer's buffer (t & 1), block `rank`: one bulk copy per peer.
+        // hstage alternates by parity: its copy of step t has landed everywhere before this CTA
+        // can reach step t+2 (each peer needs it to produce the h_{t+1} waited for there).
+        if (t + 1 < T && threadIdx.x < CL_C) {
+            const int peer = threadIdx.x;
+            const uint32_t dst = smem_u32(hbuf + ((size_t)(t & 1) * CL_C + rank) * BL * S::LDS);
+            bulk_to_peer(peer_addr(dst, peer), smem_u32(hstage + (t & 1) * BL * S::LDS), BL * S::LDS * 2,
+                         peer_addr(smem_u32(&bars[t & 1]), peer));
         }
 #pragma unroll
         for (int p = 0; p < S::NP; p++) {
@@ -334,6 +337,8 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
     uint4 *wsm = (uint4 *)(smem + S::BARS);
     float *recv = (float *)(smem + S::BARS + S::B_WSM);
     __half *Gbuf = (__half *)(smem + S::BARS + S::B_WSM + S::B_RECV); // [2][BL][LDG], by step parity
+    // outgoing partials [2][owner][J][LDR], the layout of the owner's slot in recv
+    float *pout = (float *)(smem + S::BARS + S::B_WSM + S::B_RECV + S::B_G);
     const int rank = (int)cluster.block_rank(), u0 = rank * J;
     const int seq0 = (blockIdx.x / CL_C) * BL;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
@@ -372,8 +377,8 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         }
     };
     prefetch(T - 1);
-    // partials are sent at steps T-1 .. 1; each owner receives D·BL floats a step
-    constexpr uint32_t STEP_BYTES = D * BL * 4;
+    // partials are sent at steps T-1 .. 1; each owner receives CL_C slots of [J][LDR] floats a step
+    constexpr uint32_t SLOT_BYTES = J * S::LDR * 4, STEP_BYTES = CL_C * SLOT_BYTES;
     // first uses: bars[(T-1) & 1] for step T-1 (if T ≥ 2), the other for step T-2 (if T ≥ 3)
     const int last = (T - 1) & 1;
     mbar_setup(bars, STEP_BYTES, last == 0 ? T >= 2 : T >= 3, last == 1 ? T >= 2 : T >= 3);
@@ -435,13 +440,22 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
                 const int mt = slot * CL_NW + warp;
                 if (mt >= S::B_MT) break;
                 const int owner = mt * 16 / J, jl = mt * 16 - owner * J + g;
-                const uint32_t dst = peer_addr(smem_u32(recv + ((size_t)((t & 1) * CL_C + rank) * J + jl) * S::LDR + c2), owner);
-                const uint32_t bar = peer_addr(smem_u32(&bars[t & 1]), owner);
+                float *dst = pout + ((size_t)((t & 1) * CL_C + owner) * J + jl) * S::LDR + c2;
 #pragma unroll
                 for (int nt = 0; nt < S::NT; nt++) {
-                    st_async_v2(dst + nt * 8 * 4, acc[slot][nt][0], acc[slot][nt][1], bar);
-                    st_async_v2(dst + (8 * S::LDR + nt * 8) * 4, acc[slot][nt][2], acc[slot][nt][3], bar);
+                    *(float2 *)(dst + nt * 8) = make_float2(acc[slot][nt][0], acc[slot][nt][1]);
+                    *(float2 *)(dst + 8 * S::LDR + nt * 8) = make_float2(acc[slot][nt][2], acc[slot][nt][3]);
                 }
+            }
+            fence_async_smem();
+            __syncthreads();
+            // one bulk copy per owner; pout alternates by parity: the copy of step t has landed
+            // before this CTA can reach step t-2 (each owner needs it to send the step t-1 partials)
+            if (threadIdx.x < CL_C) {
+                const int owner = threadIdx.x;
+                const uint32_t src = smem_u32(pout + (size_t)((t & 1) * CL_C + owner) * J * S::LDR);
+                const uint32_t dst = smem_u32(recv + (size_t)((t & 1) * CL_C + rank) * J * S::LDR);
+                bulk_to_peer(peer_addr(dst, owner), src, SLOT_BYTES, peer_addr(smem_u32(&bars[t & 1]), owner));
             }
         }
 #pragma unroll
@@ -458,9 +472,11 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 
 // ---- host side ----
 
-static int g_force_bl = 0; // workbench knob: sequences per cluster (0 = choose)
-
-extern "C" void gru_cluster_set_batch_per_cluster(int bl) { g_force_bl = bl; }
+// Sequences per cluster. 16 was tried: it doubles the MMA and exchange work of
+// a step for the same sync cost and ran slower at every batch size measured
+// (also where 8 needs a second wave of clusters), and its backward buffers
+// no longer fit in shared memory with the outgoing partials staged.
+#define CL_BL 8
 
 template <int D, int BL> static cudaLaunchConfig_t cluster_config(dim3 grid, size_t smem, cudaStream_t s,
                                                                   cudaLaunchAttribute *attr)
@@ -511,66 +527,41 @@ template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, const 
     }
 }
 
-// How many clusters of the D=512 forward (the largest footprint) the device
-// runs at once: 8-sequence clusters while they all fit, else 16-sequence ones
-// (clusters beyond the limit would wait for a second wave).
-static int max_active_clusters(void)
+static int device_has_clusters(void)
 {
     static int cached = -1;
-    if (cached >= 0) return cached;
-    int dev = 0, cc = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);
-    cached = 0;
-    if (cc < 9) return cached;
-    using S = cl_shape<512, 16>;
-    if (cudaFuncSetAttribute(gru_forward_cluster_kernel<512, 16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)S::F_SMEM) != cudaSuccess) {
-        cudaGetLastError();
-        return cached;
+    if (cached < 0) {
+        int dev = 0, cc = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);
+        cached = cc >= 9;
     }
-    cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cluster_config<512, 16>(dim3(CL_C), S::F_SMEM, 0, &attr);
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, (void *)gru_forward_cluster_kernel<512, 16>, &cfg) != cudaSuccess) {
-        cudaGetLastError();
-        n = 0;
-    }
-    cached = n;
     return cached;
 }
 
-static int pick_bl(int B, int D)
+extern "C" int gru_cluster_supported(int B, int T, int D)
 {
-    if (D != 128 && D != 256 && D != 512) return 0;
-    const int maxc = max_active_clusters();
-    if (maxc == 0) return 0;
-    if (g_force_bl == 8 || g_force_bl == 16) return B % g_force_bl == 0 ? g_force_bl : 0;
-    if (B % 8 == 0 && (B / 8 <= maxc || B % 16 != 0)) return 8;
-    return B % 16 == 0 ? 16 : 0;
+    return T >= 1 && B % CL_BL == 0 && (D == 128 || D == 256 || D == 512) && device_has_clusters();
 }
 
-extern "C" int gru_cluster_supported(int B, int T, int D) { return T >= 1 && pick_bl(B, D) != 0; }
-
-#define CL_DISPATCH(D_, BL_, CALL)                                                                            \
+#define CL_DISPATCH(D_, CALL)                                                                                 \
     do {                                                                                                      \
-        if (D_ == 128) { if (BL_ == 8) CALL(128, 8); else CALL(128, 16); }                                    \
-        else if (D_ == 256) { if (BL_ == 8) CALL(256, 8); else CALL(256, 16); }                               \
-        else { if (BL_ == 8) CALL(512, 8); else CALL(512, 16); }                                              \
+        if (D_ == 128) CALL(128);                                                                             \
+        else if (D_ == 256) CALL(256);                                                                        \
+        else CALL(512);                                                                                       \
     } while (0)
 
 extern "C" void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                            const void *whh16, const float *bhh, int B, int T, int D, cudaStream_t s)
 {
-    const int bl = pick_bl(B, D);
-    if (!bl) {
+    if (!gru_cluster_supported(B, T, D)) {
         fprintf(stderr, "catchat: cluster GRU forward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
     __half *hp = (__half *)hprev16;
     const __half *w = (const __half *)whh16;
-#define FWD_CALL(d, b) fwd_launch<d, b>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
-    CL_DISPATCH(D, bl, FWD_CALL);
+#define FWD_CALL(d) fwd_launch<d, CL_BL>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
+    CL_DISPATCH(D, FWD_CALL);
 #undef FWD_CALL
 }
 
@@ -578,14 +569,13 @@ extern "C" void launch_gru_backward_cluster(void *dgx16, void *dgh16, const floa
                                             const float *gates, const float *ghn, const void *whh16, int B, int T,
                                             int D, float clamp_limit, cudaStream_t s)
 {
-    const int bl = pick_bl(B, D);
-    if (!bl) {
+    if (!gru_cluster_supported(B, T, D)) {
         fprintf(stderr, "catchat: cluster GRU backward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
     __half *dx = (__half *)dgx16, *dh = (__half *)dgh16;
     const __half *w = (const __half *)whh16;
-#define BWD_CALL(d, b) bwd_launch<d, b>(dx, dh, dh_in, h, gates, ghn, w, B, T, clamp_limit, s)
-    CL_DISPATCH(D, bl, BWD_CALL);
+#define BWD_CALL(d) bwd_launch<d, CL_BL>(dx, dh, dh_in, h, gates, ghn, w, B, T, clamp_limit, s)
+    CL_DISPATCH(D, BWD_CALL);
 #undef BWD_CALL
 }

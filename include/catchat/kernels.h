@@ -84,12 +84,11 @@ void launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in
                                     int D, float clamp_limit, cudaStream_t s);
 
 /* gru_cluster.cu: the same two operations with one thread-block cluster of 8
- * CTAs per 8 or 16 sequences holding all of W_hh on chip (sm_90; D of 128,
- * 256 or 512, B a multiple of 8); h moves through distributed shared memory
- * and each step ends with a cluster barrier, not a grid barrier. */
+ * CTAs per 8 sequences holding all of W_hh on chip (sm_90; D of 128, 256 or
+ * 512, B a multiple of 8); h (forward) and partial products (backward) move
+ * through distributed shared memory, and a step waits on an mbarrier for
+ * its data instead of a grid barrier. */
 int gru_cluster_supported(int B, int T, int D);
-/* Workbench knob: sequences per cluster, 8 or 16 (0: the launcher chooses). */
-void gru_cluster_set_batch_per_cluster(int bl);
 void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                 const void *whh16, const float *bhh, int B, int T, int D, cudaStream_t s);
 void launch_gru_backward_cluster(void *dgx16, void *dgh16, const float *dh_in, const float *h,

@@ -344,21 +344,21 @@ static void gru_case_free(gru_case *c) { FREE_ALL(c->whh, c->bhh, c->gx, c->h, c
 
 /* ---- stage 5: GRU recurrence over T steps ---- */
 /* Each implementation on shapes it supports: the cluster kernels at D=512
- * (two clusters of 8 sequences: part of W_hh in shared memory) and D=128
- * (two clusters of 16), the persistent ones at D=64 (two batch groups of
- * 16), and the per-step loop. */
+ * (two clusters: part of W_hh in shared memory) and D=128 (four clusters, an
+ * odd T), the persistent ones at D=64 (two batch groups of 16), and the
+ * per-step loop. */
 typedef struct {
     gpu_gru_path path;
     gpu_gru_impl impl;
-    int B, T, D, per_cluster;
+    int B, T, D;
 } gru_path_case;
 
 #define N_GRU_PATHS 4
 static const gru_path_case k_gru_paths[N_GRU_PATHS] = {
-    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 16, 48, 512, 8 },
-    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 128, 16 }, /* odd T: the step handshake's buffer parity */
-    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 32, 48, 64, 0 },
-    { GPU_GRU_STEPWISE, GRU_IMPL_STEPWISE, 32, 48, 64, 0 },
+    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 16, 48, 512 },
+    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 128 }, /* odd T: the step handshake's buffer parity */
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 32, 48, 64 },
+    { GPU_GRU_STEPWISE, GRU_IMPL_STEPWISE, 32, 48, 64 },
 };
 
 /* Sets the path of case i; returns its name with the shape, for the checks. */
@@ -366,7 +366,6 @@ static const char *gru_path_begin(stage *st, int i, char *name, size_t n)
 {
     const gru_path_case *pc = &k_gru_paths[i];
     gpu_gru_set_path(pc->path);
-    gru_cluster_set_batch_per_cluster(pc->per_cluster);
     snprintf(name, n, "%s D=%d", gpu_gru_impl_name(pc->impl), pc->D);
     char what[64];
     snprintf(what, sizeof(what), "%s path taken", name);
@@ -377,7 +376,6 @@ static const char *gru_path_begin(stage *st, int i, char *name, size_t n)
 static void gru_path_end(void)
 {
     gpu_gru_set_path(GPU_GRU_AUTO);
-    gru_cluster_set_batch_per_cluster(0);
 }
 
 static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, int B, int T, int D, const char *path)
