@@ -48,7 +48,7 @@ static __host__ __device__ tc_layout tc_make(int W)
 // 16-byte loads, STAGE_BATCH of them in flight per thread before any store: a
 // load-convert-store loop would wait one memory latency per element (the
 // compiler cannot move a global load above a store through a generic pointer).
-#define STAGE_BATCH 4
+#define STAGE_BATCH 8
 __device__ __forceinline__ void stage_rows(__half *dst, const float *__restrict__ src, int row_stride, int col0, int b,
                                            int base, int rows, int rows_padded, int T)
 {
