@@ -1,7 +1,14 @@
 // Workbench: the per-step cost of a cluster-wide exchange through distributed shared memory
 // (cluster barrier alone, and each CTA pushing N bytes to every peer), for cluster sizes 2-16.
-//   build/bench/cluster_probe   (needs an sm_90 GPU)
+//   build/bench/cluster_probe             (needs an sm_90 GPU)
+//   build/bench/cluster_probe bulk        the minimal form of the GRU kernels' exchange: every CTA
+//                                         bulk-copies (cp.async.bulk, shared::cta to shared::cluster,
+//                                         mbarrier complete_tx) 1152 bytes into each peer and checks
+//                                         what it received; clusters of 2 and 8, buffers at several
+//                                         offsets; for running under compute-sanitizer
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 #define CK(x) do { cudaError_t e_ = (x); if (e_) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); return 1; } } while (0)
@@ -30,8 +37,69 @@ __global__ void push_kernel(int T, int vec_per_dst, int mode, unsigned *out)
     if (threadIdx.x == 0) out[blockIdx.x] = acc;
 }
 
-int main()
+// The exchange of gru_cluster.cu reduced to one step: every CTA of a cluster
+// bulk-copies a 1152-byte block into slot `rank` of every peer's buffer (self
+// included), which lies `off` bytes into dynamic shared memory, then checks
+// all it received. With off = 65552 and 8 CTAs this is the forward kernel's
+// layout at D=512.
+#define SELFTEST_BLOCK 1152
+__global__ void bulk_selftest_kernel(int *bad, int off)
 {
+    cg::cluster_group cl = cg::this_cluster();
+    extern __shared__ __align__(16) unsigned char dsm[];
+    unsigned long long *bar = (unsigned long long *)dsm;
+    const unsigned rank = cl.block_rank(), C = cl.num_blocks();
+    unsigned char *dst = dsm + off, *src = dst + C * SELFTEST_BLOCK; // the source after the receive buffer
+    for (int i = threadIdx.x; i < SELFTEST_BLOCK; i += blockDim.x) src[i] = (unsigned char)(i * 7 + rank);
+    const unsigned bar_a = (unsigned)__cvta_generic_to_shared(bar);
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_a) : "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_a), "r"(SELFTEST_BLOCK * C) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    cl.sync();
+    if (threadIdx.x < C) {
+        const unsigned peer = threadIdx.x;
+        unsigned d, b;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"((unsigned)__cvta_generic_to_shared(dst + rank * SELFTEST_BLOCK)), "r"(peer));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(b) : "r"(bar_a), "r"(peer));
+        asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
+                     "r"((unsigned)__cvta_generic_to_shared(src)), "r"(SELFTEST_BLOCK), "r"(b)
+                     : "memory");
+    }
+    asm volatile("{\n\t.reg .pred p;\nW_%=:\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0;\n\t@!p bra W_%=;\n}" ::"r"(bar_a)
+                 : "memory");
+    for (int i = threadIdx.x; i < SELFTEST_BLOCK * (int)C; i += blockDim.x)
+        if (dst[i] != (unsigned char)((i % SELFTEST_BLOCK) * 7 + i / SELFTEST_BLOCK)) atomicAdd(bad, 1);
+    cl.sync();
+}
+
+static int bulk_selftest(int C, int off)
+{
+    int *bad;
+    CK(cudaMalloc(&bad, sizeof(int)));
+    CK(cudaMemset(bad, 0, sizeof(int)));
+    const size_t smem = (size_t)off + 2 * SELFTEST_BLOCK * C;
+    CK(cudaFuncSetAttribute(bulk_selftest_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = C; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+    cfg.attrs = at; cfg.numAttrs = 1; cfg.blockDim = dim3(128); cfg.gridDim = dim3(C); cfg.dynamicSmemBytes = smem;
+    CK(cudaLaunchKernelEx(&cfg, bulk_selftest_kernel, bad, off));
+    int h = -1;
+    CK(cudaMemcpy(&h, bad, sizeof(int), cudaMemcpyDeviceToHost));
+    printf("bulk copies in a %d-CTA cluster into offset %d: %d wrong bytes of %d\n", C, off, h, SELFTEST_BLOCK * C * C);
+    cudaFree(bad);
+    return h != 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "bulk")) // [C offset]: one case; none: all
+        return argc > 3 ? bulk_selftest(atoi(argv[2]), atoi(argv[3]))
+                        : bulk_selftest(2, 64) | bulk_selftest(8, 64) | bulk_selftest(8, 32768) | bulk_selftest(8, 65552);
     unsigned *out; CK(cudaMalloc(&out, 4096 * 4));
     cudaFuncSetAttribute(push_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     cudaFuncSetAttribute(push_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
