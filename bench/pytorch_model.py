@@ -85,6 +85,8 @@ def bench(mode, args):
     torch.cuda.synchronize()
     warm_s = time.time() - t0
     times = []
+    scale0 = scaler.get_scale()
+    skipped = 0
     for _ in range(args.steps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
@@ -92,10 +94,15 @@ def bench(mode, args):
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b))
+        if scaler.get_scale() < scale0:  # an overflow: GradScaler skipped the optimizer step
+            skipped += 1
+        scale0 = scaler.get_scale()
     ms = statistics.median(times)
     mem = torch.cuda.max_memory_allocated() / 2**20
     return {"mem_mb": round(mem, 1), "bytes_per_token": round(mem * 2**20 / (args.batch * args.seq)),"impl": "pytorch", "mode": mode, "B": args.batch, "T": args.seq, "D": args.d, "L": args.layers,
             "W": args.window, "ms": round(ms, 3), "tok_per_s": round(args.batch * args.seq / ms * 1e3),
+            "min_ms": round(min(times), 3), "max_ms": round(max(times), 3), "steps": args.steps,
+            "skipped_steps": skipped,
             "warmup_s": round(warm_s, 1), "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
 
 
