@@ -12,8 +12,11 @@
  *   - FP16: GEMM operands only — the weight copies (refreshed after each
  *     optimizer step) and the activations / activation gradients that feed a
  *     GEMM (normalised inputs, h_{t-1}, attention output, dlogits, gate
- *     gradients, dqkv, dc), and the q/k/v/P/dO/dS tiles inside the
- *     tensor-core attention (head size 64).
+ *     gradients, dqkv, dc), the q/k/v/P/dO/dS tiles inside the
+ *     tensor-core attention (head size 64), and inside the recurrence
+ *     kernels the W_hh fragments, h_{t-1} and the gate gradients (the
+ *     cluster BPTT exchanges its partial products in FP32, added in rank
+ *     order).
  *   - The loss scale enters in the classifier's backward: dlogits =
  *     S·(softmax − onehot), i.e. the gradient of the *summed* scaled loss, so
  *     FP16 gradient operands are O(S) rather than O(S/N) and do not flush to
