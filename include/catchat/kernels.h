@@ -78,7 +78,7 @@ void launch_gru_backward_step(void *dgx16, void *dgh16, float *dhrec, const floa
  * Same inputs and outputs as a loop over the per-step kernels above plus the
  * W_hh GEMMs; supported when B and D are multiples of 16 and the slice fits. */
 int gru_persistent_supported(int B, int T, int D);
-/* Workbench knob: the most blocks the persistent kernels use (default 64). */
+/* Workbench knob: the most blocks the persistent kernels use (default 128). */
 void gru_persistent_set_blocks(int max_blocks);
 void launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                    const void *whh16, const float *bhh, int B, int T, int D, cudaStream_t s);
