@@ -174,6 +174,33 @@ __device__ __forceinline__ void mbar_setup(uint64_t *bars, uint32_t bytes, bool 
 // A warp's slots: register-held ones first, the rest in shared memory.
 #define WSM_INDEX(slot, rslot, warp, ksj, ks, lane) (((((slot) - (rslot)) * CL_NW + (warp)) * (ksj) + (ks)) * 32 + (lane))
 
+// One warp's share of a step's product: acc[slot] = A(slot) · B over the
+// warp's KSJ k-steps, for its NSLOT row tiles (those with has_slot(slot)).
+// The slots share the k-range, so each B fragment (load_b(ks, nt, frag))
+// is loaded once for all of them.
+template <int NSLOT, int RSLOT, int KSJ, int NT, typename LoadB, typename HasSlot>
+__device__ __forceinline__ void warp_slots_mma(float (&acc)[NSLOT][NT][4], const uint4 (&areg)[RSLOT > 0 ? RSLOT : 1][KSJ],
+                                               const uint4 *wsm, int warp, int lane, LoadB load_b, HasSlot has_slot)
+{
+#pragma unroll
+    for (int slot = 0; slot < NSLOT; slot++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) acc[slot][nt][0] = acc[slot][nt][1] = acc[slot][nt][2] = acc[slot][nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KSJ; ks++) {
+        uint32_t bf[NT][2];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) load_b(ks, nt, bf[nt]);
+#pragma unroll
+        for (int slot = 0; slot < NSLOT; slot++) {
+            if (!has_slot(slot)) break;
+            const uint4 a = slot < RSLOT ? areg[slot < RSLOT ? slot : 0][ks] : wsm[WSM_INDEX(slot, RSLOT, warp, KSJ, ks, lane)];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) mma16816(acc[slot][nt], a, bf[nt][0], bf[nt][1]);
+        }
+    }
+}
+
 template <int D, int BL>
 __global__ void __launch_bounds__(CL_THREADS, 1)
     gru_forward_cluster_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx,
@@ -242,29 +269,15 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             if (threadIdx.x == 0 && t + 1 <= T - 2) mbar_expect(&bars[pb], STEP_BYTES); // for h_{t+1}
             const __half *hb = hbuf + (size_t)((t - 1) & 1) * CL_C * BL * S::LDS;
             float acc[S::F_NSLOT][S::NT][4];
-#pragma unroll
-            for (int slot = 0; slot < S::F_NSLOT; slot++)
-#pragma unroll
-                for (int nt = 0; nt < S::NT; nt++) acc[slot][nt][0] = acc[slot][nt][1] = acc[slot][nt][2] = acc[slot][nt][3] = 0.f;
-#pragma unroll
-            for (int ks = 0; ks < S::F_KSJ; ks++) {
-                const int k0 = (kp * S::F_KSJ + ks) * 16;
-                uint32_t bf[S::NT][2];
-#pragma unroll
-                for (int nt = 0; nt < S::NT; nt++) {
+            warp_slots_mma<S::F_NSLOT, S::F_RSLOT, S::F_KSJ, S::NT>(
+                acc, areg, wsm, warp, lane,
+                [&](int ks, int nt, uint32_t *bf) { // h_{t-1}: block k0 / J holds units k0 .. k0+15
+                    const int k0 = (kp * S::F_KSJ + ks) * 16;
                     const __half *bp = hb + (size_t)((k0 / J) * BL + nt * 8 + g) * S::LDS + k0 % J + c2;
-                    bf[nt][0] = *(const uint32_t *)bp;
-                    bf[nt][1] = *(const uint32_t *)(bp + 8);
-                }
-#pragma unroll
-                for (int slot = 0; slot < S::F_NSLOT; slot++) {
-                    if (mt0 + slot * S::F_WPK >= S::F_MT) break;
-                    const uint4 a = slot < S::F_RSLOT ? areg[slot < S::F_RSLOT ? slot : 0][ks]
-                                                      : wsm[WSM_INDEX(slot, S::F_RSLOT, warp, S::F_KSJ, ks, lane)];
-#pragma unroll
-                    for (int nt = 0; nt < S::NT; nt++) mma16816(acc[slot][nt], a, bf[nt][0], bf[nt][1]);
-                }
-            }
+                    bf[0] = *(const uint32_t *)bp;
+                    bf[1] = *(const uint32_t *)(bp + 8);
+                },
+                [&](int slot) { return mt0 + slot * S::F_WPK < S::F_MT; });
 #pragma unroll
             for (int slot = 0; slot < S::F_NSLOT; slot++) {
                 const int mt = mt0 + slot * S::F_WPK;
@@ -413,28 +426,14 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         __syncthreads();
         if (t > 0) { // partial W_hhᵀ·dgh for every unit, to the unit's owner
             float acc[S::B_NSLOT][S::NT][4];
-#pragma unroll
-            for (int slot = 0; slot < S::B_NSLOT; slot++)
-#pragma unroll
-                for (int nt = 0; nt < S::NT; nt++) acc[slot][nt][0] = acc[slot][nt][1] = acc[slot][nt][2] = acc[slot][nt][3] = 0.f;
-#pragma unroll
-            for (int ks = 0; ks < S::B_KSJ; ks++) {
-                uint32_t bf[S::NT][2];
-#pragma unroll
-                for (int nt = 0; nt < S::NT; nt++) {
+            warp_slots_mma<S::B_NSLOT, S::B_RSLOT, S::B_KSJ, S::NT>(
+                acc, areg, wsm, warp, lane,
+                [&](int ks, int nt, uint32_t *bf) { // the slice's gate gradients
                     const __half *bp = G + (nt * 8 + g) * S::LDG + ks * 16 + c2;
-                    bf[nt][0] = *(const uint32_t *)bp;
-                    bf[nt][1] = *(const uint32_t *)(bp + 8);
-                }
-#pragma unroll
-                for (int slot = 0; slot < S::B_NSLOT; slot++) {
-                    if (slot * CL_NW + warp >= S::B_MT) break;
-                    const uint4 a = slot < S::B_RSLOT ? areg[slot < S::B_RSLOT ? slot : 0][ks]
-                                                      : wsm[WSM_INDEX(slot, S::B_RSLOT, warp, S::B_KSJ, ks, lane)];
-#pragma unroll
-                    for (int nt = 0; nt < S::NT; nt++) mma16816(acc[slot][nt], a, bf[nt][0], bf[nt][1]);
-                }
-            }
+                    bf[0] = *(const uint32_t *)bp;
+                    bf[1] = *(const uint32_t *)(bp + 8);
+                },
+                [&](int slot) { return slot * CL_NW + warp < S::B_MT; });
 #pragma unroll
             for (int slot = 0; slot < S::B_NSLOT; slot++) {
                 const int mt = slot * CL_NW + warp;
