@@ -526,21 +526,46 @@ template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, const 
     }
 }
 
-static int device_has_clusters(void)
+// Whether a cluster of this D's kernels can run here at all: sm_90 or newer,
+// and the runtime able to place at least one cluster of the forward and of the
+// backward (their shared memory with one CTA per SM; a MIG slice or another
+// partitioning could forbid it). Otherwise the dispatcher takes the
+// persistent or per-step path instead of failing at launch. Cached per D.
+template <int D> static bool clusters_fit(void)
 {
-    static int cached = -1;
-    if (cached < 0) {
+    using S = cl_shape<D, CL_BL>;
+    const void *kernels[2] = { (const void *)gru_forward_cluster_kernel<D, CL_BL>,
+                               (const void *)gru_backward_cluster_kernel<D, CL_BL> };
+    const size_t smem[2] = { S::F_SMEM, S::B_SMEM };
+    for (int i = 0; i < 2; i++) {
+        int n = 0;
+        cudaLaunchAttribute attr;
+        cudaLaunchConfig_t cfg = cluster_config<D, CL_BL>(dim3(CL_C), smem[i], 0, &attr);
+        if (cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem[i]) != cudaSuccess ||
+            cudaOccupancyMaxActiveClusters(&n, kernels[i], &cfg) != cudaSuccess || n < 1) {
+            cudaGetLastError(); // a failed query leaves an error the next launch would report
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool cluster_path_ok(int D)
+{
+    static int cached[3] = { -1, -1, -1 }; // D = 128, 256, 512
+    const int i = D == 128 ? 0 : D == 256 ? 1 : 2;
+    if (cached[i] < 0) {
         int dev = 0, cc = 0;
         cudaGetDevice(&dev);
         cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);
-        cached = cc >= 9;
+        cached[i] = cc >= 9 && (D == 128 ? clusters_fit<128>() : D == 256 ? clusters_fit<256>() : clusters_fit<512>());
     }
-    return cached;
+    return cached[i] == 1;
 }
 
 extern "C" int gru_cluster_supported(int B, int T, int D)
 {
-    return T >= 1 && B % CL_BL == 0 && (D == 128 || D == 256 || D == 512) && device_has_clusters();
+    return T >= 1 && B % CL_BL == 0 && (D == 128 || D == 256 || D == 512) && cluster_path_ok(D);
 }
 
 #define CL_DISPATCH(D_, CALL)                                                                                 \
