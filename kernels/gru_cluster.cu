@@ -6,8 +6,9 @@
 //
 // Forward, step t: acc[3J, BL] = W_hh[rows r, z, n of the slice] · h_{t-1}ᵀ on
 //   tensor cores (mma.sync m16n8k16, FP16 in, FP32 accumulate), the gate math,
-//   then the FP16 h_t slice is written straight into every peer's shared
-//   memory (distributed shared memory) and one cluster barrier ends the step.
+//   then the FP16 h_t slice goes into every peer's shared memory (distributed
+//   shared memory) with one bulk copy per peer; the next step waits on its
+//   own mbarrier until all of h_t has arrived (no cluster barrier).
 // Backward, step t: the gate gradients of the slice (FP16, as in the other
 //   paths) multiply W_hh[slice rows]ᵀ locally: a partial of W_hhᵀ·dgh for all
 //   D units over this CTA's rows, which goes to the CTA owning those units;
@@ -17,11 +18,12 @@
 // The stationary operand is loaded once as MMA fragments: most of it stays in
 // registers, the rest in shared memory in fragment order (one 16-byte load
 // per lane, no bank conflicts). The global stores of a step (states for the
-// backward, gradients for the GEMMs) are issued after the barrier arrive, so
-// they overlap the wait instead of delaying the release.
+// backward, gradients for the GEMMs) are issued after the copies, so they
+// overlap the wait for the peers' data.
 // bench/cluster_probe measured the exchange on the H200: a cluster barrier
-// costs 0.2 µs; pushing 1 KB to each of 8 peers 0.8 µs (16 peers: 1.9 µs),
-// hence clusters of 8.
+// costs 0.2 µs; pushing 1 KB to each of 8 peers with plain DSMEM stores and a
+// barrier 0.8 µs (16 peers: 1.9 µs), hence clusters of 8; bulk copies and
+// mbarriers (below) cost less than either (docs/performance.md).
 #include <cooperative_groups.h>
 #include <stdint.h>
 #include "catchat/kernels.h"
@@ -59,9 +61,9 @@ template <int D, int BL> struct cl_shape {
     // warp w takes row tiles w + s·CL_NW over the whole K
     static constexpr int B_MT = D / 16, B_KSJ = 3 * J / 16, B_NSLOT = cdiv(B_MT, CL_NW);
     static constexpr int B_RSLOT = cmin(B_NSLOT, CL_AREGS / (4 * B_KSJ));
-    // row strides chosen so the fragment loads and partial stores hit distinct banks
-    // h_{t-1} arrives as CL_C blocks [BL][LDS], one per producing CTA (one bulk
-    // copy each); the 8-half pad puts the fragment rows in distinct banks
+    // Row strides chosen so the fragment loads and partial stores hit distinct
+    // banks. h_{t-1} arrives as CL_C blocks [BL][LDS], one per producing CTA
+    // (one bulk copy each).
     static constexpr int LDS = J + 8;     // halfs, h buffers [2][CL_C][BL][LDS]
     static constexpr int LDP = 3 * J + 4; // floats, forward partials [KP][BL][LDP]
     static constexpr int LDG = 3 * J + 8; // halfs, gate gradients [BL][LDG]
@@ -110,8 +112,8 @@ template <typename Elem> __device__ __forceinline__ uint4 load_afrag(Elem e, int
 
 // Step handshake without a cluster barrier: a producer copies into a peer's
 // buffer with a bulk copy (cp.async.bulk, shared::cta to shared::cluster)
-// whose bytes count against the peer's mbarrier for that buffer; the consumer waits for the phase to complete (all bytes of the step
-// arrived). Each buffer's mbarrier is re-armed (expect_tx) by one thread once
+// whose bytes count against the peer's mbarrier for that buffer; the
+// consumer waits for the phase to complete (all bytes of the step arrived). Each buffer's mbarrier is re-armed (expect_tx) by one thread once
 // its phase has been consumed; bytes that arrive before the re-arm are
 // allowed (the transaction count goes negative until the expect). Buffers
 // alternate by step parity, and a producer can be at most one step ahead of a
