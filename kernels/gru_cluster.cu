@@ -113,9 +113,10 @@ template <typename Elem> __device__ __forceinline__ uint4 load_afrag(Elem e, int
 // Step handshake without a cluster barrier: a producer copies into a peer's
 // buffer with a bulk copy (cp.async.bulk, shared::cta to shared::cluster)
 // whose bytes count against the peer's mbarrier for that buffer; the
-// consumer waits for the phase to complete (all bytes of the step arrived). Each buffer's mbarrier is re-armed (expect_tx) by one thread once
-// its phase has been consumed; bytes that arrive before the re-arm are
-// allowed (the transaction count goes negative until the expect). Buffers
+// consumer waits for the phase to complete (all bytes of the step arrived).
+// Each buffer's mbarrier is re-armed (expect_tx) by one thread once its phase
+// has been consumed; bytes that arrive before the re-arm are allowed (the
+// transaction count goes negative until the expect). Buffers
 // alternate by step parity, and a producer can be at most one step ahead of a
 // consumer (it needs the consumer's data of the previous step), so a buffer
 // is never overwritten while it is read.
@@ -243,7 +244,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         hpv[p] = 0.f;
         for (int q = 0; q < 3; q++) bh[p][q] = idx < BL * J ? bhh[q * D + u0 + j] : 0.f;
     }
-    // gx of step t, issued a step ahead (while the cluster barrier is pending)
+    // gx of step t, issued a step ahead (while the peers' h of the step before is in flight)
     auto prefetch_gx = [&](int t) {
 #pragma unroll
         for (int p = 0; p < S::NP; p++) {
@@ -375,7 +376,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
     float zg[S::NP], pre[S::NP][6]; // z⊙g carried; prefetched dh_in, r, z, n, ghn, h_{t-1}
 #pragma unroll
     for (int p = 0; p < S::NP; p++) zg[p] = 0.f;
-    // the step's operands, issued a step ahead (while the cluster barrier is pending)
+    // the step's operands, issued a step ahead (while the peers' partials are in flight)
     auto prefetch = [&](int t) {
 #pragma unroll
         for (int p = 0; p < S::NP; p++) {
