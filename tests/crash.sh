@@ -19,7 +19,7 @@ args=(--config "$root/configs/tiny.ini" --set d_model=256 --set n_layers=4 --set
       --set batch_size=2 --set max_steps=100000 --set checkpoint_interval=1 --set eval_interval=0
       --set train="$tmp/train.txt" --set val="$tmp/val.txt" --set out_dir="$tmp/run" --quiet --sample-tokens 0)
 pass=0 fail=0 midwrite=0
-# each tensor write pauses 15 ms: a checkpoint takes ~0.7 s, so the kills land mid-write
+# each tensor write pauses 15 ms: a checkpoint takes ~0.7 s, long enough to kill inside
 export CATCHAT_TEST_WRITE_DELAY_US=15000
 check_state() { # $1: label
   local ck="$tmp/run/checkpoint.safetensors"
@@ -40,11 +40,16 @@ PY
   pass=$((pass + 1))
 }
 "$bin" train "${args[@]}" --set max_steps=2 >/dev/null 2>&1 || { echo "FAIL: first run"; exit 1; }
-for delay in 0.9 1.4 2.0 2.6 3.3; do
+# Each kill waits for this run's own checkpoint write to start (its temporary file,
+# named by pid, appears), then lands a little later inside it: a fixed delay from
+# the start would miss the write on a loaded machine.
+for delay in 0.05 0.15 0.25 0.35 0.45; do
   "$bin" train "${args[@]}" --resume "$tmp/run/checkpoint.safetensors" >/dev/null 2>&1 &
   pid=$!
+  part="$tmp/run/checkpoint.safetensors.tmp.$pid"
+  for _ in $(seq 1500); do [ -e "$part" ] && break; sleep 0.02; done
   sleep "$delay"
-  if ls "$tmp/run" | grep -q '\.tmp\.'; then midwrite=$((midwrite + 1)); fi
+  if [ -e "$part" ]; then midwrite=$((midwrite + 1)); fi
   kill -9 "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   check_state "kill after ${delay}s"
