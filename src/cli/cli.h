@@ -3,6 +3,7 @@
 #ifndef CATCHAT_CLI_H
 #define CATCHAT_CLI_H
 
+#include <getopt.h>
 #include "catchat/config.h"
 
 #define CLI_MAX_SETS 128
@@ -15,6 +16,29 @@ typedef struct cli_config_args {
 
 /* Options every config-taking subcommand accepts (getopt_long ids). */
 enum { OPT_CONFIG = 1000, OPT_SET, OPT_HELP_ID };
+
+#define CLI_MAX_OPTS 32
+
+/* The option loop every subcommand shares. The subcommand lists only its own
+ * options (ids below 1000); the parser adds --help, and --config/--set when
+ * `ca` is given, and handles those itself:
+ *     cli_parser parser;
+ *     cli_parser_init(&parser, "bench", HELP, opts, &ca);
+ *     while ((c = cli_next_opt(&parser, argc, argv)) > 0)
+ *         switch (c) { ... }            // optarg holds the value
+ *     if (c < 0) return parser.status;  // --help (0), or a usage error (2)
+ * cli_next_opt returns the next option id of the subcommand's own, 0 when
+ * all arguments are taken, or -1 with parser.status set. */
+typedef struct cli_parser {
+    const char *cmd, *help;
+    cli_config_args *ca;
+    struct option all[CLI_MAX_OPTS + 4];
+    int status;
+} cli_parser;
+
+void cli_parser_init(cli_parser *p, const char *cmd, const char *help, const struct option *opts,
+                     cli_config_args *ca);
+int cli_next_opt(cli_parser *p, int argc, char **argv);
 
 int cli_add_set(cli_config_args *a, const char *assignment);
 /* defaults → config stored in `ckpt` (if given and no --config) → --config → --set */

@@ -65,6 +65,57 @@ int cli_parse_u64(const char *opt, const char *text, unsigned long long *out)
     return 0;
 }
 
+void cli_parser_init(cli_parser *p, const char *cmd, const char *help, const struct option *opts,
+                     cli_config_args *ca)
+{
+    int n = 0;
+    for (; opts[n].name; n++) p->all[n] = opts[n];
+    if (n > CLI_MAX_OPTS) abort(); /* a programming error: raise CLI_MAX_OPTS */
+    if (ca) {
+        p->all[n++] = (struct option){ "config", required_argument, 0, OPT_CONFIG };
+        p->all[n++] = (struct option){ "set", required_argument, 0, OPT_SET };
+    }
+    p->all[n++] = (struct option){ "help", no_argument, 0, OPT_HELP_ID };
+    p->all[n] = (struct option){ 0, 0, 0, 0 };
+    p->cmd = cmd;
+    p->help = help;
+    p->ca = ca;
+    p->status = 0;
+    optind = 1;
+    opterr = 0; /* errors are reported by cli_usage_error, naming the subcommand */
+}
+
+int cli_next_opt(cli_parser *p, int argc, char **argv)
+{
+    for (;;) {
+        const int c = getopt_long(argc, argv, "", p->all, NULL);
+        switch (c) {
+        case -1:
+            if (optind < argc) {
+                p->status = cli_usage_error(p->cmd, "unexpected argument");
+                return -1;
+            }
+            return 0;
+        case OPT_CONFIG: p->ca->config_path = optarg; break;
+        case OPT_SET:
+            if (cli_add_set(p->ca, optarg)) {
+                p->status = 2;
+                return -1;
+            }
+            break;
+        case OPT_HELP_ID:
+            fputs(p->help, stdout);
+            p->status = 0;
+            return -1;
+        case '?':
+        case ':':
+            p->status = cli_usage_error(p->cmd, "unknown option or missing value");
+            return -1;
+        default: return c;
+        }
+    }
+}
+
 int cli_usage_error(const char *cmd, const char *what)
 {
     cc_error("%s: %s (see 'catchat %s --help')", cmd, what, cmd);

@@ -24,32 +24,27 @@ static const char *HELP =
 int cmd_audit(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "config", required_argument, 0, 'c' }, { "set", required_argument, 0, 's' },
         { "ckpt", required_argument, 0, 'k' }, { "length", required_argument, 0, 'l' },
         { "device-a", required_argument, 0, 'a' }, { "device-b", required_argument, 0, 'b' },
         { "loss-scale", required_argument, 0, 'S' }, { "plant", required_argument, 0, 'p' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+        { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     cc_audit_opts o = { NULL, 0, "cpu", "gpu", 128.0, NULL };
     long v;
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    cli_parser parser;
+    cli_parser_init(&parser, "audit", HELP, opts, &ca);
+    while ((c = cli_next_opt(&parser, argc, argv)) > 0) {
         switch (c) {
-        case 'c': ca.config_path = optarg; break;
-        case 's': if (cli_add_set(&ca, optarg)) return 2; break;
         case 'k': o.ckpt = optarg; break;
         case 'l': if (cli_parse_long("--length", optarg, 1, 1 << 20, &v)) return 2; o.length = (int)v; break;
         case 'a': o.device_a = optarg; break;
         case 'b': o.device_b = optarg; break;
         case 'S': if (cli_parse_double("--loss-scale", optarg, 1e-30, 1e30, &o.loss_scale)) return 2; break;
         case 'p': o.plant = optarg; break;
-        case 'h': fputs(HELP, stdout); return 0;
-        default: return cli_usage_error("audit", "unknown option or missing value");
         }
     }
-    if (optind < argc) return cli_usage_error("audit", "unexpected argument");
+    if (c < 0) return parser.status;
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, o.ckpt) != 0) return 1;
     cc_audit_verdict verdict;

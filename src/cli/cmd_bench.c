@@ -20,29 +20,24 @@ static const char *HELP =
 
 int cmd_bench(int argc, char **argv)
 {
-    static const struct option opts[] = { { "config", required_argument, 0, 'c' }, { "set", required_argument, 0, 's' },
-                                          { "steps", required_argument, 0, 'n' }, { "warmup", required_argument, 0, 'w' },
+    static const struct option opts[] = { { "steps", required_argument, 0, 'n' }, { "warmup", required_argument, 0, 'w' },
                                           { "cpu-steps", required_argument, 0, 'p' }, { "json", no_argument, 0, 'j' },
-                                          { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+                                          { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     cc_bench_opts o = { 30, 5, 1, 0 };
     long v;
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    cli_parser parser;
+    cli_parser_init(&parser, "bench", HELP, opts, &ca);
+    while ((c = cli_next_opt(&parser, argc, argv)) > 0) {
         switch (c) {
-        case 'c': ca.config_path = optarg; break;
-        case 's': if (cli_add_set(&ca, optarg)) return 2; break;
         case 'n': if (cli_parse_long("--steps", optarg, 1, 100000, &v)) return 2; o.steps = (int)v; break;
         case 'w': if (cli_parse_long("--warmup", optarg, 0, 100000, &v)) return 2; o.warmup = (int)v; break;
         case 'p': if (cli_parse_long("--cpu-steps", optarg, 0, 1000, &v)) return 2; o.cpu_steps = (int)v; break;
         case 'j': o.json = 1; break;
-        case 'h': fputs(HELP, stdout); return 0;
-        default: return cli_usage_error("bench", "unknown option or missing value");
         }
     }
-    if (optind < argc) return cli_usage_error("bench", "unexpected argument");
+    if (c < 0) return parser.status;
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, NULL) != 0) return 1;
     return cc_bench(&cfg, &o, stdout) == 0 ? 0 : 1;

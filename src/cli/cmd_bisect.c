@@ -33,25 +33,20 @@ static int parse_lengths(const char *text, int *out, int *n)
 
 int cmd_bisect(int argc, char **argv)
 {
-    static const struct option opts[] = { { "config", required_argument, 0, 'c' }, { "set", required_argument, 0, 's' },
-                                          { "lengths", required_argument, 0, 'l' }, { "steps", required_argument, 0, 'n' },
-                                          { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    static const struct option opts[] = { { "lengths", required_argument, 0, 'l' }, { "steps", required_argument, 0, 'n' },
+                                          { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     int lengths[CC_BISECT_MAX] = { 64, 128, 256, 512 }, n = 4, c;
     long steps = 50;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    cli_parser parser;
+    cli_parser_init(&parser, "bisect", HELP, opts, &ca);
+    while ((c = cli_next_opt(&parser, argc, argv)) > 0) {
         switch (c) {
-        case 'c': ca.config_path = optarg; break;
-        case 's': if (cli_add_set(&ca, optarg)) return 2; break;
         case 'l': if (parse_lengths(optarg, lengths, &n)) return 2; break;
         case 'n': if (cli_parse_long("--steps", optarg, 1, 1L << 30, &steps)) return 2; break;
-        case 'h': fputs(HELP, stdout); return 0;
-        default: return cli_usage_error("bisect", "unknown option or missing value");
         }
     }
-    if (optind < argc) return cli_usage_error("bisect", "unexpected argument");
+    if (c < 0) return parser.status;
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, NULL) != 0) return 1;
     cc_bisect_result res[CC_BISECT_MAX];

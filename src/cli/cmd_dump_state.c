@@ -18,26 +18,22 @@ static const char *HELP =
 int cmd_dump_state(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "config", required_argument, 0, 'c' }, { "ckpt", required_argument, 0, 'k' },
+        { "ckpt", required_argument, 0, 'k' },
         { "out", required_argument, 0, 'o' }, { "device", required_argument, 0, 'd' },
-        { "set", required_argument, 0, 's' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+        { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     const char *ckpt = NULL, *out = NULL, *device = NULL;
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    cli_parser parser;
+    cli_parser_init(&parser, "dump-state", HELP, opts, &ca);
+    while ((c = cli_next_opt(&parser, argc, argv)) > 0) {
         switch (c) {
-        case 'c': ca.config_path = optarg; break;
         case 'k': ckpt = optarg; break;
         case 'o': out = optarg; break;
         case 'd': device = optarg; break;
-        case 's': if (cli_add_set(&ca, optarg)) return 2; break;
-        case 'h': fputs(HELP, stdout); return 0;
-        default: return cli_usage_error("dump-state", "unknown option or missing value");
         }
     }
-    if (optind < argc) return cli_usage_error("dump-state", "unexpected argument");
+    if (c < 0) return parser.status;
     if (!out) return cli_usage_error("dump-state", "--out is required");
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, ckpt) != 0) return 1;

@@ -25,28 +25,23 @@ int cmd_eval(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "ckpt", required_argument, 0, 'k' }, { "data", required_argument, 0, 'd' },
-        { "config", required_argument, 0, 'c' }, { "set", required_argument, 0, 's' },
         { "batches", required_argument, 0, 'b' }, { "json", no_argument, 0, 'j' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+        { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     const char *ckpt = NULL, *data = NULL;
     long batches = 0;
     int json = 0, c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    cli_parser parser;
+    cli_parser_init(&parser, "eval", HELP, opts, &ca);
+    while ((c = cli_next_opt(&parser, argc, argv)) > 0) {
         switch (c) {
         case 'k': ckpt = optarg; break;
         case 'd': data = optarg; break;
-        case 'c': ca.config_path = optarg; break;
-        case 's': if (cli_add_set(&ca, optarg)) return 2; break;
         case 'b': if (cli_parse_long("--batches", optarg, 1, 1L << 30, &batches)) return 2; break;
         case 'j': json = 1; break;
-        case 'h': fputs(HELP, stdout); return 0;
-        default: return cli_usage_error("eval", "unknown option or missing value");
         }
     }
-    if (optind < argc) return cli_usage_error("eval", "unexpected argument");
+    if (c < 0) return parser.status;
     if (!ckpt) return cli_usage_error("eval", "--ckpt is required");
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, ckpt) != 0) return 1;

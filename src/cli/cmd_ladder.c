@@ -30,27 +30,24 @@ int cmd_ladder(int argc, char **argv)
                                           { "markdown", no_argument, 0, 'm' },
                                           { "dist", required_argument, 0, 'd' },
                                           { "dist-id", required_argument, 0, 'i' },
-                                          { "help", no_argument, 0, 'h' },
                                           { 0, 0, 0, 0 } };
     cc_ladder_opts o = { 1234, 0, 0, NULL };
     const char *dist_mode = "auto", *dist_id = NULL;
     unsigned long long seed;
     long k;
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    cli_parser parser;
+    cli_parser_init(&parser, "ladder", HELP, opts, NULL);
+    while ((c = cli_next_opt(&parser, argc, argv)) > 0) {
         switch (c) {
         case 's': if (cli_parse_u64("--seed", optarg, &seed)) return 2; o.seed = seed; break;
         case 'k': if (cli_parse_long("--stage", optarg, 1, 11, &k)) return 2; o.only_stage = (int)k; break;
         case 'm': o.markdown = 1; break;
         case 'd': dist_mode = optarg; break;
         case 'i': dist_id = optarg; break;
-        case 'h': fputs(HELP, stdout); return 0;
-        default: return cli_usage_error("ladder", "unknown option or missing value");
         }
     }
-    if (optind < argc) return cli_usage_error("ladder", "unexpected argument");
+    if (c < 0) return parser.status;
     if (cc_gpu_count() == 0) {
         fprintf(stderr, "catchat: ladder: no CUDA device visible: skipped (exit %d)\n", CC_EXIT_SKIP);
         return CC_EXIT_SKIP;

@@ -31,18 +31,17 @@ int cmd_sample(int argc, char **argv)
         { "ckpt", required_argument, 0, 'k' }, { "prompt", required_argument, 0, 'p' },
         { "tokens", required_argument, 0, 'n' }, { "temperature", required_argument, 0, 't' },
         { "top-k", required_argument, 0, 'K' }, { "seed", required_argument, 0, 'S' },
-        { "config", required_argument, 0, 'c' }, { "set", required_argument, 0, 's' },
         { "vocab", required_argument, 0, 'V' }, { "prompt-ids", required_argument, 0, 'I' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+        { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     const char *ckpt = NULL, *vocab_path = NULL, *ids_text = NULL;
     cc_sample_opts so = { "The ", 200, 0.8, 40, 1, NULL, NULL, 0 };
     long v;
     unsigned long long seed;
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    cli_parser parser;
+    cli_parser_init(&parser, "sample", HELP, opts, &ca);
+    while ((c = cli_next_opt(&parser, argc, argv)) > 0) {
         switch (c) {
         case 'k': ckpt = optarg; break;
         case 'p': so.prompt = optarg; break;
@@ -50,15 +49,11 @@ int cmd_sample(int argc, char **argv)
         case 't': if (cli_parse_double("--temperature", optarg, 0, 1e6, &so.temperature)) return 2; break;
         case 'K': if (cli_parse_long("--top-k", optarg, 0, 1 << 20, &v)) return 2; so.top_k = (int)v; break;
         case 'S': if (cli_parse_u64("--seed", optarg, &seed)) return 2; so.seed = seed; break;
-        case 'c': ca.config_path = optarg; break;
-        case 's': if (cli_add_set(&ca, optarg)) return 2; break;
         case 'V': vocab_path = optarg; break;
         case 'I': ids_text = optarg; break;
-        case 'h': fputs(HELP, stdout); return 0;
-        default: return cli_usage_error("sample", "unknown option or missing value");
         }
     }
-    if (optind < argc) return cli_usage_error("sample", "unexpected argument");
+    if (c < 0) return parser.status;
     if (!ckpt) return cli_usage_error("sample", "--ckpt is required");
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, ckpt) != 0) return 1;

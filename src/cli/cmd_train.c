@@ -36,12 +36,10 @@ static const char *HELP =
 int cmd_train(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "config", required_argument, 0, 'c' }, { "set", required_argument, 0, 's' },
         { "resume", required_argument, 0, 'r' }, { "init", required_argument, 0, 'i' },
         { "steps", required_argument, 0, 'n' },  { "quiet", no_argument, 0, 'q' },
         { "sample-prompt", required_argument, 0, 'p' },
-        { "sample-tokens", required_argument, 0, 't' }, { "help", no_argument, 0, 'h' },
-        { "check-finite", no_argument, 0, 'F' }, { "plant-nan", required_argument, 0, 'N' },
+        { "sample-tokens", required_argument, 0, 't' }, { "check-finite", no_argument, 0, 'F' }, { "plant-nan", required_argument, 0, 'N' },
         { "plant-overflow", required_argument, 0, 'O' }, { "dist", required_argument, 0, 'D' },
         { "dist-id", required_argument, 0, 'I' },
         { 0, 0, 0, 0 } };
@@ -51,12 +49,10 @@ int cmd_train(int argc, char **argv)
     o.sample_tokens = 300;
     long v;
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    cli_parser parser;
+    cli_parser_init(&parser, "train", HELP, opts, &ca);
+    while ((c = cli_next_opt(&parser, argc, argv)) > 0) {
         switch (c) {
-        case 'c': ca.config_path = optarg; break;
-        case 's': if (cli_add_set(&ca, optarg)) return 2; break;
         case 'r': o.resume = optarg; break;
         case 'i': o.init_ckpt = optarg; break;
         case 'n': if (cli_parse_long("--steps", optarg, 1, 1L << 40, &v)) return 2; o.stop_after = v; break;
@@ -68,11 +64,9 @@ int cmd_train(int argc, char **argv)
         case 'I': o.dist_id = optarg; break;
         case 'N': o.plant_nan = optarg; break;
         case 'O': if (cli_parse_long("--plant-overflow", optarg, 1, 1L << 40, &v)) return 2; o.plant_overflow_step = v; break;
-        case 'h': fputs(HELP, stdout); return 0;
-        default: return cli_usage_error("train", "unknown option or missing value");
         }
     }
-    if (optind < argc) return cli_usage_error("train", "unexpected argument");
+    if (c < 0) return parser.status;
     if (o.resume && o.init_ckpt) return cli_usage_error("train", "--resume and --init exclude each other");
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, NULL) != 0) return 1;
