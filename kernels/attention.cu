@@ -15,6 +15,29 @@
 
 #define WARPS 4
 
+// One query's row of the band (slot w is position t−W+1+w): row[w] = the
+// softmax of score(w) over the slots at positions ≥ 0, and 0 before the
+// sequence start. One warp; the caller syncs the warp before reading row.
+template <typename Score> __device__ __forceinline__ void warp_band_softmax(float *row, int W, int t, Score score)
+{
+    const int lane = threadIdx.x & 31;
+    float mx = -INFINITY;
+    for (int w = lane; w < W; w += 32) {
+        const float sv = t - W + 1 + w >= 0 ? score(w) : -INFINITY;
+        row[w] = sv;
+        mx = fmaxf(mx, sv);
+    }
+    mx = warp_max(mx);
+    float sum = 0.f;
+    for (int w = lane; w < W; w += 32) {
+        const float e = t - W + 1 + w >= 0 ? __expf(row[w] - mx) : 0.f;
+        row[w] = e;
+        sum += e;
+    }
+    const float inv = 1.f / warp_sum(sum);
+    for (int w = lane; w < W; w += 32) row[w] *= inv;
+}
+
 __global__ void attention_forward_kernel(float *o32, __half *o16, float *p, const float *qkv, int B, int T, int D,
                                          int H, int W)
 {
@@ -25,29 +48,12 @@ __global__ void attention_forward_kernel(float *o32, __half *o16, float *p, cons
     const float sc = rsqrtf((float)hd);
     const float *q = qkv + ((size_t)b * T + t) * 3 * D + j * hd;
     float *pr = p + (size_t)warp * W; // warp index = ((b·H + j)·T + t)
-    float mx = -INFINITY;
-    for (int w = lane; w < W; w += 32) {
-        const int tau = t - W + 1 + w;
-        float sv = -INFINITY;
-        if (tau >= 0) {
-            const float *k = qkv + ((size_t)b * T + tau) * 3 * D + D + j * hd;
-            float acc = 0.f;
-            for (int i = 0; i < hd; i++) acc += q[i] * k[i];
-            sv = acc * sc;
-        }
-        pr[w] = sv;
-        mx = fmaxf(mx, sv);
-    }
-    mx = warp_max(mx);
-    float sum = 0.f;
-    for (int w = lane; w < W; w += 32) {
-        const float e = t - W + 1 + w >= 0 ? __expf(pr[w] - mx) : 0.f;
-        pr[w] = e;
-        sum += e;
-    }
-    sum = warp_sum(sum);
-    const float inv = 1.f / sum;
-    for (int w = lane; w < W; w += 32) pr[w] *= inv;
+    warp_band_softmax(pr, W, t, [&](int w) {
+        const float *k = qkv + ((size_t)b * T + (t - W + 1 + w)) * 3 * D + D + j * hd;
+        float acc = 0.f;
+        for (int i = 0; i < hd; i++) acc += q[i] * k[i];
+        return acc * sc;
+    });
     __syncwarp();
     const int w0 = t - W + 1 >= 0 ? 0 : W - 1 - t;
     for (int i = lane; i < hd; i += 32) {
@@ -171,31 +177,14 @@ __global__ void attention_forward_tiled(float *o32, __half *o16, float *p, const
         if (t >= T) break;
         for (int c = lane; c < hd; c += 32) q[c] = qkv[((size_t)b * T + t) * 3 * D + j * hd + c];
         __syncwarp();
-        float mx = -INFINITY;
-        for (int w = lane; w < W; w += 32) {
-            float sv = -INFINITY;
-            if (t - W + 1 + w >= 0) {
-                const float *k = Ks + (size_t)(qi + w) * ld; // row of position t−W+1+w
-                float acc = 0.f;
-                for (int c = 0; c < hd; c++) acc += q[c] * k[c];
-                sv = acc * sc;
-            }
-            pw[w] = sv;
-            mx = fmaxf(mx, sv);
-        }
-        mx = warp_max(mx);
-        float sum = 0.f;
-        for (int w = lane; w < W; w += 32) {
-            const float e = t - W + 1 + w >= 0 ? __expf(pw[w] - mx) : 0.f;
-            pw[w] = e;
-            sum += e;
-        }
-        const float inv = 1.f / warp_sum(sum);
+        warp_band_softmax(pw, W, t, [&](int w) {
+            const float *k = Ks + (size_t)(qi + w) * ld; // row of position t−W+1+w
+            float acc = 0.f;
+            for (int c = 0; c < hd; c++) acc += q[c] * k[c];
+            return acc * sc;
+        });
         float *pr = p + (((size_t)b * H + j) * T + t) * W;
-        for (int w = lane; w < W; w += 32) {
-            pw[w] *= inv;
-            pr[w] = pw[w];
-        }
+        for (int w = lane; w < W; w += 32) pr[w] = pw[w];
         __syncwarp();
         const int w0 = t - W + 1 >= 0 ? 0 : W - 1 - t;
         for (int c = lane; c < hd; c += 32) {

@@ -32,30 +32,22 @@ __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
-// Block-wide sum for blockDim.x a multiple of 32 (≤ 1024); every thread gets the result.
-__device__ __forceinline__ float block_sum(float v)
+// Block-wide reduction for blockDim.x a multiple of 32 (≤ 1024); every thread
+// gets the result. warp_op reduces within a warp; identity fills the missing warps.
+template <float (*warp_op)(float)> __device__ __forceinline__ float block_reduce(float v, float identity)
 {
     __shared__ float buf[32];
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum(v);
+    v = warp_op(v);
     __syncthreads();
     if (lane == 0) buf[wid] = v;
     __syncthreads();
-    v = lane < nw ? buf[lane] : 0.f;
-    return warp_sum(v);
+    v = lane < nw ? buf[lane] : identity;
+    return warp_op(v);
 }
 
-__device__ __forceinline__ float block_max(float v)
-{
-    __shared__ float buf[32];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) buf[wid] = v;
-    __syncthreads();
-    v = lane < nw ? buf[lane] : -INFINITY;
-    return warp_max(v);
-}
+__device__ __forceinline__ float block_sum(float v) { return block_reduce<warp_sum>(v, 0.f); }
+__device__ __forceinline__ float block_max(float v) { return block_reduce<warp_max>(v, -INFINITY); }
 
 static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)((a + b - 1) / b); }
 

@@ -49,6 +49,20 @@ __device__ __forceinline__ float gru_fwd_cell(float *h, float *gates, float *ghn
     return v.h;
 }
 
+// What the backward cell of (row = b·T + t, u) reads, in the order
+// gru_bwd_math takes it: dh_in, r, z, n, ghn, h_{t-1} (0 at t = 0). The
+// recurrence kernels load it a step ahead, so the loads hide behind the step.
+__device__ __forceinline__ void gru_bwd_operands(float pre[6], const float *dh_in, const float *gates,
+                                                 const float *ghn, const float *h, size_t row, int u, int D, int t)
+{
+    pre[0] = dh_in[row * D + u];
+    pre[1] = gates[row * 3 * D + u];
+    pre[2] = gates[row * 3 * D + D + u];
+    pre[3] = gates[row * 3 * D + 2 * D + u];
+    pre[4] = ghn[row * D + u];
+    pre[5] = t > 0 ? h[(row - 1) * D + u] : 0.f;
+}
+
 // Gate gradients of one unit; dnr = dn ⊙ r is what W_hn sees (the n gate
 // reads W_hn·h through r). zg = z ⊙ g goes to the step before.
 struct gru_bwd_vals {

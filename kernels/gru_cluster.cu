@@ -380,16 +380,9 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
     auto prefetch = [&](int t) {
 #pragma unroll
         for (int p = 0; p < S::NP; p++) {
-            const int idx = threadIdx.x + p * CL_THREADS, u = u0 + idx % J;
-            if (idx < BL * J) {
-                const size_t row = (size_t)(seq0 + idx / J) * T + t;
-                pre[p][0] = dh_in[row * D + u];
-                pre[p][1] = gates[row * 3 * D + u];
-                pre[p][2] = gates[row * 3 * D + D + u];
-                pre[p][3] = gates[row * 3 * D + 2 * D + u];
-                pre[p][4] = ghn[row * D + u];
-                pre[p][5] = t > 0 ? h[(row - 1) * D + u] : 0.f;
-            }
+            const int idx = threadIdx.x + p * CL_THREADS;
+            if (idx < BL * J)
+                gru_bwd_operands(pre[p], dh_in, gates, ghn, h, (size_t)(seq0 + idx / J) * T + t, u0 + idx % J, D, t);
         }
     };
     prefetch(T - 1);
@@ -500,9 +493,7 @@ template <int D, int BL> static cudaLaunchConfig_t cluster_config(dim3 grid, siz
 template <int D, int BL> static void fwd_launch(float *h, float *gates, float *ghn, __half *hp, const float *gx,
                                                 const __half *w, const float *bhh, int B, int T, cudaStream_t s)
 {
-    using S = cl_shape<D, BL>;
-    cudaFuncSetAttribute(gru_forward_cluster_kernel<D, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         (int)S::F_SMEM);
+    using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_config<D, BL>(dim3(CL_C * (B / BL)), S::F_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_forward_cluster_kernel<D, BL>, h, gates, ghn, hp, gx, w, bhh, T);
@@ -516,9 +507,7 @@ template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, const 
                                                 const float *gates, const float *ghn, const __half *w, int B, int T,
                                                 float clamp_limit, cudaStream_t s)
 {
-    using S = cl_shape<D, BL>;
-    cudaFuncSetAttribute(gru_backward_cluster_kernel<D, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         (int)S::B_SMEM);
+    using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_config<D, BL>(dim3(CL_C * (B / BL)), S::B_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL>, dgx, dgh, dh_in, h, gates, ghn, w,
@@ -533,7 +522,8 @@ template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, const 
 // and the runtime able to place at least one cluster of the forward and of the
 // backward (their shared memory with one CTA per SM; a MIG slice or another
 // partitioning could forbid it). Otherwise the dispatcher takes the
-// persistent or per-step path instead of failing at launch. Cached per D.
+// persistent or per-step path instead of failing at launch. Cached per D; it
+// also raises both kernels' shared-memory limit, once, for the launchers.
 template <int D> static bool clusters_fit(void)
 {
     using S = cl_shape<D, CL_BL>;

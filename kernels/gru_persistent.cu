@@ -258,14 +258,7 @@ __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
         for (int ii = 0; ii < NI_MAX; ii++) {
             const int idx = threadIdx.x + ii * blockDim.x;
             if (idx < BJ) {
-                const int u = u0 + idx % J;
-                const size_t row = (size_t)(idx / J) * T + t;
-                pre[ii][0] = dh_in[row * D + u];
-                pre[ii][1] = gates[row * 3 * D + u];
-                pre[ii][2] = gates[row * 3 * D + D + u];
-                pre[ii][3] = gates[row * 3 * D + 2 * D + u];
-                pre[ii][4] = ghn[row * D + u];
-                pre[ii][5] = t > 0 ? h[(row - 1) * D + u] : 0.f;
+                gru_bwd_operands(pre[ii], dh_in, gates, ghn, h, (size_t)(idx / J) * T + t, u0 + idx % J, D, t);
             }
         }
         if (t < T - 1)
