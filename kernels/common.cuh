@@ -55,10 +55,7 @@ static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)(
 // per chunk of REDUCE_ROWS rows into a scratch buffer, pass 2 adds the chunks
 // in order. Bitwise reproducible (no atomics) and parallel over rows.
 #define REDUCE_ROWS 256
-// Scratch for pass 1, grown on demand and kept for the process, one buffer per
-// user: the RMSNorm gain gradients run on the executor's compute stream, the
-// bias column sums on its weight-gradient stream; each user's calls stay on
-// one stream at a time, so stream order keeps them apart.
-enum { REDUCE_RMSNORM, REDUCE_COLSUM, REDUCE_USERS };
-float *reduce_scratch(int user, size_t floats);
+// Scratch for pass 1, grown on demand and kept for the process, one buffer
+// per stream (stream order keeps a stream's reductions apart).
+float *reduce_scratch(cudaStream_t s, size_t floats);
 __global__ void sum_chunks_acc_kernel(float *out, const float *partial, int nchunks, int N);

@@ -21,25 +21,57 @@ __global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
         y[i] = a[i] + b[i];
 }
 
-// Per-user scratch for the two-pass column sums: the RMSNorm gain gradients
-// and the bias column sums may run on different streams at once (the
-// executor's weight-gradient stream), so each has its own buffer.
-float *reduce_scratch(int user, size_t floats)
+// Scratch for the two-pass column sums, one buffer per stream: a stream's
+// launches run in order, so its reductions can share one buffer, while the
+// executor's lanes and weight-gradient streams reduce at the same time on
+// different streams. A buffer only grows during the first steps.
+// Whoever destroys a stream releases its buffer (release_reduce_scratch).
+#define SCRATCH_STREAMS 64
+static struct {
+    cudaStream_t stream;
+    float *buf;
+    size_t cap;
+    int used;
+} scratch_slot[SCRATCH_STREAMS];
+
+float *reduce_scratch(cudaStream_t s, size_t floats)
 {
-    static float *buf[REDUCE_USERS];
-    static size_t cap[REDUCE_USERS];
-    if (floats > cap[user]) {
-        if (buf[user]) { // only while growing (the first steps): let queued work finish with the old buffer
-            cudaDeviceSynchronize();
-            cudaFree(buf[user]);
+    int i = 0, free_slot = -1;
+    for (; i < SCRATCH_STREAMS && !(scratch_slot[i].used && scratch_slot[i].stream == s); i++)
+        if (!scratch_slot[i].used && free_slot < 0) free_slot = i;
+    if (i == SCRATCH_STREAMS) {
+        if (free_slot < 0) {
+            fprintf(stderr, "catchat: more than %d live streams run column reductions\n", SCRATCH_STREAMS);
+            exit(1);
         }
-        if (cudaMalloc((void **)&buf[user], floats * sizeof(float)) != cudaSuccess) {
+        i = free_slot;
+        scratch_slot[i].used = 1;
+        scratch_slot[i].stream = s;
+    }
+    if (floats > scratch_slot[i].cap) {
+        if (scratch_slot[i].buf) { // let queued work finish with the old buffer
+            cudaDeviceSynchronize();
+            cudaFree(scratch_slot[i].buf);
+        }
+        if (cudaMalloc((void **)&scratch_slot[i].buf, floats * sizeof(float)) != cudaSuccess) {
             fprintf(stderr, "catchat: out of GPU memory for a %zu-float reduction scratch\n", floats);
             exit(1);
         }
-        cap[user] = floats;
+        scratch_slot[i].cap = floats;
     }
-    return buf[user];
+    return scratch_slot[i].buf;
+}
+
+extern "C" void release_reduce_scratch(cudaStream_t s)
+{
+    for (int i = 0; i < SCRATCH_STREAMS; i++)
+        if (scratch_slot[i].used && scratch_slot[i].stream == s) {
+            cudaStreamSynchronize(s);
+            cudaFree(scratch_slot[i].buf);
+            scratch_slot[i].buf = NULL;
+            scratch_slot[i].cap = 0;
+            scratch_slot[i].used = 0;
+        }
 }
 
 __global__ void sum_chunks_acc_kernel(float *out, const float *partial, int nchunks, int N)
@@ -93,7 +125,7 @@ extern "C" void launch_add(float *y, const float *a, const float *b, size_t n, c
 extern "C" void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s)
 {
     const int nchunks = (int)ceil_div(M, REDUCE_ROWS);
-    float *partial = reduce_scratch(REDUCE_COLSUM, (size_t)nchunks * N);
+    float *partial = reduce_scratch(s, (size_t)nchunks * N);
     colsum_f16_partial_kernel<<<dim3(ceil_div(N, 32), nchunks), dim3(32, 8), 0, s>>>(partial, (const __half *)x, M, N);
     LAUNCH_CHECK();
     sum_chunks_acc_kernel<<<ceil_div(N, 128), 128, 0, s>>>(out, partial, nchunks, N);

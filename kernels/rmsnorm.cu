@@ -91,7 +91,7 @@ extern "C" void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, c
     rmsnorm_backward_kernel<<<ceil_div(M, 8), 256, 0, s>>>(dx, dg, dy, x, g, ir, M, D, eps, floor_, inv_max);
     LAUNCH_CHECK();
     const int nchunks = (int)ceil_div(M, REDUCE_ROWS);
-    float *partial = reduce_scratch(REDUCE_RMSNORM, (size_t)nchunks * D);
+    float *partial = reduce_scratch(s, (size_t)nchunks * D);
     rmsnorm_dgain_partial_kernel<<<dim3(ceil_div(D, 32), nchunks), dim3(32, 8), 0, s>>>(partial, dy, x, ir, M, D);
     LAUNCH_CHECK();
     sum_chunks_acc_kernel<<<ceil_div(D, 128), 128, 0, s>>>(dg, partial, nchunks, D);

@@ -66,6 +66,9 @@ extern const char *const CC_PHASE_NAMES[PH_COUNT];
 /* Turn per-phase timing on (accumulates until read) and read/clear it (ms). */
 void cc_gpu_profile_enable(cc_executor *ex, int on);
 void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT]);
+/* How many lanes (groups of sequences on their own streams) a training step
+ * of this GPU executor runs; profiled and checked steps run one. */
+int cc_gpu_lanes(const cc_executor *ex);
 
 /* The GPU executor (FP16 GEMM operands, FP32 accumulation). NULL with a
  * one-line error when the device cannot run it. */

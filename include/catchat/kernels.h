@@ -42,6 +42,9 @@ void launch_f16_to_f32(float *dst, const void *src, size_t n, cudaStream_t s);
 void launch_add(float *y, const float *a, const float *b, size_t n, cudaStream_t s);
 /* column sums of an FP16 matrix [M,N] added into out[N] (bias gradients) */
 void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s);
+/* The column reductions (colsum, RMSNorm gain gradients) keep one scratch
+ * buffer per stream; call before destroying a stream that ran them. */
+void release_reduce_scratch(cudaStream_t s);
 
 /* embedding.cu: out[M,D] = table[x]; dtable += scatter of dout (repeats add).
  * The backward takes the positions of each id as a CSR list: positions[offsets[v]

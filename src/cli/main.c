@@ -1,5 +1,7 @@
 /* catchat: one program, git-style subcommands. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
 #include "catchat/config.h"
@@ -52,6 +54,10 @@ static int help_config(void)
 
 int main(int argc, char **argv)
 {
+    /* The GPU executor runs up to ten streams at once (lanes, weight
+     * gradients, the all-reduce); with the default 8 hardware queues two of
+     * them would share one and wait on each other. Read at CUDA's start. */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "16", 0);
     if (argc < 2) {
         usage(stderr);
         return 2;

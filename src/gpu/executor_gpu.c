@@ -1,8 +1,9 @@
 /* The GPU executor: the model of model.md with FP16 GEMM operands (cuBLASLt,
  * FP32 accumulation) and FP32 everything else; see the precision contract in
- * include/catchat/kernels.h. This file is the dispatcher: it owns device
- * memory, the stream and the GEMM context, orders the launches, and computes
- * the loss-scale-dependent limits (grad_h clamp, ctx clamp) once per step. */
+ * include/catchat/kernels.h. This file owns device memory, the streams and
+ * GEMM contexts of the lanes, the batch upload, the loss read-back and the
+ * optimizer's element-wise work; passes_gpu.c orders the launches of the
+ * forward and backward passes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,46 +15,7 @@
 #include "catchat/kernels.h"
 #include "catchat/safetensors.h"
 #include "catchat/util.h"
-#include "gpu/gpu_check.h"
-
-typedef struct {
-    cudaStream_t stream, comm_stream; /* the gradient all-reduce runs beside the BPTT */
-    cudaEvent_t ev_tail, ev_done;
-    cc_gemm_ctx *gemm;
-    /* A layer's weight gradients (dW_hh, dW_ih, biases) run on wgrad_stream
-     * beside the next layer's BPTT, which leaves most SMs idle; dgx16/dgh16
-     * alternate between two buffers by layer parity so the BPTT never
-     * overwrites what the side stream still reads. */
-    cudaStream_t wgrad_stream;
-    cc_gemm_ctx *gemm_wgrad;
-    cudaEvent_t ev_bptt[2], ev_wgrad[2];
-    /* parameters (FP32 master + FP16 working copy), gradients, moments */
-    float *p32, *g32, *m, *v;
-    uint16_t *p16;
-    /* activations */
-    int *x, *y;
-    float *u, *a_ir, *gx, *gates, *ghn, *h, *gh;
-    uint16_t *a16, *hprev16;
-    float *s_ir, *qkv, *p, *c, *mm, *f_ir, *logits, *loss_row;
-    uint16_t *s16, *o16, *f16, *dlogits16;
-    int *rank;
-    /* backward */
-    float *du, *dtmp, *dhrec, *dqkv, *dsbuf, *dc;
-    uint16_t *dgx16, *dgh16, *d16;
-    int *tok_off, *tok_pos; /* embedding-backward CSR of the batch (device) */
-    int *tok_off_host, *tok_pos_host;
-    /* host staging */
-    float *loss_host;
-    int *rank_host;
-    float *partials, *partials_host;
-    int *nonfinite;
-    unsigned long long *first_bad; /* NaN provenance scratch */
-    /* profiling: an event at each phase boundary of a step */
-    int profile, nmarks;
-    cudaEvent_t marks[64];
-    int mark_phase[64];
-    double phase_ms[PH_COUNT];
-} gpu_impl;
+#include "gpu/gpu_impl.h"
 
 const char *const CC_PHASE_NAMES[PH_COUNT] = { "embedding, norms, input GEMMs", "recurrence forward",
                                                "context stream forward", "classifier + loss (fwd+bwd)",
@@ -61,7 +23,7 @@ const char *const CC_PHASE_NAMES[PH_COUNT] = { "embedding, norms, input GEMMs", 
                                                "input-side weight GEMMs, norms bwd" };
 
 /* Close the phase that ends here: time since the previous mark goes to `ph`. */
-static void mark(gpu_impl *g, int ph)
+void gpu_mark(gpu_impl *g, int ph)
 {
     if (!g->profile || g->nmarks >= 64) return;
     cudaCheck(cudaEventRecord(g->marks[g->nmarks], g->stream));
@@ -83,12 +45,10 @@ static void collect_marks(gpu_impl *g)
     g->nmarks = 0;
 }
 
-#define IMPL(ex) ((gpu_impl *)(ex)->impl)
-
 /* NaN provenance (see finite.h): scan a stage's output on the device when
  * checking is on. One scan and one synchronisation per stage: costly, off by
  * default. width/T locate the element in a [B,T,width] tensor. */
-static void check_dev(cc_executor *ex, const char *stage, const char *tensor, int layer, const void *ptr, size_t n,
+void gpu_check_dev(cc_executor *ex, const char *stage, const char *tensor, int layer, const void *ptr, size_t n,
                       int is_half, int width)
 {
     if (!ex->check || ex->check->found) return;
@@ -109,58 +69,9 @@ static void check_dev(cc_executor *ex, const char *stage, const char *tensor, in
     }
     cc_finite_set(ex->check, stage, tensor, layer, (long)first, v, width, ex->T);
 }
-#define P32(ex, idx) (IMPL(ex)->p32 + (ex)->lay.t[(idx)].offset)
-#define P16(ex, idx) (IMPL(ex)->p16 + (ex)->lay.t[(idx)].offset)
 #define G32(ex, idx) (IMPL(ex)->g32 + (ex)->lay.t[(idx)].offset)
 
 static void *dalloc(size_t bytes, const char *what) { return cc_device_alloc(bytes, what); }
-
-/* Forward over the batch already on the device; leaves logits. */
-static void forward(cc_executor *ex)
-{
-    gpu_impl *g = IMPL(ex);
-    const cc_dims *d = &ex->lay.dims;
-    const int B = ex->B, T = ex->T, M = B * T, D = d->D, L = d->L;
-    const size_t MD = (size_t)M * D;
-    const float eps = (float)d->rms_eps, fl = (float)d->rms_floor, cap = (float)d->inv_rms_max;
-    cudaStream_t s = g->stream;
-    const cc_layout *lay = &ex->lay;
-
-    mark(g, PH_INPUT);
-    launch_embedding_forward(g->u, g->x, P32(ex, lay->embed), M, D, s);
-    check_dev(ex, "embedding", "u0", -1, g->u, MD, 0, D);
-    for (int l = 0; l < L; l++) {
-        float *ul = g->u + l * MD, *hl = g->h + l * MD, *gxl = g->gx + l * 3 * MD;
-        float *gatesl = g->gates + l * 3 * MD, *ghnl = g->ghn + l * MD;
-        uint16_t *al = g->a16 + l * MD, *hp = g->hprev16 + l * MD;
-        launch_rmsnorm_forward(NULL, al, g->a_ir + (size_t)l * M, ul, P32(ex, lay->gru_norm[l]), M, D, eps, fl, cap, s);
-        check_dev(ex, "rmsnorm", "a", l, al, MD, 1, D);
-        cc_gemm(g->gemm, gxl, 3 * D, al, D, 0, P16(ex, lay->gru_wih[l]), D, 1, M, 3 * D, D, 1.f, 0.f,
-                P32(ex, lay->gru_bih[l]), s);
-        check_dev(ex, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
-        mark(g, PH_INPUT);
-        gpu_gru_forward(g->gemm, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]), P32(ex, lay->gru_bhh[l]),
-                        g->gh, B, T, D, s);
-        mark(g, PH_REC_FWD);
-        check_dev(ex, "gru_forward", "h", l, hl, MD, 0, D);
-        launch_add(ul + MD, ul, hl, MD, s);
-    }
-    const float *uL = g->u + (size_t)L * MD;
-    launch_rmsnorm_forward(NULL, g->s16, g->s_ir, uL, P32(ex, lay->ctx_norm), M, D, eps, fl, cap, s);
-    check_dev(ex, "ctx_rmsnorm", "s", -1, g->s16, MD, 1, D);
-    cc_gemm(g->gemm, g->qkv, 3 * D, g->s16, D, 0, P16(ex, lay->ctx_qkv), D, 1, M, 3 * D, D, 1.f, 0.f, NULL, s);
-    check_dev(ex, "qkv_projection", "qkv", -1, g->qkv, 3 * MD, 0, 3 * D);
-    launch_attention_forward(NULL, g->o16, g->p, g->qkv, B, T, D, d->H, d->W, s);
-    check_dev(ex, "attention_forward", "o", -1, g->o16, MD, 1, D);
-    cc_gemm(g->gemm, g->c, D, g->o16, D, 0, P16(ex, lay->ctx_out), D, 1, M, D, D, 1.f, 0.f, NULL, s);
-    check_dev(ex, "ctx_out_projection", "c", -1, g->c, MD, 0, D);
-    launch_add(g->mm, uL, g->c, MD, s);
-    launch_rmsnorm_forward(NULL, g->f16, g->f_ir, g->mm, P32(ex, lay->final_norm), M, D, eps, fl, cap, s);
-    check_dev(ex, "final_rmsnorm", "f", -1, g->f16, MD, 1, D);
-    mark(g, PH_CONTEXT_FWD);
-    cc_gemm(g->gemm, g->logits, d->V, g->f16, D, 0, P16(ex, lay->lm_head), D, 1, M, d->V, D, 1.f, 0.f, NULL, s);
-    check_dev(ex, "classifier", "logits", -1, g->logits, (size_t)M * d->V, 0, d->V);
-}
 
 static void upload_batch(cc_executor *ex, const int *x, const int *y)
 {
@@ -197,97 +108,6 @@ static double collect_loss(cc_executor *ex, cc_score *score)
     return sum;
 }
 
-static void backward(cc_executor *ex, double loss_scale, long scored)
-{
-    gpu_impl *g = IMPL(ex);
-    const cc_dims *d = &ex->lay.dims;
-    const cc_layout *lay = &ex->lay;
-    const int B = ex->B, T = ex->T, M = B * T, D = d->D, L = d->L;
-    const size_t MD = (size_t)M * D;
-    const float eps = (float)d->rms_eps, fl = (float)d->rms_floor, cap = (float)d->inv_rms_max;
-    cudaStream_t s = g->stream;
-    /* The dispatcher's one multiplication: user clamps are unscaled values on
-     * the mean loss; the kernels see gradients of the summed loss × S. */
-    const double unit = loss_scale * (double)scored;
-    const float clamp_limit = (float)(ex->cfg.grad_h_clamp * unit);
-    const float ctx_limit = (float)(ex->cfg.ctx_grad_clamp * unit);
-
-    /* classifier */
-    check_dev(ex, "classifier_backward", "dlogits", -1, g->dlogits16, (size_t)M * d->V, 1, d->V);
-    cc_gemm(g->gemm, G32(ex, lay->lm_head), D, g->dlogits16, d->V, 1, g->f16, D, 0, d->V, D, M, 1.f, 1.f, NULL, s);
-    cc_gemm(g->gemm, g->dtmp, D, g->dlogits16, d->V, 0, P16(ex, lay->lm_head), D, 0, M, D, d->V, 1.f, 0.f, NULL, s);
-    cudaCheck(cudaMemsetAsync(g->du, 0, sizeof(float) * MD, s));
-    launch_rmsnorm_backward(g->du, G32(ex, lay->final_norm), g->dtmp, g->mm, P32(ex, lay->final_norm), g->f_ir, M, D,
-                            eps, fl, cap, s);
-    mark(g, PH_CLASSIFIER);
-    check_dev(ex, "final_rmsnorm_backward", "dm", -1, g->du, MD, 0, D);
-    /* context stream */
-    cudaCheck(cudaMemcpyAsync(g->dc, g->du, sizeof(float) * MD, cudaMemcpyDeviceToDevice, s));
-    launch_rownorm_clamp(g->dc, M, D, ctx_limit, s);
-    launch_f32_to_f16(g->d16, g->dc, MD, s);
-    cc_gemm(g->gemm, G32(ex, lay->ctx_out), D, g->d16, D, 1, g->o16, D, 0, D, D, M, 1.f, 1.f, NULL, s);
-    cc_gemm(g->gemm, g->dtmp, D, g->d16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, NULL, s);
-    launch_attention_backward(g->dqkv, g->dsbuf, g->dtmp, g->p, g->qkv, B, T, D, d->H, d->W, s);
-    check_dev(ex, "attention_backward", "dqkv", -1, g->dqkv, 3 * MD, 0, 3 * D);
-    launch_f32_to_f16(g->d16, g->dqkv, 3 * MD, s);
-    cc_gemm(g->gemm, G32(ex, lay->ctx_qkv), D, g->d16, 3 * D, 1, g->s16, D, 0, 3 * D, D, M, 1.f, 1.f, NULL, s);
-    cc_gemm(g->gemm, g->dtmp, D, g->d16, 3 * D, 0, P16(ex, lay->ctx_qkv), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
-    const float *uL = g->u + (size_t)L * MD;
-    launch_rmsnorm_backward(g->du, G32(ex, lay->ctx_norm), g->dtmp, uL, P32(ex, lay->ctx_norm), g->s_ir, M, D, eps, fl,
-                            cap, s);
-    check_dev(ex, "ctx_rmsnorm_backward", "du", -1, g->du, MD, 0, D);
-    /* token stream: du is dL/du^{l+1}, which is also dL/dh^l through the residual */
-    for (int l = L - 1; l >= 0; l--) {
-        const float *hl = g->h + l * MD, *gatesl = g->gates + l * 3 * MD, *ghnl = g->ghn + l * MD;
-        mark(g, l == L - 1 ? PH_CONTEXT_BWD : PH_WGRAD);
-        if (l == L - 1 && ex->dist && ex->dist->active) {
-            /* ctx.*, final_norm and lm_head lie at the end of the buffer and are final
-             * now: reduce them on the side stream while the recurrence runs */
-            const size_t tail = lay->t[lay->ctx_norm].offset;
-            cudaCheck(cudaEventRecord(g->ev_tail, s));
-            cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->ev_tail, 0));
-            cc_dist_allreduce_f32(ex->dist, g->g32 + tail, lay->total - tail, g->comm_stream);
-        }
-        const int par = l & 1;
-        uint16_t *dgx = g->dgx16 + par * 3 * MD, *dgh = g->dgh16 + par * 3 * MD;
-        if (l + 2 < L) /* layer l+2's weight gradients read this buffer pair */
-            cudaCheck(cudaStreamWaitEvent(s, g->ev_wgrad[par], 0));
-        gpu_gru_bptt(g->gemm, dgx, dgh, g->dhrec, g->du, hl, gatesl, ghnl, P16(ex, lay->gru_whh[l]), B, T, D,
-                     clamp_limit, s);
-        mark(g, PH_BPTT);
-        check_dev(ex, "gru_backward", "dgx", l, dgx, 3 * MD, 1, 3 * D);
-        /* weight gradients, each one GEMM over all B·T positions, beside the next layer's BPTT */
-        cudaCheck(cudaEventRecord(g->ev_bptt[par], s));
-        cudaCheck(cudaStreamWaitEvent(g->wgrad_stream, g->ev_bptt[par], 0));
-        gpu_gru_weight_grads(g->gemm_wgrad, G32(ex, lay->gru_whh[l]), G32(ex, lay->gru_bhh[l]), dgh,
-                             g->hprev16 + l * MD, B, T, D, g->wgrad_stream);
-        cc_gemm(g->gemm_wgrad, G32(ex, lay->gru_wih[l]), D, dgx, 3 * D, 1, g->a16 + l * MD, D, 0, 3 * D, D, M, 1.f,
-                1.f, NULL, g->wgrad_stream);
-        launch_colsum_f16_acc(G32(ex, lay->gru_bih[l]), dgx, M, 3 * D, g->wgrad_stream);
-        cudaCheck(cudaEventRecord(g->ev_wgrad[par], g->wgrad_stream));
-        /* the input gradient stays on the critical path */
-        cc_gemm(g->gemm, g->dtmp, D, dgx, 3 * D, 0, P16(ex, lay->gru_wih[l]), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
-        launch_rmsnorm_backward(g->du, G32(ex, lay->gru_norm[l]), g->dtmp, g->u + l * MD, P32(ex, lay->gru_norm[l]),
-                                g->a_ir + (size_t)l * M, M, D, eps, fl, cap, s);
-        check_dev(ex, "rmsnorm_backward", "du", l, g->du, MD, 0, D);
-    }
-    launch_embedding_backward(G32(ex, lay->embed), g->du, g->tok_off, g->tok_pos, d->V, D, s);
-    cudaCheck(cudaStreamWaitEvent(s, g->ev_wgrad[0], 0)); /* layer 0's weight gradients, and so all of them */
-    if (ex->dist && ex->dist->active) { /* the head of the buffer, then wait for both halves */
-        const size_t tail = lay->t[lay->ctx_norm].offset;
-        cc_dist_allreduce_f32(ex->dist, g->g32, tail, s);
-        cudaCheck(cudaEventRecord(g->ev_done, g->comm_stream));
-        cudaCheck(cudaStreamWaitEvent(s, g->ev_done, 0));
-    }
-    for (int i = 0; ex->check && i < lay->n; i++) {
-        char name[CC_NAME_MAX + 8];
-        snprintf(name, sizeof(name), "grad.%s", lay->t[i].name);
-        check_dev(ex, "parameter_gradients", name, -1, G32(ex, i), lay->t[i].numel, 0, 0);
-    }
-    mark(g, PH_WGRAD);
-    ex->grad_unit = unit;
-}
-
 static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, double loss_scale)
 {
     gpu_impl *g = IMPL(ex);
@@ -299,11 +119,28 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     g->nmarks = 0;
     cudaCheck(cudaMemsetAsync(g->g32, 0, sizeof(float) * ex->lay.total, g->stream));
     upload_batch(ex, x, y);
-    forward(ex);
-    launch_crossentropy(g->loss_row, g->rank, g->dlogits16, g->logits, g->y, M, ex->lay.dims.V, (float)loss_scale,
-                        g->stream);
-    if (scored > 0) backward(ex, loss_scale, scored);
-    else ex->grad_unit = loss_scale;
+    const int lanes = gpu_passes(ex, loss_scale, scored);
+    if (scored > 0) {
+        if (ex->dist && ex->dist->active) {
+            /* one lane reduced the tail (ctx.*, final_norm, lm_head) during the BPTT;
+             * otherwise the whole buffer is reduced here */
+            const size_t tail = lanes == 1 ? ex->lay.t[ex->lay.ctx_norm].offset : ex->lay.total;
+            cc_dist_allreduce_f32(ex->dist, g->g32, tail, g->stream);
+            if (lanes == 1) {
+                cudaCheck(cudaEventRecord(g->ev_done, g->comm_stream));
+                cudaCheck(cudaStreamWaitEvent(g->stream, g->ev_done, 0));
+            }
+        }
+        for (int i = 0; ex->check && i < ex->lay.n; i++) {
+            char name[CC_NAME_MAX + 8];
+            snprintf(name, sizeof(name), "grad.%s", ex->lay.t[i].name);
+            gpu_check_dev(ex, "parameter_gradients", name, -1, G32(ex, i), ex->lay.t[i].numel, 0, 0);
+        }
+        gpu_mark(g, PH_WGRAD);
+        ex->grad_unit = loss_scale * (double)scored;
+    } else {
+        ex->grad_unit = loss_scale;
+    }
     double sum = collect_loss(ex, NULL); /* also waits for the backward */
     cc_dist_allreduce_host(ex->dist, &sum, 1, g->stream);
     collect_marks(g);
@@ -316,9 +153,9 @@ static void gpu_score(cc_executor *ex, const int *x, const int *y, cc_score *sco
     const int profile = g->profile; /* evaluation is not part of the timed step */
     g->profile = 0;
     upload_batch(ex, x, y);
-    forward(ex);
+    gpu_forward_all(ex);
     g->profile = profile;
-    launch_crossentropy(g->loss_row, g->rank, NULL, g->logits, g->y, ex->B * ex->T, ex->lay.dims.V, 1.f, g->stream);
+    gpu_crossentropy_all(ex, 1.f, 0);
     collect_loss(ex, score);
 }
 
@@ -419,27 +256,36 @@ void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT])
     }
 }
 
+int cc_gpu_lanes(const cc_executor *ex) { return IMPL(ex)->nlanes; }
+
 static void gpu_destroy(cc_executor *ex)
 {
     gpu_impl *g = IMPL(ex);
     if (g->profile)
         for (int i = 0; i < 64; i++) cudaEventDestroy(g->marks[i]);
-    void *bufs[] = { g->p32, g->g32, g->m, g->v, g->p16, g->x, g->y, g->u, g->a_ir, g->gx, g->gates, g->ghn,
-                     g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->p, g->c, g->mm, g->f_ir, g->logits,
+    void *bufs[] = { g->p32, g->g32, g->g32_lanes, g->m, g->v, g->p16, g->x, g->y, g->u, g->a_ir, g->gx, g->gates,
+                     g->ghn, g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->p, g->c, g->mm, g->f_ir, g->logits,
                      g->loss_row, g->s16, g->o16, g->f16, g->dlogits16, g->rank, g->du, g->dtmp, g->dhrec,
-                     g->dqkv, g->dsbuf, g->dc, g->dgx16, g->dgh16, g->d16, g->partials, g->nonfinite, g->first_bad, g->tok_off, g->tok_pos };
-    cudaStreamSynchronize(g->stream);
+                     g->dqkv, g->dsbuf, g->dc, g->dgx16, g->dgh16, g->d16, g->partials, g->nonfinite, g->first_bad,
+                     g->tok_off, g->tok_pos };
+    cudaDeviceSynchronize(); /* every lane's streams */
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaFree(bufs[i]);
-    cudaStreamSynchronize(g->wgrad_stream);
-    cc_gemm_destroy(g->gemm);
-    cc_gemm_destroy(g->gemm_wgrad);
-    for (int i = 0; i < 2; i++) {
-        cudaEventDestroy(g->ev_bptt[i]);
-        cudaEventDestroy(g->ev_wgrad[i]);
+    for (int l = 0; l < g->nlanes; l++) {
+        gpu_lane *ln = &g->lane[l];
+        cc_gemm_destroy(ln->gemm);
+        cc_gemm_destroy(ln->gemm_wgrad);
+        cudaEvent_t evs[] = { ln->ev_bptt[0], ln->ev_bptt[1], ln->ev_wgrad[0],  ln->ev_wgrad[1],
+                              ln->ev_finished, ln->ev_to_rec, ln->ev_from_rec };
+        for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) cudaEventDestroy(evs[i]);
+        cudaStreamDestroy(ln->rec_stream);
+        release_reduce_scratch(ln->wgrad_stream);
+        cudaStreamDestroy(ln->wgrad_stream);
+        release_reduce_scratch(ln->stream);
+        if (l > 0) cudaStreamDestroy(ln->stream);
     }
-    cudaStreamDestroy(g->wgrad_stream);
     cudaEventDestroy(g->ev_tail);
     cudaEventDestroy(g->ev_done);
+    cudaEventDestroy(g->ev_batch);
     cudaStreamDestroy(g->comm_stream);
     cudaStreamDestroy(g->stream);
     free(g->tok_off_host);
@@ -467,6 +313,28 @@ static const cc_executor_ops GPU_OPS = {
     .destroy = gpu_destroy,
 };
 
+/* Lanes per training step (gpu_impl.h): the most, up to 4, whose share of
+ * the batch still runs the cluster recurrence (B=64: 4 lanes of 16), else
+ * one. CATCHAT_GPU_LANES (1..4, dividing B) overrides it, for measuring;
+ * returns 0 on a bad value. */
+static int lanes_for(int B, int T, int D)
+{
+    const char *e = getenv("CATCHAT_GPU_LANES");
+    if (e && *e) {
+        char *end = NULL;
+        const long n = strtol(e, &end, 10);
+        if (*end || n < 1 || n > GPU_MAX_LANES || B % n) {
+            cc_error("CATCHAT_GPU_LANES=%s: expected 1..%d lanes dividing batch_size %d", e, GPU_MAX_LANES, B);
+            return 0;
+        }
+        return (int)n;
+    }
+    if (gpu_gru_impl_for(B, T, D) != GRU_IMPL_CLUSTER) return 1;
+    for (int n = GPU_MAX_LANES; n > 1; n /= 2)
+        if (B % n == 0 && gpu_gru_impl_for(B / n, T, D) == GRU_IMPL_CLUSTER) return n;
+    return 1;
+}
+
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
 {
     int dev = 0;
@@ -493,21 +361,39 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cc_layout_build(&ex->lay, &d);
     gpu_impl *g = cc_calloc(1, sizeof(*g));
     ex->impl = g;
+    g->nlanes = lanes_for(B, T, d.D);
+    if (g->nlanes < 1) {
+        free(g);
+        free(ex);
+        return NULL;
+    }
     cudaCheck(cudaStreamCreate(&g->stream));
     cudaCheck(cudaStreamCreate(&g->comm_stream));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_tail, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming));
-    g->gemm = cc_gemm_create();
-    cudaCheck(cudaStreamCreate(&g->wgrad_stream));
-    g->gemm_wgrad = cc_gemm_create();
-    for (int i = 0; i < 2; i++) {
-        cudaCheck(cudaEventCreateWithFlags(&g->ev_bptt[i], cudaEventDisableTiming));
-        cudaCheck(cudaEventCreateWithFlags(&g->ev_wgrad[i], cudaEventDisableTiming));
-    }
+    cudaCheck(cudaEventCreateWithFlags(&g->ev_batch, cudaEventDisableTiming));
     const size_t n = ex->lay.total, M = (size_t)B * T, D = d.D, L = d.L, V = d.V;
+    if (g->nlanes > 1) g->g32_lanes = dalloc(4 * n * (g->nlanes - 1), "gradients of lanes 1..");
+    for (int l = 0; l < g->nlanes; l++) {
+        gpu_lane *ln = &g->lane[l];
+        ln->index = l;
+        if (l == 0) ln->stream = g->stream;
+        else cudaCheck(cudaStreamCreate(&ln->stream));
+        cudaCheck(cudaStreamCreate(&ln->wgrad_stream));
+        int lowest = 0, highest = 0;
+        cudaCheck(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+        cudaCheck(cudaStreamCreateWithPriority(&ln->rec_stream, cudaStreamDefault, highest));
+        ln->gemm = cc_gemm_create();
+        ln->gemm_wgrad = cc_gemm_create();
+        cudaEvent_t *evs[] = { &ln->ev_bptt[0], &ln->ev_bptt[1], &ln->ev_wgrad[0],  &ln->ev_wgrad[1],
+                               &ln->ev_finished, &ln->ev_to_rec, &ln->ev_from_rec };
+        for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+            cudaCheck(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
+    }
     const size_t MD = M * D;
     g->p32 = dalloc(4 * n, "parameters");
     g->g32 = dalloc(4 * n, "gradients");
+    for (int l = 0; l < g->nlanes; l++) g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * n;
     g->m = dalloc(4 * n, "AdamW m");
     g->v = dalloc(4 * n, "AdamW v");
     g->p16 = dalloc(2 * n, "FP16 weights");

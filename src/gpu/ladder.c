@@ -580,16 +580,27 @@ static void small_config(cc_config *c)
     c->grad_h_clamp = 1000;
 }
 
-/* ctx_clamp > 0 also runs the per-token context guard (model.md's ctx_grad_clamp). */
-static void full_step_case(stage *st, cc_rng *r, double ctx_clamp)
+/* ctx_clamp > 0 also runs the per-token context guard (model.md's ctx_grad_clamp).
+ * wide: the shape the default config's kernels run (head size 64 on tensor
+ * cores, cluster recurrence, the batch in two lanes), on a batch of 16. */
+static void full_step_case(stage *st, cc_rng *r, double ctx_clamp, int wide)
 {
     cc_config c;
     small_config(&c);
     c.ctx_grad_clamp = ctx_clamp;
+    if (wide) {
+        c.d_model = 128;
+        c.n_heads = 2;
+        c.seq_len = 40;
+        c.batch_size = 16;
+    }
     const int B = c.batch_size, T = c.seq_len, M = B * T;
-    snprintf(st->shape, sizeof(st->shape), "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on", c.d_model,
-             c.n_layers, c.n_heads, c.ctx_window, T, B);
+    if (!wide)
+        snprintf(st->shape, sizeof(st->shape), "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on; D=128 B=16 2 lanes",
+                 c.d_model, c.n_layers, c.n_heads, c.ctx_window, T, B);
     cc_executor *cpu = cc_cpu_executor_create(&c, B, T), *gpu = cc_gpu_executor_create(&c, B, T);
+    if (wide) check_flag(st, "D=128 B=16 runs two lanes", cc_gpu_lanes(gpu) == 2);
+    const char *tag = wide ? " (2 lanes)" : ctx_clamp > 0 ? " (ctx guard)" : "";
     const size_t n = cpu->lay.total;
     float *p = cc_malloc(4 * n);
     cc_layout_init_params(&cpu->lay, p, cc_rng_next(r));
@@ -604,7 +615,9 @@ static void full_step_case(stage *st, cc_rng *r, double ctx_clamp)
     float lc = (float)cpu->ops->forward_backward(cpu, x, y, c.loss_scale);
     float lg = (float)gpu->ops->forward_backward(gpu, x, y, c.loss_scale);
     /* the loss is a hard gate: FP16 operands, aim 1e-3 */
-    check(st, ctx_clamp > 0 ? "loss (ctx guard)" : "loss", &lg, &lc, 1, 1e-3, 0);
+    char what[64];
+    snprintf(what, sizeof(what), "loss%s", tag);
+    check(st, what, &lg, &lc, 1, 1e-3, 0);
     float *gc = cc_malloc(4 * n), *gg = cc_malloc(4 * n);
     cpu->ops->get_grads(cpu, gc);
     gpu->ops->get_grads(gpu, gg);
@@ -617,8 +630,7 @@ static void full_step_case(stage *st, cc_rng *r, double ctx_clamp)
     }
     for (int i = 0; i < cpu->lay.n; i++) {
         const cc_tensor_info *t = &cpu->lay.t[i];
-        char what[80];
-        snprintf(what, sizeof(what), "%s%s", t->name, ctx_clamp > 0 ? " (ctx guard)" : "");
+        snprintf(what, sizeof(what), "%s%s", t->name, tag);
         /* per tensor: FP16 operands through the whole backward: 2e-2 */
         check(st, what, gg + t->offset, gc + t->offset, t->numel, 2e-2, 0);
     }
@@ -627,7 +639,8 @@ static void full_step_case(stage *st, cc_rng *r, double ctx_clamp)
         gpu->ops->forward_backward(gpu, x, y, c.loss_scale);
         gpu->ops->get_grads(gpu, again);
         for (size_t i = 0; i < n; i++) again[i] = (float)(again[i] / gpu->grad_unit);
-        check_flag(st, "GPU step reproducible bit for bit", memcmp(again, gg, 4 * n) == 0);
+        snprintf(what, sizeof(what), "GPU step reproducible bit for bit%s", tag);
+        check_flag(st, what, memcmp(again, gg, 4 * n) == 0);
         free(again);
     }
     /* the aggregate norm is a diagnostic only: it may WARN, never FAIL */
@@ -659,8 +672,9 @@ static void full_step_case(stage *st, cc_rng *r, double ctx_clamp)
 
 static void stage_full_step(stage *st, cc_rng *r)
 {
-    full_step_case(st, r, 0.0);
-    full_step_case(st, r, 2e-4); /* per-token L2 cap on dL/dc (mean loss): binds on most tokens here */
+    full_step_case(st, r, 0.0, 0);
+    full_step_case(st, r, 2e-4, 0); /* per-token L2 cap on dL/dc (mean loss): binds on most tokens here */
+    full_step_case(st, r, 0.0, 1);
 }
 
 /* Random gradients in each executor's units; returns them unscaled. */

@@ -1,0 +1,90 @@
+/* The GPU executor's state, shared by executor_gpu.c (memory, the executor
+ * interface) and passes_gpu.c (the forward and backward passes). Private to
+ * src/gpu. */
+#ifndef CATCHAT_GPU_IMPL_H
+#define CATCHAT_GPU_IMPL_H
+
+#include <stdint.h>
+#include "catchat/executor.h"
+#include "catchat/gemm.h"
+#include "gpu/gpu_check.h"
+
+/* A step's batch splits into lanes: independent groups of sequences whose
+ * passes run on their own streams. A recurrence kernel's time does not
+ * depend on the batch (up to the clusters that fit), so lanes cost nothing
+ * there, and one lane's GEMMs, norms and attention can fill the SMs that
+ * another lane's recurrence leaves idle, or run in its wait for a cluster.
+ * Only the parameter gradients are shared: each lane after the first
+ * accumulates into its own buffer, added into the first in lane order
+ * (deterministic). */
+#define GPU_MAX_LANES 4
+
+typedef struct {
+    cudaStream_t stream;       /* lane 0: the executor's main stream */
+    cudaStream_t wgrad_stream; /* weight gradients beside the next layer's BPTT */
+    /* The recurrences run on a stream of the highest priority: when SMs free
+     * up, the block scheduler places their clusters before the waiting
+     * blocks of other lanes' GEMMs and attention, which would otherwise hold
+     * the critical path back by a whole kernel. */
+    cudaStream_t rec_stream;
+    cc_gemm_ctx *gemm, *gemm_wgrad;
+    cudaEvent_t ev_bptt[2], ev_wgrad[2], ev_finished, ev_to_rec, ev_from_rec;
+    float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
+    int index;  /* 0 .. nlanes − 1 */
+    int b0, B;  /* sequences [b0, b0 + B) of the batch */
+} gpu_lane;
+
+typedef struct {
+    cudaStream_t stream, comm_stream; /* the gradient all-reduce runs beside the BPTT */
+    cudaEvent_t ev_tail, ev_done, ev_batch;
+    int nlanes; /* lanes of a training step; 1 while profiling or checking */
+    gpu_lane lane[GPU_MAX_LANES];
+    /* parameters (FP32 master + FP16 working copy), gradients, moments */
+    float *p32, *g32, *m, *v;
+    float *g32_lanes; /* lanes 1.. : (nlanes − 1) gradient buffers */
+    uint16_t *p16;
+    /* activations */
+    int *x, *y;
+    float *u, *a_ir, *gx, *gates, *ghn, *h, *gh;
+    uint16_t *a16, *hprev16;
+    float *s_ir, *qkv, *p, *c, *mm, *f_ir, *logits, *loss_row;
+    uint16_t *s16, *o16, *f16, *dlogits16;
+    int *rank;
+    /* backward; dgx16/dgh16 alternate between two buffers by layer parity so
+     * a BPTT never overwrites what the weight-gradient stream still reads */
+    float *du, *dtmp, *dhrec, *dqkv, *dsbuf, *dc;
+    uint16_t *dgx16, *dgh16, *d16;
+    int *tok_off, *tok_pos; /* embedding-backward CSR of the batch (device) */
+    int *tok_off_host, *tok_pos_host;
+    /* host staging */
+    float *loss_host;
+    int *rank_host;
+    float *partials, *partials_host;
+    int *nonfinite;
+    unsigned long long *first_bad; /* NaN provenance scratch */
+    /* profiling: an event at each phase boundary of a step (one lane) */
+    int profile, nmarks;
+    cudaEvent_t marks[64];
+    int mark_phase[64];
+    double phase_ms[PH_COUNT];
+} gpu_impl;
+
+#define IMPL(ex) ((gpu_impl *)(ex)->impl)
+#define P32(ex, idx) (IMPL(ex)->p32 + (ex)->lay.t[(idx)].offset)
+#define P16(ex, idx) (IMPL(ex)->p16 + (ex)->lay.t[(idx)].offset)
+
+/* passes_gpu.c: forward, loss and backward of every lane (backward only
+ * when scored > 0), then the embedding gradient and the lanes' gradients
+ * summed into g32 on the main stream. Returns the number of lanes it ran. */
+int gpu_passes(cc_executor *ex, double loss_scale, long scored);
+/* Forward of the whole batch on the main stream (evaluation). */
+void gpu_forward_all(cc_executor *ex);
+void gpu_crossentropy_all(cc_executor *ex, float loss_scale, int with_grad);
+
+/* executor_gpu.c: NaN provenance scan of a stage's output (main stream). */
+void gpu_check_dev(cc_executor *ex, const char *stage, const char *tensor, int layer, const void *ptr, size_t n,
+                   int is_half, int width);
+/* Close the phase that ends here (profiling only). */
+void gpu_mark(gpu_impl *g, int ph);
+
+#endif

@@ -1,0 +1,362 @@
+/* The GPU forward and backward passes of model.md, one lane (a group of whole
+ * sequences, see gpu_impl.h) at a time: every launch of a lane goes to the
+ * lane's streams and touches only the lane's rows of the activations and its
+ * own gradient accumulator, so lanes may run concurrently. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "catchat/dist.h"
+#include "catchat/gpu_ops.h"
+#include "catchat/kernels.h"
+#include "gpu/gpu_impl.h"
+
+/* A lane's view of the batch: rows [r0, r0 + M) of every [B·T, ·] tensor. */
+typedef struct {
+    cc_executor *ex;
+    gpu_impl *g;
+    gpu_lane *ln;
+    int B, T, M, D, L, H, W, V;
+    size_t r0, MD_all; /* first row; rows × D of the whole batch (the per-layer stride) */
+    float eps, fl, cap;
+} lane_ctx;
+
+static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln)
+{
+    const cc_dims *d = &ex->lay.dims;
+    lane_ctx c = { ex, IMPL(ex), ln, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
+                   (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T * d->D,
+                   (float)d->rms_eps, (float)d->rms_floor, (float)d->inv_rms_max };
+    return c;
+}
+
+/* Row r0 of a [·, width] tensor, for per-layer tensors at layer l. */
+#define ROWS(c, base, width) ((base) + (c)->r0 * (size_t)(width))
+#define LROWS(c, base, l, width) ((base) + (size_t)(l) * (c)->MD_all / (c)->D * (size_t)(width) + (c)->r0 * (size_t)(width))
+#define G32L(c, idx) ((c)->ln->g32 + (c)->ex->lay.t[(idx)].offset)
+/* A lane's attention rows: [B, H, T, W] is sequence-major. */
+#define PROWS(c, base) ((base) + (size_t)(c)->ln->b0 * (c)->H * (c)->T * (c)->W)
+
+static void check(lane_ctx *c, const char *stage, const char *tensor, int layer, const void *ptr, size_t n, int half,
+                  int width)
+{
+    if (c->ex->check) gpu_check_dev(c->ex, stage, tensor, layer, ptr, n, half, width);
+}
+
+static void mark(lane_ctx *c, int ph)
+{
+    if (c->ln == &c->g->lane[0]) gpu_mark(c->g, ph);
+}
+
+/* CATCHAT_LANE_TRACE=1: print, after each step, when every lane's
+ * recurrences ran (ms from the step's start), to see how lanes overlap. */
+#define TRACE_MAX 16
+static struct {
+    int on, n[GPU_MAX_LANES];
+    cudaEvent_t ev[GPU_MAX_LANES][TRACE_MAX], t0;
+} trace;
+
+static void trace_init(void)
+{
+    static int done;
+    if (done) return;
+    done = 1;
+    const char *e = getenv("CATCHAT_LANE_TRACE");
+    trace.on = e && *e == '1';
+    if (!trace.on) return;
+    cudaCheck(cudaEventCreate(&trace.t0));
+    for (int l = 0; l < GPU_MAX_LANES; l++)
+        for (int i = 0; i < TRACE_MAX; i++) cudaCheck(cudaEventCreate(&trace.ev[l][i]));
+}
+
+static void trace_point(int lane, cudaStream_t s)
+{
+    if (trace.on && trace.n[lane] < TRACE_MAX) cudaCheck(cudaEventRecord(trace.ev[lane][trace.n[lane]++], s));
+}
+
+static void trace_print(int nlanes)
+{
+    if (!trace.on) return;
+    cudaCheck(cudaDeviceSynchronize());
+    for (int l = 0; l < nlanes; l++) {
+        fprintf(stderr, "lane %d:", l);
+        for (int i = 0; i < trace.n[l]; i++) {
+            float ms = 0;
+            cudaCheck(cudaEventElapsedTime(&ms, trace.t0, trace.ev[l][i]));
+            fprintf(stderr, "%s%.2f", i % 2 ? "-" : " ", ms);
+        }
+        fputc('\n', stderr);
+        trace.n[l] = 0;
+    }
+}
+
+/* Hand the lane's stream over to its recurrence stream and back. */
+static cudaStream_t to_rec(gpu_lane *ln)
+{
+    cudaCheck(cudaEventRecord(ln->ev_to_rec, ln->stream));
+    cudaCheck(cudaStreamWaitEvent(ln->rec_stream, ln->ev_to_rec, 0));
+    trace_point(ln->index, ln->rec_stream);
+    return ln->rec_stream;
+}
+
+static void from_rec(gpu_lane *ln)
+{
+    trace_point(ln->index, ln->rec_stream);
+    cudaCheck(cudaEventRecord(ln->ev_from_rec, ln->rec_stream));
+    cudaCheck(cudaStreamWaitEvent(ln->stream, ln->ev_from_rec, 0));
+}
+
+/* Layer l's forward (after the embedding, for l = 0). */
+static void forward_layer(lane_ctx *c, int l)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    const cc_layout *lay = &ex->lay;
+    const int M = c->M, D = c->D, T = c->T;
+    const size_t MD = (size_t)M * D;
+    cudaStream_t s = c->ln->stream;
+
+    if (l == 0) {
+        mark(c, PH_INPUT);
+        launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
+        check(c, "embedding", "u0", -1, ROWS(c, g->u, D), MD, 0, D);
+    }
+    float *ul = LROWS(c, g->u, l, D), *hl = LROWS(c, g->h, l, D), *gxl = LROWS(c, g->gx, l, 3 * D);
+    float *gatesl = LROWS(c, g->gates, l, 3 * D), *ghnl = LROWS(c, g->ghn, l, D);
+    uint16_t *al = LROWS(c, g->a16, l, D), *hp = LROWS(c, g->hprev16, l, D);
+    launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, c->eps, c->fl,
+                           c->cap, s);
+    check(c, "rmsnorm", "a", l, al, MD, 1, D);
+    cc_gemm(c->ln->gemm, gxl, 3 * D, al, D, 0, P16(ex, lay->gru_wih[l]), D, 1, M, 3 * D, D, 1.f, 0.f,
+            P32(ex, lay->gru_bih[l]), s);
+    check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
+    mark(c, PH_INPUT);
+    gpu_gru_forward(c->ln->gemm, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]), P32(ex, lay->gru_bhh[l]),
+                    g->gh + (size_t)c->ln->b0 * 3 * D, c->B, T, D, to_rec(c->ln));
+    from_rec(c->ln);
+    mark(c, PH_REC_FWD);
+    check(c, "gru_forward", "h", l, hl, MD, 0, D);
+    launch_add(LROWS(c, g->u, l + 1, D), ul, hl, MD, s);
+}
+
+/* The context stream, the merge and the classifier. */
+static void forward_top(lane_ctx *c)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    const cc_layout *lay = &ex->lay;
+    const int M = c->M, D = c->D, T = c->T;
+    const size_t MD = (size_t)M * D;
+    cudaStream_t s = c->ln->stream;
+    const float *uL = LROWS(c, g->u, c->L, D);
+    uint16_t *s16 = ROWS(c, g->s16, D), *o16 = ROWS(c, g->o16, D), *f16 = ROWS(c, g->f16, D);
+    float *qkv = ROWS(c, g->qkv, 3 * D), *cc = ROWS(c, g->c, D), *mm = ROWS(c, g->mm, D);
+    launch_rmsnorm_forward(NULL, s16, ROWS(c, g->s_ir, 1), uL, P32(ex, lay->ctx_norm), M, D, c->eps, c->fl, c->cap, s);
+    check(c, "ctx_rmsnorm", "s", -1, s16, MD, 1, D);
+    cc_gemm(c->ln->gemm, qkv, 3 * D, s16, D, 0, P16(ex, lay->ctx_qkv), D, 1, M, 3 * D, D, 1.f, 0.f, NULL, s);
+    check(c, "qkv_projection", "qkv", -1, qkv, 3 * MD, 0, 3 * D);
+    launch_attention_forward(NULL, o16, PROWS(c, g->p), qkv, c->B, T, D, c->H, c->W, s);
+    check(c, "attention_forward", "o", -1, o16, MD, 1, D);
+    cc_gemm(c->ln->gemm, cc, D, o16, D, 0, P16(ex, lay->ctx_out), D, 1, M, D, D, 1.f, 0.f, NULL, s);
+    check(c, "ctx_out_projection", "c", -1, cc, MD, 0, D);
+    launch_add(mm, uL, cc, MD, s);
+    launch_rmsnorm_forward(NULL, f16, ROWS(c, g->f_ir, 1), mm, P32(ex, lay->final_norm), M, D, c->eps, c->fl, c->cap,
+                           s);
+    check(c, "final_rmsnorm", "f", -1, f16, MD, 1, D);
+    mark(c, PH_CONTEXT_FWD);
+    float *logits = ROWS(c, g->logits, c->V);
+    cc_gemm(c->ln->gemm, logits, c->V, f16, D, 0, P16(ex, lay->lm_head), D, 1, M, c->V, D, 1.f, 0.f, NULL, s);
+    check(c, "classifier", "logits", -1, logits, (size_t)M * c->V, 0, c->V);
+}
+
+static void crossentropy_lane(lane_ctx *c, float loss_scale, int with_grad)
+{
+    gpu_impl *g = c->g;
+    launch_crossentropy(ROWS(c, g->loss_row, 1), ROWS(c, g->rank, 1), with_grad ? ROWS(c, g->dlogits16, c->V) : NULL,
+                        ROWS(c, g->logits, c->V), ROWS(c, g->y, 1), c->M, c->V, loss_scale, c->ln->stream);
+}
+
+/* The ctx.*, final_norm and lm_head gradients lie at the end of the buffer
+ * and are final once the context stream's backward is done: with one lane,
+ * reduce them over ranks on the side stream while the recurrence runs. */
+static void allreduce_tail_early(lane_ctx *c)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    const size_t tail = ex->lay.t[ex->lay.ctx_norm].offset;
+    cudaCheck(cudaEventRecord(g->ev_tail, c->ln->stream));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->ev_tail, 0));
+    cc_dist_allreduce_f32(ex->dist, g->g32 + tail, ex->lay.total - tail, g->comm_stream);
+}
+
+/* The classifier and the context stream backward, down to dL/du^L. */
+static void backward_top(lane_ctx *c, float ctx_limit)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    gpu_lane *ln = c->ln;
+    const cc_layout *lay = &ex->lay;
+    const int M = c->M, D = c->D, T = c->T, V = c->V;
+    const size_t MD = (size_t)M * D;
+    cudaStream_t s = ln->stream;
+    float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D), *dc = ROWS(c, g->dc, D);
+    float *dqkv = ROWS(c, g->dqkv, 3 * D), *qkv = ROWS(c, g->qkv, 3 * D);
+    /* d16 holds [M, D] and [M, 3D] operands in turn: the lane's region is its 3D-wide rows */
+    uint16_t *d16 = ROWS(c, g->d16, 3 * D), *dlogits = ROWS(c, g->dlogits16, V);
+
+    /* classifier */
+    check(c, "classifier_backward", "dlogits", -1, dlogits, (size_t)M * V, 1, V);
+    cc_gemm(ln->gemm, G32L(c, lay->lm_head), D, dlogits, V, 1, ROWS(c, g->f16, D), D, 0, V, D, M, 1.f, 1.f, NULL, s);
+    cc_gemm(ln->gemm, dtmp, D, dlogits, V, 0, P16(ex, lay->lm_head), D, 0, M, D, V, 1.f, 0.f, NULL, s);
+    cudaCheck(cudaMemsetAsync(du, 0, sizeof(float) * MD, s));
+    launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, ROWS(c, g->mm, D), P32(ex, lay->final_norm),
+                            ROWS(c, g->f_ir, 1), M, D, c->eps, c->fl, c->cap, s);
+    mark(c, PH_CLASSIFIER);
+    check(c, "final_rmsnorm_backward", "dm", -1, du, MD, 0, D);
+    /* context stream */
+    cudaCheck(cudaMemcpyAsync(dc, du, sizeof(float) * MD, cudaMemcpyDeviceToDevice, s));
+    launch_rownorm_clamp(dc, M, D, ctx_limit, s);
+    launch_f32_to_f16(d16, dc, MD, s);
+    cc_gemm(ln->gemm, G32L(c, lay->ctx_out), D, d16, D, 1, ROWS(c, g->o16, D), D, 0, D, D, M, 1.f, 1.f, NULL, s);
+    cc_gemm(ln->gemm, dtmp, D, d16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, NULL, s);
+    launch_attention_backward(dqkv, PROWS(c, g->dsbuf), dtmp, PROWS(c, g->p), qkv, c->B, T, D, c->H, c->W, s);
+    check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
+    launch_f32_to_f16(d16, dqkv, 3 * MD, s);
+    cc_gemm(ln->gemm, G32L(c, lay->ctx_qkv), D, d16, 3 * D, 1, ROWS(c, g->s16, D), D, 0, 3 * D, D, M, 1.f, 1.f, NULL,
+            s);
+    cc_gemm(ln->gemm, dtmp, D, d16, 3 * D, 0, P16(ex, lay->ctx_qkv), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
+    launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, LROWS(c, g->u, c->L, D), P32(ex, lay->ctx_norm),
+                            ROWS(c, g->s_ir, 1), M, D, c->eps, c->fl, c->cap, s);
+    check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
+}
+
+/* Layer l's BPTT; its weight gradients go to the side stream. du holds
+ * dL/du^{l+1}, which is also dL/dh^l through the residual, and leaves as dL/du^l. */
+static void backward_layer(lane_ctx *c, int l, float clamp_limit)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    gpu_lane *ln = c->ln;
+    const cc_layout *lay = &ex->lay;
+    const int M = c->M, D = c->D, T = c->T;
+    const size_t MD = (size_t)M * D;
+    cudaStream_t s = ln->stream;
+    float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D);
+    const float *hl = LROWS(c, g->h, l, D), *gatesl = LROWS(c, g->gates, l, 3 * D), *ghnl = LROWS(c, g->ghn, l, D);
+    mark(c, l == c->L - 1 ? PH_CONTEXT_BWD : PH_WGRAD);
+    if (l == c->L - 1 && ex->dist && ex->dist->active && g->nlanes == 1) allreduce_tail_early(c);
+    const int par = l & 1;
+    /* the two parity buffers are [M_all, 3D] each; the lane's rows within */
+    uint16_t *dgx = g->dgx16 + (size_t)par * 3 * c->MD_all + c->r0 * 3 * D;
+    uint16_t *dgh = g->dgh16 + (size_t)par * 3 * c->MD_all + c->r0 * 3 * D;
+    if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
+        cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
+    gpu_gru_bptt(ln->gemm, dgx, dgh, g->dhrec + (size_t)ln->b0 * D, du, hl, gatesl, ghnl,
+                 P16(ex, lay->gru_whh[l]), c->B, T, D, clamp_limit, to_rec(ln));
+    from_rec(ln);
+    mark(c, PH_BPTT);
+    check(c, "gru_backward", "dgx", l, dgx, 3 * MD, 1, 3 * D);
+    /* weight gradients, each one GEMM over the lane's positions, beside the next layer's BPTT */
+    cudaCheck(cudaEventRecord(ln->ev_bptt[par], s));
+    cudaCheck(cudaStreamWaitEvent(ln->wgrad_stream, ln->ev_bptt[par], 0));
+    gpu_gru_weight_grads(ln->gemm_wgrad, G32L(c, lay->gru_whh[l]), G32L(c, lay->gru_bhh[l]), dgh,
+                         LROWS(c, g->hprev16, l, D), c->B, T, D, ln->wgrad_stream);
+    cc_gemm(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), D, dgx, 3 * D, 1, LROWS(c, g->a16, l, D), D, 0, 3 * D, D, M,
+            1.f, 1.f, NULL, ln->wgrad_stream);
+    launch_colsum_f16_acc(G32L(c, lay->gru_bih[l]), dgx, M, 3 * D, ln->wgrad_stream);
+    cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
+    /* the input gradient stays on the critical path */
+    cc_gemm(ln->gemm, dtmp, D, dgx, 3 * D, 0, P16(ex, lay->gru_wih[l]), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
+    launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, l, D), P32(ex, lay->gru_norm[l]),
+                            LROWS(c, g->a_ir, l, 1), M, D, c->eps, c->fl, c->cap, s);
+    check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
+    if (l == 0) cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[0], 0)); /* layer 0's weight gradients, and so all of them */
+}
+
+/* Lane i covers sequences [i·B/n, (i+1)·B/n); n divides B (checked at creation). */
+static void set_lanes(cc_executor *ex, int n)
+{
+    gpu_impl *g = IMPL(ex);
+    for (int i = 0; i < n; i++) {
+        g->lane[i].B = ex->B / n;
+        g->lane[i].b0 = i * (ex->B / n);
+    }
+}
+
+static void forward_lane(lane_ctx *c)
+{
+    for (int l = 0; l < c->L; l++) forward_layer(c, l);
+    forward_top(c);
+}
+
+void gpu_forward_all(cc_executor *ex)
+{
+    set_lanes(ex, 1);
+    lane_ctx c = lane_view(ex, &IMPL(ex)->lane[0]);
+    forward_lane(&c);
+}
+
+void gpu_crossentropy_all(cc_executor *ex, float loss_scale, int with_grad)
+{
+    set_lanes(ex, 1);
+    lane_ctx c = lane_view(ex, &IMPL(ex)->lane[0]);
+    crossentropy_lane(&c, loss_scale, with_grad);
+}
+
+int gpu_passes(cc_executor *ex, double loss_scale, long scored)
+{
+    gpu_impl *g = IMPL(ex);
+    /* profiling and NaN provenance want one stream: phases in order, scans in order */
+    const int n = g->profile || ex->check ? 1 : g->nlanes;
+    const int saved = g->nlanes;
+    g->nlanes = n;
+    set_lanes(ex, n);
+    /* The dispatcher's one multiplication: user clamps are unscaled values on
+     * the mean loss; the kernels see gradients of the summed loss × S. */
+    const double unit = loss_scale * (double)scored;
+    const float clamp_limit = (float)(ex->cfg.grad_h_clamp * unit);
+    const float ctx_limit = (float)(ex->cfg.ctx_grad_clamp * unit);
+    const size_t total = ex->lay.total;
+
+    /* the batch and the zeroed gradients are on the main stream (lane 0's) */
+    for (int i = 1; i < n; i++)
+        cudaCheck(cudaMemsetAsync(g->lane[i].g32, 0, sizeof(float) * total, g->stream));
+    cudaCheck(cudaEventRecord(g->ev_batch, g->stream));
+    trace_init();
+    if (trace.on) cudaCheck(cudaEventRecord(trace.t0, g->stream));
+    /* Issued phase by phase across the lanes, so every lane's work reaches
+     * the GPU early: issued lane after lane, the last lane's first kernel
+     * waited ~0.6 ms for the host to enqueue the other lanes' steps. Lanes
+     * started apart (after the first lane's input GEMM or its first
+     * recurrence) were measured no faster at B=64 and slower at B=256. */
+    const int L = ex->lay.dims.L;
+    lane_ctx c[GPU_MAX_LANES];
+    for (int i = 0; i < n; i++) {
+        c[i] = lane_view(ex, &g->lane[i]);
+        if (i > 0) cudaCheck(cudaStreamWaitEvent(g->lane[i].stream, g->ev_batch, 0));
+    }
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < n; i++) forward_layer(&c[i], l);
+    for (int i = 0; i < n; i++) {
+        forward_top(&c[i]);
+        crossentropy_lane(&c[i], (float)loss_scale, scored > 0);
+        if (scored > 0) backward_top(&c[i], ctx_limit);
+    }
+    for (int l = L - 1; scored > 0 && l >= 0; l--)
+        for (int i = 0; i < n; i++) backward_layer(&c[i], l, clamp_limit);
+    for (int i = 1; i < n; i++) {
+        trace_point(i, g->lane[i].stream);
+        trace_point(i, g->lane[i].stream);
+        cudaCheck(cudaEventRecord(g->lane[i].ev_finished, g->lane[i].stream));
+    }
+    trace_point(0, g->stream);
+    trace_point(0, g->stream);
+    for (int i = 1; i < n; i++) cudaCheck(cudaStreamWaitEvent(g->stream, g->lane[i].ev_finished, 0));
+    if (scored > 0) {
+        /* the embedding gradient over the whole batch (one CSR), then the lanes' sums in lane order */
+        launch_embedding_backward(g->g32 + ex->lay.t[ex->lay.embed].offset, g->du, g->tok_off, g->tok_pos,
+                                  ex->lay.dims.V, ex->lay.dims.D, g->stream);
+        for (int i = 1; i < n; i++) launch_add(g->g32, g->g32, g->lane[i].g32, total, g->stream);
+    }
+    trace_print(n);
+    g->nlanes = saved;
+    return n;
+}
