@@ -73,16 +73,21 @@ void gpu_check_dev(cc_executor *ex, const char *stage, const char *tensor, int l
 
 static void *dalloc(size_t bytes, const char *what) { return cc_device_alloc(bytes, what); }
 
-static void upload_batch(cc_executor *ex, const int *x, const int *y)
+/* Tokens and targets to the device, and each lane's embedding-backward CSR
+ * (positions relative to the lane's first row). */
+static void upload_batch(cc_executor *ex, const int *x, const int *y, int lanes)
 {
     gpu_impl *g = IMPL(ex);
-    const size_t n = (size_t)ex->B * ex->T;
+    const size_t n = (size_t)ex->B * ex->T, per_lane = n / lanes;
     cudaCheck(cudaMemcpyAsync(g->x, x, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
     cudaCheck(cudaMemcpyAsync(g->y, y, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
     const int V = ex->lay.dims.V;
     cudaCheck(cudaStreamSynchronize(g->stream)); /* the host CSR buffers are reused */
-    cc_embedding_csr(x, (int)n, V, g->tok_off_host, g->tok_pos_host);
-    cudaCheck(cudaMemcpyAsync(g->tok_off, g->tok_off_host, sizeof(int) * (V + 1), cudaMemcpyHostToDevice, g->stream));
+    for (int i = 0; i < lanes; i++)
+        cc_embedding_csr(x + i * per_lane, (int)per_lane, V, g->tok_off_host + (size_t)i * (V + 1),
+                         g->tok_pos_host + i * per_lane);
+    cudaCheck(cudaMemcpyAsync(g->tok_off, g->tok_off_host, sizeof(int) * (V + 1) * lanes, cudaMemcpyHostToDevice,
+                              g->stream));
     cudaCheck(cudaMemcpyAsync(g->tok_pos, g->tok_pos_host, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
 }
 
@@ -118,8 +123,9 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     const long scored = (long)counts[0];
     g->nmarks = 0;
     cudaCheck(cudaMemsetAsync(g->g32, 0, sizeof(float) * ex->lay.total, g->stream));
-    upload_batch(ex, x, y);
-    const int lanes = gpu_passes(ex, loss_scale, scored);
+    const int lanes = gpu_step_lanes(ex);
+    upload_batch(ex, x, y, lanes);
+    gpu_passes(ex, loss_scale, scored, lanes);
     if (scored > 0) {
         if (ex->dist && ex->dist->active) {
             /* one lane reduced the tail (ctx.*, final_norm, lm_head) during the BPTT;
@@ -152,7 +158,7 @@ static void gpu_score(cc_executor *ex, const int *x, const int *y, cc_score *sco
     gpu_impl *g = IMPL(ex);
     const int profile = g->profile; /* evaluation is not part of the timed step */
     g->profile = 0;
-    upload_batch(ex, x, y);
+    upload_batch(ex, x, y, 1);
     gpu_forward_all(ex);
     g->profile = profile;
     gpu_crossentropy_all(ex, 1.f, 0);
@@ -433,9 +439,9 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->partials = dalloc(4 * (size_t)optimizer_sumsq_blocks(), "norm partials");
     g->nonfinite = dalloc(sizeof(int), "non-finite count");
     g->first_bad = dalloc(sizeof(unsigned long long), "non-finite index");
-    g->tok_off = dalloc(4 * (V + 1), "token offsets");
+    g->tok_off = dalloc(4 * (V + 1) * GPU_MAX_LANES, "token offsets");
     g->tok_pos = dalloc(4 * M, "token positions");
-    g->tok_off_host = cc_malloc(4 * (V + 1));
+    g->tok_off_host = cc_malloc(4 * (V + 1) * GPU_MAX_LANES);
     g->tok_pos_host = cc_malloc(4 * M);
     g->loss_host = cc_malloc(4 * M);
     g->rank_host = cc_malloc(4 * M);

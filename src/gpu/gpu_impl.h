@@ -54,7 +54,7 @@ typedef struct {
      * a BPTT never overwrites what the weight-gradient stream still reads */
     float *du, *dtmp, *dhrec, *dqkv, *dsbuf, *dc;
     uint16_t *dgx16, *dgh16, *d16;
-    int *tok_off, *tok_pos; /* embedding-backward CSR of the batch (device) */
+    int *tok_off, *tok_pos; /* embedding-backward CSR of each lane's tokens (device) */
     int *tok_off_host, *tok_pos_host;
     /* host staging */
     float *loss_host;
@@ -73,10 +73,13 @@ typedef struct {
 #define P32(ex, idx) (IMPL(ex)->p32 + (ex)->lay.t[(idx)].offset)
 #define P16(ex, idx) (IMPL(ex)->p16 + (ex)->lay.t[(idx)].offset)
 
-/* passes_gpu.c: forward, loss and backward of every lane (backward only
- * when scored > 0), then the embedding gradient and the lanes' gradients
- * summed into g32 on the main stream. Returns the number of lanes it ran. */
-int gpu_passes(cc_executor *ex, double loss_scale, long scored);
+/* passes_gpu.c: lanes of this training step: one while profiling or
+ * checking (phases and scans in order), else nlanes. */
+int gpu_step_lanes(const cc_executor *ex);
+/* Forward, loss and backward of every lane (backward only when scored > 0),
+ * then the lanes' gradients summed into g32 on the main stream. The batch's
+ * CSR must be per lane (upload_batch with the same lane count). */
+void gpu_passes(cc_executor *ex, double loss_scale, long scored, int lanes);
 /* Forward of the whole batch on the main stream (evaluation). */
 void gpu_forward_all(cc_executor *ex);
 void gpu_crossentropy_all(cc_executor *ex, float loss_scale, int with_grad);

@@ -212,9 +212,11 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     mark(c, PH_CLASSIFIER);
     check(c, "final_rmsnorm_backward", "dm", -1, du, MD, 0, D);
     /* context stream */
-    cudaCheck(cudaMemcpyAsync(dc, du, sizeof(float) * MD, cudaMemcpyDeviceToDevice, s));
-    launch_rownorm_clamp(dc, M, D, ctx_limit, s);
-    launch_f32_to_f16(d16, dc, MD, s);
+    if (ctx_limit > 0) { /* the guard rescales a copy: du itself flows on down the residual */
+        cudaCheck(cudaMemcpyAsync(dc, du, sizeof(float) * MD, cudaMemcpyDeviceToDevice, s));
+        launch_rownorm_clamp(dc, M, D, ctx_limit, s);
+    }
+    launch_f32_to_f16(d16, ctx_limit > 0 ? dc : du, MD, s);
     cc_gemm(ln->gemm, G32L(c, lay->ctx_out), D, d16, D, 1, ROWS(c, g->o16, D), D, 0, D, D, M, 1.f, 1.f, NULL, s);
     cc_gemm(ln->gemm, dtmp, D, d16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, NULL, s);
     launch_attention_backward(dqkv, PROWS(c, g->dsbuf), dtmp, PROWS(c, g->p), qkv, c->B, T, D, c->H, c->W, s);
@@ -236,7 +238,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     gpu_impl *g = c->g;
     gpu_lane *ln = c->ln;
     const cc_layout *lay = &ex->lay;
-    const int M = c->M, D = c->D, T = c->T;
+    const int M = c->M, D = c->D, T = c->T, V = c->V;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream;
     float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D);
@@ -268,7 +270,11 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, l, D), P32(ex, lay->gru_norm[l]),
                             LROWS(c, g->a_ir, l, 1), M, D, c->eps, c->fl, c->cap, s);
     check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
-    if (l == 0) cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[0], 0)); /* layer 0's weight gradients, and so all of them */
+    if (l == 0) {
+        launch_embedding_backward(G32L(c, lay->embed), du, g->tok_off + (size_t)ln->index * (V + 1),
+                                  ROWS(c, g->tok_pos, 1), V, D, s);
+        cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[0], 0)); /* layer 0's weight gradients, and so all of them */
+    }
 }
 
 /* Lane i covers sequences [i·B/n, (i+1)·B/n); n divides B (checked at creation). */
@@ -301,11 +307,11 @@ void gpu_crossentropy_all(cc_executor *ex, float loss_scale, int with_grad)
     crossentropy_lane(&c, loss_scale, with_grad);
 }
 
-int gpu_passes(cc_executor *ex, double loss_scale, long scored)
+int gpu_step_lanes(const cc_executor *ex) { return IMPL(ex)->profile || ex->check ? 1 : IMPL(ex)->nlanes; }
+
+void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
 {
     gpu_impl *g = IMPL(ex);
-    /* profiling and NaN provenance want one stream: phases in order, scans in order */
-    const int n = g->profile || ex->check ? 1 : g->nlanes;
     const int saved = g->nlanes;
     g->nlanes = n;
     set_lanes(ex, n);
@@ -350,13 +356,8 @@ int gpu_passes(cc_executor *ex, double loss_scale, long scored)
     trace_point(0, g->stream);
     trace_point(0, g->stream);
     for (int i = 1; i < n; i++) cudaCheck(cudaStreamWaitEvent(g->stream, g->lane[i].ev_finished, 0));
-    if (scored > 0) {
-        /* the embedding gradient over the whole batch (one CSR), then the lanes' sums in lane order */
-        launch_embedding_backward(g->g32 + ex->lay.t[ex->lay.embed].offset, g->du, g->tok_off, g->tok_pos,
-                                  ex->lay.dims.V, ex->lay.dims.D, g->stream);
+    if (scored > 0) /* the lanes' gradients, added in lane order */
         for (int i = 1; i < n; i++) launch_add(g->g32, g->g32, g->lane[i].g32, total, g->stream);
-    }
     trace_print(n);
     g->nlanes = saved;
-    return n;
 }
