@@ -54,10 +54,11 @@ static int help_config(void)
 
 int main(int argc, char **argv)
 {
-    /* The GPU executor runs up to ten streams at once (lanes, weight
-     * gradients, the all-reduce); with the default 8 hardware queues two of
-     * them would share one and wait on each other. Read at CUDA's start. */
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "16", 0);
+    /* The GPU executor runs three streams per lane at once (the lane's, its
+     * recurrences', its weight gradients'); with the default 8 hardware
+     * queues two of them would share one and wait on each other. 32 is the
+     * most CUDA takes. Read when CUDA starts. */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     if (argc < 2) {
         usage(stderr);
         return 2;

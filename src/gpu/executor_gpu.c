@@ -321,8 +321,8 @@ static const cc_executor_ops GPU_OPS = {
 
 /* Lanes per training step (gpu_impl.h): the most, up to 4, whose share of
  * the batch still runs the cluster recurrence (B=64: 4 lanes of 16), else
- * one. CATCHAT_GPU_LANES (1..4, dividing B) overrides it, for measuring;
- * returns 0 on a bad value. */
+ * one. CATCHAT_GPU_LANES (1..GPU_MAX_LANES, dividing B) overrides it, for
+ * measuring; returns 0 on a bad value. */
 static int lanes_for(int B, int T, int D)
 {
     const char *e = getenv("CATCHAT_GPU_LANES");
@@ -336,7 +336,7 @@ static int lanes_for(int B, int T, int D)
         return (int)n;
     }
     if (gpu_gru_impl_for(B, T, D) != GRU_IMPL_CLUSTER) return 1;
-    for (int n = GPU_MAX_LANES; n > 1; n /= 2)
+    for (int n = 4; n > 1; n /= 2)
         if (B % n == 0 && gpu_gru_impl_for(B / n, T, D) == GRU_IMPL_CLUSTER) return n;
     return 1;
 }

@@ -17,7 +17,7 @@
  * Only the parameter gradients are shared: each lane after the first
  * accumulates into its own buffer, added into the first in lane order
  * (deterministic). */
-#define GPU_MAX_LANES 4
+#define GPU_MAX_LANES 8
 
 typedef struct {
     cudaStream_t stream;       /* lane 0: the executor's main stream */

@@ -15,7 +15,7 @@ typedef struct {
     gpu_impl *g;
     gpu_lane *ln;
     int B, T, M, D, L, H, W, V;
-    size_t r0, MD_all; /* first row; rows × D of the whole batch (the per-layer stride) */
+    size_t r0, M_all; /* the lane's first row; rows of the whole batch (per-layer tensors are [L, M_all, ·]) */
     float eps, fl, cap;
 } lane_ctx;
 
@@ -23,14 +23,14 @@ static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln)
 {
     const cc_dims *d = &ex->lay.dims;
     lane_ctx c = { ex, IMPL(ex), ln, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
-                   (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T * d->D,
+                   (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T,
                    (float)d->rms_eps, (float)d->rms_floor, (float)d->inv_rms_max };
     return c;
 }
 
-/* Row r0 of a [·, width] tensor, for per-layer tensors at layer l. */
+/* The lane's first row of a [M_all, width] tensor, and of layer l's block of an [L, M_all, width] one. */
 #define ROWS(c, base, width) ((base) + (c)->r0 * (size_t)(width))
-#define LROWS(c, base, l, width) ((base) + (size_t)(l) * (c)->MD_all / (c)->D * (size_t)(width) + (c)->r0 * (size_t)(width))
+#define LROWS(c, base, l, width) ((base) + ((size_t)(l) * (c)->M_all + (c)->r0) * (size_t)(width))
 #define G32L(c, idx) ((c)->ln->g32 + (c)->ex->lay.t[(idx)].offset)
 /* A lane's attention rows: [B, H, T, W] is sequence-major. */
 #define PROWS(c, base) ((base) + (size_t)(c)->ln->b0 * (c)->H * (c)->T * (c)->W)
@@ -247,8 +247,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     if (l == c->L - 1 && ex->dist && ex->dist->active && g->nlanes == 1) allreduce_tail_early(c);
     const int par = l & 1;
     /* the two parity buffers are [M_all, 3D] each; the lane's rows within */
-    uint16_t *dgx = g->dgx16 + (size_t)par * 3 * c->MD_all + c->r0 * 3 * D;
-    uint16_t *dgh = g->dgh16 + (size_t)par * 3 * c->MD_all + c->r0 * 3 * D;
+    uint16_t *dgx = LROWS(c, g->dgx16, par, 3 * D), *dgh = LROWS(c, g->dgh16, par, 3 * D);
     if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
     gpu_gru_bptt(ln->gemm, dgx, dgh, g->dhrec + (size_t)ln->b0 * D, du, hl, gatesl, ghnl,
