@@ -10,13 +10,18 @@ static const char *HELP =
     "usage: catchat bench [--config F] [--set key=value]... [--steps N] [--warmup N]\n"
     "                     [--cpu-steps N] [--json]\n\n"
     "Times the full training step (forward, backward, optimizer) of the config on the GPU:\n"
-    "median of --steps after --warmup, tokens/s, device time per phase (CUDA events), and\n"
-    "microseconds per timestep per layer of the recurrence; then the CPU reference on the\n"
-    "same batch (--cpu-steps, 0 to skip) and the GPU's speedup over it.\n\n"
+    "median of --steps after --warmup, tokens/s and the number of lanes (groups of\n"
+    "sequences on their own streams) the step ran in; then --steps more steps in one lane\n"
+    "for the device time per phase (CUDA events) and microseconds per timestep per layer\n"
+    "of the recurrence; then the CPU reference on the same batch (--cpu-steps, 0 to skip)\n"
+    "and the GPU's speedup over it.\n\n"
     "  --steps N       timed steps (default 30)\n"
     "  --warmup N      untimed steps first (default 5)\n"
     "  --cpu-steps N   CPU reference steps (default 1)\n"
-    "  --json          one JSON object\n";
+    "  --json          one JSON object\n\n"
+    "Environment (for measuring; training reads them too):\n"
+    "  CATCHAT_GPU_LANES=N   lanes per step, 1..8 dividing batch_size (default: up to 4)\n"
+    "  CATCHAT_LANE_TRACE=1  print when each lane's recurrences ran, after every step\n";
 
 int cmd_bench(int argc, char **argv)
 {
