@@ -37,7 +37,7 @@ typedef struct {
 typedef struct {
     cudaStream_t stream, comm_stream; /* the gradient all-reduce runs beside the BPTT */
     cudaEvent_t ev_tail, ev_done, ev_batch;
-    int nlanes; /* lanes of a training step; 1 while profiling or checking */
+    int nlanes; /* lanes of a training step (gpu_step_lanes: one while profiling or checking) */
     gpu_lane lane[GPU_MAX_LANES];
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
     float *p32, *g32, *m, *v;

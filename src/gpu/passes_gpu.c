@@ -14,15 +14,16 @@ typedef struct {
     cc_executor *ex;
     gpu_impl *g;
     gpu_lane *ln;
+    int nlanes; /* lanes of this step */
     int B, T, M, D, L, H, W, V;
     size_t r0, M_all; /* the lane's first row; rows of the whole batch (per-layer tensors are [L, M_all, ·]) */
     float eps, fl, cap;
 } lane_ctx;
 
-static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln)
+static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
 {
     const cc_dims *d = &ex->lay.dims;
-    lane_ctx c = { ex, IMPL(ex), ln, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
+    lane_ctx c = { ex, IMPL(ex), ln, nlanes, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
                    (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T,
                    (float)d->rms_eps, (float)d->rms_floor, (float)d->inv_rms_max };
     return c;
@@ -70,6 +71,13 @@ static void trace_init(void)
 static void trace_point(int lane, cudaStream_t s)
 {
     if (trace.on && trace.n[lane] < TRACE_MAX) cudaCheck(cudaEventRecord(trace.ev[lane][trace.n[lane]++], s));
+}
+
+/* The lane's end, printed as an interval of zero length after its recurrences. */
+static void trace_end(int lane, cudaStream_t s)
+{
+    trace_point(lane, s);
+    trace_point(lane, s);
 }
 
 static void trace_print(int nlanes)
@@ -244,7 +252,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D);
     const float *hl = LROWS(c, g->h, l, D), *gatesl = LROWS(c, g->gates, l, 3 * D), *ghnl = LROWS(c, g->ghn, l, D);
     mark(c, l == c->L - 1 ? PH_CONTEXT_BWD : PH_WGRAD);
-    if (l == c->L - 1 && ex->dist && ex->dist->active && g->nlanes == 1) allreduce_tail_early(c);
+    if (l == c->L - 1 && ex->dist && ex->dist->active && c->nlanes == 1) allreduce_tail_early(c);
     const int par = l & 1;
     /* the two parity buffers are [M_all, 3D] each; the lane's rows within */
     uint16_t *dgx = LROWS(c, g->dgx16, par, 3 * D), *dgh = LROWS(c, g->dgh16, par, 3 * D);
@@ -295,14 +303,14 @@ static void forward_lane(lane_ctx *c)
 void gpu_forward_all(cc_executor *ex)
 {
     set_lanes(ex, 1);
-    lane_ctx c = lane_view(ex, &IMPL(ex)->lane[0]);
+    lane_ctx c = lane_view(ex, &IMPL(ex)->lane[0], 1);
     forward_lane(&c);
 }
 
 void gpu_crossentropy_all(cc_executor *ex, float loss_scale, int with_grad)
 {
     set_lanes(ex, 1);
-    lane_ctx c = lane_view(ex, &IMPL(ex)->lane[0]);
+    lane_ctx c = lane_view(ex, &IMPL(ex)->lane[0], 1);
     crossentropy_lane(&c, loss_scale, with_grad);
 }
 
@@ -311,8 +319,6 @@ int gpu_step_lanes(const cc_executor *ex) { return IMPL(ex)->profile || ex->chec
 void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
 {
     gpu_impl *g = IMPL(ex);
-    const int saved = g->nlanes;
-    g->nlanes = n;
     set_lanes(ex, n);
     /* The dispatcher's one multiplication: user clamps are unscaled values on
      * the mean loss; the kernels see gradients of the summed loss × S. */
@@ -335,7 +341,7 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
     const int L = ex->lay.dims.L;
     lane_ctx c[GPU_MAX_LANES];
     for (int i = 0; i < n; i++) {
-        c[i] = lane_view(ex, &g->lane[i]);
+        c[i] = lane_view(ex, &g->lane[i], n);
         if (i > 0) cudaCheck(cudaStreamWaitEvent(g->lane[i].stream, g->ev_batch, 0));
     }
     for (int l = 0; l < L; l++)
@@ -347,16 +353,12 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
     }
     for (int l = L - 1; scored > 0 && l >= 0; l--)
         for (int i = 0; i < n; i++) backward_layer(&c[i], l, clamp_limit);
-    for (int i = 1; i < n; i++) {
-        trace_point(i, g->lane[i].stream);
-        trace_point(i, g->lane[i].stream);
-        cudaCheck(cudaEventRecord(g->lane[i].ev_finished, g->lane[i].stream));
+    for (int i = 0; i < n; i++) {
+        trace_end(i, g->lane[i].stream);
+        if (i > 0) cudaCheck(cudaEventRecord(g->lane[i].ev_finished, g->lane[i].stream));
     }
-    trace_point(0, g->stream);
-    trace_point(0, g->stream);
     for (int i = 1; i < n; i++) cudaCheck(cudaStreamWaitEvent(g->stream, g->lane[i].ev_finished, 0));
     if (scored > 0) /* the lanes' gradients, added in lane order */
         for (int i = 1; i < n; i++) launch_add(g->g32, g->g32, g->lane[i].g32, total, g->stream);
     trace_print(n);
-    g->nlanes = saved;
 }
