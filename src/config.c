@@ -185,6 +185,17 @@ void cc_config_defaults(cc_config *c)
     for (int i = 0; i < NKEYS; i++) set_spec(c, &KEYS[i], KEYS[i].def, msg, sizeof(msg));
 }
 
+void cc_config_tiny(cc_config *c)
+{
+    cc_config_defaults(c);
+    c->d_model = 64;
+    c->n_layers = 2;
+    c->n_heads = 4;
+    c->ctx_window = 16;
+    c->seq_len = 32;
+    c->batch_size = 4;
+}
+
 /* inih tells the handler nothing about lines; it returns the line of the first
  * handler failure. So the handler keeps the first failure's reason and the
  * loader prints it with that line. */

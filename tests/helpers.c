@@ -11,13 +11,7 @@
 
 void th_tiny_config(cc_config *c)
 {
-    cc_config_defaults(c);
-    c->d_model = 64;
-    c->n_layers = 2;
-    c->n_heads = 4;
-    c->ctx_window = 16;
-    c->seq_len = 32;
-    c->batch_size = 4;
+    cc_config_tiny(c);
     c->max_steps = 20;
     c->warmup_steps = 5;
     c->eval_interval = 10;

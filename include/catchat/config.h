@@ -31,6 +31,9 @@ typedef struct cc_config {
 
 /* Fill every key with its default. */
 void cc_config_defaults(cc_config *c);
+/* The defaults with model.md's "tiny (tests)" model: D=64, L=2, H=4, W=16,
+ * T=32, batch 4 (the shape of configs/tiny.ini, without reading it). */
+void cc_config_tiny(cc_config *c);
 
 /* Read an INI file over the current values. 0 on success; on failure one line
  * naming the file, line and key has been printed. */

@@ -569,13 +569,7 @@ static void stage_classifier(stage *st, cc_rng *r, cc_gemm_ctx *gm)
 /* ---- the full model (stages 9–11) on both executors ---- */
 static void small_config(cc_config *c)
 {
-    cc_config_defaults(c);
-    c->d_model = 64;
-    c->n_layers = 2;
-    c->n_heads = 4;
-    c->ctx_window = 16;
-    c->seq_len = 32;
-    c->batch_size = 4;
+    cc_config_tiny(c);
     c->loss_scale = 128;
     c->grad_h_clamp = 1000;
 }
