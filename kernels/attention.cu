@@ -335,12 +335,16 @@ extern "C" void launch_attention_forward(float *o32, void *o16, float *p, const 
     LAUNCH_CHECK();
 }
 
-extern "C" void launch_attention_backward(float *dqkv, float *ds, const float *dout, const float *p,
+extern "C" void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
                                           const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
 {
     if (attention_tc_supported(D, H, W)) {
-        launch_attention_backward_tc(dqkv, ds, dout, p, qkv, B, T, D, H, W, s);
+        launch_attention_backward_tc(dqkv, dqkv16, ds, dout, p, qkv, B, T, D, H, W, s);
         return;
+    }
+    if (!dqkv) { /* the FP32 kernels write dqkv and convert it after */
+        fprintf(stderr, "catchat: launch_attention_backward: the FP32 kernels need the FP32 dqkv buffer\n");
+        exit(1);
     }
     if (use_tiled(D, H, W)) {
         const size_t smem = tiled_smem(D, H, W);
@@ -351,6 +355,7 @@ extern "C" void launch_attention_backward(float *dqkv, float *ds, const float *d
         LAUNCH_CHECK();
         attention_backward_key_tiled<<<grid, 32 * WARPS, smem, s>>>(dqkv, ds, dout, p, qkv, B, T, D, H, W);
         LAUNCH_CHECK();
+        if (dqkv16) launch_f32_to_f16(dqkv16, dqkv, (size_t)B * T * 3 * D, s);
         return;
     }
     const unsigned int grid = ceil_div((size_t)B * H * T, WARPS);
@@ -358,6 +363,7 @@ extern "C" void launch_attention_backward(float *dqkv, float *ds, const float *d
     LAUNCH_CHECK();
     attention_backward_key_kernel<<<grid, 32 * WARPS, 0, s>>>(dqkv, ds, dout, p, qkv, B, T, D, H, W);
     LAUNCH_CHECK();
+    if (dqkv16) launch_f32_to_f16(dqkv16, dqkv, (size_t)B * T * 3 * D, s);
 }
 
 extern "C" void launch_rownorm_clamp(float *d, int M, int D, float limit, cudaStream_t s)

@@ -1,50 +1,36 @@
 // Sliding-window attention on tensor cores, for head size 64 (the default
-// D=512, H=8). Same function, layout and outputs as attention.cu's kernels
-// (p[B,H,T,W] FP32 probabilities, ds kept for the key side), with FP16
-// operands and FP32 accumulation (WMMA 16×16×16):
-//   forward     S = Q·Kᵀ (32 queries × the R = 32+W−1 keys they can see),
-//               band-masked softmax in FP32, O = P·V
+// D=512, H=8) and windows up to 129. Same function, layout and outputs as
+// attention.cu's kernels (p[B,H,T,W] FP32 probabilities, ds kept for the key
+// side), with FP16 operands and FP32 accumulation. Each warp owns 16 queries
+// (or keys) and keeps its whole band in registers (mma.sync m16n8k16,
+// flash-attention style): the scores never go through shared memory, and the
+// probabilities become the A operand of P·V without leaving the registers.
+//   forward     S = Q·Kᵀ over the W+15 keys the warp's queries see, band
+//               mask and softmax in FP32, O = P·V
 //   query side  dP = dO·Vᵀ, dS = P ⊙ (dP − Σ P·dP)/√hd, dQ = dS·K
-//   key side    dK = dSᵀ·Q, dV = Pᵀ·dO over the queries that see each key tile
-// Each block owns its outputs (no atomics), so results are reproducible.
-#include <mma.h>
+//   key side    dK = dSᵀ·Q, dV = Pᵀ·dO over the W+15 queries that see the
+//               warp's keys (P and dS read back from p and ds)
+// Each warp owns its outputs (no atomics), so results are reproducible.
+// The WMMA version before this staged S in shared memory and ran the
+// softmax from there: 0.42 + 0.45 + 0.44 ms at the default config.
 #include "catchat/kernels.h"
 #include "common.cuh"
+#include "mma.cuh"
 
-using namespace nvcuda;
+#define HD 64         // head size these kernels serve
+#define LDH (HD + 8)  // FP16 row stride of staged tiles: 144 bytes, so ldmatrix's 8 rows fall in distinct banks
+#ifndef ATT_WARPS
+#define ATT_WARPS 4   // warps per block, 16 queries (keys) each; 3 blocks an SM (8 warps × 1 block measured slower)
+#endif
+#ifndef ATT_MINB
+#define ATT_MINB 3
+#endif
+#define QB (16 * ATT_WARPS)
+#define MAX_KT 9      // 16-row tiles of the band a warp covers: W + 15 rows, so W ≤ 129
 
-#define TQ 32          // queries (or keys) per block
-#define HD 64          // head size these kernels serve
-#define LDH (HD + 8)   // FP16 row stride of staged Q/K/V/dO tiles
-// 16 warps: measured 0.67 ms forward (8 warps: 0.76) at the default config;
-// 64-query tiles (fewer key rows staged per query) were slower (one block per SM)
-#define TC_WARPS 16
-
-struct tc_layout {
-    int R, RP, lds, ldp; // staged rows, padded to 16; float and half strides of the TQ × RP matrices
-    size_t off_a, off_b, off_c, off_s, off_p, bytes;
-};
-
-static __host__ __device__ size_t align32(size_t x) { return (x + 31) / 32 * 32; }
-
-// Shared memory: A, B, C [RP × LDH] half (A also holds a TQ × ldp half matrix
-// on the key side), S [TQ × lds] float, P [TQ × ldp] half.
-static __host__ __device__ tc_layout tc_make(int W)
-{
-    tc_layout L;
-    L.R = TQ + W - 1;
-    L.RP = (L.R + 15) / 16 * 16;
-    L.lds = (L.RP > 2 * HD ? L.RP : 2 * HD) + 4; /* the key side keeps dK and dV side by side */
-    L.ldp = L.RP + 8;
-    size_t o = 0;
-    L.off_a = o; o = align32(o + (size_t)L.RP * LDH * 2);
-    L.off_b = o; o = align32(o + (size_t)L.RP * LDH * 2);
-    L.off_c = o; o = align32(o + (size_t)L.RP * LDH * 2);
-    L.off_s = o; o = align32(o + (size_t)TQ * L.lds * 4);
-    L.off_p = o; o = align32(o + (size_t)TQ * L.ldp * 2);
-    L.bytes = o;
-    return L;
-}
+static __host__ __device__ int band_tiles(int W) { return (W + 15 + 15) / 16; }
+// Rows a block stages: warp w reads rows [16w, 16w + 16·KT).
+static __host__ __device__ int staged_rows(int KT) { return 16 * (ATT_WARPS - 1) + 16 * KT; }
 
 // rows [base, base+rows) of a [B,T,·] tensor's head-j columns (col0 + j·HD) into FP16, zeros outside [0,T).
 // 16-byte loads, STAGE_BATCH of them in flight per thread before any store: a
@@ -52,16 +38,16 @@ static __host__ __device__ tc_layout tc_make(int W)
 // compiler cannot move a global load above a store through a generic pointer).
 #define STAGE_BATCH 8
 __device__ __forceinline__ void stage_rows(__half *dst, const float *__restrict__ src, int row_stride, int col0, int b,
-                                           int base, int rows, int rows_padded, int T)
+                                           int base, int rows, int T)
 {
     constexpr int VPR = HD / 4; // float4 per row
-    const int nvec = rows_padded * VPR;
+    const int nvec = rows * VPR;
     for (int i0 = threadIdx.x; i0 < nvec; i0 += blockDim.x * STAGE_BATCH) {
         float4 v[STAGE_BATCH];
 #pragma unroll
         for (int u = 0; u < STAGE_BATCH; u++) {
-            const int i = i0 + u * blockDim.x, r = i / VPR, t = base + r;
-            const bool ok = i < nvec && r < rows && t >= 0 && t < T;
+            const int i = i0 + u * blockDim.x, t = base + i / VPR;
+            const bool ok = i < nvec && t >= 0 && t < T;
             v[u] = ok ? __ldg((const float4 *)(src + ((size_t)b * T + t) * row_stride + col0 + (i % VPR) * 4))
                       : make_float4(0.f, 0.f, 0.f, 0.f);
         }
@@ -76,200 +62,299 @@ __device__ __forceinline__ void stage_rows(__half *dst, const float *__restrict_
     }
 }
 
-// C[m×n] (float, ldc) = A[m×k] · B[k×n] on tensor cores; A row-major (lda),
-// B row-major (ldb) or, with b_col, given as Bᵀ row-major (element (k,n) at B[n·ldb + k]).
-template <bool b_col>
-__device__ __forceinline__ void tc_gemm(float *C, int ldc, const __half *A, int lda, const __half *Bm, int ldb, int m,
-                                        int n, int k)
+// acc[2·kt + h] (16 rows × 8 columns of the band) = A[16 rows of the warp] ·
+// Bᵀ over the head's 64 columns, B's rows r0 .. r0 + 16·KT of staged memory.
+template <int KT>
+__device__ __forceinline__ void band_scores(float acc[2 * KT][4], const __half *A, const __half *Bs, int r0, int lane)
 {
-    const int warp = threadIdx.x / 32, tm = m / 16, tn = n / 16;
-    for (int job = warp; job < tm * tn; job += TC_WARPS) {
-        const int mi = job % tm, ni = job / tm;
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-        wmma::fill_fragment(acc, 0.f);
-        for (int kk = 0; kk < k; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-            wmma::load_matrix_sync(a, A + (size_t)mi * 16 * lda + kk, lda);
-            if (b_col) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bf;
-                wmma::load_matrix_sync(bf, Bm + (size_t)ni * 16 * ldb + kk, ldb);
-                wmma::mma_sync(acc, a, bf, acc);
-            } else {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> bf;
-                wmma::load_matrix_sync(bf, Bm + (size_t)kk * ldb + ni * 16, ldb);
-                wmma::mma_sync(acc, a, bf, acc);
-            }
-        }
-        wmma::store_matrix_sync(C + (size_t)mi * 16 * ldc + ni * 16, acc, ldc, wmma::mem_row_major);
-    }
-}
-
-__global__ void __launch_bounds__(TC_WARPS * 32)
-    attention_forward_tc(float *o32, __half *o16, float *p, const float *qkv, int B, int T, int D, int H, int W)
-{
-    extern __shared__ __align__(32) unsigned char sm[];
-    const tc_layout L = tc_make(W);
-    __half *Q = (__half *)(sm + L.off_a), *K = (__half *)(sm + L.off_b), *V = (__half *)(sm + L.off_c);
-    float *S = (float *)(sm + L.off_s);
-    __half *P = (__half *)(sm + L.off_p);
-    const int t0 = blockIdx.x * TQ, j = blockIdx.y, b = blockIdx.z, base = t0 - W + 1;
-    stage_rows(Q, qkv, 3 * D, j * HD, b, t0, TQ, TQ, T);
-    stage_rows(K, qkv, 3 * D, D + j * HD, b, base, L.R, L.RP, T);
-    stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, base, L.R, L.RP, T);
-    for (int i = threadIdx.x; i < TQ * L.ldp; i += blockDim.x) P[i] = __float2half(0.f);
-    __syncthreads();
-    tc_gemm<true>(S, L.lds, Q, LDH, K, LDH, TQ, L.RP, HD); // S[q][r] = q·k of staged row r
-    __syncthreads();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-    const float sc = rsqrtf((float)HD);
-    for (int qi = warp; qi < TQ; qi += TC_WARPS) { // query qi sees staged rows qi .. qi+W-1
-        const int t = t0 + qi;
-        if (t >= T) continue;
-        float mx = -INFINITY;
-        for (int w = lane; w < W; w += 32)
-            if (t - W + 1 + w >= 0) mx = fmaxf(mx, S[qi * L.lds + qi + w] * sc);
-        mx = warp_max(mx);
-        float sum = 0.f;
-        for (int w = lane; w < W; w += 32)
-            if (t - W + 1 + w >= 0) sum += __expf(S[qi * L.lds + qi + w] * sc - mx);
-        const float inv = 1.f / warp_sum(sum);
-        float *pr = p + (((size_t)b * H + j) * T + t) * W;
-        for (int w = lane; w < W; w += 32) {
-            const float pv = t - W + 1 + w >= 0 ? __expf(S[qi * L.lds + qi + w] * sc - mx) * inv : 0.f;
-            pr[w] = pv;
-            P[qi * L.ldp + qi + w] = __float2half_rn(pv);
-        }
-    }
-    __syncthreads();
-    tc_gemm<false>(S, L.lds, P, L.ldp, V, LDH, TQ, HD, L.RP); // O[q][c], reusing S
-    __syncthreads();
-    for (int i = threadIdx.x; i < TQ * HD; i += blockDim.x) {
-        const int qi = i / HD, c = i % HD, t = t0 + qi;
-        if (t >= T) continue;
-        const size_t oi = ((size_t)b * T + t) * D + j * HD + c;
-        if (o32) o32[oi] = S[qi * L.lds + c];
-        if (o16) o16[oi] = __float2half_rn(S[qi * L.lds + c]);
-    }
-}
-
-__global__ void __launch_bounds__(TC_WARPS * 32)
-    attention_backward_query_tc(float *dqkv, float *ds, const float *dout, const float *p, const float *qkv, int B,
-                                int T, int D, int H, int W)
-{
-    extern __shared__ __align__(32) unsigned char sm[];
-    const tc_layout L = tc_make(W);
-    __half *dO = (__half *)(sm + L.off_a), *K = (__half *)(sm + L.off_b), *V = (__half *)(sm + L.off_c);
-    float *S = (float *)(sm + L.off_s);
-    __half *dS = (__half *)(sm + L.off_p);
-    const int t0 = blockIdx.x * TQ, j = blockIdx.y, b = blockIdx.z, base = t0 - W + 1;
-    stage_rows(dO, dout, D, j * HD, b, t0, TQ, TQ, T);
-    stage_rows(K, qkv, 3 * D, D + j * HD, b, base, L.R, L.RP, T);
-    stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, base, L.R, L.RP, T);
-    for (int i = threadIdx.x; i < TQ * L.ldp; i += blockDim.x) dS[i] = __float2half(0.f);
-    __syncthreads();
-    tc_gemm<true>(S, L.lds, dO, LDH, V, LDH, TQ, L.RP, HD); // dP[q][r] = dO·v
-    __syncthreads();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-    const float sc = rsqrtf((float)HD);
-    for (int qi = warp; qi < TQ; qi += TC_WARPS) {
-        const int t = t0 + qi;
-        if (t >= T) continue;
-        const size_t prow = (((size_t)b * H + j) * T + t) * W;
-        float pdp = 0.f;
-        for (int w = lane; w < W; w += 32) pdp += p[prow + w] * S[qi * L.lds + qi + w];
-        pdp = warp_sum(pdp);
-        for (int w = lane; w < W; w += 32) {
-            const float v = p[prow + w] * (S[qi * L.lds + qi + w] - pdp) * sc; // p = 0 outside the window
-            ds[prow + w] = v;
-            dS[qi * L.ldp + qi + w] = __float2half_rn(v);
-        }
-    }
-    __syncthreads();
-    tc_gemm<false>(S, L.lds, dS, L.ldp, K, LDH, TQ, HD, L.RP); // dQ[q][c]
-    __syncthreads();
-    for (int i = threadIdx.x; i < TQ * HD; i += blockDim.x) {
-        const int qi = i / HD, c = i % HD, t = t0 + qi;
-        if (t < T) dqkv[((size_t)b * T + t) * 3 * D + j * HD + c] = S[qi * L.lds + c];
-    }
-}
-
-// Key tile k0 .. k0+TQ-1: the queries that see it are t ∈ [k0, k0+R-1]
-// (staged row r = t − k0); key ki meets query row r through slot w = ki − r + W − 1.
-__global__ void __launch_bounds__(TC_WARPS * 32)
-    attention_backward_key_tc(float *dqkv, const float *ds, const float *dout, const float *p, const float *qkv, int B,
-                              int T, int D, int H, int W)
-{
-    extern __shared__ __align__(32) unsigned char sm[];
-    const tc_layout L = tc_make(W);
-    __half *Q = (__half *)(sm + L.off_b), *dO = (__half *)(sm + L.off_c);
-    float *S = (float *)(sm + L.off_s);
-    __half *dSt = (__half *)(sm + L.off_p), *Pt = (__half *)(sm + L.off_a); // [TQ keys × RP queries]
-    const int k0 = blockIdx.x * TQ, j = blockIdx.y, b = blockIdx.z;
-    stage_rows(Q, qkv, 3 * D, j * HD, b, k0, L.R, L.RP, T);
-    stage_rows(dO, dout, D, j * HD, b, k0, L.R, L.RP, T);
-    const size_t qrow0 = ((size_t)b * H + j) * T;
-    // consecutive threads take consecutive keys of one query row: consecutive
-    // window slots w, so the reads of ds and p coalesce; batched as in stage_rows
-    for (int i0 = threadIdx.x; i0 < TQ * L.RP; i0 += blockDim.x * STAGE_BATCH) {
-        float vd[STAGE_BATCH], vp[STAGE_BATCH];
+    uint4 a[4];
 #pragma unroll
-        for (int u = 0; u < STAGE_BATCH; u++) {
-            const int i = i0 + u * blockDim.x, r = i / TQ, ki = i % TQ, t = k0 + r, w = ki - r + W - 1;
-            const bool ok = i < TQ * L.RP && r < L.R && t < T && k0 + ki < T && w >= 0 && w < W;
-            const size_t slot = (qrow0 + (ok ? t : 0)) * W + (ok ? w : 0);
+    for (int kk = 0; kk < 4; kk++)
+        ldsm_x4((uint32_t *)&a[kk], A + (lane & 15) * LDH + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int n = 0; n < 2 * KT; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+#pragma unroll
+    for (int kt = 0; kt < KT; kt++)
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            uint32_t b[4]; // keys 0-7 cols 0-7, keys 0-7 cols 8-15, keys 8-15 cols 0-7, keys 8-15 cols 8-15
+            ldsm_x4(b, Bs + (r0 + 16 * kt + (lane & 7) + (lane >> 4) * 8) * LDH + kk * 16 + ((lane >> 3) & 1) * 8);
+            mma16816(acc[2 * kt], a[kk], b[0], b[1]);
+            mma16816(acc[2 * kt + 1], a[kk], b[2], b[3]);
+        }
+}
+
+// out[8][4] (16 rows × 64 columns) += P · Bs[r0 .. r0 + 16·KT), P given as
+// packed FP16 A fragments (one uint4 per 16-row tile of the band).
+template <int KT>
+__device__ __forceinline__ void band_times(float out[8][4], const uint4 pa[KT], const __half *Bs, int r0, int lane)
+{
+#pragma unroll
+    for (int kt = 0; kt < KT; kt++)
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+            uint32_t b[4]; // rows 0-7 cols 0-7, rows 8-15 cols 0-7, rows 0-7 cols 8-15, rows 8-15 cols 8-15
+            ldsm_x4_trans(b, Bs + (r0 + 16 * kt + (lane & 7) + ((lane >> 3) & 1) * 8) * LDH + 16 * m + (lane >> 4) * 8);
+            mma16816(out[2 * m], pa[kt], b[0], b[1]);
+            mma16816(out[2 * m + 1], pa[kt], b[2], b[3]);
+        }
+}
+
+// The A fragment of band tile kt from accumulator-layout values (C of n-tiles 2kt, 2kt+1).
+template <int KT> __device__ __forceinline__ uint4 band_afrag(const float v[2 * KT][4], int kt)
+{
+    return make_uint4(pack2f(v[2 * kt][0], v[2 * kt][1]), pack2f(v[2 * kt][2], v[2 * kt][3]),
+                      pack2f(v[2 * kt + 1][0], v[2 * kt + 1][1]), pack2f(v[2 * kt + 1][2], v[2 * kt + 1][3]));
+}
+
+__device__ __forceinline__ float quad_max(float v)
+{
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v)
+{
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Write a 16×64 accumulator tile (rows q0.., columns col0..) as FP32 and/or FP16 rows of stride ld.
+__device__ __forceinline__ void store_tile(float *o32, __half *o16, const float acc[8][4], int b, int q0, int T,
+                                           size_t ld, int col0, int lane)
+{
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int q = q0 + g + 8 * h;
+        if (q >= T) continue;
+        const size_t row = ((size_t)b * T + q) * ld + col0 + c2;
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            if (o32) *(float2 *)(o32 + row + 8 * n) = make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
+            if (o16) *(__half2 *)(o16 + row + 8 * n) = __floats2half2_rn(acc[n][2 * h], acc[n][2 * h + 1]);
+        }
+    }
+}
+
+// Shared memory: the warps' 16-row tiles of Q (or dO) and the staged band of K and V.
+static size_t smem_bytes(int KT) { return (size_t)(QB + 2 * staged_rows(KT)) * LDH * sizeof(__half); }
+
+// Band element (query row i of the warp, n-tile n, element e) sits in window
+// slot w = 8n + 2c + e − i of query q0 + i (keys staged from q0 − W + 1).
+template <int KT>
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
+    attention_forward_mma(float *o32, __half *o16, float *p, const float *qkv, int T, int D, int H, int W)
+{
+    extern __shared__ __align__(16) unsigned char sm[];
+    const int RS = staged_rows(KT);
+    __half *Q = (__half *)sm, *K = Q + QB * LDH, *V = K + RS * LDH;
+    const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    stage_rows(Q, qkv, 3 * D, j * HD, b, t0, QB, T);
+    stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T);
+    stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T);
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int q0 = t0 + 16 * warp;
+    if (q0 >= T) return;
+    float s[2 * KT][4];
+    band_scores<KT>(s, Q + 16 * warp * LDH, K, 16 * warp, lane);
+    const float sc = rsqrtf((float)HD);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int i = g + 8 * h, q = q0 + i;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < 2 * KT; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int w = 8 * n + c2 + e - i;
+                const bool ok = w >= 0 && w < W && q - W + 1 + w >= 0;
+                s[n][2 * h + e] = ok ? s[n][2 * h + e] * sc : -INFINITY;
+                mx = fmaxf(mx, s[n][2 * h + e]);
+            }
+        mx = quad_max(mx); // finite: slot W−1 (the query itself) is always in the band
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < 2 * KT; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float v = __expf(s[n][2 * h + e] - mx); // 0 outside the band
+                s[n][2 * h + e] = v;
+                sum += v;
+            }
+        const float inv = 1.f / quad_sum(sum);
+        float *pr = p + (((size_t)b * H + j) * T + q) * W;
+#pragma unroll
+        for (int n = 0; n < 2 * KT; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int w = 8 * n + c2 + e - i;
+                s[n][2 * h + e] *= inv;
+                if (q < T && w >= 0 && w < W) pr[w] = s[n][2 * h + e];
+            }
+    }
+    uint4 pa[KT];
+#pragma unroll
+    for (int kt = 0; kt < KT; kt++) pa[kt] = band_afrag<KT>(s, kt);
+    float o[8][4] = {};
+    band_times<KT>(o, pa, V, 16 * warp, lane);
+    store_tile(o32, o16, o, b, q0, T, D, j * HD, lane);
+}
+
+template <int KT>
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
+    attention_backward_query_mma(float *dqkv, __half *dqkv16, float *ds, const float *dout, const float *p, const float *qkv, int T,
+                                 int D, int H, int W)
+{
+    extern __shared__ __align__(16) unsigned char sm[];
+    const int RS = staged_rows(KT);
+    __half *dO = (__half *)sm, *K = dO + QB * LDH, *V = K + RS * LDH;
+    const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    stage_rows(dO, dout, D, j * HD, b, t0, QB, T);
+    stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T);
+    stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T);
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int q0 = t0 + 16 * warp;
+    if (q0 >= T) return;
+    float d[2 * KT][4];
+    band_scores<KT>(d, dO + 16 * warp * LDH, V, 16 * warp, lane); // dP
+    const float sc = rsqrtf((float)HD);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int i = g + 8 * h, q = q0 + i;
+        const size_t prow = (((size_t)b * H + j) * T + q) * W;
+        float pv[2 * KT][2];
+        float pdp = 0.f;
+#pragma unroll
+        for (int n = 0; n < 2 * KT; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int w = 8 * n + c2 + e - i;
+                pv[n][e] = q < T && w >= 0 && w < W ? __ldg(p + prow + w) : 0.f; // p = 0 before position 0
+                pdp += pv[n][e] * d[n][2 * h + e];
+            }
+        pdp = quad_sum(pdp);
+#pragma unroll
+        for (int n = 0; n < 2 * KT; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int w = 8 * n + c2 + e - i;
+                const float v = pv[n][e] * (d[n][2 * h + e] - pdp) * sc;
+                d[n][2 * h + e] = v;
+                if (q < T && w >= 0 && w < W) ds[prow + w] = v;
+            }
+    }
+    uint4 da[KT];
+#pragma unroll
+    for (int kt = 0; kt < KT; kt++) da[kt] = band_afrag<KT>(d, kt);
+    float dq[8][4] = {};
+    band_times<KT>(dq, da, K, 16 * warp, lane);
+    store_tile(dqkv, dqkv16, dq, b, q0, T, (size_t)3 * D, j * HD, lane);
+}
+
+// Key side: warp w owns keys k0 .. k0+15 (k0 = blockIdx.x·QB + 16w); the
+// queries that see them are k0 .. k0 + W + 14, staged from the block's first
+// key. Band element (key row i, query column 16kt + col) is window slot
+// w = i − col − 16kt + W − 1 of that query.
+template <int KT>
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
+    attention_backward_key_mma(float *dqkv, __half *dqkv16, const float *ds, const float *dout, const float *p, const float *qkv,
+                               int T, int D, int H, int W)
+{
+    extern __shared__ __align__(16) unsigned char sm[];
+    const int RS = staged_rows(KT);
+    __half *Q = (__half *)sm, *dO = Q + RS * LDH;
+    const int kb0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    stage_rows(Q, qkv, 3 * D, j * HD, b, kb0, RS, T);
+    stage_rows(dO, dout, D, j * HD, b, kb0, RS, T);
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int k0 = kb0 + 16 * warp;
+    if (k0 >= T) return;
+    const size_t head = ((size_t)b * H + j) * T;
+    uint4 dsa[KT], pa[KT];
+#pragma unroll
+    for (int kt = 0; kt < KT; kt++) {
+        float vd[8], vp[8]; // A fragment order: (g, c2), (g, c2+1), (g+8, c2), (g+8, c2+1), then columns + 8
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int i = g + 8 * ((u >> 1) & 1), col = 16 * kt + c2 + (u & 1) + 8 * (u >> 2);
+            const int t = k0 + col, w = i - col + W - 1;
+            const bool ok = t < T && w >= 0 && w < W;
+            const size_t slot = (head + (ok ? t : 0)) * W + (ok ? w : 0);
             vd[u] = ok ? __ldg(ds + slot) : 0.f;
             vp[u] = ok ? __ldg(p + slot) : 0.f;
         }
-#pragma unroll
-        for (int u = 0; u < STAGE_BATCH; u++) {
-            const int i = i0 + u * blockDim.x, r = i / TQ, ki = i % TQ;
-            if (i >= TQ * L.RP) break;
-            dSt[ki * L.ldp + r] = __float2half_rn(vd[u]);
-            Pt[ki * L.ldp + r] = __float2half_rn(vp[u]);
-        }
+        dsa[kt] = make_uint4(pack2f(vd[0], vd[1]), pack2f(vd[2], vd[3]), pack2f(vd[4], vd[5]), pack2f(vd[6], vd[7]));
+        pa[kt] = make_uint4(pack2f(vp[0], vp[1]), pack2f(vp[2], vp[3]), pack2f(vp[4], vp[5]), pack2f(vp[6], vp[7]));
     }
-    __syncthreads();
-    tc_gemm<false>(S, L.lds, dSt, L.ldp, Q, LDH, TQ, HD, L.RP);       // dK[k][c] into S[:, 0:HD)
-    tc_gemm<false>(S + HD, L.lds, Pt, L.ldp, dO, LDH, TQ, HD, L.RP);  // dV[k][c] into S[:, HD:2HD)
-    __syncthreads();
-    for (int i = threadIdx.x; i < TQ * HD; i += blockDim.x) {
-        const int ki = i / HD, c = i % HD, tau = k0 + ki;
-        if (tau >= T) continue;
-        float *row = dqkv + ((size_t)b * T + tau) * 3 * D;
-        row[D + j * HD + c] = S[ki * L.lds + c];
-        row[2 * D + j * HD + c] = S[ki * L.lds + HD + c];
-    }
+    float dk[8][4] = {}, dv[8][4] = {};
+    band_times<KT>(dk, dsa, Q, 16 * warp, lane);
+    band_times<KT>(dv, pa, dO, 16 * warp, lane);
+    store_tile(dqkv, dqkv16, dk, b, k0, T, (size_t)3 * D, D + j * HD, lane);
+    store_tile(dqkv, dqkv16, dv, b, k0, T, (size_t)3 * D, 2 * D + j * HD, lane);
 }
 
 extern "C" int attention_tc_supported(int D, int H, int W)
 {
-    if (D / H != HD || D % H) return 0;
-    const tc_layout L = tc_make(W);
+    if (D % H || D / H != HD || W < 1 || band_tiles(W) > MAX_KT) return 0;
     int dev = 0, smax = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    return L.bytes <= (size_t)smax;
+    return smem_bytes(band_tiles(W)) <= (size_t)smax;
 }
+
+// One instantiation per band width; the launchers pick it from W.
+template <int KT> struct attention_mma {
+    static void forward(float *o32, __half *o16, float *p, const float *qkv, int B, int T, int D, int H, int W,
+                        cudaStream_t s)
+    {
+        const size_t smem = smem_bytes(KT);
+        cudaFuncSetAttribute(attention_forward_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        attention_forward_mma<KT><<<dim3(ceil_div(T, QB), H, B), ATT_WARPS * 32, smem, s>>>(o32, o16, p, qkv, T, D, H,
+                                                                                          W);
+        LAUNCH_CHECK();
+    }
+    static void backward(float *dqkv, __half *dqkv16, float *ds, const float *dout, const float *p, const float *qkv, int B, int T,
+                         int D, int H, int W, cudaStream_t s)
+    {
+        const size_t smem = smem_bytes(KT);
+        cudaFuncSetAttribute(attention_backward_query_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem);
+        cudaFuncSetAttribute(attention_backward_key_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        const dim3 grid(ceil_div(T, QB), H, B);
+        attention_backward_query_mma<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, ds, dout, p, qkv, T, D, H, W);
+        LAUNCH_CHECK();
+        attention_backward_key_mma<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, ds, dout, p, qkv, T, D, H, W);
+        LAUNCH_CHECK();
+    }
+};
+
+#define BAND_DISPATCH(call)                                                                                        \
+    switch (band_tiles(W)) {                                                                                       \
+    case 1: attention_mma<1>::call; break;                                                                         \
+    case 2: attention_mma<2>::call; break;                                                                         \
+    case 3: attention_mma<3>::call; break;                                                                         \
+    case 4: attention_mma<4>::call; break;                                                                         \
+    case 5: attention_mma<5>::call; break;                                                                         \
+    case 6: attention_mma<6>::call; break;                                                                         \
+    case 7: attention_mma<7>::call; break;                                                                         \
+    case 8: attention_mma<8>::call; break;                                                                         \
+    case 9: attention_mma<9>::call; break;                                                                         \
+    default: fprintf(stderr, "catchat: attention_tc: window %d over the supported %d\n", W, 16 * MAX_KT - 15);     \
+             exit(1);                                                                                              \
+    }
 
 extern "C" void launch_attention_forward_tc(float *o32, void *o16, float *p, const float *qkv, int B, int T, int D,
                                             int H, int W, cudaStream_t s)
 {
-    const tc_layout L = tc_make(W);
-    cudaFuncSetAttribute(attention_forward_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L.bytes);
-    attention_forward_tc<<<dim3(ceil_div(T, TQ), H, B), TC_WARPS * 32, L.bytes, s>>>(o32, (__half *)o16, p, qkv, B, T,
-                                                                                   D, H, W);
-    LAUNCH_CHECK();
+    BAND_DISPATCH(forward(o32, (__half *)o16, p, qkv, B, T, D, H, W, s));
 }
 
-extern "C" void launch_attention_backward_tc(float *dqkv, float *ds, const float *dout, const float *p,
+extern "C" void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
                                              const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
 {
-    const tc_layout L = tc_make(W);
-    cudaFuncSetAttribute(attention_backward_query_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L.bytes);
-    cudaFuncSetAttribute(attention_backward_key_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L.bytes);
-    const dim3 grid(ceil_div(T, TQ), H, B);
-    attention_backward_query_tc<<<grid, TC_WARPS * 32, L.bytes, s>>>(dqkv, ds, dout, p, qkv, B, T, D, H, W);
-    LAUNCH_CHECK();
-    attention_backward_key_tc<<<grid, TC_WARPS * 32, L.bytes, s>>>(dqkv, ds, dout, p, qkv, B, T, D, H, W);
-    LAUNCH_CHECK();
+    BAND_DISPATCH(backward(dqkv, (__half *)dqkv16, ds, dout, p, qkv, B, T, D, H, W, s));
 }

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include "catchat/kernels.h"
 #include "common.cuh"
+#include "mma.cuh"
 #include "gru_cell.cuh"
 
 namespace cg = cooperative_groups;
@@ -82,19 +83,6 @@ template <int D, int BL> struct cl_shape {
     static_assert(J % 16 == 0, "a unit slice is whole MMA row tiles");
     static_assert(F_SMEM <= CL_SMEM_MAX && B_SMEM <= CL_SMEM_MAX, "shared memory");
 };
-
-__device__ __forceinline__ void mma16816(float c[4], const uint4 &a, uint32_t b0, uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack2(__half lo, __half hi)
-{
-    __half2 v = __halves2half2(lo, hi);
-    return *(uint32_t *)&v;
-}
 
 // The A fragment of a 16×16 tile at (m0, k0) for this lane (PTX m16n8k16
 // layout: rows g and g+8, columns 2c, 2c+1 and 2c+8, 2c+9), from an

@@ -368,6 +368,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     gpu_impl *g = cc_calloc(1, sizeof(*g));
     ex->impl = g;
     g->nlanes = lanes_for(B, T, d.D);
+    g->attn_tc = attention_tc_supported(d.D, d.H, d.W);
     if (g->nlanes < 1) {
         free(g);
         free(ex);

@@ -38,6 +38,7 @@ typedef struct {
     cudaStream_t stream, comm_stream; /* the gradient all-reduce runs beside the BPTT */
     cudaEvent_t ev_tail, ev_done, ev_batch;
     int nlanes; /* lanes of a training step (gpu_step_lanes: one while profiling or checking) */
+    int attn_tc; /* attention on tensor cores: its backward writes the FP16 dqkv operand itself */
     gpu_lane lane[GPU_MAX_LANES];
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
     float *p32, *g32, *m, *v;

@@ -227,9 +227,12 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     launch_f32_to_f16(d16, ctx_limit > 0 ? dc : du, MD, s);
     cc_gemm(ln->gemm, G32L(c, lay->ctx_out), D, d16, D, 1, ROWS(c, g->o16, D), D, 0, D, D, M, 1.f, 1.f, NULL, s);
     cc_gemm(ln->gemm, dtmp, D, d16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, NULL, s);
-    launch_attention_backward(dqkv, PROWS(c, g->dsbuf), dtmp, PROWS(c, g->p), qkv, c->B, T, D, c->H, c->W, s);
-    check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
-    launch_f32_to_f16(d16, dqkv, 3 * MD, s);
+    /* d16 is the operand of the qkv GEMMs; the FP32 dqkv only for --check
+     * (or where the FP32 kernels run, which convert it after) */
+    const int dqkv32 = ex->check || !g->attn_tc;
+    launch_attention_backward(dqkv32 ? dqkv : NULL, d16, PROWS(c, g->dsbuf), dtmp, PROWS(c, g->p), qkv, c->B, T, D,
+                              c->H, c->W, s);
+    if (dqkv32) check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
     cc_gemm(ln->gemm, G32L(c, lay->ctx_qkv), D, d16, 3 * D, 1, ROWS(c, g->s16, D), D, 0, 3 * D, D, M, 1.f, 1.f, NULL,
             s);
     cc_gemm(ln->gemm, dtmp, D, d16, 3 * D, 0, P16(ex, lay->ctx_qkv), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
