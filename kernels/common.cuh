@@ -58,4 +58,5 @@ static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)(
 // Scratch for pass 1, grown on demand and kept for the process, one buffer
 // per stream (stream order keeps a stream's reductions apart).
 float *reduce_scratch(cudaStream_t s, size_t floats);
-__global__ void sum_chunks_acc_kernel(float *out, const float *partial, int nchunks, int N);
+// Pass 2: out[col] += the chunks' partial rows, added in chunk order.
+void launch_sum_chunks_acc(float *out, const float *partial, int nchunks, int N, cudaStream_t s);

@@ -21,6 +21,23 @@ __global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
         y[i] = a[i] + b[i];
 }
 
+#define SUM_CLEAR_MAX 8
+struct part_list {
+    float *p[SUM_CLEAR_MAX];
+};
+
+__global__ void sum_clear_kernel(float *acc, part_list parts, int nparts, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = acc[i];
+        for (int k = 0; k < nparts; k++) {
+            v += parts.p[k][i];
+            parts.p[k][i] = 0.f;
+        }
+        acc[i] = v;
+    }
+}
+
 // Scratch for the two-pass column sums, one buffer per stream: a stream's
 // launches run in order, so its reductions can share one buffer, while the
 // executor's lanes and weight-gradient streams reduce at the same time on
@@ -74,13 +91,28 @@ extern "C" void release_reduce_scratch(cudaStream_t s)
         }
 }
 
+// out[col] += Σ_c partial[c][col] in a fixed order: 8 row lanes of a block
+// take every 8th chunk, then meet in shared memory in lane order.
 __global__ void sum_chunks_acc_kernel(float *out, const float *partial, int nchunks, int N)
 {
-    const int col = blockIdx.x * blockDim.x + threadIdx.x;
-    if (col >= N) return;
-    float s = 0.f;
-    for (int c = 0; c < nchunks; c++) s += partial[(size_t)c * N + col];
-    out[col] += s;
+    __shared__ float part[8][33];
+    const int col = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.f;
+    if (col < N)
+        for (int c = threadIdx.y; c < nchunks; c += 8) acc += partial[(size_t)c * N + col];
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < N) {
+        float sum = 0.f;
+        for (int k = 0; k < 8; k++) sum += part[k][threadIdx.x];
+        out[col] += sum;
+    }
+}
+
+void launch_sum_chunks_acc(float *out, const float *partial, int nchunks, int N, cudaStream_t s)
+{
+    sum_chunks_acc_kernel<<<ceil_div(N, 32), dim3(32, 8), 0, s>>>(out, partial, nchunks, N);
+    LAUNCH_CHECK();
 }
 
 // Pass 1 of the column sums of an FP16 matrix: block (tile, chunk) sums its
@@ -122,12 +154,24 @@ extern "C" void launch_add(float *y, const float *a, const float *b, size_t n, c
     LAUNCH_CHECK();
 }
 
+extern "C" void launch_sum_clear(float *acc, float *const *parts, int nparts, size_t n, cudaStream_t s)
+{
+    if (nparts < 1) return;
+    if (nparts > SUM_CLEAR_MAX) {
+        fprintf(stderr, "catchat: launch_sum_clear: %d parts, at most %d\n", nparts, SUM_CLEAR_MAX);
+        exit(1);
+    }
+    part_list pl = {};
+    for (int k = 0; k < nparts; k++) pl.p[k] = parts[k];
+    sum_clear_kernel<<<grid_for(n), 256, 0, s>>>(acc, pl, nparts, n);
+    LAUNCH_CHECK();
+}
+
 extern "C" void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s)
 {
     const int nchunks = (int)ceil_div(M, REDUCE_ROWS);
     float *partial = reduce_scratch(s, (size_t)nchunks * N);
     colsum_f16_partial_kernel<<<dim3(ceil_div(N, 32), nchunks), dim3(32, 8), 0, s>>>(partial, (const __half *)x, M, N);
     LAUNCH_CHECK();
-    sum_chunks_acc_kernel<<<ceil_div(N, 128), 128, 0, s>>>(out, partial, nchunks, N);
-    LAUNCH_CHECK();
+    launch_sum_chunks_acc(out, partial, nchunks, N, s);
 }

@@ -2,8 +2,13 @@
 //   ms ≤ floor → ir = 1 (identity); 1/sqrt(ms + eps) > cap → ir = cap.
 // The backward recomputes the row's mean square to learn which case applied
 // (same inputs, same decision), so no flag needs storing.
+// Two forms of each kernel: for D = 128·NV (NV ≤ 8: every width the trainer
+// is benchmarked at up to 1024) a lane keeps its NV float4 of the row in
+// registers and the row is read once; the scalar form serves any D.
 #include "catchat/kernels.h"
 #include "common.cuh"
+
+#define MAX_NV 8
 
 __device__ __forceinline__ float row_inv_rms(float ss, int D, float eps, float floor_, float inv_max, bool *is_const)
 {
@@ -15,22 +20,68 @@ __device__ __forceinline__ float row_inv_rms(float ss, int D, float eps, float f
     return raw;
 }
 
-__global__ void rmsnorm_forward_kernel(float *y32, __half *y16, float *ir, const float *x, const float *g,
-                                       int M, int D, float eps, float floor_, float inv_max)
+// x (+ res, written to sum when sum is given) normalised into y32 and/or y16.
+__global__ void rmsnorm_forward_kernel(float *sum, float *y32, __half *y16, float *ir, const float *x,
+                                       const float *res, const float *g, int M, int D, float eps, float floor_,
+                                       float inv_max)
 {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (row >= M) return;
-    const float *xr = x + (size_t)row * D;
+    const size_t base = (size_t)row * D;
     float ss = 0.f;
-    for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
+    for (int i = lane; i < D; i += 32) {
+        const float v = x[base + i] + (res ? res[base + i] : 0.f);
+        if (sum) sum[base + i] = v;
+        ss += v * v;
+    }
     ss = warp_sum(ss);
     bool c;
     const float r = row_inv_rms(ss, D, eps, floor_, inv_max, &c);
     if (lane == 0) ir[row] = r;
     for (int i = lane; i < D; i += 32) {
-        const float v = xr[i] * r * g[i];
-        if (y32) y32[(size_t)row * D + i] = v;
-        if (y16) y16[(size_t)row * D + i] = __float2half_rn(v);
+        const float v = (sum ? sum[base + i] : x[base + i] + (res ? res[base + i] : 0.f)) * r * g[i];
+        if (y32) y32[base + i] = v;
+        if (y16) y16[base + i] = __float2half_rn(v);
+    }
+}
+
+template <int NV>
+__global__ void rmsnorm_forward_vec(float *sum, float *y32, __half *y16, float *ir, const float *__restrict__ x,
+                                    const float *__restrict__ res, const float *__restrict__ g, int M, float eps,
+                                    float floor_, float inv_max)
+{
+    constexpr int D = 128 * NV;
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (row >= M) return;
+    const size_t base = (size_t)row * D + 4 * lane;
+    float4 v[NV];
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        v[k] = __ldg((const float4 *)(x + base + 128 * k));
+        if (res) {
+            const float4 b = __ldg((const float4 *)(res + base + 128 * k));
+            v[k].x += b.x, v[k].y += b.y, v[k].z += b.z, v[k].w += b.w;
+        }
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    if (sum)
+#pragma unroll
+        for (int k = 0; k < NV; k++) *(float4 *)(sum + base + 128 * k) = v[k];
+    ss = warp_sum(ss);
+    bool c;
+    const float r = row_inv_rms(ss, D, eps, floor_, inv_max, &c);
+    if (lane == 0) ir[row] = r;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const float4 gk = __ldg((const float4 *)(g + 4 * lane + 128 * k));
+        const float4 y = make_float4(v[k].x * r * gk.x, v[k].y * r * gk.y, v[k].z * r * gk.z, v[k].w * r * gk.w);
+        if (y32) *(float4 *)(y32 + base + 128 * k) = y;
+        if (y16) {
+            __half2 *d = (__half2 *)(y16 + base + 128 * k);
+            d[0] = __floats2half2_rn(y.x, y.y);
+            d[1] = __floats2half2_rn(y.z, y.w);
+        }
     }
 }
 
@@ -40,7 +91,7 @@ __global__ void rmsnorm_forward_kernel(float *y32, __half *y16, float *ir, const
 // so the pass over dy and x that dx needs also gives dg. A separate column
 // pass over the same rows cost 36 µs per norm at the default config.
 #define RMS_BWD_WARPS 16 // at most; fewer where 16 rows of D floats exceed shared memory
-#define RMS_BWD_ROWS_PER_WARP 8
+#define RMS_BWD_ROWS_PER_WARP 4
 __global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
     rmsnorm_backward_kernel(float *dx, float *partial, const float *dy, const float *x, const float *g,
                             const float *ir, int M, int D, float eps, float floor_, float inv_max)
@@ -78,11 +129,100 @@ __global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
     }
 }
 
+template <int NV>
+__global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
+    rmsnorm_backward_vec(float *dx, float *partial, const float *__restrict__ dy, const float *__restrict__ x,
+                         const float *__restrict__ g, const float *__restrict__ ir, int M, float eps, float floor_,
+                         float inv_max)
+{
+    constexpr int D = 128 * NV;
+    extern __shared__ float colsum[]; // [warps][D]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
+    float4 gv[NV], acc[NV];
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        gv[k] = __ldg((const float4 *)(g + 4 * lane + 128 * k));
+        acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    const int row0 = (blockIdx.x * nw + warp) * RMS_BWD_ROWS_PER_WARP;
+    const int row1 = min(M, row0 + RMS_BWD_ROWS_PER_WARP);
+    for (int row = row0; row < row1; row++) {
+        const size_t base = (size_t)row * D + 4 * lane;
+        float4 xv[NV], dv[NV];
+        float ss = 0.f, dot = 0.f;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            xv[k] = __ldg((const float4 *)(x + base + 128 * k));
+            dv[k] = __ldg((const float4 *)(dy + base + 128 * k));
+            ss += xv[k].x * xv[k].x + xv[k].y * xv[k].y + xv[k].z * xv[k].z + xv[k].w * xv[k].w;
+            dot += dv[k].x * gv[k].x * xv[k].x + dv[k].y * gv[k].y * xv[k].y + dv[k].z * gv[k].z * xv[k].z +
+                   dv[k].w * gv[k].w * xv[k].w;
+        }
+        ss = warp_sum(ss);
+        dot = warp_sum(dot);
+        bool c;
+        row_inv_rms(ss, D, eps, floor_, inv_max, &c);
+        const float r = __ldg(ir + row);
+        const float kk = c ? 0.f : r * r * r / (float)D * dot;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            float4 *o = (float4 *)(dx + base + 128 * k);
+            float4 d = *o;
+            d.x += r * dv[k].x * gv[k].x - kk * xv[k].x;
+            d.y += r * dv[k].y * gv[k].y - kk * xv[k].y;
+            d.z += r * dv[k].z * gv[k].z - kk * xv[k].z;
+            d.w += r * dv[k].w * gv[k].w - kk * xv[k].w;
+            *o = d;
+            acc[k].x += dv[k].x * xv[k].x * r, acc[k].y += dv[k].y * xv[k].y * r;
+            acc[k].z += dv[k].z * xv[k].z * r, acc[k].w += dv[k].w * xv[k].w * r;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < NV; k++) *(float4 *)(colsum + (size_t)warp * D + 4 * lane + 128 * k) = acc[k];
+    __syncthreads();
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        float sum = 0.f;
+        for (int w = 0; w < nw; w++) sum += colsum[(size_t)w * D + i];
+        partial[(size_t)blockIdx.x * D + i] = sum;
+    }
+}
+
+// NV for the register forms, 0 for the scalar ones.
+static int vec_width(int D) { return D % 128 == 0 && D / 128 <= MAX_NV ? D / 128 : 0; }
+
+#define NV_DISPATCH(NVV, call)                                                                                     \
+    switch (NVV) {                                                                                                 \
+    case 1: call(1); break;                                                                                        \
+    case 2: call(2); break;                                                                                        \
+    case 3: call(3); break;                                                                                        \
+    case 4: call(4); break;                                                                                        \
+    case 5: call(5); break;                                                                                        \
+    case 6: call(6); break;                                                                                        \
+    case 7: call(7); break;                                                                                        \
+    case 8: call(8); break;                                                                                        \
+    }
+
+extern "C" void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, float *ir, const float *x,
+                                           const float *res, const float *g, int M, int D, float eps, float floor_,
+                                           float inv_max, cudaStream_t s)
+{
+    const int nv = vec_width(D);
+#define FWD_VEC(N)                                                                                                 \
+    rmsnorm_forward_vec<N><<<ceil_div(M, 8), 256, 0, s>>>(sum, y32, (__half *)y16, ir, x, res, g, M, eps, floor_, \
+                                                          inv_max)
+    if (nv)
+        NV_DISPATCH(nv, FWD_VEC)
+    else
+        rmsnorm_forward_kernel<<<ceil_div(M, 8), 256, 0, s>>>(sum, y32, (__half *)y16, ir, x, res, g, M, D, eps,
+                                                              floor_, inv_max);
+#undef FWD_VEC
+    LAUNCH_CHECK();
+}
+
 extern "C" void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const float *x, const float *g, int M, int D,
                                        float eps, float floor_, float inv_max, cudaStream_t s)
 {
-    rmsnorm_forward_kernel<<<ceil_div(M, 8), 256, 0, s>>>(y32, (__half *)y16, ir, x, g, M, D, eps, floor_, inv_max);
-    LAUNCH_CHECK();
+    launch_add_rmsnorm_forward(NULL, y32, y16, ir, x, NULL, g, M, D, eps, floor_, inv_max, s);
 }
 
 extern "C" void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *g,
@@ -100,11 +240,22 @@ extern "C" void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, c
     const int nblocks = (int)ceil_div(M, nw * RMS_BWD_ROWS_PER_WARP);
     const size_t smem = sizeof(float) * nw * D;
     float *partial = reduce_scratch(s, (size_t)nblocks * D);
-    if (smem > 48 * 1024) /* a failure here shows in LAUNCH_CHECK */
-        cudaFuncSetAttribute(rmsnorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    rmsnorm_backward_kernel<<<nblocks, nw * 32, smem, s>>>(dx, partial, dy, x, g, ir, M, D, eps, floor_,
-                                                                     inv_max);
+    const int nv = vec_width(D);
+#define BWD_VEC(N)                                                                                                 \
+    do {                                                                                                           \
+        if (smem > 48 * 1024)                                                                                      \
+            cudaFuncSetAttribute(rmsnorm_backward_vec<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem); \
+        rmsnorm_backward_vec<N><<<nblocks, nw * 32, smem, s>>>(dx, partial, dy, x, g, ir, M, eps, floor_, inv_max); \
+    } while (0)
+    if (nv)
+        NV_DISPATCH(nv, BWD_VEC)
+    else {
+        if (smem > 48 * 1024) /* a failure here shows in LAUNCH_CHECK */
+            cudaFuncSetAttribute(rmsnorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        rmsnorm_backward_kernel<<<nblocks, nw * 32, smem, s>>>(dx, partial, dy, x, g, ir, M, D, eps, floor_,
+                                                               inv_max);
+    }
+#undef BWD_VEC
     LAUNCH_CHECK();
-    sum_chunks_acc_kernel<<<ceil_div(D, 128), 128, 0, s>>>(dg, partial, nblocks, D);
-    LAUNCH_CHECK();
+    launch_sum_chunks_acc(dg, partial, nblocks, D, s);
 }

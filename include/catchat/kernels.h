@@ -40,6 +40,8 @@ void launch_f32_to_f16(void *dst, const float *src, size_t n, cudaStream_t s);
 void launch_f16_to_f32(float *dst, const void *src, size_t n, cudaStream_t s);
 /* y = a + b (n elements) */
 void launch_add(float *y, const float *a, const float *b, size_t n, cudaStream_t s);
+/* acc += parts[0] + parts[1] + ... (added in that order, element by element), then parts zeroed; nparts ≤ 8. */
+void launch_sum_clear(float *acc, float *const *parts, int nparts, size_t n, cudaStream_t s);
 /* column sums of an FP16 matrix [M,N] added into out[N] (bias gradients) */
 void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s);
 /* The column reductions (colsum, RMSNorm gain gradients) keep one scratch
@@ -55,6 +57,9 @@ void launch_embedding_backward(float *dtable, const float *dout, const int *offs
                                int D, cudaStream_t s);
 
 /* rmsnorm.cu: y32 and/or y16 may be NULL. dx accumulates; dg accumulates. */
+/* The norm of x + res (res may be NULL), the sum written to sum (may be NULL): a residual add and the next norm in one pass. */
+void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, float *ir, const float *x, const float *res,
+                                const float *g, int M, int D, float eps, float floor_, float inv_max, cudaStream_t s);
 void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const float *x, const float *g, int M, int D,
                             float eps, float floor_, float inv_max, cudaStream_t s);
 void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *g,

@@ -122,17 +122,17 @@ static void forward_layer(lane_ctx *c, int l)
     const size_t MD = (size_t)M * D;
     cudaStream_t s = c->ln->stream;
 
-    if (l == 0) {
-        mark(c, PH_INPUT);
-        launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
-        check(c, "embedding", "u0", -1, ROWS(c, g->u, D), MD, 0, D);
-    }
     float *ul = LROWS(c, g->u, l, D), *hl = LROWS(c, g->h, l, D), *gxl = LROWS(c, g->gx, l, 3 * D);
     float *gatesl = LROWS(c, g->gates, l, 3 * D), *ghnl = LROWS(c, g->ghn, l, D);
     uint16_t *al = LROWS(c, g->a16, l, D), *hp = LROWS(c, g->hprev16, l, D);
-    launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, c->eps, c->fl,
-                           c->cap, s);
-    check(c, "rmsnorm", "a", l, al, MD, 1, D);
+    if (l == 0) { /* later layers' norms ran with the residual add below */
+        mark(c, PH_INPUT);
+        launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
+        check(c, "embedding", "u0", -1, ROWS(c, g->u, D), MD, 0, D);
+        launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, c->eps,
+                               c->fl, c->cap, s);
+        check(c, "rmsnorm", "a", l, al, MD, 1, D);
+    }
     cc_gemm(c->ln->gemm, gxl, 3 * D, al, D, 0, P16(ex, lay->gru_wih[l]), D, 1, M, 3 * D, D, 1.f, 0.f,
             P32(ex, lay->gru_bih[l]), s);
     check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
@@ -142,7 +142,19 @@ static void forward_layer(lane_ctx *c, int l)
     from_rec(c->ln);
     mark(c, PH_REC_FWD);
     check(c, "gru_forward", "h", l, hl, MD, 0, D);
-    launch_add(LROWS(c, g->u, l + 1, D), ul, hl, MD, s);
+    /* the residual and the norm after it in one pass: layer l+1's input, or the context stream's */
+    float *unext = LROWS(c, g->u, l + 1, D);
+    if (l + 1 < c->L) {
+        uint16_t *anext = LROWS(c, g->a16, l + 1, D);
+        launch_add_rmsnorm_forward(unext, NULL, anext, LROWS(c, g->a_ir, l + 1, 1), ul, hl,
+                                   P32(ex, lay->gru_norm[l + 1]), M, D, c->eps, c->fl, c->cap, s);
+        check(c, "rmsnorm", "a", l + 1, anext, MD, 1, D);
+    } else {
+        uint16_t *s16 = ROWS(c, g->s16, D);
+        launch_add_rmsnorm_forward(unext, NULL, s16, ROWS(c, g->s_ir, 1), ul, hl, P32(ex, lay->ctx_norm), M, D,
+                                   c->eps, c->fl, c->cap, s);
+        check(c, "ctx_rmsnorm", "s", -1, s16, MD, 1, D);
+    }
 }
 
 /* The context stream, the merge and the classifier. */
@@ -157,17 +169,15 @@ static void forward_top(lane_ctx *c)
     const float *uL = LROWS(c, g->u, c->L, D);
     uint16_t *s16 = ROWS(c, g->s16, D), *o16 = ROWS(c, g->o16, D), *f16 = ROWS(c, g->f16, D);
     float *qkv = ROWS(c, g->qkv, 3 * D), *cc = ROWS(c, g->c, D), *mm = ROWS(c, g->mm, D);
-    launch_rmsnorm_forward(NULL, s16, ROWS(c, g->s_ir, 1), uL, P32(ex, lay->ctx_norm), M, D, c->eps, c->fl, c->cap, s);
-    check(c, "ctx_rmsnorm", "s", -1, s16, MD, 1, D);
+    /* s = RMSNorm(u^L) ran with the last layer's residual add */
     cc_gemm(c->ln->gemm, qkv, 3 * D, s16, D, 0, P16(ex, lay->ctx_qkv), D, 1, M, 3 * D, D, 1.f, 0.f, NULL, s);
     check(c, "qkv_projection", "qkv", -1, qkv, 3 * MD, 0, 3 * D);
     launch_attention_forward(NULL, o16, PROWS(c, g->p), qkv, c->B, T, D, c->H, c->W, s);
     check(c, "attention_forward", "o", -1, o16, MD, 1, D);
     cc_gemm(c->ln->gemm, cc, D, o16, D, 0, P16(ex, lay->ctx_out), D, 1, M, D, D, 1.f, 0.f, NULL, s);
     check(c, "ctx_out_projection", "c", -1, cc, MD, 0, D);
-    launch_add(mm, uL, cc, MD, s);
-    launch_rmsnorm_forward(NULL, f16, ROWS(c, g->f_ir, 1), mm, P32(ex, lay->final_norm), M, D, c->eps, c->fl, c->cap,
-                           s);
+    launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1), uL, cc, P32(ex, lay->final_norm), M, D, c->eps,
+                               c->fl, c->cap, s);
     check(c, "final_rmsnorm", "f", -1, f16, MD, 1, D);
     mark(c, PH_CONTEXT_FWD);
     float *logits = ROWS(c, g->logits, c->V);
@@ -330,9 +340,8 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
     const float ctx_limit = (float)(ex->cfg.ctx_grad_clamp * unit);
     const size_t total = ex->lay.total;
 
-    /* the batch and the zeroed gradients are on the main stream (lane 0's) */
-    for (int i = 1; i < n; i++)
-        cudaCheck(cudaMemsetAsync(g->lane[i].g32, 0, sizeof(float) * total, g->stream));
+    /* the batch and lane 0's zeroed gradients are on the main stream (lane
+     * 0's); the other lanes' gradients are zero since the last step's sum */
     cudaCheck(cudaEventRecord(g->ev_batch, g->stream));
     trace_init();
     if (trace.on) cudaCheck(cudaEventRecord(trace.t0, g->stream));
@@ -361,7 +370,10 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
         if (i > 0) cudaCheck(cudaEventRecord(g->lane[i].ev_finished, g->lane[i].stream));
     }
     for (int i = 1; i < n; i++) cudaCheck(cudaStreamWaitEvent(g->stream, g->lane[i].ev_finished, 0));
-    if (scored > 0) /* the lanes' gradients, added in lane order */
-        for (int i = 1; i < n; i++) launch_add(g->g32, g->g32, g->lane[i].g32, total, g->stream);
+    if (scored > 0 && n > 1) { /* the lanes' gradients, added in lane order, and cleared for the next step */
+        float *others[GPU_MAX_LANES];
+        for (int i = 1; i < n; i++) others[i - 1] = g->lane[i].g32;
+        launch_sum_clear(g->g32, others, n - 1, total, g->stream);
+    }
     trace_print(n);
 }
