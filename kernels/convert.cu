@@ -21,23 +21,6 @@ __global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
         y[i] = a[i] + b[i];
 }
 
-#define SUM_CLEAR_MAX 8
-struct part_list {
-    float *p[SUM_CLEAR_MAX];
-};
-
-__global__ void sum_clear_kernel(float *acc, part_list parts, int nparts, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = acc[i];
-        for (int k = 0; k < nparts; k++) {
-            v += parts.p[k][i];
-            parts.p[k][i] = 0.f;
-        }
-        acc[i] = v;
-    }
-}
-
 // Scratch for the two-pass column sums, one buffer per stream: a stream's
 // launches run in order, so its reductions can share one buffer, while the
 // executor's lanes and weight-gradient streams reduce at the same time on
@@ -151,19 +134,6 @@ extern "C" void launch_f16_to_f32(float *dst, const void *src, size_t n, cudaStr
 extern "C" void launch_add(float *y, const float *a, const float *b, size_t n, cudaStream_t s)
 {
     add_kernel<<<grid_for(n), 256, 0, s>>>(y, a, b, n);
-    LAUNCH_CHECK();
-}
-
-extern "C" void launch_sum_clear(float *acc, float *const *parts, int nparts, size_t n, cudaStream_t s)
-{
-    if (nparts < 1) return;
-    if (nparts > SUM_CLEAR_MAX) {
-        fprintf(stderr, "catchat: launch_sum_clear: %d parts, at most %d\n", nparts, SUM_CLEAR_MAX);
-        exit(1);
-    }
-    part_list pl = {};
-    for (int k = 0; k < nparts; k++) pl.p[k] = parts[k];
-    sum_clear_kernel<<<grid_for(n), 256, 0, s>>>(acc, pl, nparts, n);
     LAUNCH_CHECK();
 }
 

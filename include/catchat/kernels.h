@@ -40,8 +40,6 @@ void launch_f32_to_f16(void *dst, const float *src, size_t n, cudaStream_t s);
 void launch_f16_to_f32(float *dst, const void *src, size_t n, cudaStream_t s);
 /* y = a + b (n elements) */
 void launch_add(float *y, const float *a, const float *b, size_t n, cudaStream_t s);
-/* acc += parts[0] + parts[1] + ... (added in that order, element by element), then parts zeroed; nparts ≤ 8. */
-void launch_sum_clear(float *acc, float *const *parts, int nparts, size_t n, cudaStream_t s);
 /* column sums of an FP16 matrix [M,N] added into out[N] (bias gradients) */
 void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s);
 /* The column reductions (colsum, RMSNorm gain gradients) keep one scratch

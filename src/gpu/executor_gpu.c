@@ -79,15 +79,13 @@ static void upload_batch(cc_executor *ex, const int *x, const int *y, int lanes)
 {
     gpu_impl *g = IMPL(ex);
     const size_t n = (size_t)ex->B * ex->T, per_lane = n / lanes;
+    cudaCheck(cudaMemcpyAsync(g->x, x, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
+    cudaCheck(cudaMemcpyAsync(g->y, y, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
     const int V = ex->lay.dims.V;
-    /* The host CSR buffers are pageable: an asynchronous copy from them has
-     * taken its bytes when it returns, so they can be refilled at once, and
-     * the GPU may still finish the previous step's optimizer meanwhile. */
+    cudaCheck(cudaStreamSynchronize(g->stream)); /* the host CSR buffers are reused */
     for (int i = 0; i < lanes; i++)
         cc_embedding_csr(x + i * per_lane, (int)per_lane, V, g->tok_off_host + (size_t)i * (V + 1),
                          g->tok_pos_host + i * per_lane);
-    cudaCheck(cudaMemcpyAsync(g->x, x, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
-    cudaCheck(cudaMemcpyAsync(g->y, y, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
     cudaCheck(cudaMemcpyAsync(g->tok_off, g->tok_off_host, sizeof(int) * (V + 1) * lanes, cudaMemcpyHostToDevice,
                               g->stream));
     cudaCheck(cudaMemcpyAsync(g->tok_pos, g->tok_pos_host, sizeof(int) * n, cudaMemcpyHostToDevice, g->stream));
@@ -382,10 +380,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cudaCheck(cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_batch, cudaEventDisableTiming));
     const size_t n = ex->lay.total, M = (size_t)B * T, D = d.D, L = d.L, V = d.V;
-    if (g->nlanes > 1) { /* zero here; after that, the step that adds them into g32 clears them */
-        g->g32_lanes = dalloc(4 * n * (g->nlanes - 1), "gradients of lanes 1..");
-        cudaCheck(cudaMemset(g->g32_lanes, 0, 4 * n * (g->nlanes - 1)));
-    }
+    if (g->nlanes > 1) g->g32_lanes = dalloc(4 * n * (g->nlanes - 1), "gradients of lanes 1..");
     for (int l = 0; l < g->nlanes; l++) {
         gpu_lane *ln = &g->lane[l];
         ln->index = l;

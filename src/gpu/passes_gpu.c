@@ -340,8 +340,9 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
     const float ctx_limit = (float)(ex->cfg.ctx_grad_clamp * unit);
     const size_t total = ex->lay.total;
 
-    /* the batch and lane 0's zeroed gradients are on the main stream (lane
-     * 0's); the other lanes' gradients are zero since the last step's sum */
+    /* the batch and the zeroed gradients are on the main stream (lane 0's) */
+    for (int i = 1; i < n; i++)
+        cudaCheck(cudaMemsetAsync(g->lane[i].g32, 0, sizeof(float) * total, g->stream));
     cudaCheck(cudaEventRecord(g->ev_batch, g->stream));
     trace_init();
     if (trace.on) cudaCheck(cudaEventRecord(trace.t0, g->stream));
@@ -370,10 +371,7 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
         if (i > 0) cudaCheck(cudaEventRecord(g->lane[i].ev_finished, g->lane[i].stream));
     }
     for (int i = 1; i < n; i++) cudaCheck(cudaStreamWaitEvent(g->stream, g->lane[i].ev_finished, 0));
-    if (scored > 0 && n > 1) { /* the lanes' gradients, added in lane order, and cleared for the next step */
-        float *others[GPU_MAX_LANES];
-        for (int i = 1; i < n; i++) others[i - 1] = g->lane[i].g32;
-        launch_sum_clear(g->g32, others, n - 1, total, g->stream);
-    }
+    if (scored > 0) /* the lanes' gradients, added in lane order */
+        for (int i = 1; i < n; i++) launch_add(g->g32, g->g32, g->lane[i].g32, total, g->stream);
     trace_print(n);
 }
