@@ -12,19 +12,18 @@
 //               warp's keys (P and dS read back from p and ds)
 // Each warp owns its outputs (no atomics), so results are reproducible.
 // The WMMA version before this staged S in shared memory and ran the
-// softmax from there: 0.42 + 0.45 + 0.44 ms at the default config.
+// softmax from there: 0.42 + 0.45 + 0.44 ms at the default config under ncu
+// (one step in one lane), against 0.28 + 0.27 + 0.25 ms for these.
 #include "catchat/kernels.h"
 #include "common.cuh"
 #include "mma.cuh"
 
 #define HD 64         // head size these kernels serve
 #define LDH (HD + 8)  // FP16 row stride of staged tiles: 144 bytes, so ldmatrix's 8 rows fall in distinct banks
-#ifndef ATT_WARPS
-#define ATT_WARPS 4   // warps per block, 16 queries (keys) each; 3 blocks an SM (8 warps × 1 block measured slower)
-#endif
-#ifndef ATT_MINB
+// Warps per block, 16 queries (keys) each, and 3 blocks an SM (≤ 168
+// registers): 8 warps in 1 or 2 blocks an SM measured slower (docs/performance.md).
+#define ATT_WARPS 4
 #define ATT_MINB 3
-#endif
 #define QB (16 * ATT_WARPS)
 #define MAX_KT 9      // 16-row tiles of the band a warp covers: W + 15 rows, so W ≤ 129
 
