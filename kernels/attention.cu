@@ -8,8 +8,8 @@
 // and stage the rows they share (K and V, or Q and dO) in shared memory once,
 // padded by one float per row so lanes reading different rows hit different
 // banks; the untiled kernels below them serve head sizes whose tile does not fit.
-// Head size 64 (the default config) goes to the tensor-core kernels in
-// attention_tc.cu instead (FP16 operands, FP32 accumulation).
+// Head size 64 (the default config) with W ≤ 129 goes to the tensor-core
+// kernels in attention_tc.cu instead (FP16 operands, FP32 accumulation).
 #include "catchat/kernels.h"
 #include "common.cuh"
 

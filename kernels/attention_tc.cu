@@ -203,8 +203,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
-    attention_backward_query_mma(float *dqkv, __half *dqkv16, float *ds, const float *dout, const float *p, const float *qkv, int T,
-                                 int D, int H, int W)
+    attention_backward_query_mma(float *dqkv, __half *dqkv16, float *ds, const float *dout, const float *p,
+                                 const float *qkv, int T, int D, int H, int W)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
@@ -259,8 +259,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 // w = i − col − 16kt + W − 1 of that query.
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
-    attention_backward_key_mma(float *dqkv, __half *dqkv16, const float *ds, const float *dout, const float *p, const float *qkv,
-                               int T, int D, int H, int W)
+    attention_backward_key_mma(float *dqkv, __half *dqkv16, const float *ds, const float *dout, const float *p,
+                               const float *qkv, int T, int D, int H, int W)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
@@ -316,8 +316,8 @@ template <int KT> struct attention_mma {
                                                                                           W);
         LAUNCH_CHECK();
     }
-    static void backward(float *dqkv, __half *dqkv16, float *ds, const float *dout, const float *p, const float *qkv, int B, int T,
-                         int D, int H, int W, cudaStream_t s)
+    static void backward(float *dqkv, __half *dqkv16, float *ds, const float *dout, const float *p, const float *qkv,
+                         int B, int T, int D, int H, int W, cudaStream_t s)
     {
         const size_t smem = smem_bytes(KT);
         cudaFuncSetAttribute(attention_backward_query_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -55,7 +55,8 @@ void launch_embedding_backward(float *dtable, const float *dout, const int *offs
                                int D, cudaStream_t s);
 
 /* rmsnorm.cu: y32 and/or y16 may be NULL. dx accumulates; dg accumulates. */
-/* The norm of x + res (res may be NULL), the sum written to sum (may be NULL): a residual add and the next norm in one pass. */
+/* The norm of x + res (res may be NULL), the sum written to sum (may be NULL):
+ * a residual add and the next norm in one pass. */
 void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, float *ir, const float *x, const float *res,
                                 const float *g, int M, int D, float eps, float floor_, float inv_max, cudaStream_t s);
 void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const float *x, const float *g, int M, int D,
@@ -110,16 +111,16 @@ void launch_gru_backward_cluster(void *dgx16, void *dgh16, const float *dh_in, c
 void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv, int B, int T,
                               int D, int H, int W, cudaStream_t s);
 /* ds: scratch of the size of p. */
-void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p, const float *qkv,
-                               int B, int T, int D, int H, int W, cudaStream_t s);
+void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
+                               const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s);
 /* attention_tc.cu: the same two operations on tensor cores for head size 64
- * (FP16 operands, FP32 accumulation); the launchers above dispatch to them
- * when attention_tc_supported. */
+ * and W ≤ 129 (FP16 operands, FP32 accumulation); the launchers above
+ * dispatch to them when attention_tc_supported. */
 int attention_tc_supported(int D, int H, int W);
 void launch_attention_forward_tc(float *o32, void *o16, float *p, const float *qkv, int B, int T, int D, int H,
                                  int W, cudaStream_t s);
-void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p, const float *qkv,
-                                  int B, int T, int D, int H, int W, cudaStream_t s);
+void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
+                                  const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s);
 /* Per-row L2 clamp of d[M,D] to `limit` (0 = off), in place. */
 void launch_rownorm_clamp(float *d, int M, int D, float limit, cudaStream_t s);
 
