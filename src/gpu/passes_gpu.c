@@ -251,6 +251,25 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
 }
 
+/* Layer l's weight gradients on the lane's side stream, from the gate
+ * gradients its BPTT left in dgx and dgh. */
+static void weight_grads(lane_ctx *c, int l, const uint16_t *dgx, const uint16_t *dgh)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    gpu_lane *ln = c->ln;
+    const cc_layout *lay = &ex->lay;
+    const int D = c->D, par = l & 1;
+    cudaCheck(cudaEventRecord(ln->ev_bptt[par], ln->stream));
+    cudaCheck(cudaStreamWaitEvent(ln->wgrad_stream, ln->ev_bptt[par], 0));
+    gpu_gru_weight_grads(ln->gemm_wgrad, G32L(c, lay->gru_whh[l]), G32L(c, lay->gru_bhh[l]), dgh,
+                         LROWS(c, g->hprev16, l, D), c->B, c->T, D, ln->wgrad_stream);
+    cc_gemm(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), D, dgx, 3 * D, 1, LROWS(c, g->a16, l, D), D, 0, 3 * D, D, c->M,
+            1.f, 1.f, NULL, ln->wgrad_stream);
+    launch_colsum_f16_acc(G32L(c, lay->gru_bih[l]), dgx, c->M, 3 * D, ln->wgrad_stream);
+    cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
+}
+
 /* Layer l's BPTT; its weight gradients go to the side stream. du holds
  * dL/du^{l+1}, which is also dL/dh^l through the residual, and leaves as dL/du^l. */
 static void backward_layer(lane_ctx *c, int l, float clamp_limit)
@@ -276,20 +295,18 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     from_rec(ln);
     mark(c, PH_BPTT);
     check(c, "gru_backward", "dgx", l, dgx, 3 * MD, 1, 3 * D);
-    /* weight gradients, each one GEMM over the lane's positions, beside the next layer's BPTT */
-    cudaCheck(cudaEventRecord(ln->ev_bptt[par], s));
-    cudaCheck(cudaStreamWaitEvent(ln->wgrad_stream, ln->ev_bptt[par], 0));
-    gpu_gru_weight_grads(ln->gemm_wgrad, G32L(c, lay->gru_whh[l]), G32L(c, lay->gru_bhh[l]), dgh,
-                         LROWS(c, g->hprev16, l, D), c->B, T, D, ln->wgrad_stream);
-    cc_gemm(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), D, dgx, 3 * D, 1, LROWS(c, g->a16, l, D), D, 0, 3 * D, D, M,
-            1.f, 1.f, NULL, ln->wgrad_stream);
-    launch_colsum_f16_acc(G32L(c, lay->gru_bih[l]), dgx, M, 3 * D, ln->wgrad_stream);
-    cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
+    /* The weight gradients, each one GEMM over the lane's positions, on the
+     * side stream. Below layer 0 they are issued after the input gradient,
+     * so they run beside the next layer's BPTT (on the SMs its clusters leave
+     * free) instead of taking SMs from the input gradient, which the next
+     * BPTT waits for; layer 0's run beside the embedding backward. */
+    if (l == 0) weight_grads(c, l, dgx, dgh);
     /* the input gradient stays on the critical path */
     cc_gemm(ln->gemm, dtmp, D, dgx, 3 * D, 0, P16(ex, lay->gru_wih[l]), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, l, D), P32(ex, lay->gru_norm[l]),
                             LROWS(c, g->a_ir, l, 1), M, D, c->eps, c->fl, c->cap, s);
     check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
+    if (l > 0) weight_grads(c, l, dgx, dgh);
     if (l == 0) {
         launch_embedding_backward(G32L(c, lay->embed), du, g->tok_off + (size_t)ln->index * (V + 1),
                                   ROWS(c, g->tok_pos, 1), V, D, s);
