@@ -47,7 +47,6 @@ template <float (*warp_op)(float)> __device__ __forceinline__ float block_reduce
 }
 
 __device__ __forceinline__ float block_sum(float v) { return block_reduce<warp_sum>(v, 0.f); }
-__device__ __forceinline__ float block_max(float v) { return block_reduce<warp_max>(v, -INFINITY); }
 
 static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)((a + b - 1) / b); }
 
