@@ -315,12 +315,16 @@ static bool use_tiled(int D, int H, int W)
     return D / H <= 128 && tiled_smem(D, H, W) <= (size_t)smax;
 }
 
-extern "C" void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv, int B, int T, int D,
-                                         int H, int W, cudaStream_t s)
+extern "C" void launch_attention_forward(float *o32, void *o16, float *p, float *lse, const float *qkv, int B, int T,
+                                         int D, int H, int W, cudaStream_t s)
 {
     if (attention_tc_supported(D, H, W)) {
-        launch_attention_forward_tc(o32, o16, p, qkv, B, T, D, H, W, s);
+        launch_attention_forward_tc(o32, o16, p, lse, qkv, B, T, D, H, W, s);
         return;
+    }
+    if (!p) {
+        fprintf(stderr, "catchat: launch_attention_forward: the FP32 kernels need the probabilities buffer\n");
+        exit(1);
     }
     if (use_tiled(D, H, W)) {
         const size_t smem = tiled_smem(D, H, W);
@@ -335,11 +339,12 @@ extern "C" void launch_attention_forward(float *o32, void *o16, float *p, const 
     LAUNCH_CHECK();
 }
 
-extern "C" void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
-                                          const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
+extern "C" void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, float *delta, const float *dout,
+                                          const float *p, const float *lse, const float *qkv, int B, int T, int D, int H,
+                                          int W, cudaStream_t s)
 {
     if (attention_tc_supported(D, H, W)) {
-        launch_attention_backward_tc(dqkv, dqkv16, ds, dout, p, qkv, B, T, D, H, W, s);
+        launch_attention_backward_tc(dqkv, dqkv16, delta, dout, lse, qkv, B, T, D, H, W, s);
         return;
     }
     if (!dqkv) { /* the FP32 kernels write dqkv and convert it after */

@@ -1,19 +1,23 @@
 // Sliding-window attention on tensor cores, for head size 64 (the default
-// D=512, H=8) and windows up to 129. Same function, layout and outputs as
-// attention.cu's kernels (p[B,H,T,W] FP32 probabilities, ds kept for the key
-// side), with FP16 operands and FP32 accumulation. Each warp owns 16 queries
-// (or keys) and keeps its whole band in registers (mma.sync m16n8k16,
-// flash-attention style): the scores never go through shared memory, and the
-// probabilities become the A operand of P·V without leaving the registers.
+// D=512, H=8) and windows up to 129, FP16 operands and FP32 accumulation.
+// Each warp owns 16 queries (or keys) and keeps its whole band in registers
+// (mma.sync m16n8k16, flash-attention style): the scores never go through
+// shared memory, and the probabilities become the A operand of P·V without
+// leaving the registers.
 //   forward     S = Q·Kᵀ over the W+15 keys the warp's queries see, band
-//               mask and softmax in FP32, O = P·V
-//   query side  dP = dO·Vᵀ, dS = P ⊙ (dP − Σ P·dP)/√hd, dQ = dS·K
-//   key side    dK = dSᵀ·Q, dV = Pᵀ·dO over the W+15 queries that see the
-//               warp's keys (P and dS read back from p and ds)
+//               mask and softmax in FP32, O = P·V; each query's log-sum-exp
+//               lse = max + log Σ exp (and p[B,H,T,W] only when asked for)
+//   query side  P = exp(S − lse) recomputed, dP = dO·Vᵀ, δ = Σ P·dP,
+//               dS = P ⊙ (dP − δ)/√hd, dQ = dS·K; δ stored per query
+//   key side    Sᵀ and dPᵀ recomputed over the W+15 queries that see the
+//               warp's keys (with their lse and δ), dK = dSᵀ·Q, dV = Pᵀ·dO
+// Recomputing P and dS costs two more band products per warp but no longer
+// writes and re-reads p and ds (B·H·T·W floats each, 150 MB apiece at the
+// default config), and the key side no longer gathers them diagonally.
 // Each warp owns its outputs (no atomics), so results are reproducible.
-// The WMMA version before this staged S in shared memory and ran the
-// softmax from there: 0.42 + 0.45 + 0.44 ms at the default config under ncu
-// (one step in one lane), against 0.28 + 0.27 + 0.25 ms for these.
+// The WMMA version before the band in registers staged S in shared memory:
+// 0.42 + 0.45 + 0.44 ms at the default config under ncu (one step in one
+// lane), against 0.28 + 0.27 + 0.25 ms with p and ds stored.
 #include "catchat/kernels.h"
 #include "common.cuh"
 #include "mma.cuh"
@@ -61,26 +65,38 @@ __device__ __forceinline__ void stage_rows(__half *dst, const float *__restrict_
     }
 }
 
-// acc[2·kt + h] (16 rows × 8 columns of the band) = A[16 rows of the warp] ·
-// Bᵀ over the head's 64 columns, B's rows r0 .. r0 + 16·KT of staged memory.
+// The A fragments of the warp's 16 staged rows over the head's 64 columns.
+__device__ __forceinline__ void rows_afrag(uint4 a[4], const __half *A, int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        ldsm_x4((uint32_t *)&a[kk], A + (lane & 15) * LDH + kk * 16 + (lane >> 4) * 8);
+}
+
+// acc[n] (16 rows × 8 columns, n = 0, 1) = A · Bᵀ over the head's 64
+// columns, for the 16 rows of B starting at staged row r.
+__device__ __forceinline__ void tile_scores(float acc[2][4], const uint4 a[4], const __half *Bs, int r, int lane)
+{
+    acc[0][0] = acc[0][1] = acc[0][2] = acc[0][3] = 0.f;
+    acc[1][0] = acc[1][1] = acc[1][2] = acc[1][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t b[4]; // rows 0-7 cols 0-7, rows 0-7 cols 8-15, rows 8-15 cols 0-7, rows 8-15 cols 8-15
+        ldsm_x4(b, Bs + (r + (lane & 7) + (lane >> 4) * 8) * LDH + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma16816(acc[0], a[kk], b[0], b[1]);
+        mma16816(acc[1], a[kk], b[2], b[3]);
+    }
+}
+
+// acc[2·kt + n] = the band's tile kt: A[16 rows of the warp] · Bᵀ, B's rows
+// r0 .. r0 + 16·KT of staged memory.
 template <int KT>
 __device__ __forceinline__ void band_scores(float acc[2 * KT][4], const __half *A, const __half *Bs, int r0, int lane)
 {
     uint4 a[4];
+    rows_afrag(a, A, lane);
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-        ldsm_x4((uint32_t *)&a[kk], A + (lane & 15) * LDH + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-    for (int n = 0; n < 2 * KT; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-#pragma unroll
-    for (int kt = 0; kt < KT; kt++)
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            uint32_t b[4]; // keys 0-7 cols 0-7, keys 0-7 cols 8-15, keys 8-15 cols 0-7, keys 8-15 cols 8-15
-            ldsm_x4(b, Bs + (r0 + 16 * kt + (lane & 7) + (lane >> 4) * 8) * LDH + kk * 16 + ((lane >> 3) & 1) * 8);
-            mma16816(acc[2 * kt], a[kk], b[0], b[1]);
-            mma16816(acc[2 * kt + 1], a[kk], b[2], b[3]);
-        }
+    for (int kt = 0; kt < KT; kt++) tile_scores(&acc[2 * kt], a, Bs, r0 + 16 * kt, lane);
 }
 
 // out[8][4] (16 rows × 64 columns) += P · Bs[r0 .. r0 + 16·KT), P given as
@@ -99,11 +115,19 @@ __device__ __forceinline__ void band_times(float out[8][4], const uint4 pa[KT], 
         }
 }
 
-// The A fragment of band tile kt from accumulator-layout values (C of n-tiles 2kt, 2kt+1).
-template <int KT> __device__ __forceinline__ uint4 band_afrag(const float v[2 * KT][4], int kt)
+// The A fragment of a 16×16 tile from accumulator-layout values (the C of its two n-tiles).
+__device__ __forceinline__ uint4 tile_afrag(const float v[2][4])
 {
-    return make_uint4(pack2f(v[2 * kt][0], v[2 * kt][1]), pack2f(v[2 * kt][2], v[2 * kt][3]),
-                      pack2f(v[2 * kt + 1][0], v[2 * kt + 1][1]), pack2f(v[2 * kt + 1][2], v[2 * kt + 1][3]));
+    return make_uint4(pack2f(v[0][0], v[0][1]), pack2f(v[0][2], v[0][3]), pack2f(v[1][0], v[1][1]),
+                      pack2f(v[1][2], v[1][3]));
+}
+
+// Element (n-tile n, row half h, column e) of a tile_afrag fragment, back in FP32.
+__device__ __forceinline__ float afrag_elem(const uint4 &a, int n, int h, int e)
+{
+    const uint32_t w = n ? (h ? a.w : a.z) : (h ? a.y : a.x);
+    const __half2 v = *(const __half2 *)&w;
+    return e ? __high2float(v) : __low2float(v);
 }
 
 __device__ __forceinline__ float quad_max(float v)
@@ -136,14 +160,22 @@ __device__ __forceinline__ void store_tile(float *o32, __half *o16, const float 
     }
 }
 
-// Shared memory: the warps' 16-row tiles of Q (or dO) and the staged band of K and V.
-static size_t smem_bytes(int KT) { return (size_t)(QB + 2 * staged_rows(KT)) * LDH * sizeof(__half); }
+// Shared memory: the forward stages the warps' 16-row tiles of Q and the band
+// of K and V; the query side Q and dO tiles and the K, V band; the key side
+// K and V tiles, the band of Q and dO, and the band's lse and δ.
+static size_t smem_forward(int KT) { return (size_t)(QB + 2 * staged_rows(KT)) * LDH * sizeof(__half); }
+static size_t smem_backward(int KT)
+{
+    return (size_t)(2 * QB + 2 * staged_rows(KT)) * LDH * sizeof(__half) + 2 * staged_rows(KT) * sizeof(float);
+}
 
 // Band element (query row i of the warp, n-tile n, element e) sits in window
 // slot w = 8n + 2c + e − i of query q0 + i (keys staged from q0 − W + 1).
+__device__ __forceinline__ bool query_band_ok(int w, int q, int W) { return w >= 0 && w < W && q - W + 1 + w >= 0; }
+
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
-    attention_forward_mma(float *o32, __half *o16, float *p, const float *qkv, int T, int D, int H, int W)
+    attention_forward_mma(float *o32, __half *o16, float *p, float *lse, const float *qkv, int T, int D, int H, int W)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
@@ -156,6 +188,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
     const int q0 = t0 + 16 * warp;
     if (q0 >= T) return;
+    const size_t head = ((size_t)b * H + j) * T;
     float s[2 * KT][4];
     band_scores<KT>(s, Q + 16 * warp * LDH, K, 16 * warp, lane);
     const float sc = rsqrtf((float)HD);
@@ -167,8 +200,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
         for (int n = 0; n < 2 * KT; n++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                const int w = 8 * n + c2 + e - i;
-                const bool ok = w >= 0 && w < W && q - W + 1 + w >= 0;
+                const bool ok = query_band_ok(8 * n + c2 + e - i, q, W);
                 s[n][2 * h + e] = ok ? s[n][2 * h + e] * sc : -INFINITY;
                 mx = fmaxf(mx, s[n][2 * h + e]);
             }
@@ -182,34 +214,40 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
                 s[n][2 * h + e] = v;
                 sum += v;
             }
-        const float inv = 1.f / quad_sum(sum);
-        float *pr = p + (((size_t)b * H + j) * T + q) * W;
+        sum = quad_sum(sum);
+        const float inv = 1.f / sum;
+        if (q < T && (lane & 3) == 0) lse[head + q] = mx + __logf(sum);
+        float *pr = p ? p + (head + q) * W : NULL;
 #pragma unroll
         for (int n = 0; n < 2 * KT; n++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int w = 8 * n + c2 + e - i;
                 s[n][2 * h + e] *= inv;
-                if (q < T && w >= 0 && w < W) pr[w] = s[n][2 * h + e];
+                if (pr && q < T && w >= 0 && w < W) pr[w] = s[n][2 * h + e];
             }
     }
     uint4 pa[KT];
 #pragma unroll
-    for (int kt = 0; kt < KT; kt++) pa[kt] = band_afrag<KT>(s, kt);
+    for (int kt = 0; kt < KT; kt++) pa[kt] = tile_afrag(&s[2 * kt]);
     float o[8][4] = {};
     band_times<KT>(o, pa, V, 16 * warp, lane);
     store_tile(o32, o16, o, b, q0, T, D, j * HD, lane);
 }
 
+// Query side: P is recomputed tile by tile from S and the forward's lse, its
+// FP32 values summed into δ = Σ P·dP and kept as FP16 A fragments (the FP32
+// band would not fit in registers beside dP).
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
-    attention_backward_query_mma(float *dqkv, __half *dqkv16, float *ds, const float *dout, const float *p,
+    attention_backward_query_mma(float *dqkv, __half *dqkv16, float *delta, const float *dout, const float *lse,
                                  const float *qkv, int T, int D, int H, int W)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
-    __half *dO = (__half *)sm, *K = dO + QB * LDH, *V = K + RS * LDH;
+    __half *Q = (__half *)sm, *dO = Q + QB * LDH, *K = dO + QB * LDH, *V = K + RS * LDH;
     const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    stage_rows(Q, qkv, 3 * D, j * HD, b, t0, QB, T);
     stage_rows(dO, dout, D, j * HD, b, t0, QB, T);
     stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T);
     stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T);
@@ -217,37 +255,56 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
     const int q0 = t0 + 16 * warp;
     if (q0 >= T) return;
+    const size_t head = ((size_t)b * H + j) * T;
     float d[2 * KT][4];
     band_scores<KT>(d, dO + 16 * warp * LDH, V, 16 * warp, lane); // dP
     const float sc = rsqrtf((float)HD);
+    float lq[2], pdp[2] = { 0.f, 0.f };
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const int i = g + 8 * h, q = q0 + i;
-        const size_t prow = (((size_t)b * H + j) * T + q) * W;
-        float pv[2 * KT][2];
-        float pdp = 0.f;
+        const int q = q0 + g + 8 * h;
+        lq[h] = q < T ? __ldg(lse + head + q) : 0.f;
+    }
+    uint4 qa[4], pa[KT];
+    rows_afrag(qa, Q + 16 * warp * LDH, lane);
 #pragma unroll
-        for (int n = 0; n < 2 * KT; n++)
+    for (int kt = 0; kt < KT; kt++) {
+        float s[2][4];
+        tile_scores(s, qa, K, 16 * warp + 16 * kt, lane);
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int w = 8 * n + c2 + e - i;
-                pv[n][e] = q < T && w >= 0 && w < W ? __ldg(p + prow + w) : 0.f; // p = 0 before position 0
-                pdp += pv[n][e] * d[n][2 * h + e];
-            }
-        pdp = quad_sum(pdp);
+        for (int n = 0; n < 2; n++)
 #pragma unroll
-        for (int n = 0; n < 2 * KT; n++)
+            for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int w = 8 * n + c2 + e - i;
-                const float v = pv[n][e] * (d[n][2 * h + e] - pdp) * sc;
-                d[n][2 * h + e] = v;
-                if (q < T && w >= 0 && w < W) ds[prow + w] = v;
-            }
+                for (int e = 0; e < 2; e++) {
+                    const int i = g + 8 * h, q = q0 + i;
+                    const bool ok = q < T && query_band_ok(16 * kt + 8 * n + c2 + e - i, q, W);
+                    const float pv = ok ? __expf(s[n][2 * h + e] * sc - lq[h]) : 0.f;
+                    pdp[h] += pv * d[2 * kt + n][2 * h + e];
+                    s[n][2 * h + e] = pv;
+                }
+        pa[kt] = tile_afrag(s);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        pdp[h] = quad_sum(pdp[h]);
+        const int q = q0 + g + 8 * h;
+        if (q < T && (lane & 3) == 0) delta[head + q] = pdp[h];
     }
     uint4 da[KT];
 #pragma unroll
-    for (int kt = 0; kt < KT; kt++) da[kt] = band_afrag<KT>(d, kt);
+    for (int kt = 0; kt < KT; kt++) {
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float &v = d[2 * kt + n][2 * h + e];
+                    v = afrag_elem(pa[kt], n, h, e) * (v - pdp[h]) * sc;
+                }
+        da[kt] = tile_afrag(&d[2 * kt]);
+    }
     float dq[8][4] = {};
     band_times<KT>(dq, da, K, 16 * warp, lane);
     store_tile(dqkv, dqkv16, dq, b, q0, T, (size_t)3 * D, j * HD, lane);
@@ -255,39 +312,59 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 
 // Key side: warp w owns keys k0 .. k0+15 (k0 = blockIdx.x·QB + 16w); the
 // queries that see them are k0 .. k0 + W + 14, staged from the block's first
-// key. Band element (key row i, query column 16kt + col) is window slot
-// w = i − col − 16kt + W − 1 of that query.
+// key. Band element (key row i, query column col = 16kt + 8n + 2c + e) is
+// window slot w = i − col + W − 1 of query k0 + col. Sᵀ = K·Qᵀ and
+// dPᵀ = V·dOᵀ are recomputed a tile at a time, with the queries' lse and δ.
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
-    attention_backward_key_mma(float *dqkv, __half *dqkv16, const float *ds, const float *dout, const float *p,
+    attention_backward_key_mma(float *dqkv, __half *dqkv16, const float *delta, const float *dout, const float *lse,
                                const float *qkv, int T, int D, int H, int W)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
-    __half *Q = (__half *)sm, *dO = Q + RS * LDH;
+    __half *Ks = (__half *)sm, *Vs = Ks + QB * LDH, *Q = Vs + QB * LDH, *dO = Q + RS * LDH;
+    float *lse_s = (float *)(dO + RS * LDH), *delta_s = lse_s + RS;
     const int kb0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const size_t head = ((size_t)b * H + j) * T;
+    stage_rows(Ks, qkv, 3 * D, D + j * HD, b, kb0, QB, T);
+    stage_rows(Vs, qkv, 3 * D, 2 * D + j * HD, b, kb0, QB, T);
     stage_rows(Q, qkv, 3 * D, j * HD, b, kb0, RS, T);
     stage_rows(dO, dout, D, j * HD, b, kb0, RS, T);
+    for (int r = threadIdx.x; r < RS; r += blockDim.x) {
+        const bool in = kb0 + r < T; // queries past the end are masked below
+        lse_s[r] = in ? __ldg(lse + head + kb0 + r) : 0.f;
+        delta_s[r] = in ? __ldg(delta + head + kb0 + r) : 0.f;
+    }
     __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
     const int k0 = kb0 + 16 * warp;
     if (k0 >= T) return;
-    const size_t head = ((size_t)b * H + j) * T;
-    uint4 dsa[KT], pa[KT];
+    const float sc = rsqrtf((float)HD);
+    uint4 ka[4], va[4], dsa[KT], pa[KT];
+    rows_afrag(ka, Ks + 16 * warp * LDH, lane);
+    rows_afrag(va, Vs + 16 * warp * LDH, lane);
 #pragma unroll
     for (int kt = 0; kt < KT; kt++) {
-        float vd[8], vp[8]; // A fragment order: (g, c2), (g, c2+1), (g+8, c2), (g+8, c2+1), then columns + 8
+        float s[2][4], dp[2][4];
+        tile_scores(s, ka, Q, 16 * warp + 16 * kt, lane);
+        tile_scores(dp, va, dO, 16 * warp + 16 * kt, lane);
 #pragma unroll
-        for (int u = 0; u < 8; u++) {
-            const int i = g + 8 * ((u >> 1) & 1), col = 16 * kt + c2 + (u & 1) + 8 * (u >> 2);
-            const int t = k0 + col, w = i - col + W - 1;
-            const bool ok = t < T && w >= 0 && w < W;
-            const size_t slot = (head + (ok ? t : 0)) * W + (ok ? w : 0);
-            vd[u] = ok ? __ldg(ds + slot) : 0.f;
-            vp[u] = ok ? __ldg(p + slot) : 0.f;
-        }
-        dsa[kt] = make_uint4(pack2f(vd[0], vd[1]), pack2f(vd[2], vd[3]), pack2f(vd[4], vd[5]), pack2f(vd[6], vd[7]));
-        pa[kt] = make_uint4(pack2f(vp[0], vp[1]), pack2f(vp[2], vp[3]), pack2f(vp[4], vp[5]), pack2f(vp[6], vp[7]));
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int col = 16 * kt + 8 * n + c2 + e, r = 16 * warp + col;
+                const float lq = lse_s[r], dl = delta_s[r];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int w = g + 8 * h - col + W - 1;
+                    const bool ok = k0 + col < T && w >= 0 && w < W;
+                    const float pv = ok ? __expf(s[n][2 * h + e] * sc - lq) : 0.f;
+                    s[n][2 * h + e] = pv;
+                    dp[n][2 * h + e] = pv * (dp[n][2 * h + e] - dl) * sc;
+                }
+            }
+        pa[kt] = tile_afrag(s);
+        dsa[kt] = tile_afrag(dp);
     }
     float dk[8][4] = {}, dv[8][4] = {};
     band_times<KT>(dk, dsa, Q, 16 * warp, lane);
@@ -302,31 +379,35 @@ extern "C" int attention_tc_supported(int D, int H, int W)
     int dev = 0, smax = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    return smem_bytes(band_tiles(W)) <= (size_t)smax;
+    return smem_backward(band_tiles(W)) <= (size_t)smax;
 }
 
 // One instantiation per band width; the launchers pick it from W.
 template <int KT> struct attention_mma {
-    static void forward(float *o32, __half *o16, float *p, const float *qkv, int B, int T, int D, int H, int W,
-                        cudaStream_t s)
+    static void forward(float *o32, __half *o16, float *p, float *lse, const float *qkv, int B, int T, int D, int H,
+                        int W, cudaStream_t s)
     {
-        const size_t smem = smem_bytes(KT);
-        cudaFuncSetAttribute(attention_forward_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        attention_forward_mma<KT><<<dim3(ceil_div(T, QB), H, B), ATT_WARPS * 32, smem, s>>>(o32, o16, p, qkv, T, D, H,
-                                                                                          W);
+        const size_t smem = smem_forward(KT);
+        cudaFuncSetAttribute(attention_forward_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem);
+        attention_forward_mma<KT><<<dim3(ceil_div(T, QB), H, B), ATT_WARPS * 32, smem, s>>>(o32, o16, p, lse, qkv, T,
+                                                                                          D, H, W);
         LAUNCH_CHECK();
     }
-    static void backward(float *dqkv, __half *dqkv16, float *ds, const float *dout, const float *p, const float *qkv,
-                         int B, int T, int D, int H, int W, cudaStream_t s)
+    static void backward(float *dqkv, __half *dqkv16, float *delta, const float *dout, const float *lse,
+                         const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
     {
-        const size_t smem = smem_bytes(KT);
+        const size_t smem = smem_backward(KT);
         cudaFuncSetAttribute(attention_backward_query_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem);
-        cudaFuncSetAttribute(attention_backward_key_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+                                       (int)smem);
+        cudaFuncSetAttribute(attention_backward_key_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem);
         const dim3 grid(ceil_div(T, QB), H, B);
-        attention_backward_query_mma<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, ds, dout, p, qkv, T, D, H, W);
+        attention_backward_query_mma<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, delta, dout, lse, qkv, T, D,
+                                                                            H, W);
         LAUNCH_CHECK();
-        attention_backward_key_mma<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, ds, dout, p, qkv, T, D, H, W);
+        attention_backward_key_mma<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, delta, dout, lse, qkv, T, D, H,
+                                                                          W);
         LAUNCH_CHECK();
     }
 };
@@ -346,14 +427,15 @@ template <int KT> struct attention_mma {
              exit(1);                                                                                              \
     }
 
-extern "C" void launch_attention_forward_tc(float *o32, void *o16, float *p, const float *qkv, int B, int T, int D,
-                                            int H, int W, cudaStream_t s)
+extern "C" void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, const float *qkv, int B,
+                                            int T, int D, int H, int W, cudaStream_t s)
 {
-    BAND_DISPATCH(forward(o32, (__half *)o16, p, qkv, B, T, D, H, W, s));
+    BAND_DISPATCH(forward(o32, (__half *)o16, p, lse, qkv, B, T, D, H, W, s));
 }
 
-extern "C" void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
-                                             const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
+extern "C" void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const float *dout,
+                                             const float *lse, const float *qkv, int B, int T, int D, int H, int W,
+                                             cudaStream_t s)
 {
-    BAND_DISPATCH(backward(dqkv, (__half *)dqkv16, ds, dout, p, qkv, B, T, D, H, W, s));
+    BAND_DISPATCH(backward(dqkv, (__half *)dqkv16, delta, dout, lse, qkv, B, T, D, H, W, s));
 }

@@ -48,12 +48,15 @@ typedef struct {
     int *x, *y;
     float *u, *a_ir, *gx, *gates, *ghn, *h, *gh;
     uint16_t *a16, *hprev16;
-    float *s_ir, *qkv, *p, *c, *mm, *f_ir, *logits, *loss_row;
+    float *s_ir, *qkv, *c, *mm, *f_ir, *logits, *loss_row;
+    /* what the attention backward needs: lse (tensor cores) or p (FP32 kernels) */
+    float *p, *lse;
     uint16_t *s16, *o16, *f16, *dlogits16;
     int *rank;
     /* backward; dgx16/dgh16 alternate between two buffers by layer parity so
      * a BPTT never overwrites what the weight-gradient stream still reads */
-    float *du, *dtmp, *dhrec, *dqkv, *dsbuf, *dc;
+    float *du, *dtmp, *dhrec, *dqkv, *dc;
+    float *dsbuf, *delta; /* the attention backward's scratch: ds (FP32 kernels) or delta (tensor cores) */
     uint16_t *dgx16, *dgh16, *d16;
     int *tok_off, *tok_pos; /* embedding-backward CSR of each lane's tokens (device) */
     int *tok_off_host, *tok_pos_host;

@@ -33,8 +33,9 @@ static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
 #define ROWS(c, base, width) ((base) + (c)->r0 * (size_t)(width))
 #define LROWS(c, base, l, width) ((base) + ((size_t)(l) * (c)->M_all + (c)->r0) * (size_t)(width))
 #define G32L(c, idx) ((c)->ln->g32 + (c)->ex->lay.t[(idx)].offset)
-/* A lane's attention rows: [B, H, T, W] is sequence-major. */
-#define PROWS(c, base) ((base) + (size_t)(c)->ln->b0 * (c)->H * (c)->T * (c)->W)
+/* A lane's attention rows: [B, H, T, W] and [B, H, T] are sequence-major (NULL stays NULL). */
+#define PROWS(c, base) ((base) ? (base) + (size_t)(c)->ln->b0 * (c)->H * (c)->T * (c)->W : NULL)
+#define HROWS(c, base) ((base) ? (base) + (size_t)(c)->ln->b0 * (c)->H * (c)->T : NULL)
 
 static void check(lane_ctx *c, const char *stage, const char *tensor, int layer, const void *ptr, size_t n, int half,
                   int width)
@@ -172,7 +173,7 @@ static void forward_top(lane_ctx *c)
     /* s = RMSNorm(u^L) ran with the last layer's residual add */
     cc_gemm(c->ln->gemm, qkv, 3 * D, s16, D, 0, P16(ex, lay->ctx_qkv), D, 1, M, 3 * D, D, 1.f, 0.f, NULL, s);
     check(c, "qkv_projection", "qkv", -1, qkv, 3 * MD, 0, 3 * D);
-    launch_attention_forward(NULL, o16, PROWS(c, g->p), qkv, c->B, T, D, c->H, c->W, s);
+    launch_attention_forward(NULL, o16, PROWS(c, g->p), HROWS(c, g->lse), qkv, c->B, T, D, c->H, c->W, s);
     check(c, "attention_forward", "o", -1, o16, MD, 1, D);
     cc_gemm(c->ln->gemm, cc, D, o16, D, 0, P16(ex, lay->ctx_out), D, 1, M, D, D, 1.f, 0.f, NULL, s);
     check(c, "ctx_out_projection", "c", -1, cc, MD, 0, D);
@@ -240,8 +241,8 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     /* d16 is the operand of the qkv GEMMs; the FP32 dqkv only for --check
      * (or where the FP32 kernels run, which convert it after) */
     const int dqkv32 = ex->check || !g->attn_tc;
-    launch_attention_backward(dqkv32 ? dqkv : NULL, d16, PROWS(c, g->dsbuf), dtmp, PROWS(c, g->p), qkv, c->B, T, D,
-                              c->H, c->W, s);
+    launch_attention_backward(dqkv32 ? dqkv : NULL, d16, PROWS(c, g->dsbuf), HROWS(c, g->delta), dtmp, PROWS(c, g->p),
+                              HROWS(c, g->lse), qkv, c->B, T, D, c->H, c->W, s);
     if (dqkv32) check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
     cc_gemm(ln->gemm, G32L(c, lay->ctx_qkv), D, d16, 3 * D, 1, ROWS(c, g->s16, D), D, 0, 3 * D, D, M, 1.f, 1.f, NULL,
             s);
