@@ -8,8 +8,9 @@
 // and stage the rows they share (K and V, or Q and dO) in shared memory once,
 // padded by one float per row so lanes reading different rows hit different
 // banks; the untiled kernels below them serve head sizes whose tile does not fit.
-// Head size 64 (the default config) with W ≤ 129 goes to the tensor-core
-// kernels in attention_tc.cu instead (FP16 operands, FP32 accumulation).
+// Head size 64 (the default config) with W ≤ 129 runs the tensor-core
+// kernels of attention_tc.cu instead (FP16 operands, FP32 accumulation); the
+// callers pick by attention_tc_supported.
 #include "catchat/kernels.h"
 #include "common.cuh"
 
@@ -315,17 +316,9 @@ static bool use_tiled(int D, int H, int W)
     return D / H <= 128 && tiled_smem(D, H, W) <= (size_t)smax;
 }
 
-extern "C" void launch_attention_forward(float *o32, void *o16, float *p, float *lse, const float *qkv, int B, int T,
-                                         int D, int H, int W, cudaStream_t s)
+extern "C" void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv, int B, int T, int D,
+                                         int H, int W, cudaStream_t s)
 {
-    if (attention_tc_supported(D, H, W)) {
-        launch_attention_forward_tc(o32, o16, p, lse, qkv, B, T, D, H, W, s);
-        return;
-    }
-    if (!p) {
-        fprintf(stderr, "catchat: launch_attention_forward: the FP32 kernels need the probabilities buffer\n");
-        exit(1);
-    }
     if (use_tiled(D, H, W)) {
         const size_t smem = tiled_smem(D, H, W);
         cudaFuncSetAttribute(attention_forward_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -339,18 +332,9 @@ extern "C" void launch_attention_forward(float *o32, void *o16, float *p, float 
     LAUNCH_CHECK();
 }
 
-extern "C" void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, float *delta, const float *dout,
-                                          const float *p, const float *lse, const float *qkv, int B, int T, int D, int H,
-                                          int W, cudaStream_t s)
+extern "C" void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
+                                          const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
 {
-    if (attention_tc_supported(D, H, W)) {
-        launch_attention_backward_tc(dqkv, dqkv16, delta, dout, lse, qkv, B, T, D, H, W, s);
-        return;
-    }
-    if (!dqkv) { /* the FP32 kernels write dqkv and convert it after */
-        fprintf(stderr, "catchat: launch_attention_backward: the FP32 kernels need the FP32 dqkv buffer\n");
-        exit(1);
-    }
     if (use_tiled(D, H, W)) {
         const size_t smem = tiled_smem(D, H, W);
         cudaFuncSetAttribute(attention_backward_query_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

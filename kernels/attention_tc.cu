@@ -35,32 +35,30 @@ static __host__ __device__ int band_tiles(int W) { return (W + 15 + 15) / 16; }
 // Rows a block stages: warp w reads rows [16w, 16w + 16·KT).
 static __host__ __device__ int staged_rows(int KT) { return 16 * (ATT_WARPS - 1) + 16 * KT; }
 
-// rows [base, base+rows) of a [B,T,·] tensor's head-j columns (col0 + j·HD) into FP16, zeros outside [0,T).
+// rows [base, base+rows) of a [B,T,·] FP16 tensor's head-j columns (col0 + j·HD), zeros outside [0,T).
 // 16-byte loads, STAGE_BATCH of them in flight per thread before any store: a
-// load-convert-store loop would wait one memory latency per element (the
-// compiler cannot move a global load above a store through a generic pointer).
-#define STAGE_BATCH 8
-__device__ __forceinline__ void stage_rows(__half *dst, const float *__restrict__ src, int row_stride, int col0, int b,
+// load-store loop would wait one memory latency per vector (the compiler
+// cannot move a global load above a store through a generic pointer).
+#define STAGE_BATCH 4
+__device__ __forceinline__ void stage_rows(__half *dst, const __half *__restrict__ src, int row_stride, int col0, int b,
                                            int base, int rows, int T)
 {
-    constexpr int VPR = HD / 4; // float4 per row
+    constexpr int VPR = HD / 8; // 16-byte vectors per row
     const int nvec = rows * VPR;
     for (int i0 = threadIdx.x; i0 < nvec; i0 += blockDim.x * STAGE_BATCH) {
-        float4 v[STAGE_BATCH];
+        uint4 v[STAGE_BATCH];
 #pragma unroll
         for (int u = 0; u < STAGE_BATCH; u++) {
             const int i = i0 + u * blockDim.x, t = base + i / VPR;
             const bool ok = i < nvec && t >= 0 && t < T;
-            v[u] = ok ? __ldg((const float4 *)(src + ((size_t)b * T + t) * row_stride + col0 + (i % VPR) * 4))
-                      : make_float4(0.f, 0.f, 0.f, 0.f);
+            v[u] = ok ? __ldg((const uint4 *)(src + ((size_t)b * T + t) * row_stride + col0 + (i % VPR) * 8))
+                      : make_uint4(0u, 0u, 0u, 0u);
         }
 #pragma unroll
         for (int u = 0; u < STAGE_BATCH; u++) {
             const int i = i0 + u * blockDim.x;
             if (i >= nvec) break;
-            __half2 *d = (__half2 *)(dst + (i / VPR) * LDH + (i % VPR) * 4);
-            d[0] = __floats2half2_rn(v[u].x, v[u].y);
-            d[1] = __floats2half2_rn(v[u].z, v[u].w);
+            *(uint4 *)(dst + (i / VPR) * LDH + (i % VPR) * 8) = v[u];
         }
     }
 }
@@ -175,7 +173,7 @@ __device__ __forceinline__ bool query_band_ok(int w, int q, int W) { return w >=
 
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
-    attention_forward_mma(float *o32, __half *o16, float *p, float *lse, const float *qkv, int T, int D, int H, int W)
+    attention_forward_mma(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int T, int D, int H, int W)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
@@ -240,8 +238,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 // band would not fit in registers beside dP).
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
-    attention_backward_query_mma(float *dqkv, __half *dqkv16, float *delta, const float *dout, const float *lse,
-                                 const float *qkv, int T, int D, int H, int W)
+    attention_backward_query_mma(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
+                                 const __half *qkv, int T, int D, int H, int W)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
@@ -317,8 +315,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 // dPᵀ = V·dOᵀ are recomputed a tile at a time, with the queries' lse and δ.
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
-    attention_backward_key_mma(float *dqkv, __half *dqkv16, const float *delta, const float *dout, const float *lse,
-                               const float *qkv, int T, int D, int H, int W)
+    attention_backward_key_mma(float *dqkv, __half *dqkv16, const float *delta, const __half *dout, const float *lse,
+                               const __half *qkv, int T, int D, int H, int W)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
@@ -384,7 +382,7 @@ extern "C" int attention_tc_supported(int D, int H, int W)
 
 // One instantiation per band width; the launchers pick it from W.
 template <int KT> struct attention_mma {
-    static void forward(float *o32, __half *o16, float *p, float *lse, const float *qkv, int B, int T, int D, int H,
+    static void forward(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int B, int T, int D, int H,
                         int W, cudaStream_t s)
     {
         const size_t smem = smem_forward(KT);
@@ -394,8 +392,8 @@ template <int KT> struct attention_mma {
                                                                                           D, H, W);
         LAUNCH_CHECK();
     }
-    static void backward(float *dqkv, __half *dqkv16, float *delta, const float *dout, const float *lse,
-                         const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
+    static void backward(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
+                         const __half *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
     {
         const size_t smem = smem_backward(KT);
         cudaFuncSetAttribute(attention_backward_query_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -427,15 +425,16 @@ template <int KT> struct attention_mma {
              exit(1);                                                                                              \
     }
 
-extern "C" void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, const float *qkv, int B,
+extern "C" void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, const void *qkv16, int B,
                                             int T, int D, int H, int W, cudaStream_t s)
 {
-    BAND_DISPATCH(forward(o32, (__half *)o16, p, lse, qkv, B, T, D, H, W, s));
+    BAND_DISPATCH(forward(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, s));
 }
 
-extern "C" void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const float *dout,
-                                             const float *lse, const float *qkv, int B, int T, int D, int H, int W,
+extern "C" void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const void *dout16,
+                                             const float *lse, const void *qkv16, int B, int T, int D, int H, int W,
                                              cudaStream_t s)
 {
-    BAND_DISPATCH(backward(dqkv, (__half *)dqkv16, delta, dout, lse, qkv, B, T, D, H, W, s));
+    BAND_DISPATCH(backward(dqkv, (__half *)dqkv16, delta, (const __half *)dout16, lse, (const __half *)qkv16, B, T, D,
+                           H, W, s));
 }

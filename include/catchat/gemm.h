@@ -1,5 +1,5 @@
 /* The one GEMM wrapper: cuBLASLt, FP16 A and B, FP32 compute
- * (CUBLAS_COMPUTE_32F), FP32 output, row-major semantics:
+ * (CUBLAS_COMPUTE_32F), FP32 output (cc_gemm_f16out: FP16), row-major semantics:
  *   C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C  (+ bias[N] if non-NULL)
  * op(A) = A (stored [M,K], row stride lda) or Aᵀ (stored [K,M]); same for B.
  * Leading dimensions let a GEMM read every T-th row (one timestep of a
@@ -18,5 +18,9 @@ void cc_gemm_destroy(cc_gemm_ctx *g);
 void cc_gemm(cc_gemm_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,
              int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
              cudaStream_t stream);
+/* The same with an FP16 C (the FP32 result rounded to nearest) and no
+ * bias: for a product whose only reader takes FP16 operands. */
+void cc_gemm_f16out(cc_gemm_ctx *g, void *C16, int ldc, const void *A, int lda, int transA, const void *B,
+                    int ldb, int transB, int M, int N, int K, float alpha, float beta, cudaStream_t stream);
 
 #endif

@@ -105,28 +105,26 @@ void launch_gru_backward_cluster(void *dgx16, void *dgh16, const float *dh_in, c
                                  const float *gates, const float *ghn, const void *whh16, int B, int T,
                                  int D, float clamp_limit, cudaStream_t s);
 
-/* attention.cu: qkv[B,T,3D] FP32; o16 [B,T,D] FP16 (GEMM operand), o32 optional.
- * What the backward needs from the forward depends on the kernels
- * (attention_tc_supported): the tensor-core ones keep each query's
- * log-sum-exp lse[B,H,T] and recompute the probabilities (p[B,H,T,W] is
- * written only if not NULL, for checking); the FP32 ones store p and need
- * it (lse may be NULL). Backward: dqkv[B,T,3D] FP32 (=) and/or its FP16 copy
- * dqkv16 (the GEMM operand; either may be NULL on the tensor-core path,
- * the FP32 one needs dqkv); scratch: delta[B,H,T] for the tensor-core
- * kernels, ds of the size of p for the FP32 ones (the other may be NULL). */
-void launch_attention_forward(float *o32, void *o16, float *p, float *lse, const float *qkv, int B, int T,
+/* attention.cu, FP32 kernels for any head size and window: qkv[B,T,3D]
+ * FP32; o16 [B,T,D] FP16 (GEMM operand), o32 optional; p[B,H,T,W] the
+ * probabilities, which the backward reads. Backward: dqkv[B,T,3D] FP32 (=),
+ * and its FP16 copy dqkv16 (the GEMM operand) if not NULL; ds: scratch of
+ * the size of p. */
+void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv, int B, int T,
                               int D, int H, int W, cudaStream_t s);
-void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, float *delta, const float *dout,
-                               const float *p, const float *lse, const float *qkv, int B, int T, int D, int H,
-                               int W, cudaStream_t s);
-/* attention_tc.cu: the same two operations on tensor cores for head size 64
- * and W ≤ 129 (FP16 operands, FP32 accumulation); the launchers above
- * dispatch to them when attention_tc_supported. */
+void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
+                               const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s);
+/* attention_tc.cu: the same on tensor cores for head size 64 and W ≤ 129
+ * (attention_tc_supported), from FP16 qkv16 [B,T,3D] and dout16 [B,T,D]
+ * with FP32 accumulation. The forward keeps each query's log-sum-exp
+ * lse[B,H,T], from which the backward recomputes the probabilities (p is
+ * written only if not NULL, for checking); delta[B,H,T] is the backward's
+ * scratch. dqkv (FP32) and dqkv16 (the GEMM operand) may each be NULL. */
 int attention_tc_supported(int D, int H, int W);
-void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, const float *qkv, int B, int T,
+void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, const void *qkv16, int B, int T,
                                  int D, int H, int W, cudaStream_t s);
-void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const float *dout, const float *lse,
-                                  const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s);
+void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const void *dout16, const float *lse,
+                                  const void *qkv16, int B, int T, int D, int H, int W, cudaStream_t s);
 /* Per-row L2 clamp of d[M,D] to `limit` (0 = off), in place. */
 void launch_rownorm_clamp(float *d, int M, int D, float limit, cudaStream_t s);
 

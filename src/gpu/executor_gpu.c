@@ -270,7 +270,7 @@ static void gpu_destroy(cc_executor *ex)
     if (g->profile)
         for (int i = 0; i < 64; i++) cudaEventDestroy(g->marks[i]);
     void *bufs[] = { g->p32, g->g32, g->g32_lanes, g->m, g->v, g->p16, g->x, g->y, g->u, g->a_ir, g->gx, g->gates,
-                     g->ghn, g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->p, g->lse, g->c, g->mm, g->f_ir, g->logits,
+                     g->ghn, g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->qkv16, g->do16, g->p, g->lse, g->c, g->mm, g->f_ir, g->logits,
                      g->loss_row, g->s16, g->o16, g->f16, g->dlogits16, g->rank, g->du, g->dtmp, g->dhrec,
                      g->dqkv, g->dsbuf, g->delta, g->dc, g->dgx16, g->dgh16, g->d16, g->partials, g->nonfinite, g->first_bad,
                      g->tok_off, g->tok_pos };
@@ -416,12 +416,21 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->a16 = dalloc(2 * L * MD, "normalised inputs");
     g->hprev16 = dalloc(2 * L * MD, "h_{t-1} FP16");
     g->s_ir = dalloc(4 * M, "ctx norm stats");
-    g->qkv = dalloc(4 * 3 * MD, "qkv");
-    /* the tensor-core attention keeps one lse (and delta) per query and head;
-     * the FP32 kernels store the probabilities (and ds) of the whole band */
+    /* The tensor-core attention reads q, k, v and dO in FP16, writes dqkv in
+     * FP16 only and keeps one lse (and delta) per query and head; the FP32
+     * kernels read FP32 and store the probabilities (and ds) of the band. */
     const size_t band = (size_t)B * d.H * T * (g->attn_tc ? 1 : d.W);
-    if (g->attn_tc) g->lse = dalloc(4 * band, "attention log-sum-exp");
-    else g->p = dalloc(4 * band, "attention probabilities");
+    if (g->attn_tc) {
+        g->qkv16 = dalloc(2 * 3 * MD, "qkv FP16");
+        g->do16 = dalloc(2 * MD, "attention dO FP16");
+        g->lse = dalloc(4 * band, "attention log-sum-exp");
+        g->delta = dalloc(4 * band, "attention delta");
+    } else {
+        g->qkv = dalloc(4 * 3 * MD, "qkv");
+        g->dqkv = dalloc(4 * 3 * MD, "dqkv");
+        g->p = dalloc(4 * band, "attention probabilities");
+        g->dsbuf = dalloc(4 * band, "attention ds");
+    }
     g->c = dalloc(4 * MD, "context output");
     g->mm = dalloc(4 * MD, "merge");
     g->f_ir = dalloc(4 * M, "final norm stats");
@@ -435,9 +444,6 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->du = dalloc(4 * MD, "du");
     g->dtmp = dalloc(4 * MD, "dtmp");
     g->dhrec = dalloc(4 * (size_t)B * D, "dh recurrent");
-    g->dqkv = dalloc(4 * 3 * MD, "dqkv");
-    if (g->attn_tc) g->delta = dalloc(4 * band, "attention delta");
-    else g->dsbuf = dalloc(4 * band, "attention ds");
     g->dc = dalloc(4 * MD, "dc");
     g->dgx16 = dalloc(2 * 2 * 3 * MD, "dgx (two layers' worth)");
     g->dgh16 = dalloc(2 * 2 * 3 * MD, "dgh (two layers' worth)");

@@ -14,7 +14,7 @@
 #define CACHE_SIZE 128
 
 typedef struct {
-    int transA, transB, M, N, K, lda, ldb, ldc, has_bias;
+    int transA, transB, M, N, K, lda, ldb, ldc, has_bias, c16;
     unsigned align_a, align_b, align_c;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -64,7 +64,7 @@ static plan *find_or_build(cc_gemm_ctx *g, const plan *key, int need_bias)
         plan *p = &g->cache[i];
         if (p->transA == key->transA && p->transB == key->transB && p->M == key->M && p->N == key->N &&
             p->K == key->K && p->lda == key->lda && p->ldb == key->ldb && p->ldc == key->ldc &&
-            p->has_bias == key->has_bias && p->align_a == key->align_a && p->align_b == key->align_b &&
+            p->has_bias == key->has_bias && p->c16 == key->c16 && p->align_a == key->align_a && p->align_b == key->align_b &&
             p->align_c == key->align_c)
             return p;
     }
@@ -94,7 +94,7 @@ static plan *find_or_build(cc_gemm_ctx *g, const plan *key, int need_bias)
     const int m = key->N, n = key->M, k = key->K;
     cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16F, opa == CUBLAS_OP_N ? m : k, opa == CUBLAS_OP_N ? k : m, key->ldb));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16F, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k, key->lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, m, n, key->ldc));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, key->c16 ? CUDA_R_16F : CUDA_R_32F, m, n, key->ldc));
 
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
@@ -119,9 +119,9 @@ static plan *find_or_build(cc_gemm_ctx *g, const plan *key, int need_bias)
     return p;
 }
 
-void cc_gemm(cc_gemm_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,
-             int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
-             cudaStream_t stream)
+static void gemm_any(cc_gemm_ctx *g, void *C, int c16, int ldc, const void *A, int lda, int transA, const void *B,
+                     int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
+                     cudaStream_t stream)
 {
     plan key;
     memset(&key, 0, sizeof(key));
@@ -134,6 +134,7 @@ void cc_gemm(cc_gemm_ctx *g, float *C, int ldc, const void *A, int lda, int tran
     key.ldb = ldb;
     key.ldc = ldc;
     key.has_bias = bias != NULL;
+    key.c16 = c16;
     key.align_a = alignment_of(A);
     key.align_b = alignment_of(B);
     key.align_c = alignment_of(C);
@@ -142,4 +143,17 @@ void cc_gemm(cc_gemm_ctx *g, float *C, int ldc, const void *A, int lda, int tran
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     cublasCheck(cublasLtMatmul(g->handle, p->desc, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc,
                                &p->algo, g->workspace, WORKSPACE_BYTES, stream));
+}
+
+void cc_gemm(cc_gemm_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,
+             int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
+             cudaStream_t stream)
+{
+    gemm_any(g, C, 0, ldc, A, lda, transA, B, ldb, transB, M, N, K, alpha, beta, bias, stream);
+}
+
+void cc_gemm_f16out(cc_gemm_ctx *g, void *C16, int ldc, const void *A, int lda, int transA, const void *B,
+                    int ldb, int transB, int M, int N, int K, float alpha, float beta, cudaStream_t stream)
+{
+    gemm_any(g, C16, 1, ldc, A, lda, transA, B, ldb, transB, M, N, K, alpha, beta, NULL, stream);
 }

@@ -38,7 +38,7 @@ typedef struct {
     cudaStream_t stream, comm_stream; /* the gradient all-reduce runs beside the BPTT */
     cudaEvent_t ev_tail, ev_done, ev_batch;
     int nlanes; /* lanes of a training step (gpu_step_lanes: one while profiling or checking) */
-    int attn_tc; /* attention on tensor cores: its backward writes the FP16 dqkv operand itself */
+    int attn_tc; /* attention on tensor cores (attention_tc_supported) */
     gpu_lane lane[GPU_MAX_LANES];
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
     float *p32, *g32, *m, *v;
@@ -48,15 +48,17 @@ typedef struct {
     int *x, *y;
     float *u, *a_ir, *gx, *gates, *ghn, *h, *gh;
     uint16_t *a16, *hprev16;
-    float *s_ir, *qkv, *c, *mm, *f_ir, *logits, *loss_row;
-    /* what the attention backward needs: lse (tensor cores) or p (FP32 kernels) */
-    float *p, *lse;
+    float *s_ir, *c, *mm, *f_ir, *logits, *loss_row;
+    /* attention: FP16 qkv16 and dO (do16) and per-query lse and delta for the
+     * tensor-core kernels; FP32 qkv, probabilities p, ds and dqkv for the
+     * FP32 ones. Only one set is allocated (attn_tc). */
+    float *qkv, *p, *lse, *delta, *dsbuf, *dqkv;
+    uint16_t *qkv16, *do16;
     uint16_t *s16, *o16, *f16, *dlogits16;
     int *rank;
     /* backward; dgx16/dgh16 alternate between two buffers by layer parity so
      * a BPTT never overwrites what the weight-gradient stream still reads */
-    float *du, *dtmp, *dhrec, *dqkv, *dc;
-    float *dsbuf, *delta; /* the attention backward's scratch: ds (FP32 kernels) or delta (tensor cores) */
+    float *du, *dtmp, *dhrec, *dc;
     uint16_t *dgx16, *dgh16, *d16;
     int *tok_off, *tok_pos; /* embedding-backward CSR of each lane's tokens (device) */
     int *tok_off_host, *tok_pos_host;

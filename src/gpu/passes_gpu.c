@@ -33,9 +33,8 @@ static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
 #define ROWS(c, base, width) ((base) + (c)->r0 * (size_t)(width))
 #define LROWS(c, base, l, width) ((base) + ((size_t)(l) * (c)->M_all + (c)->r0) * (size_t)(width))
 #define G32L(c, idx) ((c)->ln->g32 + (c)->ex->lay.t[(idx)].offset)
-/* A lane's attention rows: [B, H, T, W] and [B, H, T] are sequence-major (NULL stays NULL). */
-#define PROWS(c, base) ((base) ? (base) + (size_t)(c)->ln->b0 * (c)->H * (c)->T * (c)->W : NULL)
-#define HROWS(c, base) ((base) ? (base) + (size_t)(c)->ln->b0 * (c)->H * (c)->T : NULL)
+/* A lane's rows of a per-query, per-head [B, H, T] tensor (sequence-major). */
+#define HROWS(c, base) ((base) + (size_t)(c)->ln->b0 * (c)->H * (c)->T)
 
 static void check(lane_ctx *c, const char *stage, const char *tensor, int layer, const void *ptr, size_t n, int half,
                   int width)
@@ -169,11 +168,19 @@ static void forward_top(lane_ctx *c)
     cudaStream_t s = c->ln->stream;
     const float *uL = LROWS(c, g->u, c->L, D);
     uint16_t *s16 = ROWS(c, g->s16, D), *o16 = ROWS(c, g->o16, D), *f16 = ROWS(c, g->f16, D);
-    float *qkv = ROWS(c, g->qkv, 3 * D), *cc = ROWS(c, g->c, D), *mm = ROWS(c, g->mm, D);
+    float *cc = ROWS(c, g->c, D), *mm = ROWS(c, g->mm, D);
     /* s = RMSNorm(u^L) ran with the last layer's residual add */
-    cc_gemm(c->ln->gemm, qkv, 3 * D, s16, D, 0, P16(ex, lay->ctx_qkv), D, 1, M, 3 * D, D, 1.f, 0.f, NULL, s);
-    check(c, "qkv_projection", "qkv", -1, qkv, 3 * MD, 0, 3 * D);
-    launch_attention_forward(NULL, o16, PROWS(c, g->p), HROWS(c, g->lse), qkv, c->B, T, D, c->H, c->W, s);
+    if (g->attn_tc) { /* q, k, v only ever feed FP16 operands: the GEMM rounds them once */
+        uint16_t *qkv16 = ROWS(c, g->qkv16, 3 * D);
+        cc_gemm_f16out(c->ln->gemm, qkv16, 3 * D, s16, D, 0, P16(ex, lay->ctx_qkv), D, 1, M, 3 * D, D, 1.f, 0.f, s);
+        check(c, "qkv_projection", "qkv", -1, qkv16, 3 * MD, 1, 3 * D);
+        launch_attention_forward_tc(NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, s);
+    } else {
+        float *qkv = ROWS(c, g->qkv, 3 * D);
+        cc_gemm(c->ln->gemm, qkv, 3 * D, s16, D, 0, P16(ex, lay->ctx_qkv), D, 1, M, 3 * D, D, 1.f, 0.f, NULL, s);
+        check(c, "qkv_projection", "qkv", -1, qkv, 3 * MD, 0, 3 * D);
+        launch_attention_forward(NULL, o16, ROWS(c, g->p, (size_t)c->H * c->W), qkv, c->B, T, D, c->H, c->W, s);
+    }
     check(c, "attention_forward", "o", -1, o16, MD, 1, D);
     cc_gemm(c->ln->gemm, cc, D, o16, D, 0, P16(ex, lay->ctx_out), D, 1, M, D, D, 1.f, 0.f, NULL, s);
     check(c, "ctx_out_projection", "c", -1, cc, MD, 0, D);
@@ -217,7 +224,6 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream;
     float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D), *dc = ROWS(c, g->dc, D);
-    float *dqkv = ROWS(c, g->dqkv, 3 * D), *qkv = ROWS(c, g->qkv, 3 * D);
     /* d16 holds [M, D] and [M, 3D] operands in turn: the lane's region is its 3D-wide rows */
     uint16_t *d16 = ROWS(c, g->d16, 3 * D), *dlogits = ROWS(c, g->dlogits16, V);
 
@@ -237,13 +243,20 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     }
     launch_f32_to_f16(d16, ctx_limit > 0 ? dc : du, MD, s);
     cc_gemm(ln->gemm, G32L(c, lay->ctx_out), D, d16, D, 1, ROWS(c, g->o16, D), D, 0, D, D, M, 1.f, 1.f, NULL, s);
-    cc_gemm(ln->gemm, dtmp, D, d16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, NULL, s);
-    /* d16 is the operand of the qkv GEMMs; the FP32 dqkv only for --check
-     * (or where the FP32 kernels run, which convert it after) */
-    const int dqkv32 = ex->check || !g->attn_tc;
-    launch_attention_backward(dqkv32 ? dqkv : NULL, d16, PROWS(c, g->dsbuf), HROWS(c, g->delta), dtmp, PROWS(c, g->p),
-                              HROWS(c, g->lse), qkv, c->B, T, D, c->H, c->W, s);
-    if (dqkv32) check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
+    /* dO, then dqkv into d16: the operand of the qkv GEMMs */
+    if (g->attn_tc) { /* the tensor-core kernels read dO and write dqkv in FP16 only */
+        uint16_t *do16 = ROWS(c, g->do16, D);
+        cc_gemm_f16out(ln->gemm, do16, D, d16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, s);
+        launch_attention_backward_tc(NULL, d16, HROWS(c, g->delta), do16, HROWS(c, g->lse), ROWS(c, g->qkv16, 3 * D),
+                                     c->B, T, D, c->H, c->W, s);
+        check(c, "attention_backward", "dqkv", -1, d16, 3 * MD, 1, 3 * D);
+    } else {
+        float *dqkv = ROWS(c, g->dqkv, 3 * D);
+        cc_gemm(ln->gemm, dtmp, D, d16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, NULL, s);
+        launch_attention_backward(dqkv, d16, ROWS(c, g->dsbuf, (size_t)c->H * c->W), dtmp,
+                                  ROWS(c, g->p, (size_t)c->H * c->W), ROWS(c, g->qkv, 3 * D), c->B, T, D, c->H, c->W, s);
+        check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
+    }
     cc_gemm(ln->gemm, G32L(c, lay->ctx_qkv), D, d16, 3 * D, 1, ROWS(c, g->s16, D), D, 0, 3 * D, D, M, 1.f, 1.f, NULL,
             s);
     cc_gemm(ln->gemm, dtmp, D, d16, 3 * D, 0, P16(ex, lay->ctx_qkv), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
