@@ -29,6 +29,7 @@ typedef struct {
     cudaStream_t rec_stream;
     cc_gemm_ctx *gemm, *gemm_wgrad;
     cudaEvent_t ev_bptt[2], ev_wgrad[2], ev_finished, ev_to_rec, ev_from_rec;
+    cudaEvent_t ev_side, ev_top_wgrad; /* the top's weight gradients on the side stream */
     float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
     int index;  /* 0 .. nlanes − 1 */
     int b0, B;  /* sequences [b0, b0 + B) of the batch */
@@ -59,7 +60,7 @@ typedef struct {
     /* backward; dgx16/dgh16 alternate between two buffers by layer parity so
      * a BPTT never overwrites what the weight-gradient stream still reads */
     float *du, *dtmp, *dhrec, *dc;
-    uint16_t *dgx16, *dgh16, *d16;
+    uint16_t *dgx16, *dgh16, *d16, *dc16;
     int *tok_off, *tok_pos; /* embedding-backward CSR of each lane's tokens (device) */
     int *tok_off_host, *tok_pos_host;
     /* host staging */

@@ -210,10 +210,22 @@ static void allreduce_tail_early(lane_ctx *c)
     const size_t tail = ex->lay.t[ex->lay.ctx_norm].offset;
     cudaCheck(cudaEventRecord(g->ev_tail, c->ln->stream));
     cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->ev_tail, 0));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, c->ln->ev_top_wgrad, 0)); /* the weight GEMMs on the side stream */
     cc_dist_allreduce_f32(ex->dist, g->g32 + tail, ex->lay.total - tail, g->comm_stream);
 }
 
-/* The classifier and the context stream backward, down to dL/du^L. */
+/* The side stream starts what follows once the lane's stream has reached this point. */
+static void side_stream_after(gpu_lane *ln)
+{
+    cudaCheck(cudaEventRecord(ln->ev_side, ln->stream));
+    cudaCheck(cudaStreamWaitEvent(ln->wgrad_stream, ln->ev_side, 0));
+}
+
+/* The classifier and the context stream backward, down to dL/du^L. Their
+ * weight gradients go to the side stream as soon as their operands exist:
+ * nothing on the way to the first BPTT waits for them, and there they run
+ * beside it instead of in the window before it, where every lane's context
+ * stream already fills the GPU. */
 static void backward_top(lane_ctx *c, float ctx_limit)
 {
     cc_executor *ex = c->ex;
@@ -224,12 +236,15 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream;
     float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D), *dc = ROWS(c, g->dc, D);
-    /* d16 holds [M, D] and [M, 3D] operands in turn: the lane's region is its 3D-wide rows */
-    uint16_t *d16 = ROWS(c, g->d16, 3 * D), *dlogits = ROWS(c, g->dlogits16, V);
+    /* d16: the FP16 dqkv; dc16: the FP16 gradient into the context stream */
+    uint16_t *d16 = ROWS(c, g->d16, 3 * D), *dlogits = ROWS(c, g->dlogits16, V), *dc16 = ROWS(c, g->dc16, D);
+    cudaStream_t side = ln->wgrad_stream;
 
     /* classifier */
     check(c, "classifier_backward", "dlogits", -1, dlogits, (size_t)M * V, 1, V);
-    cc_gemm(ln->gemm, G32L(c, lay->lm_head), D, dlogits, V, 1, ROWS(c, g->f16, D), D, 0, V, D, M, 1.f, 1.f, NULL, s);
+    side_stream_after(ln);
+    cc_gemm(ln->gemm_wgrad, G32L(c, lay->lm_head), D, dlogits, V, 1, ROWS(c, g->f16, D), D, 0, V, D, M, 1.f, 1.f, NULL,
+            side);
     cc_gemm(ln->gemm, dtmp, D, dlogits, V, 0, P16(ex, lay->lm_head), D, 0, M, D, V, 1.f, 0.f, NULL, s);
     cudaCheck(cudaMemsetAsync(du, 0, sizeof(float) * MD, s));
     launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, ROWS(c, g->mm, D), P32(ex, lay->final_norm),
@@ -241,24 +256,28 @@ static void backward_top(lane_ctx *c, float ctx_limit)
         cudaCheck(cudaMemcpyAsync(dc, du, sizeof(float) * MD, cudaMemcpyDeviceToDevice, s));
         launch_rownorm_clamp(dc, M, D, ctx_limit, s);
     }
-    launch_f32_to_f16(d16, ctx_limit > 0 ? dc : du, MD, s);
-    cc_gemm(ln->gemm, G32L(c, lay->ctx_out), D, d16, D, 1, ROWS(c, g->o16, D), D, 0, D, D, M, 1.f, 1.f, NULL, s);
+    launch_f32_to_f16(dc16, ctx_limit > 0 ? dc : du, MD, s);
+    side_stream_after(ln);
+    cc_gemm(ln->gemm_wgrad, G32L(c, lay->ctx_out), D, dc16, D, 1, ROWS(c, g->o16, D), D, 0, D, D, M, 1.f, 1.f, NULL,
+            side);
     /* dO, then dqkv into d16: the operand of the qkv GEMMs */
     if (g->attn_tc) { /* the tensor-core kernels read dO and write dqkv in FP16 only */
         uint16_t *do16 = ROWS(c, g->do16, D);
-        cc_gemm_f16out(ln->gemm, do16, D, d16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, s);
+        cc_gemm_f16out(ln->gemm, do16, D, dc16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, s);
         launch_attention_backward_tc(NULL, d16, HROWS(c, g->delta), do16, HROWS(c, g->lse), ROWS(c, g->qkv16, 3 * D),
                                      c->B, T, D, c->H, c->W, s);
         check(c, "attention_backward", "dqkv", -1, d16, 3 * MD, 1, 3 * D);
     } else {
         float *dqkv = ROWS(c, g->dqkv, 3 * D);
-        cc_gemm(ln->gemm, dtmp, D, d16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, NULL, s);
+        cc_gemm(ln->gemm, dtmp, D, dc16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, NULL, s);
         launch_attention_backward(dqkv, d16, ROWS(c, g->dsbuf, (size_t)c->H * c->W), dtmp,
                                   ROWS(c, g->p, (size_t)c->H * c->W), ROWS(c, g->qkv, 3 * D), c->B, T, D, c->H, c->W, s);
         check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
     }
-    cc_gemm(ln->gemm, G32L(c, lay->ctx_qkv), D, d16, 3 * D, 1, ROWS(c, g->s16, D), D, 0, 3 * D, D, M, 1.f, 1.f, NULL,
-            s);
+    side_stream_after(ln);
+    cc_gemm(ln->gemm_wgrad, G32L(c, lay->ctx_qkv), D, d16, 3 * D, 1, ROWS(c, g->s16, D), D, 0, 3 * D, D, M, 1.f, 1.f,
+            NULL, side);
+    cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));
     cc_gemm(ln->gemm, dtmp, D, d16, 3 * D, 0, P16(ex, lay->ctx_qkv), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
     launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, LROWS(c, g->u, c->L, D), P32(ex, lay->ctx_norm),
                             ROWS(c, g->s_ir, 1), M, D, c->eps, c->fl, c->cap, s);
