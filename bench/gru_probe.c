@@ -39,10 +39,10 @@ static int time_paths(int B, int T, int D)
     CK(cudaMemset(dh, 0x3a, 4 * MD));
     cudaEvent_t e0, e1, e2;
     cudaEventCreate(&e0); cudaEventCreate(&e1); cudaEventCreate(&e2);
-    const char *names[] = { "cluster", "persistent" };
-    const int cluster[] = { 1, 0 };
+    const char *names[] = { "cluster", "cluster wide", "persistent" };
+    const int cluster[] = { 1, 1, 0 }, wide[] = { 0, 1, 0 };
     printf("GRU layer B=%d T=%d D=%d: us per step, median of 5 (forward, BPTT)\n", B, T, D);
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < 3; v++) {
         if (!(cluster[v] ? gru_cluster_supported(B, T, D) : gru_persistent_supported(B, T, D))) {
             printf("  %-18s unsupported\n", names[v]);
             continue;
@@ -50,7 +50,7 @@ static int time_paths(int B, int T, int D)
         float f[5], b[5];
         for (int r = 0; r < 5; r++) {
             cudaEventRecord(e0, 0);
-            if (cluster[v]) launch_gru_forward_cluster(h, gates, ghn, hp, gx, w, bhh, B, T, D, 0);
+            if (cluster[v]) launch_gru_forward_cluster(h, gates, ghn, hp, gx, w, bhh, B, T, D, wide[v], 0);
             else launch_gru_forward_persistent(h, gates, ghn, hp, gx, w, bhh, B, T, D, 0);
             cudaEventRecord(e1, 0);
             if (cluster[v]) launch_gru_backward_cluster(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, 0);

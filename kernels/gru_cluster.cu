@@ -81,7 +81,6 @@ template <int D, int BL> struct cl_shape {
     static constexpr size_t B_G = (size_t)2 * BL * LDG * 2; // by step parity
     static constexpr size_t B_SMEM = BARS + B_WSM + 2 * B_RECV + B_G; // received and outgoing partials
     static_assert(J % 16 == 0, "a unit slice is whole MMA row tiles");
-    static_assert(F_SMEM <= CL_SMEM_MAX && B_SMEM <= CL_SMEM_MAX, "shared memory");
 };
 
 // The A fragment of a 16×16 tile at (m0, k0) for this lane (PTX m16n8k16
@@ -199,6 +198,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 // clusters are sm_90+; host code never launches it below
     using S = cl_shape<D, BL>;
+    static_assert(S::F_SMEM <= CL_SMEM_MAX, "shared memory");
     constexpr int J = S::J;
     cg::cluster_group cluster = cg::this_cluster();
     extern __shared__ __align__(16) unsigned char smem[];
@@ -334,6 +334,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     using S = cl_shape<D, BL>;
+    static_assert(S::B_SMEM <= CL_SMEM_MAX, "shared memory");
     constexpr int J = S::J;
     cg::cluster_group cluster = cg::this_cluster();
     extern __shared__ __align__(16) unsigned char smem[];
@@ -455,11 +456,18 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 
 // ---- host side ----
 
-// Sequences per cluster. 16 was tried: it doubles the MMA and exchange work of
-// a step for the same sync cost and ran slower at every batch size measured
-// (also where 8 needs a second wave of clusters), and its backward buffers
-// no longer fit in shared memory with the outgoing partials staged.
+// Sequences per cluster. 8 gives the shortest step (the latency that bounds
+// B=64: 2.13 µs forward, 2.57 µs BPTT on the H200). The forward also comes
+// with 16 ("wide"): a step takes longer (3.23 µs) but serves twice the
+// sequences, 25% less time per sequence, which wins where the clusters of
+// 8 would take two waves or more and the recurrence holds the SMs for
+// longer than the rest of the step needs them (B=256: 32 clusters of 8
+// against 15 that fit; the step went 25.7-25.8 -> 24.6-24.7 ms; the host
+// decides, gpu_gru_wide_for). The
+// backward stays at 8: with 16 its buffers and the outgoing partials no
+// longer fit in shared memory.
 #define CL_BL 8
+#define CL_BL_WIDE 16
 
 template <int D, int BL> static cudaLaunchConfig_t cluster_config(dim3 grid, size_t smem, cudaStream_t s,
                                                                   cudaLaunchAttribute *attr)
@@ -512,36 +520,54 @@ template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, const 
 // partitioning could forbid it). Otherwise the dispatcher takes the
 // persistent or per-step path instead of failing at launch. Cached per D; it
 // also raises both kernels' shared-memory limit, once, for the launchers.
-template <int D> static bool clusters_fit(void)
+// How many clusters of this kernel can be resident at once (0: none), after
+// raising its shared-memory limit for the launchers.
+static int max_clusters(const void *kernel, size_t smem)
 {
-    using S = cl_shape<D, CL_BL>;
-    const void *kernels[2] = { (const void *)gru_forward_cluster_kernel<D, CL_BL>,
-                               (const void *)gru_backward_cluster_kernel<D, CL_BL> };
-    const size_t smem[2] = { S::F_SMEM, S::B_SMEM };
-    for (int i = 0; i < 2; i++) {
-        int n = 0;
-        cudaLaunchAttribute attr;
-        cudaLaunchConfig_t cfg = cluster_config<D, CL_BL>(dim3(CL_C), smem[i], 0, &attr);
-        if (cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem[i]) != cudaSuccess ||
-            cudaOccupancyMaxActiveClusters(&n, kernels[i], &cfg) != cudaSuccess || n < 1) {
-            cudaGetLastError(); // a failed query leaves an error the next launch would report
-            return false;
-        }
+    int n = 0;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cluster_config<128, CL_BL>(dim3(CL_C), smem, 0, &attr);
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+        cudaGetLastError(); // a failed query leaves an error the next launch would report
+        return 0;
     }
-    return true;
+    return n;
 }
 
-static bool cluster_path_ok(int D)
+// Per D: [0] resident forward clusters of 8 sequences (0 if the forward or
+// backward cannot be placed at all), [1] of 16.
+template <int D> static void clusters_fit(int fit[2])
 {
-    static int cached[3] = { -1, -1, -1 }; // D = 128, 256, 512
+    using S = cl_shape<D, CL_BL>;
+    using W = cl_shape<D, CL_BL_WIDE>;
+    fit[0] = max_clusters((const void *)gru_forward_cluster_kernel<D, CL_BL>, S::F_SMEM);
+    if (max_clusters((const void *)gru_backward_cluster_kernel<D, CL_BL>, S::B_SMEM) < 1) fit[0] = 0;
+    fit[1] = fit[0] ? max_clusters((const void *)gru_forward_cluster_kernel<D, CL_BL_WIDE>, W::F_SMEM) : 0;
+}
+
+static const int *cluster_fit(int D)
+{
+    static int cached[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } }; // D = 128, 256, 512
     const int i = D == 128 ? 0 : D == 256 ? 1 : 2;
-    if (cached[i] < 0) {
+    if (cached[i][0] < 0) {
         int dev = 0, cc = 0;
         cudaGetDevice(&dev);
         cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);
-        cached[i] = cc >= 9 && (D == 128 ? clusters_fit<128>() : D == 256 ? clusters_fit<256>() : clusters_fit<512>());
+        if (cc < 9) cached[i][0] = cached[i][1] = 0;
+        else if (D == 128) clusters_fit<128>(cached[i]);
+        else if (D == 256) clusters_fit<256>(cached[i]);
+        else clusters_fit<512>(cached[i]);
     }
-    return cached[i] == 1;
+    return cached[i];
+}
+
+static bool cluster_path_ok(int D) { return cluster_fit(D)[0] > 0; }
+static bool cluster_wide_ok(int D) { return cluster_fit(D)[1] > 0; }
+
+extern "C" int gru_cluster_resident(int D)
+{
+    return (D == 128 || D == 256 || D == 512) ? cluster_fit(D)[0] : 0;
 }
 
 extern "C" int gru_cluster_supported(int B, int T, int D)
@@ -557,7 +583,8 @@ extern "C" int gru_cluster_supported(int B, int T, int D)
     } while (0)
 
 extern "C" void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                           const void *whh16, const float *bhh, int B, int T, int D, cudaStream_t s)
+                                           const void *whh16, const float *bhh, int B, int T, int D, int wide,
+                                           cudaStream_t s)
 {
     if (!gru_cluster_supported(B, T, D)) {
         fprintf(stderr, "catchat: cluster GRU forward: unsupported shape B=%d D=%d\n", B, D);
@@ -565,6 +592,12 @@ extern "C" void launch_gru_forward_cluster(float *h, float *gates, float *ghn, v
     }
     __half *hp = (__half *)hprev16;
     const __half *w = (const __half *)whh16;
+    if (wide && B % CL_BL_WIDE == 0 && cluster_wide_ok(D)) {
+#define FWD_WIDE_CALL(d) fwd_launch<d, CL_BL_WIDE>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
+        CL_DISPATCH(D, FWD_WIDE_CALL);
+#undef FWD_WIDE_CALL
+        return;
+    }
 #define FWD_CALL(d) fwd_launch<d, CL_BL>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
     CL_DISPATCH(D, FWD_CALL);
 #undef FWD_CALL

@@ -107,12 +107,13 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     }
     const double rec_f = ph[PH_REC_FWD] * 1e3 / (T * L), rec_b = ph[PH_BPTT] * 1e3 / (T * L);
     const char *rec_impl = have_gpu ? gpu_gru_impl_name(gpu_gru_impl_for(B, T, cfg->d_model)) : "none";
+    const int rec_wide = have_gpu && gpu_gru_wide_for(B, T, cfg->d_model); /* forward clusters of 16 sequences */
     if (o->json) {
         fprintf(out, "{\"B\":%d,\"T\":%d,\"D\":%d,\"L\":%d,\"W\":%d,\"gpu_ms\":%.4f,\"tok_per_s\":%.1f,"
-                     "\"lanes\":%d,\"rec_impl\":\"%s\",\"rec_fwd_us_per_step_layer\":%.3f,\"bptt_us_per_step_layer\":%.3f,\"optimizer_ms\":%.4f,"
+                     "\"lanes\":%d,\"rec_impl\":\"%s\",\"rec_fwd_wide\":%d,\"rec_fwd_us_per_step_layer\":%.3f,\"bptt_us_per_step_layer\":%.3f,\"optimizer_ms\":%.4f,"
                      "\"cpu_ms\":%.2f,\"speedup_vs_cpu\":%.2f,\"mem_mb\":%.1f,\"bytes_per_token\":%.0f}\n",
-                B, T, cfg->d_model, L, cfg->ctx_window, gpu_ms, gpu_ms > 0 ? tokens / (gpu_ms * 1e-3) : 0, lanes, rec_impl, rec_f, rec_b,
-                opt_ms, cpu_ms, gpu_ms > 0 && cpu_ms > 0 ? cpu_ms / gpu_ms : 0, mem_mb, mem_mb * 1048576.0 / tokens);
+                B, T, cfg->d_model, L, cfg->ctx_window, gpu_ms, gpu_ms > 0 ? tokens / (gpu_ms * 1e-3) : 0, lanes, rec_impl, rec_wide, rec_f,
+                rec_b, opt_ms, cpu_ms, gpu_ms > 0 && cpu_ms > 0 ? cpu_ms / gpu_ms : 0, mem_mb, mem_mb * 1048576.0 / tokens);
     } else {
         fprintf(out, "catchat bench: D=%d L=%d H=%d W=%d T=%d B=%d V=%d\n", cfg->d_model, L, cfg->n_heads,
                 cfg->ctx_window, T, B, cfg->vocab_size);
@@ -125,8 +126,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
             fprintf(out, "  %-36s %8.3f ms (host-timed, includes the norm read-back)\n", "optimizer step", opt_ms);
             fprintf(out, "device memory: %.0f MiB (%.0f bytes per token of the batch)\n", mem_mb,
                     mem_mb * 1048576.0 / tokens);
-            fprintf(out, "recurrence (%s kernels): %.2f us forward + %.2f us BPTT = %.2f us per timestep per layer\n",
-                    rec_impl, rec_f, rec_b, rec_f + rec_b);
+            fprintf(out, "recurrence (%s kernels%s): %.2f us forward + %.2f us BPTT = %.2f us per timestep per layer\n",
+                    rec_impl, rec_wide ? ", forward 16 sequences a cluster" : "", rec_f, rec_b, rec_f + rec_b);
         } else {
             fprintf(out, "GPU: none visible (device = %s)\n", cfg->device);
         }

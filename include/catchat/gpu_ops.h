@@ -20,11 +20,18 @@ void gpu_gru_set_path(gpu_gru_path p);
 gpu_gru_impl gpu_gru_impl_for(int B, int T, int D);
 const char *gpu_gru_impl_name(gpu_gru_impl impl);
 
+/* Whether a step over B_total sequences (all lanes together) should run the
+ * forward's cluster kernels wide (16 sequences a cluster): when its clusters
+ * of 8 would take two waves or more on this GPU. */
+int gpu_gru_wide_for(int B_total, int T, int D);
+
 /* A GRU layer forward over T steps (h_{-1} = 0). gx[B,T,3D] includes b_ih;
  * writes h, gates, ghn (FP32) and hprev16[B,T,D] = FP16 h_{t-1} (zeros at
- * t = 0), the operand of the recurrent GEMM and of dW_hh. gh: B·3D scratch. */
+ * t = 0), the operand of the recurrent GEMM and of dW_hh. gh: B·3D scratch.
+ * wide: the cluster kernels' 16 sequences a cluster (gpu_gru_wide_for). */
 void gpu_gru_forward(cc_gemm_ctx *gm, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                     const void *whh16, const float *bhh, float *gh, int B, int T, int D, cudaStream_t s);
+                     const void *whh16, const float *bhh, float *gh, int B, int T, int D, int wide,
+                     cudaStream_t s);
 
 /* BPTT over the layer: dh_in[B,T,D] from the residual stream; each step's
  * total gradient is clamped to ±clamp_limit (0 = off) before entering the cell.

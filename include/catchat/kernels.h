@@ -99,8 +99,13 @@ void launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in
  * through distributed shared memory, and a step waits on an mbarrier for
  * its data instead of a grid barrier. */
 int gru_cluster_supported(int B, int T, int D);
+/* Clusters of 8 sequences of the forward that fit on this GPU at once. */
+int gru_cluster_resident(int D);
+/* wide: 16 sequences a cluster where B allows (more time a step, less a
+ * sequence: for batches whose clusters of 8 would take several waves). */
 void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                const void *whh16, const float *bhh, int B, int T, int D, cudaStream_t s);
+                                const void *whh16, const float *bhh, int B, int T, int D, int wide,
+                                cudaStream_t s);
 void launch_gru_backward_cluster(void *dgx16, void *dgh16, const float *dh_in, const float *h,
                                  const float *gates, const float *ghn, const void *whh16, int B, int T,
                                  int D, float clamp_limit, cudaStream_t s);

@@ -369,6 +369,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     ex->impl = g;
     g->nlanes = lanes_for(B, T, d.D);
     g->attn_tc = attention_tc_supported(d.D, d.H, d.W);
+    g->gru_wide = gpu_gru_wide_for(B, T, d.D);
     if (g->nlanes < 1) {
         free(g);
         free(ex);

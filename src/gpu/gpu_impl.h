@@ -40,6 +40,7 @@ typedef struct {
     cudaEvent_t ev_tail, ev_done, ev_batch;
     int nlanes; /* lanes of a training step (gpu_step_lanes: one while profiling or checking) */
     int attn_tc; /* attention on tensor cores (attention_tc_supported) */
+    int gru_wide; /* the forward recurrence 16 sequences a cluster (gpu_gru_wide_for the whole batch) */
     gpu_lane lane[GPU_MAX_LANES];
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
     float *p32, *g32, *m, *v;

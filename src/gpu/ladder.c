@@ -366,21 +366,25 @@ static void gru_case_free(gru_case *c) { FREE_ALL(c->whh, c->bhh, c->gx, c->h, c
 /* Each implementation on shapes it supports: the cluster kernels at D=512
  * (two clusters: part of W_hh in shared memory) and D=128 (four clusters, an
  * odd T), the persistent ones at D=64 (two batch groups of 16), and the
- * per-step loop. */
+ * per-step loop. The BPTT (stage 6) takes the same cases; its cluster
+ * kernels have one width, so `wide` (the forward's 16 sequences a cluster)
+ * only matters here. */
 typedef struct {
     gpu_gru_path path;
     gpu_gru_impl impl;
-    int B, T, D;
+    int B, T, D, wide;
 } gru_path_case;
 
 #define N_GRU_PATHS 4
 static const gru_path_case k_gru_paths[N_GRU_PATHS] = {
     /* the cluster cases last: compute-sanitizer's memcheck stops at their bulk copies (docs/ladder.md) */
-    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 32, 48, 64 },
-    { GPU_GRU_STEPWISE, GRU_IMPL_STEPWISE, 32, 48, 64 },
-    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 16, 48, 512 },
-    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 128 }, /* odd T: the step handshake's buffer parity */
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 32, 48, 64, 0 },
+    { GPU_GRU_STEPWISE, GRU_IMPL_STEPWISE, 32, 48, 64, 0 },
+    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 16, 48, 512, 0 },
+    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 128, 0 }, /* odd T: the step handshake's buffer parity */
 };
+/* the forward's wide cluster kernels: two clusters of 16 at D=512, an odd T */
+static const gru_path_case k_gru_wide = { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 512, 1 };
 
 /* Sets the path of case i; returns its name with the shape, for the checks. */
 static const char *gru_path_begin(stage *st, int i, char *name, size_t n)
@@ -399,7 +403,8 @@ static void gru_path_end(void)
     gpu_gru_set_path(GPU_GRU_AUTO);
 }
 
-static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, int B, int T, int D, const char *path)
+static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, int B, int T, int D, int wide,
+                                   const char *path)
 {
     gru_case c;
     gru_case_init(&c, r, B, T, D);
@@ -407,7 +412,7 @@ static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, int B,
     void *whh16 = dev_f16(c.whh, (size_t)3 * D * D), *hp16 = dev_f16(NULL, MD);
     float *bhh = dev_f32(c.bhh, 3 * D), *gx = dev_f32(c.gx, 3 * MD), *h = dev_f32(NULL, MD);
     float *gates = dev_f32(NULL, 3 * MD), *ghn = dev_f32(NULL, MD), *gh = dev_f32(NULL, (size_t)B * 3 * D);
-    gpu_gru_forward(gm, h, gates, ghn, hp16, gx, whh16, bhh, gh, B, T, D, 0);
+    gpu_gru_forward(gm, h, gates, ghn, hp16, gx, whh16, bhh, gh, B, T, D, wide, 0);
     float *gh_ = get_f32(h, MD), *gg = get_f32(gates, 3 * MD);
     /* h_{t-1} is FP16 in the recurrent GEMM (rel. 2^-11 per step); the error
      * compounds over T but the GRU is contractive: 5e-3 at T = 48 */
@@ -423,13 +428,17 @@ static void stage_gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, int B,
 
 static void stage_gru_forward(stage *st, cc_rng *r, cc_gemm_ctx *gm)
 {
-    snprintf(st->shape, sizeof(st->shape), "cluster B=16 T=48 D=512 and B=32 T=37 D=128, persistent, per-step B=32 T=48 D=64");
+    snprintf(st->shape, sizeof(st->shape),
+             "cluster B16 T48 D512, B32 T37 D128, wide B32 T37 D512; persistent, per-step B32 T48 D64");
     for (int i = 0; i < N_GRU_PATHS; i++) {
         char name[32];
         gru_path_begin(st, i, name, sizeof(name));
-        stage_gru_forward_path(st, r, gm, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, name);
+        stage_gru_forward_path(st, r, gm, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, 0, name);
     }
     gru_path_end();
+    const gru_path_case *w = &k_gru_wide;
+    check_flag(st, "cluster path taken for the wide case", gpu_gru_impl_for(w->B, w->T, w->D) == w->impl);
+    stage_gru_forward_path(st, r, gm, w->B, w->T, w->D, w->wide, "cluster wide D=512");
 }
 
 /* GPU BPTT on the CPU forward's states; returns host dgx, dW_hh, db_hh. */

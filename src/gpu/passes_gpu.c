@@ -138,7 +138,7 @@ static void forward_layer(lane_ctx *c, int l)
     check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
     mark(c, PH_INPUT);
     gpu_gru_forward(c->ln->gemm, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]), P32(ex, lay->gru_bhh[l]),
-                    g->gh + (size_t)c->ln->b0 * 3 * D, c->B, T, D, to_rec(c->ln));
+                    g->gh + (size_t)c->ln->b0 * 3 * D, c->B, T, D, g->gru_wide, to_rec(c->ln));
     from_rec(c->ln);
     mark(c, PH_REC_FWD);
     check(c, "gru_forward", "h", l, hl, MD, 0, D);
