@@ -53,7 +53,7 @@ static int time_paths(int B, int T, int D)
             if (cluster[v]) launch_gru_forward_cluster(h, gates, ghn, hp, gx, w, bhh, B, T, D, wide[v], 0);
             else launch_gru_forward_persistent(h, gates, ghn, hp, gx, w, bhh, B, T, D, 0);
             cudaEventRecord(e1, 0);
-            if (cluster[v]) launch_gru_backward_cluster(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, 0);
+            if (cluster[v]) launch_gru_backward_cluster(dgx, dgh, NULL, dh, h, gates, ghn, w, B, T, D, 0.f, 0);
             else launch_gru_backward_persistent(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, 0);
             cudaEventRecord(e2, 0);
             CK(cudaEventSynchronize(e2));

@@ -57,5 +57,4 @@ static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)(
 // Scratch for pass 1, grown on demand and kept for the process, one buffer
 // per stream (stream order keeps a stream's reductions apart).
 float *reduce_scratch(cudaStream_t s, size_t floats);
-// Pass 2: out[col] += the chunks' partial rows, added in chunk order.
-void launch_sum_chunks_acc(float *out, const float *partial, int nchunks, int N, cudaStream_t s);
+// Pass 2: launch_sum_chunks_acc (catchat/kernels.h).

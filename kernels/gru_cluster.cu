@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 
 template <int D, int BL>
 __global__ void __launch_bounds__(CL_THREADS, 1)
-    gru_backward_cluster_kernel(__half *dgx16, __half *dgh16, const float *dh_in, const float *h,
+    gru_backward_cluster_kernel(__half *dgx16, __half *dgh16, float *bias_part, const float *dh_in, const float *h,
                                 const float *gates, const float *ghn, const __half *whh, int T, float clamp_limit)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -363,8 +363,12 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         }
     }
     float zg[S::NP], pre[S::NP][6]; // z⊙g carried; prefetched dh_in, r, z, n, ghn, h_{t-1}
+    float bsum[S::NP][4];           // Σ_t dr, dz, dn, dn⊙r: the bias gradients' share of this (b, j)
 #pragma unroll
-    for (int p = 0; p < S::NP; p++) zg[p] = 0.f;
+    for (int p = 0; p < S::NP; p++) {
+        zg[p] = 0.f;
+        bsum[p][0] = bsum[p][1] = bsum[p][2] = bsum[p][3] = 0.f;
+    }
     // the step's operands, issued a step ahead (while the peers' partials are in flight)
     auto prefetch = [&](int t) {
 #pragma unroll
@@ -403,6 +407,10 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             }
             v[p] = gru_bwd_math(g_tot, clamp_limit, pre[p][1], pre[p][2], pre[p][3], pre[p][4], pre[p][5]);
             zg[p] = v[p].zg;
+            bsum[p][0] += v[p].dr;
+            bsum[p][1] += v[p].dz;
+            bsum[p][2] += v[p].dn;
+            bsum[p][3] += v[p].dnr;
             __half *gp = G + b * S::LDG + j;
             gp[0] = __float2half_rn(v[p].dr);
             gp[J] = __float2half_rn(v[p].dz);
@@ -449,6 +457,30 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             gru_bwd_store(dgx16, dgh16, v[p], (size_t)(seq0 + idx / J) * T + t, u0 + idx % J, D);
         }
         if (t > 0) prefetch(t - 1);
+    }
+    if (bias_part) { // this CTA's units summed over its sequences in order, into the cluster's row
+        // recv is free: every partial sent to this CTA arrived before its step 0 went on
+        float *bs = recv;
+        __syncthreads();
+#pragma unroll
+        for (int p = 0; p < S::NP; p++) {
+            const int idx = threadIdx.x + p * CL_THREADS;
+            if (idx >= BL * J) break;
+            for (int q = 0; q < 4; q++) bs[(q * BL + idx / J) * J + idx % J] = bsum[p][q];
+        }
+        __syncthreads();
+        // rows of bias_part: [dgx sums | dgh sums] per cluster, 3D each: dr, dz the same in both
+        const int ncl = gridDim.x / CL_C, cl = blockIdx.x / CL_C;
+        for (int i = threadIdx.x; i < 4 * J; i += CL_THREADS) {
+            const int q = i / J, j = i % J;
+            float acc = 0.f;
+            for (int b = 0; b < BL; b++) acc += bs[(q * BL + b) * J + j];
+            float *px = bias_part + (size_t)cl * 3 * D, *ph = bias_part + ((size_t)ncl + cl) * 3 * D;
+            const int u = u0 + j;
+            if (q < 2) px[q * D + u] = ph[q * D + u] = acc;
+            else if (q == 2) px[2 * D + u] = acc;
+            else ph[2 * D + u] = acc;
+        }
     }
     cluster.sync();
 #endif
@@ -499,15 +531,16 @@ template <int D, int BL> static void fwd_launch(float *h, float *gates, float *g
     }
 }
 
-template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, const float *dh_in, const float *h,
-                                                const float *gates, const float *ghn, const __half *w, int B, int T,
-                                                float clamp_limit, cudaStream_t s)
+template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, float *bias_part, const float *dh_in,
+                                                const float *h, const float *gates, const float *ghn, const __half *w,
+                                                int B, int T, float clamp_limit, cudaStream_t s)
 {
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
+    static_assert((size_t)4 * BL * D / CL_C * sizeof(float) <= S::B_RECV, "bias sums fit in recv");
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_config<D, BL>(dim3(CL_C * (B / BL)), S::B_SMEM, s, &attr);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL>, dgx, dgh, dh_in, h, gates, ghn, w,
-                                       T, clamp_limit);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL>, dgx, dgh, bias_part, dh_in, h, gates,
+                                       ghn, w, T, clamp_limit);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: cluster GRU backward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);
@@ -603,9 +636,9 @@ extern "C" void launch_gru_forward_cluster(float *h, float *gates, float *ghn, v
 #undef FWD_CALL
 }
 
-extern "C" void launch_gru_backward_cluster(void *dgx16, void *dgh16, const float *dh_in, const float *h,
-                                            const float *gates, const float *ghn, const void *whh16, int B, int T,
-                                            int D, float clamp_limit, cudaStream_t s)
+extern "C" void launch_gru_backward_cluster(void *dgx16, void *dgh16, float *bias_part, const float *dh_in,
+                                            const float *h, const float *gates, const float *ghn, const void *whh16,
+                                            int B, int T, int D, float clamp_limit, cudaStream_t s)
 {
     if (!gru_cluster_supported(B, T, D)) {
         fprintf(stderr, "catchat: cluster GRU backward: unsupported shape B=%d D=%d\n", B, D);
@@ -613,7 +646,7 @@ extern "C" void launch_gru_backward_cluster(void *dgx16, void *dgh16, const floa
     }
     __half *dx = (__half *)dgx16, *dh = (__half *)dgh16;
     const __half *w = (const __half *)whh16;
-#define BWD_CALL(d) bwd_launch<d, CL_BL>(dx, dh, dh_in, h, gates, ghn, w, B, T, clamp_limit, s)
+#define BWD_CALL(d) bwd_launch<d, CL_BL>(dx, dh, bias_part, dh_in, h, gates, ghn, w, B, T, clamp_limit, s)
     CL_DISPATCH(D, BWD_CALL);
 #undef BWD_CALL
 }

@@ -36,21 +36,27 @@ void gpu_gru_forward(cc_gemm_ctx *gm, float *h, float *gates, float *ghn, void *
 /* BPTT over the layer: dh_in[B,T,D] from the residual stream; each step's
  * total gradient is clamped to ±clamp_limit (0 = off) before entering the cell.
  * Writes dgx16[B,T,3D] (FP16, the operand of the W_ih GEMMs); dgh16 is
- * scratch of the same size; dhrec B·D scratch. Accumulates dwhh and dbhh. */
-void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, float *dwhh, float *dbhh,
-                      const float *dh_in, const float *h, const float *gates, const float *ghn,
+ * scratch of the same size; dhrec B·D scratch; bias_part scratch of
+ * gpu_gru_bias_part_floats(B, D) floats. Accumulates dwhh and dbhh. */
+void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, float *bias_part, float *dwhh,
+                      float *dbhh, const float *dh_in, const float *h, const float *gates, const float *ghn,
                       const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
                       cudaStream_t s);
 
 /* The two halves of gpu_gru_backward, for callers that overlap them with other
- * work: the recurrence (writes dgx16, dgh16), then dW_hh and db_hh from dgh16
- * (may run on another stream once the recurrence is done; gm must then be a
- * GEMM context of that stream's own). */
-void gpu_gru_bptt(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, const float *dh_in, const float *h,
-                  const float *gates, const float *ghn, const void *whh16, int B, int T, int D, float clamp_limit,
-                  cudaStream_t s);
-void gpu_gru_weight_grads(cc_gemm_ctx *gm, float *dwhh, float *dbhh, const void *dgh16, const void *hprev16, int B,
-                          int T, int D, cudaStream_t s);
+ * work: the recurrence (writes dgx16, dgh16; the cluster kernels also sum
+ * the bias gradients per cluster into bias_part if not NULL, and it returns
+ * how many such rows it wrote, else 0), then dW_hh, db_hh and (if dbih is
+ * not NULL) db_ih, from those sums or from dgx16 and dgh16 (may run on
+ * another stream once the recurrence is done; gm must then be a GEMM
+ * context of that stream's own). */
+size_t gpu_gru_bias_part_floats(int B, int D);
+int gpu_gru_bptt(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, float *bias_part, const float *dh_in,
+                 const float *h, const float *gates, const float *ghn, const void *whh16, int B, int T, int D,
+                 float clamp_limit, cudaStream_t s);
+void gpu_gru_weight_grads(cc_gemm_ctx *gm, float *dwhh, float *dbhh, float *dbih, const void *dgx16,
+                          const void *dgh16, const void *hprev16, const float *bias_part, int nparts, int B, int T,
+                          int D, cudaStream_t s);
 
 /* Host side of the embedding backward: positions of each token id (counting
  * sort, positions increasing within an id). offsets[V+1], positions[M]. */

@@ -42,6 +42,8 @@ void launch_f16_to_f32(float *dst, const void *src, size_t n, cudaStream_t s);
 void launch_add(float *y, const float *a, const float *b, size_t n, cudaStream_t s);
 /* column sums of an FP16 matrix [M,N] added into out[N] (bias gradients) */
 void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s);
+/* out[N] += the rows of partial[nchunks][N], added in row order (deterministic) */
+void launch_sum_chunks_acc(float *out, const float *partial, int nchunks, int N, cudaStream_t s);
 /* The column reductions (colsum, RMSNorm gain gradients) keep one scratch
  * buffer per stream; call before destroying a stream that ran them. */
 void release_reduce_scratch(cudaStream_t s);
@@ -106,9 +108,12 @@ int gru_cluster_resident(int D);
 void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                 const void *whh16, const float *bhh, int B, int T, int D, int wide,
                                 cudaStream_t s);
-void launch_gru_backward_cluster(void *dgx16, void *dgh16, const float *dh_in, const float *h,
-                                 const float *gates, const float *ghn, const void *whh16, int B, int T,
-                                 int D, float clamp_limit, cudaStream_t s);
+/* bias_part (may be NULL): [2][B/8][3D], each cluster's sums over its
+ * sequences and all steps of dgx (first B/8 rows) and dgh (the rest), in
+ * FP32 before the FP16 rounding: the bias gradients without another pass. */
+void launch_gru_backward_cluster(void *dgx16, void *dgh16, float *bias_part, const float *dh_in,
+                                 const float *h, const float *gates, const float *ghn, const void *whh16,
+                                 int B, int T, int D, float clamp_limit, cudaStream_t s);
 
 /* attention.cu, FP32 kernels for any head size and window: qkv[B,T,3D]
  * FP32; o16 [B,T,D] FP16 (GEMM operand), o32 optional; p[B,H,T,W] the

@@ -272,7 +272,7 @@ static void gpu_destroy(cc_executor *ex)
     void *bufs[] = { g->p32, g->g32, g->g32_lanes, g->m, g->v, g->p16, g->x, g->y, g->u, g->a_ir, g->gx, g->gates,
                      g->ghn, g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->qkv16, g->do16, g->p, g->lse, g->c, g->mm, g->f_ir, g->logits,
                      g->loss_row, g->s16, g->o16, g->f16, g->dlogits16, g->rank, g->du, g->dtmp, g->dhrec,
-                     g->dqkv, g->dsbuf, g->delta, g->dc, g->dgx16, g->dgh16, g->d16, g->dc16, g->partials, g->nonfinite, g->first_bad,
+                     g->dqkv, g->dsbuf, g->delta, g->dc, g->dgx16, g->dgh16, g->bias_part, g->d16, g->dc16, g->partials, g->nonfinite, g->first_bad,
                      g->tok_off, g->tok_pos };
     cudaDeviceSynchronize(); /* every lane's streams */
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaFree(bufs[i]);
@@ -454,6 +454,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->dc = dalloc(4 * MD, "dc");
     g->dgx16 = dalloc(2 * 2 * 3 * MD, "dgx (two layers' worth)");
     g->dgh16 = dalloc(2 * 2 * 3 * MD, "dgh (two layers' worth)");
+    g->bias_part = dalloc(4 * 2 * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (two layers' worth)");
     g->d16 = dalloc(2 * 3 * MD, "FP16 dqkv");
     g->dc16 = dalloc(2 * MD, "FP16 context-stream gradient");
     g->partials = dalloc(4 * (size_t)optimizer_sumsq_blocks(), "norm partials");

@@ -61,6 +61,7 @@ typedef struct {
     /* backward; dgx16/dgh16 alternate between two buffers by layer parity so
      * a BPTT never overwrites what the weight-gradient stream still reads */
     float *du, *dtmp, *dhrec, *dc;
+    float *bias_part; /* the cluster BPTT's bias sums, by layer parity like dgx16 (gpu_gru_bptt) */
     uint16_t *dgx16, *dgh16, *d16, *dc16;
     int *tok_off, *tok_pos; /* embedding-backward CSR of each lane's tokens (device) */
     int *tok_off_host, *tok_pos_host;

@@ -57,42 +57,54 @@ void gpu_gru_forward(cc_gemm_ctx *gm, float *h, float *gates, float *ghn, void *
     }
 }
 
-void gpu_gru_bptt(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, const float *dh_in, const float *h,
-                  const float *gates, const float *ghn, const void *whh16, int B, int T, int D, float clamp_limit,
-                  cudaStream_t s)
+size_t gpu_gru_bias_part_floats(int B, int D) { return (size_t)2 * (B / 8 > 0 ? B / 8 : 1) * 3 * D; }
+
+int gpu_gru_bptt(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, float *bias_part, const float *dh_in,
+                 const float *h, const float *gates, const float *ghn, const void *whh16, int B, int T, int D,
+                 float clamp_limit, cudaStream_t s)
 {
     const uint16_t *dgh = dgh16;
     const gpu_gru_impl impl = gpu_gru_impl_for(B, T, D);
     if (impl == GRU_IMPL_CLUSTER) {
-        launch_gru_backward_cluster(dgx16, dgh16, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
-    } else if (impl == GRU_IMPL_PERSISTENT) {
-        launch_gru_backward_persistent(dgx16, dgh16, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
-    } else {
-        cudaCheck(cudaMemsetAsync(dhrec, 0, sizeof(float) * B * D, s));
-        for (int t = T - 1; t >= 0; t--) {
-            launch_gru_backward_step(dgx16, dgh16, dhrec, dh_in, h, gates, ghn, B, T, D, t, clamp_limit, s);
-            if (t > 0) /* dhrec += dgh_t · W_hh */
-                cc_gemm(gm, dhrec, D, dgh + (size_t)t * 3 * D, T * 3 * D, 0, whh16, D, 0, B, D, 3 * D, 1.f, 1.f,
-                        NULL, s);
-        }
+        launch_gru_backward_cluster(dgx16, dgh16, bias_part, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
+        return bias_part ? B / 8 : 0;
     }
+    if (impl == GRU_IMPL_PERSISTENT) {
+        launch_gru_backward_persistent(dgx16, dgh16, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
+        return 0;
+    }
+    cudaCheck(cudaMemsetAsync(dhrec, 0, sizeof(float) * B * D, s));
+    for (int t = T - 1; t >= 0; t--) {
+        launch_gru_backward_step(dgx16, dgh16, dhrec, dh_in, h, gates, ghn, B, T, D, t, clamp_limit, s);
+        if (t > 0) /* dhrec += dgh_t · W_hh */
+            cc_gemm(gm, dhrec, D, dgh + (size_t)t * 3 * D, T * 3 * D, 0, whh16, D, 0, B, D, 3 * D, 1.f, 1.f, NULL, s);
+    }
+    return 0;
 }
 
-void gpu_gru_weight_grads(cc_gemm_ctx *gm, float *dwhh, float *dbhh, const void *dgh16, const void *hprev16, int B,
-                          int T, int D, cudaStream_t s)
+void gpu_gru_weight_grads(cc_gemm_ctx *gm, float *dwhh, float *dbhh, float *dbih, const void *dgx16,
+                          const void *dgh16, const void *hprev16, const float *bias_part, int nparts, int B, int T,
+                          int D, cudaStream_t s)
 {
     const int M = B * T;
     cc_gemm(gm, dwhh, D, dgh16, 3 * D, 1, hprev16, D, 0, 3 * D, D, M, 1.f, 1.f, NULL, s);
-    launch_colsum_f16_acc(dbhh, dgh16, M, 3 * D, s);
+    if (nparts > 0) { /* the BPTT's per-cluster sums, added in cluster order */
+        if (dbih) launch_sum_chunks_acc(dbih, bias_part, nparts, 3 * D, s);
+        launch_sum_chunks_acc(dbhh, bias_part + (size_t)nparts * 3 * D, nparts, 3 * D, s);
+    } else {
+        if (dbih) launch_colsum_f16_acc(dbih, dgx16, M, 3 * D, s);
+        launch_colsum_f16_acc(dbhh, dgh16, M, 3 * D, s);
+    }
 }
 
-void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, float *dwhh, float *dbhh,
-                      const float *dh_in, const float *h, const float *gates, const float *ghn,
+void gpu_gru_backward(cc_gemm_ctx *gm, void *dgx16, void *dgh16, float *dhrec, float *bias_part, float *dwhh,
+                      float *dbhh, const float *dh_in, const float *h, const float *gates, const float *ghn,
                       const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
                       cudaStream_t s)
 {
-    gpu_gru_bptt(gm, dgx16, dgh16, dhrec, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
-    gpu_gru_weight_grads(gm, dwhh, dbhh, dgh16, hprev16, B, T, D, s);
+    const int nparts =
+        gpu_gru_bptt(gm, dgx16, dgh16, dhrec, bias_part, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
+    gpu_gru_weight_grads(gm, dwhh, dbhh, NULL, dgx16, dgh16, hprev16, bias_part, nparts, B, T, D, s);
 }
 
 void cc_embedding_csr(const int *x, int M, int V, int *offsets, int *positions)

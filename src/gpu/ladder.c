@@ -453,16 +453,18 @@ static void gpu_bptt(cc_gemm_ctx *gm, const gru_case *c, const float *dh_in, flo
     void *whh16 = dev_f16(c->whh, (size_t)3 * D * D), *hp16 = dev_f16(hp, MD);
     float *h = dev_f32(c->h, MD), *gates = dev_f32(c->gates, 3 * MD), *ghn = dev_f32(c->ghn, MD);
     float *dh = dev_f32(dh_in, MD), *dhrec = dev_f32(NULL, (size_t)B * D);
+    float *bias_part = dev_f32(NULL, gpu_gru_bias_part_floats(B, D));
     void *dgx16 = dev_f16(NULL, 3 * MD), *dgh16 = dev_f16(NULL, 3 * MD);
     float *dw = dev_f32(NULL, (size_t)3 * D * D), *db = dev_f32(NULL, 3 * D);
     cudaCheck(cudaMemset(dw, 0, 12 * (size_t)D * D));
     cudaCheck(cudaMemset(db, 0, 12 * (size_t)D));
-    gpu_gru_backward(gm, dgx16, dgh16, dhrec, dw, db, dh, h, gates, ghn, hp16, whh16, B, T, D, clamp_limit, 0);
+    gpu_gru_backward(gm, dgx16, dgh16, dhrec, bias_part, dw, db, dh, h, gates, ghn, hp16, whh16, B, T, D, clamp_limit,
+                     0);
     *dgx_out = get_f16(dgx16, 3 * MD);
     *dw_out = get_f32(dw, (size_t)3 * D * D);
     *db_out = get_f32(db, 3 * D);
     free(hp);
-    DFREE_ALL(whh16, hp16, h, gates, ghn, dh, dhrec, dgx16, dgh16, dw, db);
+    DFREE_ALL(whh16, hp16, h, gates, ghn, dh, dhrec, bias_part, dgx16, dgh16, dw, db);
 }
 
 /* ---- stage 6: GRU BPTT with the clamp binding, loss scale 128 ---- */

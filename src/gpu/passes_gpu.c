@@ -286,7 +286,17 @@ static void backward_top(lane_ctx *c, float ctx_limit)
 
 /* Layer l's weight gradients on the lane's side stream, from the gate
  * gradients its BPTT left in dgx and dgh. */
-static void weight_grads(lane_ctx *c, int l, const uint16_t *dgx, const uint16_t *dgh)
+/* The lane's block of the BPTT's per-cluster bias sums for layer parity par
+ * (NULL where its batch share does not run the cluster kernels). */
+static float *bias_part(lane_ctx *c, int par)
+{
+    if (c->B % 8) return NULL;
+    /* per parity, the lanes' [2][B_lane/8][3D] blocks one after another */
+    const size_t all = gpu_gru_bias_part_floats((int)(c->M_all / c->T), c->D);
+    return c->g->bias_part + par * all + (size_t)2 * (c->ln->b0 / 8) * 3 * c->D;
+}
+
+static void weight_grads(lane_ctx *c, int l, const uint16_t *dgx, const uint16_t *dgh, int nparts)
 {
     cc_executor *ex = c->ex;
     gpu_impl *g = c->g;
@@ -295,11 +305,11 @@ static void weight_grads(lane_ctx *c, int l, const uint16_t *dgx, const uint16_t
     const int D = c->D, par = l & 1;
     cudaCheck(cudaEventRecord(ln->ev_bptt[par], ln->stream));
     cudaCheck(cudaStreamWaitEvent(ln->wgrad_stream, ln->ev_bptt[par], 0));
-    gpu_gru_weight_grads(ln->gemm_wgrad, G32L(c, lay->gru_whh[l]), G32L(c, lay->gru_bhh[l]), dgh,
-                         LROWS(c, g->hprev16, l, D), c->B, c->T, D, ln->wgrad_stream);
+    gpu_gru_weight_grads(ln->gemm_wgrad, G32L(c, lay->gru_whh[l]), G32L(c, lay->gru_bhh[l]), G32L(c, lay->gru_bih[l]),
+                         dgx, dgh, LROWS(c, g->hprev16, l, D), bias_part(c, par), nparts, c->B, c->T, D,
+                         ln->wgrad_stream);
     cc_gemm(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), D, dgx, 3 * D, 1, LROWS(c, g->a16, l, D), D, 0, 3 * D, D, c->M,
             1.f, 1.f, NULL, ln->wgrad_stream);
-    launch_colsum_f16_acc(G32L(c, lay->gru_bih[l]), dgx, c->M, 3 * D, ln->wgrad_stream);
     cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
 }
 
@@ -323,8 +333,8 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     uint16_t *dgx = LROWS(c, g->dgx16, par, 3 * D), *dgh = LROWS(c, g->dgh16, par, 3 * D);
     if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
-    gpu_gru_bptt(ln->gemm, dgx, dgh, g->dhrec + (size_t)ln->b0 * D, du, hl, gatesl, ghnl,
-                 P16(ex, lay->gru_whh[l]), c->B, T, D, clamp_limit, to_rec(ln));
+    const int nparts = gpu_gru_bptt(ln->gemm, dgx, dgh, g->dhrec + (size_t)ln->b0 * D, bias_part(c, par), du, hl,
+                                    gatesl, ghnl, P16(ex, lay->gru_whh[l]), c->B, T, D, clamp_limit, to_rec(ln));
     from_rec(ln);
     mark(c, PH_BPTT);
     check(c, "gru_backward", "dgx", l, dgx, 3 * MD, 1, 3 * D);
@@ -333,13 +343,13 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
      * so they run beside the next layer's BPTT (on the SMs its clusters leave
      * free) instead of taking SMs from the input gradient, which the next
      * BPTT waits for; layer 0's run beside the embedding backward. */
-    if (l == 0) weight_grads(c, l, dgx, dgh);
+    if (l == 0) weight_grads(c, l, dgx, dgh, nparts);
     /* the input gradient stays on the critical path */
     cc_gemm(ln->gemm, dtmp, D, dgx, 3 * D, 0, P16(ex, lay->gru_wih[l]), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, l, D), P32(ex, lay->gru_norm[l]),
                             LROWS(c, g->a_ir, l, 1), M, D, c->eps, c->fl, c->cap, s);
     check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
-    if (l > 0) weight_grads(c, l, dgx, dgh);
+    if (l > 0) weight_grads(c, l, dgx, dgh, nparts);
     if (l == 0) {
         launch_embedding_backward(G32L(c, lay->embed), du, g->tok_off + (size_t)ln->index * (V + 1),
                                   ROWS(c, g->tok_pos, 1), V, D, s);
