@@ -7,16 +7,17 @@
  *
  * Precision contract (written once, here, and enforced by these kernels):
  *   - FP32: master weights, AdamW moments, parameter gradients, the residual
- *     stream u, GRU state h, gate values, attention probabilities, norm
- *     statistics, logits, every reduction and every GEMM accumulator.
- *   - FP16: GEMM operands only — the weight copies (refreshed after each
- *     optimizer step) and the activations / activation gradients that feed a
- *     GEMM (normalised inputs, h_{t-1}, attention output, dlogits, gate
- *     gradients, dqkv, dc), the q/k/v/P/dO/dS tiles inside the
- *     tensor-core attention (head size 64), and inside the recurrence
+ *     stream u, GRU state h, gate values, attention probabilities (FP32
+ *     kernels) or log-sum-exps (tensor-core kernels), norm statistics,
+ *     logits, every reduction and every GEMM accumulator.
+ *   - FP16: GEMM and MMA operands only — the weight copies (refreshed after
+ *     each optimizer step) and the activations / activation gradients that
+ *     feed a GEMM (normalised inputs, h_{t-1}, attention output, dlogits,
+ *     gate gradients, dqkv, dc), the q, k, v and dO the tensor-core attention
+ *     (head size 64) reads and its P and dS tiles, and inside the recurrence
  *     kernels the W_hh fragments, h_{t-1} and the gate gradients (the
  *     cluster BPTT exchanges its partial products in FP32, added in rank
- *     order).
+ *     order, and sums the bias gradients in FP32 before rounding).
  *   - The loss scale enters in the classifier's backward: dlogits =
  *     S·(softmax − onehot), i.e. the gradient of the *summed* scaled loss, so
  *     FP16 gradient operands are O(S) rather than O(S/N) and do not flush to
