@@ -14,7 +14,10 @@
 //   D units over this CTA's rows, which goes to the CTA owning those units;
 //   the owner adds the CL_C partials in rank order at step t-1 (deterministic).
 //   Sending FP32 partials of D·BL values costs less than sending every CTA
-//   the whole 3D-wide gate gradient.
+//   the whole 3D-wide gate gradient. Each thread also sums its (sequence,
+//   unit)'s gate gradients over the steps: at the end one row per cluster
+//   of the bias gradients' sums, so no later pass reads dgx16 and dgh16 for
+//   them.
 // The stationary operand is loaded once as MMA fragments: most of it stays in
 // registers, the rest in shared memory in fragment order (one 16-byte load
 // per lane, no bank conflicts). The global stores of a step (states for the
@@ -495,9 +498,8 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 // 8 would take two waves or more and the recurrence holds the SMs for
 // longer than the rest of the step needs them (B=256: 32 clusters of 8
 // against 15 that fit; the step went 25.7-25.8 -> 24.6-24.7 ms; the host
-// decides, gpu_gru_wide_for). The
-// backward stays at 8: with 16 its buffers and the outgoing partials no
-// longer fit in shared memory.
+// decides, gpu_gru_wide_for). The backward stays at 8: with 16 its buffers
+// and the outgoing partials no longer fit in shared memory.
 #define CL_BL 8
 #define CL_BL_WIDE 16
 
@@ -547,12 +549,6 @@ template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, float 
     }
 }
 
-// Whether a cluster of this D's kernels can run here at all: sm_90 or newer,
-// and the runtime able to place at least one cluster of the forward and of the
-// backward (their shared memory with one CTA per SM; a MIG slice or another
-// partitioning could forbid it). Otherwise the dispatcher takes the
-// persistent or per-step path instead of failing at launch. Cached per D; it
-// also raises both kernels' shared-memory limit, once, for the launchers.
 // How many clusters of this kernel can be resident at once (0: none), after
 // raising its shared-memory limit for the launchers.
 static int max_clusters(const void *kernel, size_t smem)
@@ -579,6 +575,13 @@ template <int D> static void clusters_fit(int fit[2])
     fit[1] = fit[0] ? max_clusters((const void *)gru_forward_cluster_kernel<D, CL_BL_WIDE>, W::F_SMEM) : 0;
 }
 
+// Whether a cluster of this D's kernels can run here at all: sm_90 or newer,
+// and the runtime able to place at least one cluster of the forward and of the
+// backward (their shared memory with one CTA per SM; a MIG slice or another
+// partitioning could forbid it). Otherwise the dispatcher takes the
+// persistent or per-step path instead of failing at launch. Cached per D,
+// with how many forward clusters fit (what gpu_gru_wide_for weighs); it also
+// raises the kernels' shared-memory limits, once, for the launchers.
 static const int *cluster_fit(int D)
 {
     static int cached[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } }; // D = 128, 256, 512

@@ -270,10 +270,10 @@ static void gpu_destroy(cc_executor *ex)
     if (g->profile)
         for (int i = 0; i < 64; i++) cudaEventDestroy(g->marks[i]);
     void *bufs[] = { g->p32, g->g32, g->g32_lanes, g->m, g->v, g->p16, g->x, g->y, g->u, g->a_ir, g->gx, g->gates,
-                     g->ghn, g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->qkv16, g->do16, g->p, g->lse, g->c, g->mm, g->f_ir, g->logits,
-                     g->loss_row, g->s16, g->o16, g->f16, g->dlogits16, g->rank, g->du, g->dtmp, g->dhrec,
-                     g->dqkv, g->dsbuf, g->delta, g->dc, g->dgx16, g->dgh16, g->bias_part, g->d16, g->dc16, g->partials, g->nonfinite, g->first_bad,
-                     g->tok_off, g->tok_pos };
+                     g->ghn, g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->qkv16, g->do16, g->p, g->lse,
+                     g->c, g->mm, g->f_ir, g->logits, g->loss_row, g->s16, g->o16, g->f16, g->dlogits16, g->rank,
+                     g->du, g->dtmp, g->dhrec, g->dqkv, g->dsbuf, g->delta, g->dc, g->dgx16, g->dgh16, g->bias_part,
+                     g->d16, g->dc16, g->partials, g->nonfinite, g->first_bad, g->tok_off, g->tok_pos };
     cudaDeviceSynchronize(); /* every lane's streams */
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaFree(bufs[i]);
     for (int l = 0; l < g->nlanes; l++) {

@@ -284,8 +284,6 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
 }
 
-/* Layer l's weight gradients on the lane's side stream, from the gate
- * gradients its BPTT left in dgx and dgh. */
 /* The lane's block of the BPTT's per-cluster bias sums for layer parity par
  * (NULL where its batch share does not run the cluster kernels). */
 static float *bias_part(lane_ctx *c, int par)
@@ -296,6 +294,9 @@ static float *bias_part(lane_ctx *c, int par)
     return c->g->bias_part + par * all + (size_t)2 * (c->ln->b0 / 8) * 3 * c->D;
 }
 
+/* Layer l's weight gradients on the lane's side stream, from the gate
+ * gradients its BPTT left in dgx and dgh (and the bias sums, nparts rows of
+ * them, where its cluster kernels wrote them). */
 static void weight_grads(lane_ctx *c, int l, const uint16_t *dgx, const uint16_t *dgh, int nparts)
 {
     cc_executor *ex = c->ex;
