@@ -21,7 +21,9 @@ static const char *HELP =
     "  --json          one JSON object\n\n"
     "Environment (for measuring; training reads them too):\n"
     "  CATCHAT_GPU_LANES=N   lanes per step, 1..8 dividing batch_size (default: up to 4)\n"
-    "  CATCHAT_LANE_TRACE=1  print when each lane's recurrences ran, after every step\n";
+    "  CATCHAT_LANE_TRACE=1  print when each lane's recurrences ran, after every step\n"
+    "  CATCHAT_CUDA_GRAPH=0|1  replay the step's passes as one CUDA graph (default: where the\n"
+    "                        recurrence's clusters all fit at once, e.g. B=64; not at B=256)\n";
 
 int cmd_bench(int argc, char **argv)
 {

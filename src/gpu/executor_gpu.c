@@ -275,6 +275,7 @@ static void gpu_destroy(cc_executor *ex)
                      g->du, g->dtmp, g->dhrec, g->dqkv, g->dsbuf, g->delta, g->dc, g->dgx16, g->dgh16, g->bias_part,
                      g->d16, g->dc16, g->partials, g->nonfinite, g->first_bad, g->tok_off, g->tok_pos };
     cudaDeviceSynchronize(); /* every lane's streams */
+    if (g->graph_exec) cudaGraphExecDestroy(g->graph_exec);
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaFree(bufs[i]);
     for (int l = 0; l < g->nlanes; l++) {
         gpu_lane *ln = &g->lane[l];

@@ -41,6 +41,11 @@ typedef struct {
     int nlanes; /* lanes of a training step (gpu_step_lanes: one while profiling or checking) */
     int attn_tc; /* attention on tensor cores (attention_tc_supported) */
     int gru_wide; /* the forward recurrence 16 sequences a cluster (gpu_gru_wide_for the whole batch) */
+    /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
+    cudaGraphExec_t graph_exec;
+    double graph_scale;
+    long graph_scored;
+    int graph_lanes, graph_warm, graph_failed, graph_captures, graph_replays;
     gpu_lane lane[GPU_MAX_LANES];
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
     float *p32, *g32, *m, *v;
