@@ -503,7 +503,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 #define CL_BL 8
 #define CL_BL_WIDE 16
 
-template <int D, int BL> static cudaLaunchConfig_t cluster_config(dim3 grid, size_t smem, cudaStream_t s,
+static cudaLaunchConfig_t cluster_config(dim3 grid, size_t smem, cudaStream_t s,
                                                                   cudaLaunchAttribute *attr)
 {
     cudaLaunchConfig_t cfg = {};
@@ -525,7 +525,7 @@ template <int D, int BL> static void fwd_launch(float *h, float *gates, float *g
 {
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cluster_config<D, BL>(dim3(CL_C * (B / BL)), S::F_SMEM, s, &attr);
+    cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (B / BL)), S::F_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_forward_cluster_kernel<D, BL>, h, gates, ghn, hp, gx, w, bhh, T);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: cluster GRU forward launch failed: %s\n", cudaGetErrorString(e));
@@ -540,7 +540,7 @@ template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, float 
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     static_assert((size_t)4 * BL * D / CL_C * sizeof(float) <= S::B_RECV, "bias sums fit in recv");
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cluster_config<D, BL>(dim3(CL_C * (B / BL)), S::B_SMEM, s, &attr);
+    cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (B / BL)), S::B_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL>, dgx, dgh, bias_part, dh_in, h, gates,
                                        ghn, w, T, clamp_limit);
     if (e != cudaSuccess) {
@@ -555,7 +555,7 @@ static int max_clusters(const void *kernel, size_t smem)
 {
     int n = 0;
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cluster_config<128, CL_BL>(dim3(CL_C), smem, 0, &attr);
+    cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C), smem, 0, &attr);
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
         cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
         cudaGetLastError(); // a failed query leaves an error the next launch would report

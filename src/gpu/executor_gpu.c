@@ -281,7 +281,7 @@ static void gpu_destroy(cc_executor *ex)
         gpu_lane *ln = &g->lane[l];
         cc_gemm_destroy(ln->gemm);
         cc_gemm_destroy(ln->gemm_wgrad);
-        cudaEvent_t evs[] = { ln->ev_bptt[0], ln->ev_bptt[1], ln->ev_wgrad[0],  ln->ev_wgrad[1],
+        cudaEvent_t evs[] = { ln->ev_wgrad[0], ln->ev_wgrad[1],
                               ln->ev_finished, ln->ev_to_rec, ln->ev_from_rec, ln->ev_side, ln->ev_top_wgrad };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) cudaEventDestroy(evs[i]);
         cudaStreamDestroy(ln->rec_stream);
@@ -400,7 +400,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         cudaCheck(cudaStreamCreateWithPriority(&ln->rec_stream, cudaStreamDefault, highest));
         ln->gemm = cc_gemm_create();
         ln->gemm_wgrad = cc_gemm_create();
-        cudaEvent_t *evs[] = { &ln->ev_bptt[0], &ln->ev_bptt[1], &ln->ev_wgrad[0],  &ln->ev_wgrad[1],
+        cudaEvent_t *evs[] = { &ln->ev_wgrad[0], &ln->ev_wgrad[1],
                                &ln->ev_finished, &ln->ev_to_rec, &ln->ev_from_rec, &ln->ev_side, &ln->ev_top_wgrad };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
             cudaCheck(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));

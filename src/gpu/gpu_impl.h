@@ -28,8 +28,9 @@ typedef struct {
      * the critical path back by a whole kernel. */
     cudaStream_t rec_stream;
     cc_gemm_ctx *gemm, *gemm_wgrad;
-    cudaEvent_t ev_bptt[2], ev_wgrad[2], ev_finished, ev_to_rec, ev_from_rec;
-    cudaEvent_t ev_side, ev_top_wgrad; /* the top's weight gradients on the side stream */
+    cudaEvent_t ev_wgrad[2], ev_finished, ev_to_rec, ev_from_rec;
+    /* ev_side: where the side stream picks up (side_stream_after); ev_top_wgrad: the top's weight GEMMs done */
+    cudaEvent_t ev_side, ev_top_wgrad;
     float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
     int index;  /* 0 .. nlanes − 1 */
     int b0, B;  /* sequences [b0, b0 + B) of the batch */

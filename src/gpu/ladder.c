@@ -520,29 +520,31 @@ static void stage_gru_bptt(stage *st, cc_rng *r, cc_gemm_ctx *gm)
 }
 
 /* ---- stage 7: sliding-window attention ---- */
+/* Query q's scaled score against key k in head j, in double. */
+static double ref_score(const float *qkv, int b, int q, int k, int j, int T, int D, int hd)
+{
+    const float *qr = qkv + ((size_t)b * T + q) * 3 * D + j * hd, *kr = qkv + ((size_t)b * T + k) * 3 * D + D + j * hd;
+    double dot = 0;
+    for (int c = 0; c < hd; c++) dot += (double)qr[c] * kr[c];
+    return dot / sqrt((double)hd);
+}
+
 /* Each query's log-sum-exp of its scaled scores over the window, in double:
  * what the tensor-core backward recomputes the probabilities from. */
 static void ref_attention_lse(float *lse, const float *qkv, int B, int T, int D, int H, int W)
 {
     const int hd = D / H;
-    const double sc = 1.0 / sqrt((double)hd);
     for (int b = 0; b < B; b++)
         for (int j = 0; j < H; j++)
             for (int q = 0; q < T; q++) {
                 const int k0 = q - W + 1 > 0 ? q - W + 1 : 0;
-                double s[1024], mx = -INFINITY, sum = 0;
-                for (int k = k0; k <= q; k++) {
-                    const float *qr = qkv + ((size_t)b * T + q) * 3 * D + j * hd;
-                    const float *kr = qkv + ((size_t)b * T + k) * 3 * D + D + j * hd;
-                    double dot = 0;
-                    for (int c = 0; c < hd; c++) dot += (double)qr[c] * kr[c];
-                    s[k - k0] = dot * sc;
-                    if (s[k - k0] > mx) mx = s[k - k0];
-                }
-                for (int k = k0; k <= q; k++) sum += exp(s[k - k0] - mx);
+                double mx = -INFINITY, sum = 0;
+                for (int k = k0; k <= q; k++) mx = fmax(mx, ref_score(qkv, b, q, k, j, T, D, hd));
+                for (int k = k0; k <= q; k++) sum += exp(ref_score(qkv, b, q, k, j, T, D, hd) - mx);
                 lse[((size_t)b * H + j) * T + q] = (float)(mx + log(sum));
             }
 }
+
 
 /* hd = 16 runs the FP32 kernels; hd = 64 the tensor-core ones (FP16 operands),
  * whose backward recomputes the probabilities from the forward's lse. The

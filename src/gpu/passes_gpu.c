@@ -290,7 +290,7 @@ static float *bias_part(lane_ctx *c, int par)
 {
     if (c->B % 8) return NULL;
     /* per parity, the lanes' [2][B_lane/8][3D] blocks one after another */
-    const size_t all = gpu_gru_bias_part_floats((int)(c->M_all / c->T), c->D);
+    const size_t all = gpu_gru_bias_part_floats(c->ex->B, c->D);
     return c->g->bias_part + par * all + (size_t)2 * (c->ln->b0 / 8) * 3 * c->D;
 }
 
@@ -304,8 +304,7 @@ static void weight_grads(lane_ctx *c, int l, const uint16_t *dgx, const uint16_t
     gpu_lane *ln = c->ln;
     const cc_layout *lay = &ex->lay;
     const int D = c->D, par = l & 1;
-    cudaCheck(cudaEventRecord(ln->ev_bptt[par], ln->stream));
-    cudaCheck(cudaStreamWaitEvent(ln->wgrad_stream, ln->ev_bptt[par], 0));
+    side_stream_after(ln);
     gpu_gru_weight_grads(ln->gemm_wgrad, G32L(c, lay->gru_whh[l]), G32L(c, lay->gru_bhh[l]), G32L(c, lay->gru_bih[l]),
                          dgx, dgh, LROWS(c, g->hprev16, l, D), bias_part(c, par), nparts, c->B, c->T, D,
                          ln->wgrad_stream);
