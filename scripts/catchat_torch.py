@@ -12,9 +12,16 @@ PyTorch GRU gate order, causal sliding-window attention, merge, classifier).
 Tensor names map one to one: gru.{l}.weight_ih ↔ grus[l].weight_ih_l0, etc.
 The safetensors reader/writer is plain Python, so only torch is needed.
 
-   python3 scripts/catchat_torch.py CKPT DATA [--batch-size B --seq-len T]   # loss on DATA's first batch
+From the shell, with the interpreter scripts/install_deps.sh set up (its venv
+sees Debian's python3-torch):
+
+   .venv/bin/python scripts/catchat_torch.py CKPT DATA [--batch-size B] [--seq-len T]
+
+prints the loss on the first batch of the text file DATA (catchat eval's first
+batch: B windows of T bytes); B and T default to the checkpoint's
+train.batch_size and model.seq_len.
 """
-import json, math, struct, sys
+import argparse, json, math, struct, sys
 
 import torch
 import torch.nn as nn
@@ -137,10 +144,28 @@ def first_batch(data_path, B, T):
     return x, y
 
 
-if __name__ == "__main__":
-    model, cfg = load_catchat(sys.argv[1])
-    B = cfg["train"]["batch_size"]
-    T = cfg["model"]["seq_len"]
-    x, y = first_batch(sys.argv[2], B, T)
+def main():
+    ap = argparse.ArgumentParser(description="Loss of a catchat checkpoint on the first batch of a text file, "
+                                             "computed by the PyTorch model.")
+    ap.add_argument("ckpt", help="catchat checkpoint (safetensors)")
+    ap.add_argument("data", help="text file, read as bytes (vocab 256)")
+    ap.add_argument("--batch-size", type=int, default=None, help="B (default: the checkpoint's train.batch_size)")
+    ap.add_argument("--seq-len", type=int, default=None, help="T (default: the checkpoint's model.seq_len)")
+    a = ap.parse_args()
+    for opt, v in (("--batch-size", a.batch_size), ("--seq-len", a.seq_len)):
+        if v is not None and v < 1:
+            ap.error(f"{opt} must be at least 1 (got {v})")
+    model, cfg = load_catchat(a.ckpt)
+    B = a.batch_size or cfg["train"]["batch_size"]
+    T = a.seq_len or cfg["model"]["seq_len"]
+    with open(a.data, "rb") as f:
+        n = len(f.read(B * T + 1))
+    if n < B * T + 1:
+        ap.error(f"{a.data}: {n} bytes, fewer than the {B * T + 1} that --batch-size {B} --seq-len {T} need")
+    x, y = first_batch(a.data, B, T)
     with torch.no_grad():
-        print(f"loss {batch_loss(model, x, y).item():.6f} on the first batch of {sys.argv[2]}")
+        print(f"loss {batch_loss(model, x, y).item():.6f} on the first batch (B={B}, T={T}) of {a.data}")
+
+
+if __name__ == "__main__":
+    main()

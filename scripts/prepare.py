@@ -1,17 +1,27 @@
 #!/usr/bin/env python3
-"""Tokenize text into .bin token shards (header of 256 int32: magic 20240520,
+"""Tokenize a file into .bin token shards (header of 256 int32: magic 20240520,
 version 1, token count; then uint16 tokens), the layout other C trainers use,
 plus a vocabulary file that `catchat sample --vocab` decodes with.
 
-   scripts/prepare.py INPUT.txt OUT_PREFIX [--tokenizer bytes|gpt2|PATH/tokenizer.json]
+   scripts/prepare.py INPUT OUT_PREFIX [--tokenizer bytes|gpt2|PATH/tokenizer.json]
                       [--val-fraction 0.05] [--shard-tokens 100000000]
 
-Writes OUT_PREFIX_train_000.bin ..., OUT_PREFIX_val_000.bin and OUT_PREFIX.vocab
-(one line per token id: its bytes in hex) and prints the vocab_size to set.
-Tokenizers: bytes (catchat's built-in, vocab 256), gpt2 (GPT-2 BPE through
-tiktoken, where installed with its encoding files available), or a Hugging
-Face tokenizer.json through the `tokenizers` package. The validation split is
-the tail of the text, so the two never overlap."""
+Writes OUT_PREFIX_train_000.bin ..., OUT_PREFIX_val_000.bin ... and
+OUT_PREFIX.vocab (one line per token id: its bytes in hex) and prints the
+vocab_size to set.
+
+Tokenizers: bytes (catchat's built-in, vocab 256: the file's bytes as they are,
+never decoded, so any file works, invalid UTF-8 included), gpt2 (GPT-2 BPE
+through tiktoken, where installed with its encoding files available), or a
+Hugging Face tokenizer.json through the `tokenizers` package. The last two
+read text: a file that is not valid UTF-8 is refused (nothing is replaced).
+
+The validation split is the tail of the file, so the two never overlap: the
+last --val-fraction of its bytes (bytes) or of its characters (the others).
+--val-fraction must lie strictly between 0 and 1, --shard-tokens must be at
+least 1, and both splits must come out non-empty; a bad value, or an input too
+short for both splits, is one line on stderr naming the option, a non-zero
+exit, and no file written."""
 import argparse, struct, sys
 
 MAGIC, VERSION = 20240520, 1
@@ -19,7 +29,7 @@ MAGIC, VERSION = 20240520, 1
 
 def load_tokenizer(name):
     if name == "bytes":
-        return (lambda s: list(s.encode("utf-8"))), [bytes([i]) for i in range(256)]
+        return list, [bytes([i]) for i in range(256)]  # the input is bytes here: one token per byte
     if name == "gpt2":
         try:
             import tiktoken
@@ -40,27 +50,51 @@ def load_tokenizer(name):
 
 
 def write_shard(path, tokens):
-    if tokens and max(tokens) >= 65536:
-        sys.exit(f"prepare: token id {max(tokens)} does not fit the uint16 shard format")
     header = struct.pack("<3i", MAGIC, VERSION, len(tokens)) + bytes(4 * 253)
     with open(path, "wb") as f:
         f.write(header + struct.pack(f"<{len(tokens)}H", *tokens))
 
 
+def usage_error(message):
+    print(f"prepare: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description="Tokenize a file into .bin token shards and a vocabulary.")
     ap.add_argument("input")
     ap.add_argument("out_prefix")
-    ap.add_argument("--tokenizer", default="bytes")
-    ap.add_argument("--val-fraction", type=float, default=0.05)
-    ap.add_argument("--shard-tokens", type=int, default=100_000_000)
+    ap.add_argument("--tokenizer", default="bytes", help="bytes (default), gpt2, or PATH/tokenizer.json")
+    ap.add_argument("--val-fraction", type=float, default=0.05, help="tail of the input held out, 0 < F < 1")
+    ap.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard file, at least 1")
+    ap.error = usage_error  # one line, for argparse's own complaints (a non-number) too
     a = ap.parse_args()
+    if not 0 < a.val_fraction < 1:  # also refuses nan
+        ap.error(f"--val-fraction must lie strictly between 0 and 1 (got {a.val_fraction:g})")
+    if a.shard_tokens < 1:
+        ap.error(f"--shard-tokens must be at least 1 (got {a.shard_tokens})")
+    try:
+        with open(a.input, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        sys.exit(f"prepare: {a.input}: {e.strerror}")
+    if a.tokenizer != "bytes":
+        try:  # the text tokenizers: strict UTF-8, no silent U+FFFD
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            sys.exit(f"prepare: {a.input}: not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start}), "
+                     f"which --tokenizer {a.tokenizer} needs; use --tokenizer bytes for raw bytes")
     encode, vocab = load_tokenizer(a.tokenizer)
-    text = open(a.input, encoding="utf-8", errors="replace").read()
-    cut = int(len(text) * (1 - a.val_fraction))
-    for split, part in (("train", text[:cut]), ("val", text[cut:])):
-        toks = encode(part)
-        for k in range(0, max(len(toks), 1), a.shard_tokens):
+    cut = int(len(data) * (1 - a.val_fraction))  # on bytes for bytes, on characters for text
+    splits = (("train", encode(data[:cut])), ("val", encode(data[cut:])))
+    for split, toks in splits:
+        if not toks:
+            sys.exit(f"prepare: {a.input}: too short for --val-fraction {a.val_fraction:g}: the {split} split "
+                     f"would have no tokens ({len(data)} {'bytes' if a.tokenizer == 'bytes' else 'characters'} in all)")
+        if max(toks) >= 65536:
+            sys.exit(f"prepare: token id {max(toks)} does not fit the uint16 shard format")
+    for split, toks in splits:
+        for k in range(0, len(toks), a.shard_tokens):
             path = f"{a.out_prefix}_{split}_{k // a.shard_tokens:03d}.bin"
             write_shard(path, toks[k:k + a.shard_tokens])
             print(f"{path}: {len(toks[k:k + a.shard_tokens])} tokens")

@@ -16,6 +16,8 @@ files=$(cd "$src" && ls | grep -v '\.' | grep -vx -e ascii-art -e art | sort)
 tmp_train=$(mktemp "$out/.train.XXXXXX")
 tmp_val=$(mktemp "$out/.val.XXXXXX")
 trap 'rm -f "$tmp_train" "$tmp_val"' EXIT
+# mktemp makes 0600 files; the corpus is ordinary data: 0666 less the umask (0644 usually).
+chmod "$(printf '%o' $(( 0666 & ~0$(umask) )))" "$tmp_train" "$tmp_val"
 (cd "$src" && cat $files) | awk -v train="$tmp_train" -v val="$tmp_val" '
   /^%$/ { if (entry != "") { n++; print entry > ((n % 20 == 0) ? val : train) } entry = ""; next }
   { entry = entry $0 "\n" }

@@ -90,7 +90,7 @@ int cc_audit(const cc_config *cfg, const cc_audit_opts *o, cc_audit_verdict *ver
     const int T = o->length > 0 ? o->length : cfg->seq_len;
     const double S = o->loss_scale;
     cc_tokens tok;
-    if (cc_tokens_load(&tok, cfg->val, cfg->vocab_size) != 0) return -1;
+    if (cc_tokens_load_as(&tok, cfg->val, cfg->vocab_size, cfg->data_format) != 0) return -1;
     if (tok.n < (size_t)T + 1) {
         cc_tokens_free(&tok);
         return cc_error("audit: %s has %zu tokens, fewer than --length %d + 1", cfg->val, tok.n, T);

@@ -4,6 +4,7 @@
  * first training batch of the config's data (random tokens if it cannot be
  * read): real text, never zeros. */
 #include <math.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/bench.h"
@@ -27,7 +28,7 @@ static void fixture(const cc_config *cfg, int *x, int *y)
     const int B = cfg->batch_size, T = cfg->seq_len;
     cc_tokens tok;
     cc_loader ld;
-    if (cc_tokens_load(&tok, cfg->train, cfg->vocab_size) == 0) {
+    if (cc_tokens_load_as(&tok, cfg->train, cfg->vocab_size, cfg->data_format) == 0) {
         if (cc_loader_init(&ld, &tok, B, T, 1, cfg->seed) == 0) {
             cc_loader_batch(&ld, 0, x, y);
             cc_loader_free(&ld);
@@ -109,11 +110,25 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     const char *rec_impl = have_gpu ? gpu_gru_impl_name(gpu_gru_impl_for(B, T, cfg->d_model)) : "none";
     const int rec_wide = have_gpu && gpu_gru_wide_for(B, T, cfg->d_model); /* forward clusters of 16 sequences */
     if (o->json) {
-        fprintf(out, "{\"B\":%d,\"T\":%d,\"D\":%d,\"L\":%d,\"W\":%d,\"gpu_ms\":%.4f,\"tok_per_s\":%.1f,"
-                     "\"lanes\":%d,\"rec_impl\":\"%s\",\"rec_fwd_wide\":%d,\"rec_fwd_us_per_step_layer\":%.3f,\"bptt_us_per_step_layer\":%.3f,\"optimizer_ms\":%.4f,"
-                     "\"cpu_ms\":%.2f,\"speedup_vs_cpu\":%.2f,\"mem_mb\":%.1f,\"bytes_per_token\":%.0f}\n",
-                B, T, cfg->d_model, L, cfg->ctx_window, gpu_ms, gpu_ms > 0 ? tokens / (gpu_ms * 1e-3) : 0, lanes, rec_impl, rec_wide, rec_f,
-                rec_b, opt_ms, cpu_ms, gpu_ms > 0 && cpu_ms > 0 ? cpu_ms / gpu_ms : 0, mem_mb, mem_mb * 1048576.0 / tokens);
+        /* What was not measured is null, never a zero that reads as a measurement. */
+        json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:s,s:b}", "B", B, "T", T, "D", cfg->d_model, "L", L, "W",
+                              cfg->ctx_window, "device", cfg->device, "gpu_measured", have_gpu);
+        json_object_set_new(j, "gpu_ms", have_gpu ? json_real(gpu_ms) : json_null());
+        json_object_set_new(j, "tok_per_s", have_gpu ? json_real(tokens / (gpu_ms * 1e-3)) : json_null());
+        json_object_set_new(j, "lanes", have_gpu ? json_integer(lanes) : json_null());
+        json_object_set_new(j, "rec_impl", have_gpu ? json_string(rec_impl) : json_null());
+        json_object_set_new(j, "rec_fwd_wide", have_gpu ? json_integer(rec_wide) : json_null());
+        json_object_set_new(j, "rec_fwd_us_per_step_layer", have_gpu ? json_real(rec_f) : json_null());
+        json_object_set_new(j, "bptt_us_per_step_layer", have_gpu ? json_real(rec_b) : json_null());
+        json_object_set_new(j, "optimizer_ms", have_gpu ? json_real(opt_ms) : json_null());
+        json_object_set_new(j, "mem_mb", have_gpu ? json_real(mem_mb) : json_null());
+        json_object_set_new(j, "bytes_per_token", have_gpu ? json_real(mem_mb * 1048576.0 / tokens) : json_null());
+        json_object_set_new(j, "cpu_ms", cpu_ms > 0 ? json_real(cpu_ms) : json_null());
+        json_object_set_new(j, "speedup_vs_cpu", have_gpu && cpu_ms > 0 ? json_real(cpu_ms / gpu_ms) : json_null());
+        char *text = json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_REAL_PRECISION(8));
+        fprintf(out, "%s\n", text);
+        free(text);
+        json_decref(j);
     } else {
         fprintf(out, "catchat bench: D=%d L=%d H=%d W=%d T=%d B=%d V=%d\n", cfg->d_model, L, cfg->n_heads,
                 cfg->ctx_window, T, B, cfg->vocab_size);
@@ -140,5 +155,5 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     }
     free(x);
     free(y);
-    return 0;
+    return have_gpu || cpu_ms > 0 ? 0 : CC_BENCH_NOTHING_MEASURED;
 }

@@ -17,7 +17,7 @@ int cc_bisect(const cc_config *cfg, const int *lengths, int n, long steps, cc_bi
     const int B = cfg->batch_size;
     cc_tokens tok;
     cc_loader ld;
-    if (cc_tokens_load(&tok, cfg->train, cfg->vocab_size) != 0) return -1;
+    if (cc_tokens_load_as(&tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0) return -1;
     if (cc_loader_init(&ld, &tok, B, Tmax, 1, cfg->seed) != 0) {
         cc_tokens_free(&tok);
         return -1;

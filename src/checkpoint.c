@@ -5,13 +5,15 @@
 #include "catchat/checkpoint.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/safetensors.h"
 #include "catchat/util.h"
+#include "catchat/version.h"
 
-#define N_META 10
+#define N_META 11
 
 int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *lay,
                        const float *params, const float *m, const float *v,
@@ -40,10 +42,11 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
     char vals[N_META][128];
     const char *keys[N_META] = { "format", "config", "step", "applied_steps", "skipped_steps",
                                  "loss_scale", "scale_growth_count", "data_pos", "rng_state",
-                                 "running_loss" };
+                                 "running_loss", "catchat_version" };
     const char *valp[N_META];
     snprintf(vals[0], sizeof(vals[0]), "catchat-v1");
     int n_meta = 2;
+    snprintf(vals[10], sizeof(vals[10]), "%s", cc_version());
     if (state) {
         snprintf(vals[2], 128, "%ld", state->step);
         snprintf(vals[3], 128, "%ld", state->counts.applied);
@@ -56,9 +59,11 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
         snprintf(vals[9], 128, "%.17g", state->running_loss);
         n_meta = N_META;
     }
-    for (int i = 0; i < N_META; i++) valp[i] = vals[i];
+    const char *keyp[N_META];
+    for (int i = 0; i < N_META; i++) valp[i] = vals[i], keyp[i] = keys[i];
     valp[1] = cfg_json;
-    int rc = cc_st_write(path, e, n, keys, valp, n_meta);
+    keyp[n_meta] = keys[10], valp[n_meta] = vals[10]; /* the version, with or without run state */
+    int rc = cc_st_write(path, e, n, keyp, valp, n_meta + 1);
     free(cfg_json);
     free(e);
     free(names);
@@ -103,6 +108,11 @@ static int load_set(const cc_st_file *f, const cc_layout *lay, const char *prefi
             return cc_error("%s: tensor '%s' has shape %s, the config needs %s", f->path, name, got, want);
         }
         if (cc_st_read_float(f, st, base + t->offset) != 0) return -1;
+        /* A NaN weight trains nothing and scores garbage: refuse it here, naming it. */
+        for (size_t k = 0; k < t->numel; k++)
+            if (!isfinite(base[t->offset + k]))
+                return cc_error("%s: tensor '%s' holds %s at element %zu: this checkpoint is unusable; "
+                                "take an earlier one", f->path, name, isnan(base[t->offset + k]) ? "NaN" : "Inf", k);
     }
     return 0;
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { K_INT, K_LONG, K_REAL, K_U64, K_PATH, K_DEVICE, K_SCALE } key_type;
+typedef enum { K_INT, K_LONG, K_REAL, K_U64, K_PATH, K_DEVICE, K_SCALE, K_FORMAT } key_type;
 
 typedef struct {
     const char *section, *key;
@@ -50,16 +50,19 @@ static const key_spec KEYS[] = {
     { "train", "seed", K_U64, OFF(seed), 0, 0, "1337", "seed of initialisation and data order" },
     { "train", "eval_interval", K_LONG, OFF(eval_interval), 0, 1e12, "100", "steps between evaluations (0 = only at the end)" },
     { "train", "eval_batches", K_LONG, OFF(eval_batches), 1, 1e9, "4", "validation batches per evaluation" },
+    { "train", "max_skipped_steps", K_LONG, OFF(max_skipped_steps), 0, 1e12, "50", "stop with an error after this many skipped steps in a row (0 = never)" },
     { "train", "checkpoint_interval", K_LONG, OFF(checkpoint_interval), 0, 1e12, "500", "steps between checkpoints (0 = only at the end)" },
     { "precision", "loss_scale", K_SCALE, OFF(loss_scale), 1e-30, 1e30, "1.0", "static loss scale, or 'dynamic' (GradScaler-style)" },
     { "precision", "init_scale", K_REAL, OFF(init_scale), 1e-30, 1e30, "65536", "first scale of the dynamic loss scale" },
     { "precision", "scale_growth_interval", K_LONG, OFF(scale_growth_interval), 1, 1e12, "2000", "clean steps before the dynamic scale doubles" },
     { "data", "train", K_PATH, OFF(train), 0, 0, "data/fortunes/train.txt", "training data: text file or .bin shard" },
     { "data", "val", K_PATH, OFF(val), 0, 0, "data/fortunes/val.txt", "validation data: text file or .bin shard" },
+    { "data", "format", K_FORMAT, OFF(data_format), 0, 0, "auto", "auto (a .bin name or a shard header means shard, else text), text or shard" },
     { "run", "device", K_DEVICE, OFF(device), 0, 0, "auto", "auto, cpu or gpu" },
     { "run", "out_dir", K_PATH, OFF(out_dir), 0, 0, "runs/default", "telemetry, checkpoints and samples go here" },
 };
 #define NKEYS ((int)(sizeof(KEYS) / sizeof(KEYS[0])))
+_Static_assert(sizeof(KEYS) / sizeof(KEYS[0]) <= 64, "ini_state.seen holds 64 keys");
 
 static const key_spec *find_key(const char *section, const char *key)
 {
@@ -153,6 +156,11 @@ static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, s
             return FAIL("[%s] %s: '%s' is not one of auto, cpu, gpu", k->section, k->key, v);
         strcpy(base, v);
         return 0;
+    case K_FORMAT:
+        if (strcmp(v, "auto") && strcmp(v, "text") && strcmp(v, "shard"))
+            return FAIL("[%s] %s: '%s' is not one of auto, text, shard", k->section, k->key, v);
+        strcpy(base, v);
+        return 0;
     }
     return FAIL("[%s] %s: unsupported key type", k->section, k->key);
 }
@@ -161,6 +169,7 @@ static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, s
 static int set_quiet(cc_config *c, const char *section, const char *key, const char *value,
                      char *msg, size_t cap)
 {
+    if (!*section) return FAIL("key '%s' is outside any section (put it under [model], [train], ...)", key);
     if (!section_exists(section))
         return FAIL("unknown section [%s] (key '%s')", section, key);
     const key_spec *k = find_key(section, key);
@@ -196,75 +205,120 @@ void cc_config_tiny(cc_config *c)
     c->batch_size = 4;
 }
 
-/* inih tells the handler nothing about lines; it returns the line of the first
- * handler failure. So the handler keeps the first failure's reason and the
- * loader prints it with that line. */
+/* inih tells the handler nothing about lines (Debian builds it without
+ * INI_HANDLER_LINENO), so the text is fed to it line by line through a reader
+ * that counts lines: the handler then knows the line it is called for, which
+ * names the line of a bad value and both lines of a duplicated key. The reader
+ * also catches what inih only reports as a bare line number: a section header
+ * without its ']' and a line too long for inih's buffer. */
 typedef struct {
     cc_config *c;
+    const char *text; /* what is left to read */
+    int line;         /* line the handler is called for */
+    int seen[64];     /* line where each key of KEYS was set, 0 = not yet */
     char msg[512];
-    int failed;
+    int failed;       /* line of the first failure, 0 = none */
 } ini_state;
+
+#define INI_FAIL(st, ln, ...) ((st)->failed = (ln), snprintf((st)->msg, sizeof((st)->msg), __VA_ARGS__))
+
+static char *ini_read_line(char *str, int num, void *user)
+{
+    ini_state *st = user;
+    if (!*st->text) return NULL;
+    const char *nl = strchr(st->text, '\n');
+    const size_t len = nl ? (size_t)(nl - st->text) + 1 : strlen(st->text);
+    st->line++;
+    if (!st->failed && len > (size_t)num - 1)
+        INI_FAIL(st, st->line, "line longer than %d bytes", num - 2);
+    const size_t keep = len < (size_t)num - 1 ? len : (size_t)num - 1;
+    memcpy(str, st->text, keep);
+    str[keep] = 0;
+    st->text += len;
+    const char *p = str;
+    while (*p == ' ' || *p == '\t') p++;
+    if (!st->failed && *p == '[' && !strchr(p, ']')) {
+        char head[64];
+        snprintf(head, sizeof(head), "%.*s", (int)strcspn(p, "\r\n"), p);
+        INI_FAIL(st, st->line, "malformed section header '%s' (expected '[name]')", head);
+    }
+    return str;
+}
 
 static int ini_apply(void *user, const char *section, const char *name, const char *value)
 {
     ini_state *st = user;
     if (st->failed) return 1; /* only the first failure is reported */
+    const key_spec *k = section_exists(section) ? find_key(section, name) : NULL;
+    if (k) {
+        const int i = (int)(k - KEYS);
+        if (st->seen[i]) {
+            INI_FAIL(st, st->line, "[%s] %s is set twice (first at line %d): keep one", section, name, st->seen[i]);
+            return 0;
+        }
+        st->seen[i] = st->line;
+    }
     if (set_quiet(st->c, section, name, value, st->msg, sizeof(st->msg)) != 0) {
-        st->failed = 1;
+        st->failed = st->line;
         return 0;
     }
     return 1;
 }
 
-/* Shared tail of the two loaders: report the first failure with its line. */
-static int finish_load(cc_config *c, cc_config *work, const ini_state *st, int rc, const char *path)
-{
-    if (rc > 0 && st->failed) return cc_error("%s:%d: %s", path, rc, st->msg);
-    if (rc != 0)
-        return cc_error("%s:%d: syntax error (expected 'key = value' or '[section]', at most 199 "
-                        "bytes a line)", path, rc);
-    if (cc_config_validate(work, path) != 0) return -1;
-    *c = *work;
-    return 0;
-}
-
 int cc_config_load_string(cc_config *c, const char *text, const char *origin)
 {
+    /* Apply to a copy: a config that fails leaves the caller's untouched. */
     cc_config work = *c;
-    ini_state st = { .c = &work };
-    return finish_load(c, &work, &st, ini_parse_string(text, ini_apply, &st), origin);
+    ini_state st = { .c = &work, .text = text };
+    const int rc = ini_parse_stream(ini_read_line, &st, ini_apply, &st);
+    if (st.failed) return cc_error("%s:%d: %s", origin, st.failed, st.msg);
+    if (rc != 0)
+        return cc_error("%s:%d: syntax error (expected 'key = value' or '[section]')", origin, rc);
+    if (cc_config_validate(&work, origin) != 0) return -1;
+    *c = work;
+    return 0;
 }
 
 int cc_config_load(cc_config *c, const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return cc_error("cannot open config '%s': %s", path, strerror(errno));
-    /* Apply to a copy: a config that fails leaves the caller's untouched. */
-    cc_config work = *c;
-    ini_state st = { .c = &work };
-    int rc = ini_parse_file(f, ini_apply, &st);
-    fclose(f);
-    return finish_load(c, &work, &st, rc, path);
+    size_t len;
+    char *text = (char *)cc_read_file_what(path, "config", &len); /* refuses a directory, names the path */
+    if (!text) return -1;
+    if (memchr(text, 0, len)) {
+        free(text);
+        return cc_error("config '%s' is not a text file (it holds NUL bytes)", path);
+    }
+    const int rc = cc_config_load_string(c, text, path);
+    free(text);
+    return rc;
+}
+
+/* Copy s[0..n) without surrounding blanks into out (cap bytes); -1 if too long. */
+static int copy_trimmed(char *out, size_t cap, const char *s, size_t n)
+{
+    while (n && (*s == ' ' || *s == '\t')) s++, n--;
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
+    if (n >= cap) return -1;
+    memcpy(out, s, n);
+    out[n] = 0;
+    return 0;
 }
 
 int cc_config_set_arg(cc_config *c, const char *assignment)
 {
     const char *eq = strchr(assignment, '=');
-    if (!eq || eq == assignment)
+    char name[128], value[CC_PATH_MAX + 8];
+    if (!eq || copy_trimmed(name, sizeof(name), assignment, (size_t)(eq - assignment)) != 0 || !name[0])
         return cc_error("--set '%s': expected key=value or section.key=value", assignment);
-    char name[128];
-    size_t n = (size_t)(eq - assignment);
-    if (n >= sizeof(name)) return cc_error("--set '%s': key too long", assignment);
-    memcpy(name, assignment, n);
-    name[n] = 0;
-    const char *value = eq + 1;
+    if (copy_trimmed(value, sizeof(value), eq + 1, strlen(eq + 1)) != 0)
+        return cc_error("--set '%s': value longer than %d bytes", assignment, CC_PATH_MAX);
     char *dot = strchr(name, '.');
     if (dot) {
         *dot = 0;
         return cc_config_set(c, name, dot + 1, value, "--set");
     }
     const key_spec *k = find_key(NULL, name);
-    if (!k) return cc_error("--set: unknown key '%s'", name);
+    if (!k) return cc_error("--set: unknown key '%s' (see 'catchat help config')", name);
     return cc_config_set(c, k->section, k->key, value, "--set");
 }
 
@@ -274,7 +328,8 @@ int cc_config_validate(const cc_config *c, const char *origin)
         return cc_error("%s: [model] n_heads: %d does not divide d_model %d", origin, c->n_heads,
                         c->d_model);
     if (c->lr_min > c->lr)
-        return cc_error("%s: [train] lr_min: %g is above lr %g", origin, c->lr_min, c->lr);
+        return cc_error("%s: [train] lr = %g is below lr_min = %g: the schedule decays from lr to lr_min, "
+                        "so set lr_min <= lr", origin, c->lr, c->lr_min);
     return 0;
 }
 
@@ -291,7 +346,8 @@ static void value_text(const cc_config *c, const key_spec *k, char *buf, size_t 
         /* fallthrough */
     case K_REAL: cc_format_real(buf, cap, *(const double *)base); break;
     case K_PATH:
-    case K_DEVICE: snprintf(buf, cap, "%s", base); break;
+    case K_DEVICE:
+    case K_FORMAT: snprintf(buf, cap, "%s", base); break;
     }
 }
 
@@ -363,6 +419,34 @@ int cc_config_from_json(cc_config *c, const char *json, const char *origin)
     }
     json_decref(root);
     return rc ? rc : cc_config_validate(c, origin);
+}
+
+int cc_config_section_diff(const cc_config *a, const cc_config *b, const char *section, char *out, size_t cap)
+{
+    int n = 0;
+    size_t used = 0;
+    if (cap) out[0] = 0;
+    for (int i = 0; i < NKEYS; i++) {
+        if (strcmp(KEYS[i].section, section) != 0) continue;
+        char va[CC_PATH_MAX + 8], vb[CC_PATH_MAX + 8];
+        value_text(a, &KEYS[i], va, sizeof(va));
+        value_text(b, &KEYS[i], vb, sizeof(vb));
+        if (strcmp(va, vb) == 0) continue;
+        if (used < cap) used += (size_t)snprintf(out + used, cap - used, "%s%s %s (stored %s)", n ? ", " : "",
+                                                 KEYS[i].key, va, vb);
+        n++;
+    }
+    return n;
+}
+
+void cc_config_copy_section(cc_config *dst, const cc_config *src, const char *section)
+{
+    char msg[512], v[CC_PATH_MAX + 8];
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(KEYS[i].section, section) == 0) {
+            value_text(src, &KEYS[i], v, sizeof(v));
+            set_spec(dst, &KEYS[i], v, msg, sizeof(msg));
+        }
 }
 
 int cc_config_key_info(int index, const char **section, const char **key,

@@ -49,28 +49,70 @@ static int load_text(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_siz
     return 0;
 }
 
-int cc_tokens_from_bytes(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size)
+/* A header that is a shard's in all but the magic number: a version field in
+ * range and a count that matches the file, or the reserved ints all zero. */
+static int looks_like_shard_header(const uint8_t *buf, size_t len)
+{
+    if (len < CC_SHARD_HEADER_INTS * 4) return 0;
+    const uint32_t version = le32(buf + 4), count = le32(buf + 8);
+    if (version < 1 || version > 255) return 0;
+    if ((uint64_t)count * 2 == len - CC_SHARD_HEADER_INTS * 4) return 1;
+    for (size_t i = 12; i < CC_SHARD_HEADER_INTS * 4; i++)
+        if (buf[i]) return 0;
+    return 1;
+}
+
+static int ends_with(const char *s, const char *tail)
+{
+    const size_t n = strlen(s), m = strlen(tail);
+    return n >= m && strcmp(s + n - m, tail) == 0;
+}
+
+int cc_tokens_from_bytes_as(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size,
+                            const char *format)
 {
     memset(t, 0, sizeof(*t));
     snprintf(t->path, sizeof(t->path), "%s", name);
-    /* Content decides: a shard starts with the magic number. */
-    t->is_shard = len >= 4 && le32(buf) == CC_SHARD_MAGIC;
+    const int magic = len >= 4 && le32(buf) == CC_SHARD_MAGIC;
+    if (strcmp(format, "text") == 0) t->is_shard = 0;
+    else if (magic) t->is_shard = 1;
+    else if (strcmp(format, "shard") == 0)
+        return cc_error("%s: not a token shard ([data] format = shard): it does not start with the magic "
+                        "number %d", name, CC_SHARD_MAGIC);
+    else if (looks_like_shard_header(buf, len))
+        return cc_error("%s: starts like a token shard header (version %u, %u tokens) but its magic number is "
+                        "%u, not %d: the file is damaged", name, le32(buf + 4), le32(buf + 8), le32(buf),
+                        CC_SHARD_MAGIC);
+    else if (ends_with(name, ".bin"))
+        return cc_error("%s: a .bin file without the shard magic number %d (a headerless token file such as "
+                        "nanoGPT's train.bin?): convert it with scripts/prepare.py, or set [data] format = "
+                        "text to read its bytes as text", name, CC_SHARD_MAGIC);
     int rc = t->is_shard ? load_shard(t, buf, len, vocab_size) : load_text(t, buf, len, vocab_size);
     if (rc != 0) cc_tokens_free(t);
     return rc;
 }
 
-int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size)
+int cc_tokens_from_bytes(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size)
+{
+    return cc_tokens_from_bytes_as(t, buf, len, name, vocab_size, "auto");
+}
+
+int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char *format)
 {
     size_t len;
-    uint8_t *buf = cc_read_file(path, &len);
+    uint8_t *buf = cc_read_file_what(path, "data file", &len);
     if (!buf) {
         memset(t, 0, sizeof(*t));
         return -1;
     }
-    int rc = cc_tokens_from_bytes(t, buf, len, path, vocab_size);
+    int rc = cc_tokens_from_bytes_as(t, buf, len, path, vocab_size, format);
     free(buf);
     return rc;
+}
+
+int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size)
+{
+    return cc_tokens_load_as(t, path, vocab_size, "auto");
 }
 
 void cc_tokens_free(cc_tokens *t)

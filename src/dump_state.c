@@ -14,7 +14,7 @@ int cc_dump_state(const cc_config *cfg, const char *ckpt, const char *out_path)
     const int B = cfg->batch_size, T = cfg->seq_len;
     cc_tokens tok;
     cc_loader ld;
-    if (cc_tokens_load(&tok, cfg->train, cfg->vocab_size) != 0) return -1;
+    if (cc_tokens_load_as(&tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0) return -1;
     if (cc_loader_init(&ld, &tok, B, T, 1, cfg->seed) != 0) {
         cc_tokens_free(&tok);
         return -1;

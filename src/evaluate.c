@@ -1,5 +1,6 @@
 /* Evaluation: mean loss, top-1 and top-5 over the first `batches` batches of
- * the validation data, in file order, so every evaluation sees the same text. */
+ * the validation data, in file order, so every evaluation sees the same text,
+ * and each window of it at most once. */
 #include <stdlib.h>
 #include "catchat/train.h"
 #include "catchat/util.h"
@@ -13,9 +14,15 @@ int cc_evaluate(cc_executor *ex, cc_loader *val, long batches, cc_eval_result *o
     const size_t per_batch = (size_t)val->B * (size_t)(ex->dist ? ex->dist->world : 1);
     long max_batches = (long)((val->nwin + per_batch - 1) / per_batch);
     if (batches > max_batches) batches = max_batches;
+    const int rank = ex->dist ? ex->dist->rank : 0, world = ex->dist ? ex->dist->world : 1;
     for (long i = 0; i < batches; i++) {
-        if (ex->dist) cc_loader_batch_part(val, (uint64_t)i, ex->dist->rank, ex->dist->world, x, y);
-        else cc_loader_batch(val, (uint64_t)i, x, y);
+        cc_loader_batch_part(val, (uint64_t)i, rank, world, x, y);
+        /* The last batch runs past the end of the file and the loader wraps:
+         * those rows are ignored (y = -1), so no window is scored twice. */
+        const uint64_t first = ((uint64_t)i * (uint64_t)world + (uint64_t)rank) * (uint64_t)val->B;
+        for (int b = 0; b < val->B; b++)
+            if (first + (uint64_t)b >= val->nwin)
+                for (int t = 0; t < val->T; t++) y[(size_t)b * val->T + t] = -1;
         ex->ops->score(ex, x, y, &s);
     }
     free(x);

@@ -1,7 +1,11 @@
 /* safetensors: a hand-written writer (no C library does it well) and a reader
  * that validates every field before use: header length within the file, a
  * JSON object header, known dtypes, shapes whose size matches the byte range,
- * ranges inside the data section and not overlapping. JSON via jansson. */
+ * ranges inside the data section and not overlapping. JSON via jansson.
+ * The writer stores an xxh64 of the data section in __metadata__
+ * (CC_ST_CHECKSUM_KEY) and the reader verifies it when present, so flipped
+ * bytes in tensor data are caught; files written elsewhere have none and
+ * still load. */
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/safetensors.h"
 
@@ -15,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include "catchat/util.h"
 
 static const char *DTYPE_NAMES[] = { "F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL" };
@@ -169,9 +174,13 @@ int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *path)
     if (f->len < 8) { cc_error("%s: not a safetensors file (%zu bytes)", path, f->len); goto fail; }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->buf[i];
-    if (hlen > f->len - 8) {
-        cc_error("%s: header length %llu runs past the end of the %zu-byte file", path,
-                 (unsigned long long)hlen, f->len);
+    /* A safetensors header is a JSON object right after the 8-byte length. */
+    if (hlen > f->len - 8 || hlen < 2 || f->buf[8] != '{') {
+        if (hlen <= f->len - 8 && hlen >= 2)
+            cc_error("%s: not a safetensors file (no JSON header after the length)", path);
+        else
+            cc_error("%s: not a safetensors file (its first 8 bytes, read as the header length, give %llu "
+                     "for a %zu-byte file)", path, (unsigned long long)hlen, f->len);
         goto fail;
     }
     f->data = f->buf + 8 + hlen;
@@ -202,6 +211,16 @@ int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *path)
             goto fail;
         }
     free(sorted);
+    const char *sum = cc_st_meta(f, CC_ST_CHECKSUM_KEY);
+    if (sum) {
+        char have[17];
+        snprintf(have, sizeof(have), "%016llx", (unsigned long long)XXH64(f->data, f->data_len, 0));
+        if (strcmp(sum, have) != 0) {
+            cc_error("%s: checksum mismatch: the tensor data is damaged (stored xxh64 %.16s, computed %s); "
+                     "use an earlier checkpoint", path, sum, have);
+            goto fail;
+        }
+    }
     return 0;
 fail:
     cc_st_close(f);
@@ -244,11 +263,21 @@ int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const
                 const char *const *meta_vals, int n_meta)
 {
     json_t *hdr = json_object();
-    if (n_meta > 0) {
-        json_t *meta = json_object();
-        for (int i = 0; i < n_meta; i++) json_object_set_new(meta, meta_keys[i], json_string(meta_vals[i]));
-        json_object_set_new(hdr, "__metadata__", meta);
+    json_t *meta = json_object();
+    for (int i = 0; i < n_meta; i++) json_object_set_new(meta, meta_keys[i], json_string(meta_vals[i]));
+    XXH64_state_t *hs = XXH64_createState();
+    if (!hs) abort();
+    XXH64_reset(hs, 0);
+    for (int i = 0; i < n; i++) {
+        size_t numel = 1;
+        for (int d = 0; d < e[i].ndim; d++) numel *= (size_t)e[i].shape[d];
+        XXH64_update(hs, e[i].data, numel * DTYPE_SIZES[e[i].dtype]);
     }
+    char sum[17];
+    snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)XXH64_digest(hs));
+    XXH64_freeState(hs);
+    json_object_set_new(meta, CC_ST_CHECKSUM_KEY, json_string(sum));
+    json_object_set_new(hdr, "__metadata__", meta);
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         json_t *t = json_object(), *shape = json_array();

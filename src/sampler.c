@@ -85,6 +85,13 @@ int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o
         cpu_decoder_step(&dec, lay, params, tok, logits);
     }
     for (int i = 0; rc == 0 && i < o->tokens; i++) {
+        for (int v = 0; v < V; v++)
+            if (!isfinite(logits[v])) {
+                rc = cc_error("sample: the model's logits are not finite after %d tokens: the weights are "
+                              "broken", n_ids + i);
+                break;
+            }
+        if (rc) break;
         const int tok = pick(logits, V, o, &rng, work);
         emit(out, tok, o->vocab);
         if (i + 1 < o->tokens) cpu_decoder_step(&dec, lay, params, tok, logits);

@@ -1,6 +1,6 @@
 /* Telemetry CSV, flushed per row. On resume, rows after the checkpoint's step
  * are dropped (rewritten through a temporary file and a rename, so a crash
- * during the rewrite keeps the old file). */
+ * during the rewrite keeps the old file); grad_norms.csv goes the same way. */
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/telemetry.h"
 
@@ -14,7 +14,7 @@ static const char *HEADER =
     "step,tokens,loss,running_loss,lr,loss_scale,grad_norm,grad_norm_clipped,skipped,step_ms,"
     "tok_per_s,seq_per_s,eval_loss,eval_top1,eval_top5\n";
 
-static int truncate_after(const char *path, long keep_step)
+int cc_csv_truncate_after(const char *path, const char *header, long keep_step)
 {
     FILE *in = fopen(path, "r");
     if (!in) return 0; /* nothing to keep */
@@ -25,18 +25,18 @@ static int truncate_after(const char *path, long keep_step)
         fclose(in);
         return cc_error("cannot write '%s': %s", tmp, strerror(errno));
     }
-    char line[4096];
+    char line[1 << 16];
     int first = 1;
     while (fgets(line, sizeof(line), in)) {
-        if (first) { fputs(HEADER, out); first = 0; continue; }
+        if (first) { fputs(header ? header : line, out); first = 0; continue; }
         if (!strchr(line, '\n')) break; /* a torn last row */
         if (atol(line) <= keep_step) fputs(line, out);
     }
-    if (first) fputs(HEADER, out);
+    if (first && header) fputs(header, out);
     fclose(in);
     if (fflush(out) != 0 || fclose(out) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);
-        return cc_error("cannot rewrite telemetry '%s': %s", path, strerror(errno));
+        return cc_error("cannot rewrite '%s': %s", path, strerror(errno));
     }
     return 0;
 }
@@ -45,7 +45,7 @@ int cc_telemetry_open(cc_telemetry *t, const char *path, long resume_step)
 {
     t->f = NULL;
     if (resume_step >= 0) {
-        if (truncate_after(path, resume_step) != 0) return -1;
+        if (cc_csv_truncate_after(path, HEADER, resume_step) != 0) return -1;
         t->f = fopen(path, "a");
     } else {
         t->f = fopen(path, "w");

@@ -5,9 +5,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/tfevents.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 #include "catchat/util.h"
 
 uint32_t cc_crc32c(const uint8_t *data, size_t n)
@@ -74,8 +77,15 @@ int cc_tfevents_open(cc_tfevents *t, const char *dir)
     char path[CC_PATH_MAX + 64];
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    snprintf(path, sizeof(path), "%s/events.out.tfevents.%ld.catchat", dir, (long)tv.tv_sec);
-    t->f = fopen(path, "wb");
+    /* A new file each time, never one an earlier run (or an earlier call in
+     * this second) wrote: "x" fails on an existing name and the count moves on. */
+    t->f = NULL;
+    for (int k = 0; k < 1000 && !t->f; k++) {
+        snprintf(path, sizeof(path), "%s/events.out.tfevents.%ld.catchat.%ld.%d", dir, (long)tv.tv_sec,
+                 (long)getpid(), k);
+        t->f = fopen(path, "wbx");
+        if (!t->f && errno != EEXIST) break;
+    }
     if (!t->f) return cc_error("cannot write '%s': %s", path, strerror(errno));
     pb ev = { .n = 0 };
     event_head(&ev, 0);
@@ -114,4 +124,91 @@ void cc_tfevents_close(cc_tfevents *t)
 {
     if (t->f) fclose(t->f);
     t->f = NULL;
+}
+
+/* The step of an Event record (field 2, varint); -1 if the record is not one. */
+static long event_step(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint64_t key = 0;
+        for (int sh = 0; i < n && sh < 64; sh += 7) {
+            key |= (uint64_t)(p[i] & 0x7f) << sh;
+            if (!(p[i++] & 0x80)) break;
+        }
+        uint64_t v = 0;
+        switch (key & 7) {
+        case 0:
+            for (int sh = 0; i < n && sh < 64; sh += 7) {
+                v |= (uint64_t)(p[i] & 0x7f) << sh;
+                if (!(p[i++] & 0x80)) break;
+            }
+            if (key >> 3 == 2) return (long)v;
+            break;
+        case 1: i += 8; break;
+        case 5: i += 4; break;
+        case 2:
+            for (int sh = 0; i < n && sh < 64; sh += 7) {
+                v |= (uint64_t)(p[i] & 0x7f) << sh;
+                if (!(p[i++] & 0x80)) break;
+            }
+            if (v > n - i) return -1;
+            i += v;
+            break;
+        default: return -1;
+        }
+    }
+    return 0; /* no step field: proto3 default 0 */
+}
+
+/* Rewrite one event file without the records past keep_step (and without a
+ * torn tail), through a temporary file and a rename. */
+static int truncate_file(const char *path, long keep_step)
+{
+    size_t len;
+    uint8_t *buf = cc_read_file(path, &len);
+    if (!buf) return -1;
+    size_t keep = 0, i = 0;
+    int dropped = 0;
+    while (i + 12 <= len) {
+        uint64_t n = 0;
+        for (int k = 7; k >= 0; k--) n = n << 8 | buf[i + k];
+        if (len - i < 16 || n > len - i - 16) break; /* torn */
+        const long step = event_step(buf + i + 12, (size_t)n);
+        if (step < 0 || step > keep_step) { dropped = 1; break; }
+        i += 16 + (size_t)n;
+        keep = i;
+    }
+    if (keep == len && !dropped) {
+        free(buf);
+        return 0;
+    }
+    char tmp[CC_PATH_MAX + 400];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    int rc = f && fwrite(buf, 1, keep, f) == keep ? 0 : -1;
+    if (f && fclose(f) != 0) rc = -1;
+    if (rc == 0 && rename(tmp, path) != 0) rc = -1;
+    if (rc != 0) {
+        cc_error("cannot rewrite TensorBoard file '%s': %s", path, strerror(errno));
+        unlink(tmp);
+    }
+    free(buf);
+    return rc;
+}
+
+int cc_tfevents_truncate_after(const char *dir, long keep_step)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    char path[CC_PATH_MAX + 300];
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)))
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0 && !strstr(e->d_name, ".tmp.")) {
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            rc = truncate_file(path, keep_step);
+        }
+    closedir(d);
+    return rc;
 }

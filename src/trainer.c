@@ -3,13 +3,14 @@
  * progress line; evaluation and checkpoints at their intervals and at the end,
  * then a sample. All state a resumed run needs is in the checkpoint. */
 #define _DEFAULT_SOURCE
-#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/checkpoint.h"
 #include "catchat/optim.h"
+#include "catchat/run_dir.h"
 #include "catchat/safetensors.h"
 #include "catchat/telemetry.h"
 #include "catchat/tfevents.h"
@@ -42,22 +43,6 @@ static void run_free(run_ctx *r)
     free(r->y);
 }
 
-/* A run killed while writing leaves checkpoint.safetensors.tmp.<pid> behind
- * (the checkpoint itself is intact: it is replaced by rename). Clear them. */
-static void clear_stale_temporaries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[CC_PATH_MAX + 300];
-    while ((e = readdir(d)))
-        if (strncmp(e->d_name, "checkpoint.safetensors.tmp.", 27) == 0) {
-            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-}
-
 static int save_checkpoint(const cc_config *cfg, cc_executor *ex, const cc_run_state *st)
 {
     const size_t n = ex->lay.total;
@@ -66,7 +51,7 @@ static int save_checkpoint(const cc_config *cfg, cc_executor *ex, const cc_run_s
     ex->ops->get_params(ex, p);
     ex->ops->get_moments(ex, m, v);
     char path[CC_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/checkpoint.safetensors", cfg->out_dir);
+    snprintf(path, sizeof(path), "%s/%s", cfg->out_dir, CC_CHECKPOINT_NAME);
     int rc = cc_checkpoint_save(path, cfg, &ex->lay, p, m, v, st);
     free(p);
     free(m);
@@ -148,6 +133,65 @@ static void write_grad_norms(const cc_config *cfg, cc_executor *ex, long step, i
     free(g);
 }
 
+/* Decide what the run may do with out_dir before anything is written there:
+ * a new run (or one resumed from a checkpoint elsewhere) refuses a folder
+ * that holds an earlier run, unless --force, which clears what that run
+ * wrote; a resume of the folder's own checkpoint keeps its logs, cut back to
+ * the checkpoint's step. Only the lead rank looks; the verdict is shared. */
+static int prepare_out_dir(const cc_config *cfg, const cc_train_opts *o, const cc_run_state *st, int lead,
+                           cc_dist *dist)
+{
+    double refused = 0;
+    if (lead) {
+        char own[CC_PATH_MAX + 64];
+        snprintf(own, sizeof(own), "%s/%s", cfg->out_dir, CC_CHECKPOINT_NAME);
+        cc_run_dir_info info;
+        cc_run_dir_probe(cfg->out_dir, &info);
+        const int resuming_own = o->resume && info.has_checkpoint && cc_same_file(o->resume, own);
+        if (o->init_ckpt && cc_same_file(o->init_ckpt, own) && o->force)
+            refused = cc_error("--init %s is the checkpoint this run would replace: copy it elsewhere first, "
+                               "or --resume it", o->init_ckpt);
+        else if (!resuming_own && !o->force && info.has_checkpoint) {
+            char at[48] = "";
+            if (info.checkpoint_step >= 0) snprintf(at, sizeof(at), " at step %ld", info.checkpoint_step);
+            refused = cc_error("%s holds a run%s: --resume it, or pass --force to start over", cfg->out_dir, at);
+        } else if (!o->resume && !o->force && info.first_log[0])
+            refused = cc_error("%s holds the logs of an earlier run (%s) but no checkpoint: pass --force to "
+                               "start over, or choose another [run] out_dir", cfg->out_dir, info.first_log);
+        else if (!resuming_own && o->force && cc_run_dir_clear(cfg->out_dir) != 0)
+            refused = -1;
+        else if (cc_mkdir_p(cfg->out_dir) != 0)
+            refused = -1;
+        if (!refused) {
+            cc_run_dir_clear_temporaries(cfg->out_dir);
+            /* a resumed run continues its logs from the checkpoint's step: nothing twice */
+            char path[CC_PATH_MAX + 32];
+            snprintf(path, sizeof(path), "%s/grad_norms.csv", cfg->out_dir);
+            if (o->resume && (cc_csv_truncate_after(path, NULL, st->step) != 0 ||
+                              cc_tfevents_truncate_after(cfg->out_dir, st->step) != 0))
+                refused = -1;
+        }
+        refused = refused != 0;
+    }
+    cc_dist_allreduce_host(dist, &refused, 1, 0);
+    if (refused && !lead) return cc_error("rank %d: rank 0 refused the out_dir (see its message)", dist->rank);
+    return refused ? -1 : 0;
+}
+
+/* Inputs the run reads must not be among the files it writes. */
+static int check_inputs_not_outputs(const cc_config *cfg, const cc_train_opts *o)
+{
+    static const char *const written[] = { "telemetry.csv", "grad_norms.csv", "sample.txt", CC_CHECKPOINT_NAME };
+    const char *inputs[] = { cfg->train, cfg->val, o->init_ckpt };
+    const char *names[] = { "[data] train", "[data] val", "--init" };
+    char path[CC_PATH_MAX + 64];
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/%s", cfg->out_dir, written[i]);
+        if (cc_refuse_output_over_input("the run's output", path, inputs, names, i == 3 ? 2 : 3) != 0) return -1;
+    }
+    return 0;
+}
+
 static void fmt_duration(char *buf, size_t cap, double seconds)
 {
     if (seconds < 0 || !isfinite(seconds)) seconds = 0;
@@ -170,8 +214,8 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
     }
     if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
-        cc_tokens_load(&r.train_tok, cfg->train, cfg->vocab_size) != 0 ||
-        cc_tokens_load(&r.val_tok, cfg->val, cfg->vocab_size) != 0 ||
+        cc_tokens_load_as(&r.train_tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0 ||
+        cc_tokens_load_as(&r.val_tok, cfg->val, cfg->vocab_size, cfg->data_format) != 0 ||
         cc_loader_init(&r.train, &r.train_tok, B, T, 1, cfg->seed) != 0 ||
         cc_loader_init(&r.val, &r.val_tok, B, T, 0, cfg->seed) != 0) {
         run_free(&r);
@@ -197,11 +241,22 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         run_free(&r);
         return -1;
     }
-    if (cc_mkdir_p(cfg->out_dir) != 0) {
+    if (o->resume && st.step >= cfg->max_steps) {
+        /* nothing to train: say so, and write nothing (no new event file, no rewrite) */
+        run_free(&r);
+        if (st.step > cfg->max_steps)
+            return cc_error("%s is at step %ld, past max_steps %ld: its schedule has ended; raise max_steps "
+                            "(--set max_steps=N) to train on", o->resume, st.step, cfg->max_steps);
+        if (lead)
+            printf("catchat train: %s is already at max_steps %ld: nothing to do (raise max_steps with "
+                   "--set max_steps=N to train further)\n", o->resume, cfg->max_steps);
+        res->nothing_to_do = 1;
+        return 0;
+    }
+    if (check_inputs_not_outputs(cfg, o) != 0 || prepare_out_dir(cfg, o, &st, lead, &r.dist) != 0) {
         run_free(&r);
         return -1;
     }
-    if (lead) clear_stale_temporaries(cfg->out_dir);
     char path[CC_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/telemetry.csv", cfg->out_dir);
     /* TensorBoard events beside the CSV (a resumed run starts a new event file, as TensorBoard expects) */
@@ -233,9 +288,11 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     res->losses = cc_calloc((size_t)(end > st.step ? end - st.step : 1), sizeof(double));
     const double t_start = cc_now_ms();
     const long first = st.step;
+    long skipped_in_a_row = 0;
     int rc = 0;
     while (st.step < end) {
         const double t0 = cc_now_ms();
+        r.dist.stop_request = o->stop_signal ? *o->stop_signal : 0;
         cc_loader_batch_part(&r.train, st.data_pos, r.dist.rank, r.dist.world, r.x, r.y);
         st.data_pos++;
         memset(&check, 0, sizeof(check));
@@ -309,15 +366,34 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             putchar('\n');
             fflush(stdout);
         }
-        if (lead && ((cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0) || st.step == end)) {
+        /* Under NCCL the step's all-reduce told every rank whether any was signalled. */
+        const int stop = ex->dist ? r.dist.stop_agreed > 0 : (o->stop_signal && *o->stop_signal);
+        if (lead && ((cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0) || st.step == end ||
+                     stop)) {
             if (save_checkpoint(cfg, ex, &st) != 0) { rc = -1; break; }
+        }
+        if (stop) {
+            res->stopped_by = o->stop_signal && *o->stop_signal ? (int)*o->stop_signal : SIGTERM;
+            if (lead)
+                fprintf(stderr, "catchat: stopped by %s after step %ld; checkpoint written. Resume with:\n"
+                                "  catchat train --resume %s/%s\n",
+                        res->stopped_by == SIGINT ? "SIGINT" : res->stopped_by == SIGTERM ? "SIGTERM" : "a signal",
+                        st.step, cfg->out_dir, CC_CHECKPOINT_NAME);
+            break;
+        }
+        skipped_in_a_row = rep.skipped ? skipped_in_a_row + 1 : 0;
+        if (cfg->max_skipped_steps > 0 && skipped_in_a_row >= cfg->max_skipped_steps) {
+            rc = cc_error("%ld steps in a row were skipped (non-finite gradients at every loss scale tried): "
+                          "training has diverged or the weights are broken; the last checkpoint is kept "
+                          "(see docs/stability.md; [train] max_skipped_steps = 0 never stops)", skipped_in_a_row);
+            break;
         }
     }
     res->steps_run = st.step - first;
     res->skipped = st.counts.skipped;
     cc_telemetry_close(&r.tel);
     cc_tfevents_close(&r.tfe);
-    if (rc == 0 && lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
+    if (rc == 0 && !res->stopped_by && lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
         float *p = cc_malloc(sizeof(float) * ex->lay.total);
         ex->ops->get_params(ex, p);
         snprintf(path, sizeof(path), "%s/sample.txt", cfg->out_dir);

@@ -43,23 +43,27 @@ void *cc_calloc(size_t count, size_t size)
     return p;
 }
 
-uint8_t *cc_read_file(const char *path, size_t *len_out)
+uint8_t *cc_read_file(const char *path, size_t *len_out) { return cc_read_file_what(path, NULL, len_out); }
+
+uint8_t *cc_read_file_what(const char *path, const char *what, size_t *len_out)
 {
+    char role[32] = "";
+    if (what) snprintf(role, sizeof(role), "%s ", what);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        cc_error("cannot open '%s': %s", path, strerror(errno));
+        cc_error("cannot open %s'%s': %s", role, path, strerror(errno));
         return NULL;
     }
-    struct stat st;
+    struct stat st = { 0 };
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        cc_error("'%s' is not a regular file", path);
+        cc_error("%s'%s' is %s, not a regular file", role, path, S_ISDIR(st.st_mode) ? "a directory" : "special");
         fclose(f);
         return NULL;
     }
     size_t len = (size_t)st.st_size;
     uint8_t *buf = cc_malloc(len + 1);
     if (len && fread(buf, 1, len, f) != len) {
-        cc_error("cannot read '%s': %s", path, strerror(errno));
+        cc_error("cannot read %s'%s': %s", role, path, strerror(errno));
         free(buf);
         fclose(f);
         return NULL;

@@ -20,7 +20,7 @@ static void write_shard(const char *path, const uint16_t *tok, uint32_t n, uint3
     free(buf);
 }
 
-Test(data, text_and_shard_by_content)
+Test(data, text_and_shard_by_content, .init = cr_redirect_stderr)
 {
     char dir[256], p1[512], p2[512];
     th_tmpdir(dir, sizeof(dir));
@@ -34,13 +34,48 @@ Test(data, text_and_shard_by_content)
     cr_expect_eq(t.n, 100);
     cr_expect_eq(memcmp(t.tok, tok, sizeof(tok)), 0);
     cc_tokens_free(&t);
+    /* a .bin name promises a shard: without the magic it is read as text only when asked */
     snprintf(p2, sizeof(p2), "%s/text.bin", dir);
     th_write_file(p2, "hello", 5);
-    cr_assert_eq(cc_tokens_load(&t, p2, 256), 0);
+    cr_expect_neq(cc_tokens_load(&t, p2, 256), 0);
+    cr_assert_eq(cc_tokens_load_as(&t, p2, 256, "text"), 0);
     cr_expect(!t.is_shard);
     cr_expect_eq(t.n, 5);
     cr_expect_eq(t.tok[1], 'e');
     cc_tokens_free(&t);
+    snprintf(p2, sizeof(p2), "%s/text.txt", dir);
+    th_write_file(p2, "hello", 5);
+    cr_assert_eq(cc_tokens_load(&t, p2, 256), 0);
+    cr_expect(!t.is_shard);
+    cc_tokens_free(&t);
+}
+
+/* What a nanoGPT-style headerless uint16 train.bin and a shard whose magic
+ * number was damaged look like: neither may pass as text. */
+Test(data, not_a_shard_is_refused, .init = cr_redirect_stderr)
+{
+    char dir[256], p[512];
+    th_tmpdir(dir, sizeof(dir));
+    uint16_t raw[20000];
+    for (int i = 0; i < 20000; i++) raw[i] = (uint16_t)(i * 7919 % 50257);
+    snprintf(p, sizeof(p), "%s/train.bin", dir);
+    th_write_file(p, raw, sizeof(raw));
+    cc_tokens t;
+    cr_expect_neq(cc_tokens_load_as(&t, p, 50304, "auto"), 0, "headerless uint16 .bin read as text");
+    cr_expect_neq(cc_tokens_load_as(&t, p, 50304, "shard"), 0);
+    uint16_t tok[100];
+    for (int i = 0; i < 100; i++) tok[i] = (uint16_t)(i * 37 % 1000);
+    snprintf(p, sizeof(p), "%s/broken.txt", dir); /* even under a text name */
+    write_shard(p, tok, 100, 100, CC_SHARD_MAGIC ^ 0x10, 1);
+    cr_expect_neq(cc_tokens_load(&t, p, 1000), 0, "a shard with a broken magic read as text");
+    cr_expect_neq(cc_tokens_load_as(&t, p, 1000, "shard"), 0);
+    /* text stays text, under format auto or text, and format shard refuses it */
+    snprintf(p, sizeof(p), "%s/plain.txt", dir);
+    th_write_file(p, "plain words here\n", 17);
+    cr_assert_eq(cc_tokens_load_as(&t, p, 256, "auto"), 0);
+    cr_expect_eq(t.n, 17);
+    cc_tokens_free(&t);
+    cr_expect_neq(cc_tokens_load_as(&t, p, 256, "shard"), 0);
 }
 
 Test(data, bad_files_are_errors, .init = cr_redirect_stderr)

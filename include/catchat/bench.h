@@ -11,6 +11,9 @@ typedef struct cc_bench_opts {
     int steps, warmup, cpu_steps, json;
 } cc_bench_opts;
 
+/* 0, -1 on error, or CC_BENCH_NOTHING_MEASURED when there was no GPU to time
+ * and no CPU steps were asked for (the CLI exits 77: skipped). */
+#define CC_BENCH_NOTHING_MEASURED 77
 int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out);
 
 #endif

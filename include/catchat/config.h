@@ -15,6 +15,7 @@ typedef struct cc_config {
     /* [train] */
     int batch_size;
     long max_steps, warmup_steps, eval_interval, eval_batches, checkpoint_interval;
+    long max_skipped_steps; /* consecutive skipped steps that stop the run (0 = never) */
     double lr, lr_min, weight_decay, beta1, beta2, adam_eps, max_grad_norm;
     double grad_h_clamp, ctx_grad_clamp;
     uint64_t seed;
@@ -24,6 +25,7 @@ typedef struct cc_config {
     long scale_growth_interval;
     /* [data] */
     char train[CC_PATH_MAX], val[CC_PATH_MAX];
+    char data_format[8]; /* auto, text, shard */
     /* [run] */
     char device[8]; /* auto, cpu, gpu */
     char out_dir[CC_PATH_MAX];
@@ -57,6 +59,12 @@ void cc_config_print(const cc_config *c, FILE *f);
 char *cc_config_to_json(const cc_config *c);
 /* Apply a JSON object {section: {key: value}} as produced by cc_config_to_json. */
 int cc_config_from_json(cc_config *c, const char *json, const char *origin);
+
+/* The keys of `section` whose values differ between a and b, written as
+ * "key a-value (stored b-value), ..." into out; returns how many differ. */
+int cc_config_section_diff(const cc_config *a, const cc_config *b, const char *section, char *out, size_t cap);
+/* Copy every key of `section` from src to dst. */
+void cc_config_copy_section(cc_config *dst, const cc_config *src, const char *section);
 
 /* Walk the key table (for docs and --help): returns 0 past the end. */
 int cc_config_key_info(int index, const char **section, const char **key,

@@ -1,6 +1,8 @@
 /* Token data (formats.md): raw text through the byte tokenizer, or `.bin`
  * shards (256 int32 header: magic 20240520, version 1, token count; then
- * uint16 tokens), told apart by content, not by name. */
+ * uint16 tokens). [data] format = auto tells them apart by the magic number;
+ * a file named *.bin without it, or one that starts like a shard header with
+ * a wrong magic, is refused rather than read as text. */
 #ifndef CATCHAT_DATA_H
 #define CATCHAT_DATA_H
 
@@ -18,10 +20,15 @@ typedef struct cc_tokens {
     char path[1024];
 } cc_tokens;
 
-/* Load a file; every id must be < vocab_size. One-line errors name the file. */
+/* Load a file as `format` (auto, text or shard); every id must be <
+ * vocab_size. One-line errors name the file. */
+int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char *format);
+/* The same with format auto. */
 int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size);
 void cc_tokens_free(cc_tokens *t);
 /* The same for bytes already in memory; `name` stands for the path in errors. */
+int cc_tokens_from_bytes_as(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size,
+                            const char *format);
 int cc_tokens_from_bytes(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size);
 
 /* Batches of B windows of T+1 tokens (x = first T, y = last T). Window k

@@ -20,6 +20,12 @@ typedef struct cc_dist {
     int used_mpi;
     void *comm;      /* ncclComm_t */
     double *scratch; /* device buffer for scalar reductions */
+    /* A stop (SIGINT/SIGTERM) reaches one rank; every rank must stop at the
+     * same step or the next all-reduce hangs. The executor's per-step
+     * all-reduce of the scored count carries stop_request along, and
+     * stop_agreed is the sum over ranks: > 0 means every rank stops after
+     * this step. */
+    double stop_request, stop_agreed;
 } cc_dist;
 
 /* mode: "auto" (mpi under an MPI launcher, env when WORLD_SIZE or SLURM_NTASKS

@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #define CC_ST_MAX_DIMS 8
+/* __metadata__ key of the xxh64 (16 hex digits) of the data section. */
+#define CC_ST_CHECKSUM_KEY "data_xxh64"
 
 typedef enum { ST_F64, ST_F32, ST_F16, ST_BF16, ST_I64, ST_I32, ST_I16, ST_I8, ST_U8, ST_BOOL } cc_st_dtype;
 
@@ -31,6 +33,7 @@ typedef struct cc_st_file {
     char **meta_keys, **meta_vals;
 } cc_st_file;
 
+/* Parse and validate; a stored checksum is verified. */
 int cc_st_open(cc_st_file *f, const char *path);
 /* Parse a file already in memory; takes ownership of buf (malloc'd). */
 int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *name);
@@ -42,7 +45,8 @@ int cc_st_read_float(const cc_st_file *f, const cc_st_tensor *t, float *out);
 const char *cc_st_meta(const cc_st_file *f, const char *key); /* NULL if absent */
 
 /* Writer: tensors in the order given, written to a temporary file in the same
- * folder, flushed and synced, then renamed over `path`. */
+ * folder, flushed and synced, then renamed over `path`. The metadata gets
+ * CC_ST_CHECKSUM_KEY besides the keys given. */
 typedef struct cc_st_entry {
     const char *name;
     cc_st_dtype dtype;

@@ -21,5 +21,9 @@ typedef struct cc_telemetry { FILE *f; } cc_telemetry;
 int cc_telemetry_open(cc_telemetry *t, const char *path, long resume_step);
 int cc_telemetry_write(cc_telemetry *t, const cc_telemetry_row *r);
 void cc_telemetry_close(cc_telemetry *t);
+/* Any CSV whose rows start with the step: keep the header (replaced by
+ * `header` unless NULL) and the rows of step <= keep_step; a missing file is
+ * left missing. Rewritten through a temporary file and a rename. */
+int cc_csv_truncate_after(const char *path, const char *header, long keep_step);
 
 #endif

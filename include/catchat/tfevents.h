@@ -9,11 +9,14 @@
 
 typedef struct cc_tfevents { FILE *f; } cc_tfevents;
 
-/* Create <dir>/events.out.tfevents.<time>.catchat and write the version event. */
+/* Create a new <dir>/events.out.tfevents.<time>.catchat.<pid>.<n> and write the version event. */
 int cc_tfevents_open(cc_tfevents *t, const char *dir);
 /* One event at `step` with n scalar values; flushed (a crash loses no step). */
 int cc_tfevents_scalars(cc_tfevents *t, long step, const char *const *tags, const float *values, int n);
 void cc_tfevents_close(cc_tfevents *t);
+/* Resume: cut every event file in dir back to the events of step <= keep_step
+ * (a torn last record goes too), so no step appears twice. */
+int cc_tfevents_truncate_after(const char *dir, long keep_step);
 uint32_t cc_crc32c(const uint8_t *data, size_t n);
 
 #endif

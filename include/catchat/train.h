@@ -2,6 +2,7 @@
 #ifndef CATCHAT_TRAIN_H
 #define CATCHAT_TRAIN_H
 
+#include <signal.h>
 #include "catchat/config.h"
 #include "catchat/cpu_ref.h"
 #include "catchat/data.h"
@@ -11,6 +12,10 @@
 typedef struct cc_train_opts {
     const char *resume;    /* checkpoint to continue from, or NULL */
     const char *init_ckpt; /* weights to start from (fresh optimizer), or NULL */
+    int force;             /* out_dir holds an earlier run: clear what it wrote and start over */
+    /* Set (to the signal number) by the caller's SIGINT/SIGTERM handler: the
+     * step in flight finishes, the checkpoint is written and the run stops. */
+    volatile sig_atomic_t *stop_signal;
     int quiet;             /* no per-step progress lines */
     long stop_after;       /* run at most this many steps now, then checkpoint (0 = to max_steps) */
     const char *sample_prompt; /* sample written at the end ("" = none) */
@@ -30,6 +35,8 @@ typedef struct cc_train_result {
     long n_losses;
     long skipped;         /* optimizer steps skipped by the non-finite guard */
     long nonfinite_step;  /* with check_finite: the step that went non-finite (0 = none) */
+    int stopped_by;       /* the signal that stopped the run (checkpoint written), 0 = none */
+    int nothing_to_do;    /* --resume of a run already at max_steps: no step taken, nothing written */
     cc_finite_report provenance;
 } cc_train_result;
 

@@ -23,6 +23,9 @@ void *cc_calloc(size_t count, size_t size);
 /* Whole file into memory (NUL-terminated for convenience). Returns NULL and
  * reports a one-line error naming the path on failure. */
 uint8_t *cc_read_file(const char *path, size_t *len_out);
+/* The same, with `what` ("config", "checkpoint", ...) naming the file's role
+ * in the error; a directory or other non-regular file is refused. */
+uint8_t *cc_read_file_what(const char *path, const char *what, size_t *len_out);
 
 /* Milliseconds from a monotonic clock. */
 double cc_now_ms(void);

@@ -41,12 +41,22 @@ void cli_parser_init(cli_parser *p, const char *cmd, const char *help, const str
 int cli_next_opt(cli_parser *p, int argc, char **argv);
 
 int cli_add_set(cli_config_args *a, const char *assignment);
-/* defaults → config stored in `ckpt` (if given and no --config) → --config → --set */
-int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt);
+/* What the [model] keys stored in a checkpoint mean against the config given. */
+typedef enum {
+    CKPT_MODEL_WINS,       /* eval, sample, dump-state, audit: the stored keys are used (a note names any change) */
+    CKPT_MODEL_MUST_MATCH, /* train --resume: a difference is an error */
+    CKPT_MODEL_MAY_DIFFER, /* train --init: a difference is a warning (changing them is the point) */
+} cli_ckpt_model;
+/* defaults → config stored in `ckpt` (if given and no --config) → --config →
+ * --set, then the stored [model] keys by `policy`. ckpt may be NULL. */
+int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt, cli_ckpt_model policy);
 
 int cli_parse_long(const char *opt, const char *text, long min, long max, long *out);
 int cli_parse_double(const char *opt, const char *text, double min, double max, double *out);
 int cli_parse_u64(const char *opt, const char *text, unsigned long long *out);
+/* 0 when `value` is one of the '|'-separated `choices`, else a usage error
+ * naming the option and the choices (returns 2). */
+int cli_check_choice(const char *cmd, const char *opt, const char *value, const char *choices);
 /* "catchat <cmd>: unknown option ..." and the usual hint */
 int cli_usage_error(const char *cmd, const char *what);
 

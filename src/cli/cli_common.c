@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "catchat/checkpoint.h"
 #include "catchat/util.h"
 
@@ -15,18 +16,36 @@ int cli_add_set(cli_config_args *a, const char *assignment)
     return 0;
 }
 
-int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt)
+int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt, cli_ckpt_model policy)
 {
+    cc_config stored;
+    int has_stored = 0;
     cc_config_defaults(cfg);
-    if (!a->config_path && ckpt) {
-        int r = cc_checkpoint_read_config(ckpt, cfg);
-        if (r < 0) return -1;
-        if (r == 0)
+    if (ckpt) {
+        cc_config_defaults(&stored);
+        if ((has_stored = cc_checkpoint_read_config(ckpt, &stored)) < 0) return -1;
+        if (!has_stored && !a->config_path)
             return cc_error("%s holds no config: pass --config with the model's shape", ckpt);
+        if (has_stored && !a->config_path) *cfg = stored;
     }
     if (a->config_path && cc_config_load(cfg, a->config_path) != 0) return -1;
     for (int i = 0; i < a->nsets; i++)
         if (cc_config_set_arg(cfg, a->sets[i]) != 0) return -1;
+    if (has_stored) {
+        /* The [model] keys define the network the weights belong to. */
+        char diff[1024];
+        const int n = cc_config_section_diff(cfg, &stored, "model", diff, sizeof(diff));
+        if (n && policy == CKPT_MODEL_MUST_MATCH)
+            return cc_error("%s was trained with other [model] keys than this config: %s; --resume continues "
+                            "the same model (drop --config to take the stored one, or use --init)", ckpt, diff);
+        if (n && policy == CKPT_MODEL_WINS) {
+            fprintf(stderr, "catchat: note: the [model] keys stored in %s win over the config: %s\n", ckpt, diff);
+            cc_config_copy_section(cfg, &stored, "model");
+        }
+        if (n && policy == CKPT_MODEL_MAY_DIFFER)
+            fprintf(stderr, "catchat: warning: starting from %s with other [model] keys than it was trained "
+                            "with: %s\n", ckpt, diff);
+    }
     return cc_config_validate(cfg, "--set");
 }
 
@@ -108,12 +127,32 @@ int cli_next_opt(cli_parser *p, int argc, char **argv)
             p->status = 0;
             return -1;
         case '?':
-        case ':':
-            p->status = cli_usage_error(p->cmd, "unknown option or missing value");
+        case ':': {
+            /* getopt_long leaves optopt 0 for an unknown long option and sets it
+             * to the option's id when a known option lacks its value */
+            char what[300];
+            const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+            if (optopt && strncmp(arg, "--", 2) == 0) snprintf(what, sizeof(what), "option '%s' needs a value", arg);
+            else snprintf(what, sizeof(what), "unknown option '%s'", arg);
+            p->status = cli_usage_error(p->cmd, what);
             return -1;
+        }
         default: return c;
         }
     }
+}
+
+int cli_check_choice(const char *cmd, const char *opt, const char *value, const char *choices)
+{
+    const size_t n = strlen(value);
+    for (const char *c = choices; *c;) {
+        const size_t len = strcspn(c, "|");
+        if (len == n && strncmp(c, value, n) == 0) return 0;
+        c += len + (c[len] == '|');
+    }
+    char what[256];
+    snprintf(what, sizeof(what), "%s '%s': expected one of %s", opt, value, choices);
+    return cli_usage_error(cmd, what);
 }
 
 int cli_usage_error(const char *cmd, const char *what)

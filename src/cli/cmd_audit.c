@@ -45,8 +45,12 @@ int cmd_audit(int argc, char **argv)
         }
     }
     if (c < 0) return parser.status;
+    if (cli_check_choice("audit", "--device-a", o.device_a, "cpu|gpu") ||
+        cli_check_choice("audit", "--device-b", o.device_b, "cpu|gpu") ||
+        (o.plant && cli_check_choice("audit", "--plant", o.plant, "unscale|token-scale")))
+        return 2;
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, o.ckpt) != 0) return 1;
+    if (cli_resolve_config(&cfg, &ca, o.ckpt, CKPT_MODEL_WINS) != 0) return 1;
     cc_audit_verdict verdict;
     if (cc_audit(&cfg, &o, &verdict, stdout) != 0) return 1;
     return verdict == AUDIT_AGREE ? 0 : 3;

@@ -18,7 +18,9 @@ static const char *HELP =
     "  --steps N       timed steps (default 30)\n"
     "  --warmup N      untimed steps first (default 5)\n"
     "  --cpu-steps N   CPU reference steps (default 1)\n"
-    "  --json          one JSON object\n\n"
+    "  --json          one JSON object; what was not measured (no GPU, --cpu-steps 0) is null\n\n"
+    "Exit status: 0, 1 on error, 77 (skipped) when nothing could be measured: no GPU and\n"
+    "--cpu-steps 0.\n\n"
     "Environment (for measuring; training reads them too):\n"
     "  CATCHAT_GPU_LANES=N   lanes per step, 1..8 dividing batch_size (default: up to 4)\n"
     "  CATCHAT_LANE_TRACE=1  print when each lane's recurrences ran, after every step\n"
@@ -46,6 +48,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (c < 0) return parser.status;
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, NULL) != 0) return 1;
-    return cc_bench(&cfg, &o, stdout) == 0 ? 0 : 1;
+    if (cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_WINS) != 0) return 1;
+    const int rc = cc_bench(&cfg, &o, stdout);
+    return rc == CC_BENCH_NOTHING_MEASURED ? 77 : rc == 0 ? 0 : 1;
 }

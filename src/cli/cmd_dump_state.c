@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "catchat/run_dir.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
 
@@ -36,7 +37,10 @@ int cmd_dump_state(int argc, char **argv)
     if (c < 0) return parser.status;
     if (!out) return cli_usage_error("dump-state", "--out is required");
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, ckpt) != 0) return 1;
+    if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
     if (device && cc_config_set(&cfg, "run", "device", device, "--device") != 0) return 2;
+    const char *inputs[] = { ckpt, ca.config_path, cfg.train };
+    const char *names[] = { "--ckpt", "--config", "[data] train" };
+    if (cc_refuse_output_over_input("--out", out, inputs, names, 3) != 0) return 1;
     return cc_dump_state(&cfg, ckpt, out) == 0 ? 0 : 1;
 }

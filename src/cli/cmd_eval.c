@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +15,13 @@ static const char *HELP =
     "usage: catchat eval --ckpt CKPT [--data FILE] [--config F] [--set key=value]...\n"
     "                    [--batches N] [--json]\n\n"
     "Loss (nats per token), top-1 and top-5 accuracy of a checkpoint on a data file\n"
-    "(default: the config's [data] val). The model shape comes from the checkpoint's\n"
-    "stored config unless --config is given. Batches of batch_size x seq_len windows.\n\n"
+    "(default: the config's [data] val). The [model] keys stored in the checkpoint are\n"
+    "used (a note names any the config would change). Batches of batch_size x seq_len\n"
+    "windows; each window of the file is scored at most once, and the tokens scored are\n"
+    "reported. A loss that is not finite is an error (exit 1), never a result.\n\n"
     "  --ckpt CKPT    safetensors file with the model tensors (F32, F16 or BF16)\n"
     "  --data FILE    text file or .bin shard to score\n"
-    "  --batches N    batches to score (default: the config's eval_batches)\n"
+    "  --batches N    batches to score (default: the config's eval_batches; at most the file)\n"
     "  --json         print one JSON object instead of text\n";
 
 int cmd_eval(int argc, char **argv)
@@ -44,12 +47,12 @@ int cmd_eval(int argc, char **argv)
     if (c < 0) return parser.status;
     if (!ckpt) return cli_usage_error("eval", "--ckpt is required");
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, ckpt) != 0) return 1;
+    if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
     if (!data) data = cfg.val;
     if (!batches) batches = cfg.eval_batches;
     cc_tokens tok;
     cc_loader ld;
-    if (cc_tokens_load(&tok, data, cfg.vocab_size) != 0) return 1;
+    if (cc_tokens_load_as(&tok, data, cfg.vocab_size, cfg.data_format) != 0) return 1;
     if (cc_loader_init(&ld, &tok, cfg.batch_size, cfg.seq_len, 0, cfg.seed) != 0) {
         cc_tokens_free(&tok);
         return 1;
@@ -62,19 +65,26 @@ int cmd_eval(int argc, char **argv)
             ex->ops->set_params(ex, p);
             cc_eval_result ev;
             cc_evaluate(ex, &ld, batches, &ev);
-            if (json) {
+            if (ev.scored == 0) {
+                cc_error("eval: %s has no token to score", data);
+            } else if (!isfinite(ev.loss)) {
+                /* never a number that looks like a result: NaN logits are no prediction */
+                cc_error("eval: the loss of %s on %s is not finite (%g over %ld tokens): the weights give "
+                         "non-finite logits", ckpt, data, ev.loss, ev.scored);
+            } else if (json) {
                 json_t *o = json_pack("{s:s,s:s,s:f,s:f,s:f,s:I,s:s}", "ckpt", ckpt, "data", data,
                                       "loss", ev.loss, "top1", ev.top1, "top5", ev.top5,
                                       "tokens", (json_int_t)ev.scored, "device", ex->name);
-                char *s = json_dumps(o, JSON_REAL_PRECISION(10));
-                printf("%s\n", s);
+                char *s = o ? json_dumps(o, JSON_REAL_PRECISION(10)) : NULL;
+                if (s) printf("%s\n", s);
+                else cc_error("eval: the result could not be written as JSON");
                 free(s);
                 json_decref(o);
             } else {
-                printf("eval %s on %s: loss %.6f | top-1 %.2f%% | top-5 %.2f%% | %ld tokens (%s)\n",
+                printf("eval %s on %s: loss %.6f | top-1 %.2f%% | top-5 %.2f%% | %ld tokens scored (%s)\n",
                        ckpt, data, ev.loss, 100 * ev.top1, 100 * ev.top5, ev.scored, ex->name);
             }
-            rc = 0;
+            if (ev.scored > 0 && isfinite(ev.loss)) rc = 0;
         }
         free(p);
         ex->ops->destroy(ex);

@@ -10,7 +10,7 @@
 #include "catchat/util.h"
 
 static const char *HELP =
-    "usage: catchat ladder [--seed N] [--stage K] [--markdown]\n\n"
+    "usage: catchat ladder [--seed N] [--stage K] [--markdown] [--dist MODE] [--dist-id F]\n\n"
     "The 11-stage parity ladder: GEMM, embedding, RMSNorm, GRU gates, GRU recurrence,\n"
     "GRU BPTT, context attention, classifier + loss, full step, gradient reduction,\n"
     "optimizer; each GPU op against its CPU twin on the same random inputs (outputs\n"
@@ -48,6 +48,7 @@ int cmd_ladder(int argc, char **argv)
         }
     }
     if (c < 0) return parser.status;
+    if (cli_check_choice("ladder", "--dist", dist_mode, "auto|mpi|env|none")) return 2;
     if (cc_gpu_count() == 0) {
         fprintf(stderr, "catchat: ladder: no CUDA device visible: skipped (exit %d)\n", CC_EXIT_SKIP);
         return CC_EXIT_SKIP;

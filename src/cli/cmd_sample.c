@@ -11,8 +11,8 @@
 #include "catchat/vocab.h"
 
 static const char *HELP =
-    "usage: catchat sample --ckpt CKPT [--prompt TEXT] [--tokens N] [--temperature T]\n"
-    "                      [--top-k K] [--seed N] [--config F] [--set key=value]...\n\n"
+    "usage: catchat sample --ckpt CKPT [--prompt TEXT | --prompt-ids L] [--tokens N] [--temperature T]\n"
+    "                      [--top-k K] [--seed N] [--vocab FILE] [--config F] [--set key=value]...\n\n"
     "Streams the prompt and a continuation to stdout, one token at a time, with constant\n"
     "memory per token (one GRU state per layer and a ring of the last ctx_window keys\n"
     "and values).\n\n"
@@ -56,7 +56,7 @@ int cmd_sample(int argc, char **argv)
     if (c < 0) return parser.status;
     if (!ckpt) return cli_usage_error("sample", "--ckpt is required");
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, ckpt) != 0) return 1;
+    if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
     cc_vocab vocab;
     int ids[4096], n_ids = 0;
     if (vocab_path) {

@@ -1,23 +1,35 @@
 /* catchat train */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "catchat/run_dir.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
 
 static const char *HELP =
-    "usage: catchat train [--config F] [--set key=value]... [--resume CKPT | --init CKPT]\n"
-    "                     [--steps N] [--quiet] [--sample-prompt TEXT] [--sample-tokens N]\n\n"
+    "usage: catchat train [--config F] [--set key=value]... [--resume CKPT|auto | --init CKPT]\n"
+    "                     [--force] [--steps N] [--quiet] [--sample-prompt TEXT] [--sample-tokens N]\n"
+    "                     [--check-finite] [--dist MODE] [--dist-id FILE]\n"
+    "                     [--plant-nan NAME] [--plant-overflow N]\n\n"
     "Trains the model described by the config on [data] train, evaluating on [data] val.\n"
     "Writes <out_dir>/telemetry.csv (one row per step), <out_dir>/checkpoint.safetensors\n"
-    "(every checkpoint_interval steps and at the end) and <out_dir>/sample.txt.\n\n"
+    "(every checkpoint_interval steps and at the end) and <out_dir>/sample.txt.\n"
+    "SIGINT (Ctrl-C) or SIGTERM finishes the step in flight, writes the checkpoint and exits\n"
+    "130 or 143; a second one exits at once (the last checkpoint stays intact).\n\n"
     "  --config F          INI file (configs/*.ini); every key has a default\n"
     "  --set key=value     override one key ('lr=1e-3' or 'train.lr=1e-3'), repeatable\n"
-    "  --resume CKPT       continue the run saved in CKPT (weights, moments, schedule, data)\n"
+    "  --resume CKPT       continue the run saved in CKPT (weights, moments, schedule, data); its\n"
+    "                      stored config is used unless --config is given, and [model] keys must match\n"
+    "  --resume auto       resume <out_dir>/checkpoint.safetensors if there is one, else start afresh\n"
+    "                      (for jobs a scheduler may requeue)\n"
     "  --init CKPT         start from the weights in CKPT with a fresh optimizer\n"
+    "  --force             out_dir holds an earlier run: delete what it wrote (checkpoint, telemetry,\n"
+    "                      grad norms, TensorBoard events, sample) and start over\n"
     "  --steps N           stop after N steps of this invocation (checkpoint written)\n"
     "  --quiet             no per-step lines\n"
     "  --sample-prompt T   prompt of the sample written at the end (default \"The \")\n"
@@ -33,6 +45,43 @@ static const char *HELP =
     "  --plant-nan NAME    testing aid: fill parameter tensor NAME with NaN before the first step\n"
     "  --plant-overflow N  testing aid: make one gradient +Inf at step N (the step is skipped)\n";
 
+/* First SIGINT/SIGTERM: remember it; the trainer stops after the step in
+ * flight. A second: the default action, at once. */
+static volatile sig_atomic_t stop_signal = 0;
+
+static void on_stop_signal(int sig)
+{
+    if (stop_signal) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+}
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Whether one of the --set options names `key` ("key=..." or "section.key=..."). */
+static int sets_key(const cli_config_args *ca, const char *key)
+{
+    const size_t n = strlen(key);
+    for (int i = 0; i < ca->nsets; i++) {
+        const char *s = ca->sets[i], *eq = strchr(s, '='), *dot = strchr(s, '.');
+        if (dot && eq && dot < eq) s = dot + 1;
+        while (*s == ' ') s++;
+        if (strncmp(s, key, n) == 0 && (s[n] == '=' || s[n] == ' ')) return 1;
+    }
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -41,7 +90,7 @@ int cmd_train(int argc, char **argv)
         { "sample-prompt", required_argument, 0, 'p' },
         { "sample-tokens", required_argument, 0, 't' }, { "check-finite", no_argument, 0, 'F' }, { "plant-nan", required_argument, 0, 'N' },
         { "plant-overflow", required_argument, 0, 'O' }, { "dist", required_argument, 0, 'D' },
-        { "dist-id", required_argument, 0, 'I' },
+        { "dist-id", required_argument, 0, 'I' }, { "force", no_argument, 0, 'f' },
         { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     cc_train_opts o = { 0 };
@@ -62,16 +111,44 @@ int cmd_train(int argc, char **argv)
         case 'F': o.check_finite = 1; break;
         case 'D': o.dist_mode = optarg; break;
         case 'I': o.dist_id = optarg; break;
+        case 'f': o.force = 1; break;
         case 'N': o.plant_nan = optarg; break;
         case 'O': if (cli_parse_long("--plant-overflow", optarg, 1, 1L << 40, &v)) return 2; o.plant_overflow_step = v; break;
         }
     }
     if (c < 0) return parser.status;
     if (o.resume && o.init_ckpt) return cli_usage_error("train", "--resume and --init exclude each other");
+    if (o.resume && o.force && strcmp(o.resume, "auto") != 0)
+        return cli_usage_error("train", "--force starts over: it does not go with --resume CKPT");
+    if (o.dist_mode && cli_check_choice("train", "--dist", o.dist_mode, "auto|mpi|env|none")) return 2;
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, NULL) != 0) return 1;
+    char auto_path[CC_PATH_MAX + 64];
+    if (o.resume && strcmp(o.resume, "auto") == 0) {
+        /* the config names out_dir; its checkpoint, if any, is the one to resume */
+        if (cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_MUST_MATCH) != 0) return 1;
+        snprintf(auto_path, sizeof(auto_path), "%s/%s", cfg.out_dir, CC_CHECKPOINT_NAME);
+        struct stat st;
+        o.resume = stat(auto_path, &st) == 0 ? auto_path : NULL;
+        if (!o.resume) o.force = 1; /* logs of an attempt that never checkpointed are replaced */
+        else if (!o.quiet) printf("catchat train: --resume auto: resuming %s\n", auto_path);
+    }
+    if (cli_resolve_config(&cfg, &ca, o.resume ? o.resume : o.init_ckpt,
+                           o.resume ? CKPT_MODEL_MUST_MATCH : CKPT_MODEL_MAY_DIFFER) != 0)
+        return 1;
+    if (o.resume && !ca.config_path && !sets_key(&ca, "out_dir")) {
+        /* the run goes on in the folder its checkpoint is in, wherever that folder is now */
+        char dir[CC_PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", o.resume);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, sizeof(dir), ".");
+        snprintf(cfg.out_dir, sizeof(cfg.out_dir), "%s", dir);
+    }
+    catch_stop_signals();
+    o.stop_signal = &stop_signal;
     cc_train_result res;
     int rc = cc_train(&cfg, &o, &res);
     free(res.losses);
+    if (rc == 0 && res.stopped_by) return 128 + res.stopped_by;
     return rc == 0 ? 0 : 1;
 }

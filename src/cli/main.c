@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "catchat/config.h"
 #include "catchat/util.h"
+#include "catchat/version.h"
 
 static const struct {
     const char *name;
@@ -30,7 +31,8 @@ static void usage(FILE *f)
                "sliding-window attention context stream) on the CPU reference or an NVIDIA GPU.\n\n"
                "commands:\n");
     for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-11s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
-    fprintf(f, "\n'catchat help config' prints every config key with its default.\n");
+    fprintf(f, "\n'catchat help <command>' is '<command> --help'; 'catchat help config' prints every\n"
+               "config key with its default; 'catchat --version' names the build and its libraries.\n");
 }
 
 /* `catchat help config`: the config reference as Markdown, generated from the
@@ -63,10 +65,27 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (strcmp(argv[1], "help") == 0 && argc > 2 && strcmp(argv[2], "config") == 0) return help_config();
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        cc_version_print(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || (strcmp(argv[1], "help") == 0 && argc == 2)) {
         usage(stdout);
         return 0;
+    }
+    if (strcmp(argv[1], "help") == 0) { /* catchat help <topic> */
+        if (argc > 3) {
+            cc_error("help: expected one topic, a command or 'config' (try 'catchat --help')");
+            return 2;
+        }
+        if (strcmp(argv[2], "config") == 0) return help_config();
+        for (int i = 0; i < NCOMMANDS; i++)
+            if (strcmp(argv[2], COMMANDS[i].name) == 0) {
+                char *help_argv[] = { argv[2], "--help", NULL };
+                return COMMANDS[i].fn(2, help_argv);
+            }
+        cc_error("help: no command or topic '%s' (try 'catchat --help')", argv[2]);
+        return 2;
     }
     for (int i = 0; i < NCOMMANDS; i++)
         if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].fn(argc - 1, argv + 1);

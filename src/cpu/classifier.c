@@ -27,8 +27,11 @@ void CC_FN(cpu_crossentropy)(real *dlogits, real *row_loss, const real *logits, 
             score->scored++;
             int above = 0; /* classes strictly better than the target; ties favour it */
             for (int v = 0; v < V; v++) above += lr[v] > lt;
-            score->top1 += above < 1;
-            score->top5 += above < 5;
+            /* NaN compares false, so NaN logits would rank the target first:
+             * a position whose loss is not finite is never a correct prediction */
+            const int finite = isfinite(lse - (double)lt);
+            score->top1 += finite && above < 1;
+            score->top5 += finite && above < 5;
         }
         if (dl) {
             for (int v = 0; v < V; v++) {

@@ -105,8 +105,11 @@ static double collect_loss(cc_executor *ex, cc_score *score)
         sum += g->loss_host[i];
         if (score) {
             score->scored++;
-            score->top1 += g->rank_host[i] == 1;
-            score->top5 += g->rank_host[i] >= 1;
+            /* NaN logits compare false everywhere, so the kernel ranks the target
+             * first: a non-finite loss is never a correct prediction */
+            const int finite = isfinite(g->loss_host[i]);
+            score->top1 += finite && g->rank_host[i] == 1;
+            score->top5 += finite && g->rank_host[i] >= 1;
         }
     }
     if (score) score->loss_sum += sum;
@@ -117,9 +120,11 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
 {
     gpu_impl *g = IMPL(ex);
     const int M = ex->B * ex->T;
-    double counts[2] = { 0, 0 }; /* scored positions here, then over all ranks */
+    /* scored positions here, then over all ranks; the stop request rides along (dist.h) */
+    double counts[2] = { 0, ex->dist ? ex->dist->stop_request : 0 };
     for (int i = 0; i < M; i++) counts[0] += y[i] >= 0;
-    cc_dist_allreduce_host(ex->dist, counts, 1, g->stream);
+    cc_dist_allreduce_host(ex->dist, counts, 2, g->stream);
+    if (ex->dist) ex->dist->stop_agreed = counts[1];
     const long scored = (long)counts[0];
     g->nmarks = 0;
     cudaCheck(cudaMemsetAsync(g->g32, 0, sizeof(float) * ex->lay.total, g->stream));

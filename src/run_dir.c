@@ -1,0 +1,127 @@
+/* out_dir bookkeeping (run_dir.h): which files are a run's, whether an
+ * earlier run is there, and output-over-input refusals. */
+#define _DEFAULT_SOURCE
+#include "catchat/run_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "catchat/safetensors.h"
+#include "catchat/util.h"
+
+/* Files a run writes, by exact name or (for event files) by prefix. */
+static const char *const RUN_FILES[] = { "telemetry.csv", "grad_norms.csv", "sample.txt",
+                                         "nonfinite_batch.safetensors", CC_CHECKPOINT_NAME };
+#define N_RUN_FILES ((int)(sizeof(RUN_FILES) / sizeof(RUN_FILES[0])))
+#define EVENTS_PREFIX "events.out.tfevents."
+
+static int is_run_file(const char *name)
+{
+    if (strncmp(name, EVENTS_PREFIX, strlen(EVENTS_PREFIX)) == 0) return 1;
+    for (int i = 0; i < N_RUN_FILES; i++)
+        if (strcmp(name, RUN_FILES[i]) == 0) return 1;
+    return 0;
+}
+
+void cc_run_dir_probe(const char *dir, cc_run_dir_info *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->checkpoint_step = -1;
+    char path[CC_PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s", dir, CC_CHECKPOINT_NAME);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        info->has_checkpoint = 1;
+        cc_st_file f;
+        const int quiet = cc_error_quiet;
+        cc_error_quiet = 1; /* an unreadable checkpoint is still a run's: only its step is unknown */
+        if (cc_st_open(&f, path) == 0) {
+            const char *s = cc_st_meta(&f, "step");
+            if (s) info->checkpoint_step = atol(s);
+            cc_st_close(&f);
+        }
+        cc_error_quiet = quiet;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (is_run_file(e->d_name) && strcmp(e->d_name, CC_CHECKPOINT_NAME) != 0 && !strstr(e->d_name, ".tmp.")) {
+            snprintf(info->first_log, sizeof(info->first_log), "%s", e->d_name);
+            break;
+        }
+    closedir(d);
+}
+
+int cc_run_dir_clear(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    char path[CC_PATH_MAX + 300];
+    int rc = 0;
+    while ((e = readdir(d)))
+        if (is_run_file(e->d_name)) {
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            if (unlink(path) != 0 && errno != ENOENT) rc = cc_error("cannot remove '%s': %s", path, strerror(errno));
+        }
+    closedir(d);
+    return rc;
+}
+
+void cc_run_dir_clear_temporaries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[CC_PATH_MAX + 300];
+    while ((e = readdir(d))) {
+        const char *tmp = strstr(e->d_name, ".tmp.");
+        if (!tmp) continue;
+        char base[256];
+        snprintf(base, sizeof(base), "%.*s", (int)(tmp - e->d_name), e->d_name);
+        if (!is_run_file(base)) continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+}
+
+/* realpath of a file that may not exist yet: its folder resolved, its name kept. */
+static int resolve(const char *p, char *out)
+{
+    if (realpath(p, out)) return 0;
+    char a[CC_PATH_MAX], b[CC_PATH_MAX], dirpart[PATH_MAX];
+    snprintf(a, sizeof(a), "%s", p);
+    snprintf(b, sizeof(b), "%s", p);
+    if (!realpath(dirname(a), dirpart)) return -1;
+    const char *name = basename(b);
+    if (strlen(dirpart) + 1 + strlen(name) >= PATH_MAX) return -1;
+    strcat(strcat(strcpy(out, dirpart), "/"), name);
+    return 0;
+}
+
+int cc_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ra[PATH_MAX], rb[PATH_MAX];
+    if (resolve(a, ra) != 0 || resolve(b, rb) != 0) return 0;
+    return strcmp(ra, rb) == 0;
+}
+
+int cc_refuse_output_over_input(const char *what, const char *output, const char *const *inputs,
+                                const char *const *input_names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (inputs[i] && cc_same_file(output, inputs[i]))
+            return cc_error("%s '%s' is the same file as %s: it would be overwritten; write elsewhere", what,
+                            output, input_names[i]);
+    return 0;
+}

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The Python and shell scripts around the trainer:
+#   A. scripts/prepare.py: --tokenizer bytes tokenizes the file's bytes as they
+#      are (invalid UTF-8 included) and cuts the val split on bytes; other
+#      tokenizers refuse a file that is not UTF-8; bad --shard-tokens and
+#      --val-fraction values, and an input too short for both splits, give one
+#      line naming the option and a non-zero exit, and write nothing.
+#   B. scripts/install_deps.sh puts the Python side into one interpreter (a venv
+#      on /usr/bin/python3 with its site packages, where Debian's python3-torch
+#      lives) whatever `python3` is first on PATH, keeps it when it is right,
+#      survives an offline pip; docs/quickstart.md runs the scripts with it; the
+#      options in scripts/catchat_torch.py's docstring are the ones it parses
+#      (and, where torch is there, are honoured).
+#   C. scripts/prepare_data.sh writes its corpus files readable by others (0666
+#      less the umask), not mktemp's 0600.
+#   tests/test_scripts.sh [REPO_ROOT]      (exit 77 = skipped: no Python at all)
+# The Python it runs the scripts with is the project's one: REPO/.venv/bin/python
+# (what install_deps.sh makes) where it exists, else python3.
+set -u
+root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+if [ -x "$root/.venv/bin/python" ]; then py=$root/.venv/bin/python
+elif command -v python3 >/dev/null 2>&1; then py=$(command -v python3)
+else echo "no Python interpreter: skipped"; exit 77; fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fails=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "skip: $*"; }
+
+# ---------------------------------------------------------------- A: prepare.py
+prep() { "$py" "$root/scripts/prepare.py" "$@"; }
+# shard_tokens FILE...: the tokens of .bin shards, concatenated, as a Python list
+shard_tokens() {
+  "$py" - "$@" <<'PY'
+import struct, sys
+out = []
+for p in sys.argv[1:]:
+    b = open(p, "rb").read()
+    magic, ver, n = struct.unpack("<3i", b[:12])
+    assert (magic, ver) == (20240520, 1) and len(b) == 1024 + 2 * n, (p, magic, ver, n, len(b))
+    out += struct.unpack(f"<{n}H", b[1024:])
+print(out)
+PY
+}
+
+# A1: bytes mode keeps invalid UTF-8 as the bytes it is: ab\xff\xfecd is 6 tokens.
+printf 'ab\xff\xfecd' >"$tmp/bad.txt"
+if prep "$tmp/bad.txt" "$tmp/a1" --tokenizer bytes --val-fraction 0.5 >"$tmp/out" 2>"$tmp/err"; then
+  train=$(shard_tokens "$tmp"/a1_train_*.bin) val=$(shard_tokens "$tmp"/a1_val_*.bin)
+  if [ "$train" = "[97, 98, 255]" ] && [ "$val" = "[254, 99, 100]" ]; then ok
+  else bad "A1 bytes of ab\\xff\\xfecd at --val-fraction 0.5: train $train val $val (want [97, 98, 255] [254, 99, 100])"; fi
+else bad "A1 prepare.py on invalid UTF-8 with --tokenizer bytes failed: $(tail -1 "$tmp/err")"; fi
+
+# A2: the val cut is on bytes, and the shards hold every byte once (multi-byte UTF-8 too).
+"$py" -c "
+import random; random.seed(5)
+open('$tmp/u8.txt','wb').write(''.join(random.choice(['é','ü','日本','a',' ','\n']) for _ in range(400)).encode())"
+n=$(stat -c %s "$tmp/u8.txt")
+if prep "$tmp/u8.txt" "$tmp/a2" --val-fraction 0.1 --shard-tokens 97 >/dev/null 2>"$tmp/err"; then
+  got=$("$py" -c "
+import sys; t = $(shard_tokens "$tmp"/a2_train_*.bin); v = $(shard_tokens "$tmp"/a2_val_*.bin)
+raw = open('$tmp/u8.txt','rb').read(); cut = int(len(raw) * 0.9)
+print('ok' if bytes(t) == raw[:cut] and bytes(v) == raw[cut:] else f'train {len(t)} val {len(v)} of {len(raw)} bytes')")
+  shards=$(ls "$tmp"/a2_train_*.bin | wc -l) want=$(( (n * 9 / 10 + 96) / 97 ))
+  if [ "$got" = ok ] && [ "$shards" -eq "$want" ]; then ok
+  else bad "A2 byte split of a $n-byte UTF-8 file: $got, $shards train shards (want $want)"; fi
+else bad "A2 prepare.py on UTF-8 text failed: $(tail -1 "$tmp/err")"; fi
+
+# expect_refusal WHAT PATTERN ARGS...: non-zero exit, one line on stderr matching
+# PATTERN, no traceback, no shard written.
+expect_refusal() {
+  local what=$1 pattern=$2; shift 2
+  rm -f "$tmp"/r_*
+  prep "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? lines; lines=$(wc -l <"$tmp/err")
+  if [ $rc -eq 0 ]; then bad "$what: exit 0 (want an error)"
+  elif [ "$lines" -ne 1 ]; then bad "$what: $lines lines on stderr (want 1): $(head -3 "$tmp/err" | tr '\n' '|')"
+  elif ! grep -q -- "$pattern" "$tmp/err"; then bad "$what: stderr does not name $pattern: $(cat "$tmp/err")"
+  elif ls "$tmp"/r_* >/dev/null 2>&1; then bad "$what: wrote $(ls "$tmp"/r_* | tr '\n' ' ')"
+  else ok; fi
+}
+printf 'hello world, some text to split\n' >"$tmp/small.txt"
+expect_refusal "A3 --shard-tokens 0" --shard-tokens "$tmp/small.txt" "$tmp/r" --shard-tokens 0
+expect_refusal "A4 --shard-tokens -5" --shard-tokens "$tmp/small.txt" "$tmp/r" --shard-tokens -5
+for f in 0 1 1.5 -0.1 nan; do
+  expect_refusal "A5 --val-fraction $f" --val-fraction "$tmp/small.txt" "$tmp/r" --val-fraction "$f"
+done
+printf 'x' >"$tmp/one.txt"
+expect_refusal "A6 a 1-byte input (train would be empty)" --val-fraction "$tmp/one.txt" "$tmp/r"
+printf 'abcdefghij' >"$tmp/ten.txt"
+expect_refusal "A7 --val-fraction 1e-17 (val would be empty)" --val-fraction "$tmp/ten.txt" "$tmp/r" --val-fraction 1e-17
+expect_refusal "A7 --shard-tokens x" --shard-tokens "$tmp/ten.txt" "$tmp/r" --shard-tokens x
+expect_refusal "A8 invalid UTF-8 for a text tokenizer" UTF-8 "$tmp/bad.txt" "$tmp/r" --tokenizer "$tmp/none/tokenizer.json"
+expect_refusal "A9 a missing input" "$tmp/missing.txt" "$tmp/missing.txt" "$tmp/r"
+
+# ------------------------------------------------------ B: one Python interpreter
+# B1: install_deps.sh with every Debian package present (dpkg stubbed), a broken
+# `python3` first on PATH (the pyenv case) and pip offline: it still exits 0,
+# checks python3-venv and python3-torch, and leaves a venv on /usr/bin/python3
+# with the system site packages (so Debian's torch imports from it).
+if [ -x /usr/bin/python3 ]; then
+  mkdir -p "$tmp/stub"
+  printf '#!/bin/sh\necho "$@" >>"%s/dpkg.log"\nexit 0\n' "$tmp" >"$tmp/stub/dpkg"
+  printf '#!/bin/sh\necho "apt-get $*" >>"%s/apt.log"\nexit 1\n' "$tmp" >"$tmp/stub/apt-get"
+  printf '#!/bin/sh\necho "not this python3" >&2\nexit 3\n' >"$tmp/stub/python3"
+  chmod +x "$tmp/stub/"*
+  venv=$tmp/venv
+  deps() { PATH="$tmp/stub:$PATH" CATCHAT_VENV=$venv PIP_NO_INDEX=1 "$root/scripts/install_deps.sh" >"$tmp/deps.out" 2>&1; }
+  if ! deps; then bad "B1 install_deps.sh failed offline: $(tail -2 "$tmp/deps.out" | tr '\n' '|')"
+  elif ! grep -qw python3-venv "$tmp/dpkg.log" || ! grep -qw python3-torch "$tmp/dpkg.log"; then
+    bad "B1 install_deps.sh does not check python3-venv and python3-torch"
+  elif [ ! -x "$venv/bin/python" ]; then bad "B1 install_deps.sh made no venv at \$CATCHAT_VENV"
+  elif ! grep -qx 'include-system-site-packages = true' "$venv/pyvenv.cfg"; then
+    bad "B1 the venv does not see the system site packages (Debian's python3-torch)"
+  elif [ "$("$venv/bin/python" -c 'import sys; print(sys._base_executable)')" != /usr/bin/python3 ] &&
+       [ "$(realpath "$("$venv/bin/python" -c 'import sys; print(sys._base_executable)')")" != "$(realpath /usr/bin/python3)" ]; then
+    bad "B1 the venv is not based on /usr/bin/python3"
+  elif /usr/bin/python3 -c 'import torch' 2>/dev/null && ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+    bad "B1 torch imports in /usr/bin/python3 but not in the venv"
+  else ok; fi
+  # B2: a second run keeps a right venv (idempotent); a venv without the system
+  # site packages is made again.
+  if [ -x "$venv/bin/python" ]; then
+    touch "$venv/marker"
+    if deps && [ -e "$venv/marker" ]; then ok; else bad "B2 a second install_deps.sh run did not keep the venv"; fi
+    rm -rf "$venv" && /usr/bin/python3 -m venv --without-pip "$venv" 2>/dev/null && touch "$venv/marker"
+    if deps && [ ! -e "$venv/marker" ] && grep -qx 'include-system-site-packages = true' "$venv/pyvenv.cfg"; then ok
+    else bad "B2 install_deps.sh kept a venv that does not see the system site packages"; fi
+  else bad "B2 no venv from B1"; fi
+else skip "B1-B2 need /usr/bin/python3 (Debian's interpreter)"; fi
+
+# B3: the quick start runs the Python scripts with the venv's interpreter, never
+# a bare python3 or pip (`.venv/bin/python -m pip` is fine).
+q=$root/docs/quickstart.md
+if sed 's/-m pip / /g' "$q" | grep -nE '(^|[[:space:]`])(python3?|pip3?)[[:space:]]|^[[:space:]]*scripts/(catchat_torch|plot)\.py' >"$tmp/q"; then
+  bad "B3 docs/quickstart.md runs Python outside .venv: $(tr '\n' '|' <"$tmp/q")"
+elif ! grep -q '\.venv/bin/python scripts/catchat_torch\.py' "$q"; then
+  bad "B3 docs/quickstart.md does not run catchat_torch.py with .venv/bin/python"
+else ok; fi
+
+# B4: every --option on catchat_torch.py's command lines in its docstring is one its
+# argparse parses, and back.
+got=$("$py" - "$root/scripts/catchat_torch.py" <<'PY'
+import ast, re, sys
+tree = ast.parse(open(sys.argv[1]).read())
+usage = [l for l in ast.get_docstring(tree).splitlines() if "catchat_torch.py " in l]  # its command lines
+doc = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", "\n".join(usage)))
+parsed = {a.value for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "add_argument"
+          for a in n.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
+print("ok" if doc == parsed and doc else f"docstring {sorted(doc)} argparse {sorted(parsed)}")
+PY
+)
+if [ "$got" = ok ]; then ok; else bad "B4 catchat_torch.py: $got"; fi
+
+# B5: with torch, --batch-size and --seq-len pick the batch the loss is on.
+if "$py" -c 'import torch' 2>/dev/null; then
+  got=$(cd "$tmp" && "$py" - "$root/scripts" <<'PY'
+import subprocess, sys, torch
+sys.path.insert(0, sys.argv[1])
+from catchat_torch import CatchatModel, batch_loss, first_batch, save_catchat
+torch.manual_seed(0)
+m = dict(vocab_size=256, d_model=8, n_layers=1, n_heads=2, ctx_window=4, seq_len=16,
+         rms_eps=1e-5, rms_floor=1e-12, inv_rms_max=1e4)
+cfg = {"model": m, "train": {"batch_size": 4}}
+model = CatchatModel(m)
+save_catchat(model, "w.safetensors", cfg)
+open("d.txt", "wb").write(bytes(range(32, 127)) * 3)
+out = subprocess.run([sys.executable, f"{sys.argv[1]}/catchat_torch.py", "w.safetensors", "d.txt",
+                      "--batch-size", "3", "--seq-len", "5"], capture_output=True, text=True)
+with torch.no_grad():
+    want = batch_loss(model, *first_batch("d.txt", 3, 5)).item()
+ok = out.returncode == 0 and f"loss {want:.6f}" in out.stdout and "B=3, T=5" in out.stdout
+print("ok" if ok else f"rc {out.returncode} want loss {want:.6f}: {out.stdout.strip()} {out.stderr.strip()[-300:]}")
+PY
+)
+  if [ "$got" = ok ]; then ok; else bad "B5 catchat_torch.py --batch-size 3 --seq-len 5: $got"; fi
+else skip "B5 needs torch in $py"; fi
+
+# ------------------------------------------------------- C: prepare_data.sh modes
+mkdir -p "$tmp/fortunes"
+for i in $(seq 1 45); do printf 'fortune number %d\nsecond line\n%%\n' "$i"; done >"$tmp/fortunes/fortunes"
+for mask in 022 002; do
+  want=$(printf '%o' $(( 0666 & ~0$mask )))
+  if (umask $mask && FORTUNES_DIR=$tmp/fortunes "$root/scripts/prepare_data.sh" "$tmp/corpus$mask" >/dev/null 2>"$tmp/err"); then
+    modes=$(stat -c %a "$tmp/corpus$mask/train.txt" "$tmp/corpus$mask/val.txt" | tr '\n' ' ')
+    nval=$(grep -c '^fortune number' "$tmp/corpus$mask/val.txt")
+    if [ "$modes" = "$want $want " ] && [ "$nval" -eq 2 ]; then ok
+    else bad "C prepare_data.sh under umask $mask: modes $modes(want $want), $nval val entries (want 2)"; fi
+  else bad "C prepare_data.sh failed: $(tail -1 "$tmp/err")"; fi
+done
+
+echo "$pass passed, $fails failed"
+[ "$fails" -eq 0 ]
