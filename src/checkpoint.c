@@ -40,30 +40,27 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
     }
     char *cfg_json = cc_config_to_json(cfg);
     char vals[N_META][128];
-    const char *keys[N_META] = { "format", "config", "step", "applied_steps", "skipped_steps",
-                                 "loss_scale", "scale_growth_count", "data_pos", "rng_state",
-                                 "running_loss", "catchat_version" };
+    const char *keys[N_META] = { "format", "config", "catchat_version", "step", "applied_steps", "skipped_steps",
+                                 "loss_scale", "scale_growth_count", "data_pos", "rng_state", "running_loss" };
     const char *valp[N_META];
     snprintf(vals[0], sizeof(vals[0]), "catchat-v1");
-    int n_meta = 2;
-    snprintf(vals[10], sizeof(vals[10]), "%s", cc_version());
+    snprintf(vals[2], sizeof(vals[2]), "%s", cc_version());
+    int n_meta = 3; /* format, config, version; then the run state, when there is one */
     if (state) {
-        snprintf(vals[2], 128, "%ld", state->step);
-        snprintf(vals[3], 128, "%ld", state->counts.applied);
-        snprintf(vals[4], 128, "%ld", state->counts.skipped);
-        snprintf(vals[5], 128, "%.17g", state->scaler.scale);
-        snprintf(vals[6], 128, "%ld", state->scaler.growth_count);
-        snprintf(vals[7], 128, "%" PRIu64, state->data_pos);
-        snprintf(vals[8], 128, "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
+        snprintf(vals[3], 128, "%ld", state->step);
+        snprintf(vals[4], 128, "%ld", state->counts.applied);
+        snprintf(vals[5], 128, "%ld", state->counts.skipped);
+        snprintf(vals[6], 128, "%.17g", state->scaler.scale);
+        snprintf(vals[7], 128, "%ld", state->scaler.growth_count);
+        snprintf(vals[8], 128, "%" PRIu64, state->data_pos);
+        snprintf(vals[9], 128, "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
                  state->rng.s[0], state->rng.s[1], state->rng.s[2], state->rng.s[3]);
-        snprintf(vals[9], 128, "%.17g", state->running_loss);
+        snprintf(vals[10], 128, "%.17g", state->running_loss);
         n_meta = N_META;
     }
-    const char *keyp[N_META];
-    for (int i = 0; i < N_META; i++) valp[i] = vals[i], keyp[i] = keys[i];
+    for (int i = 0; i < N_META; i++) valp[i] = vals[i];
     valp[1] = cfg_json;
-    keyp[n_meta] = keys[10], valp[n_meta] = vals[10]; /* the version, with or without run state */
-    int rc = cc_st_write(path, e, n, keyp, valp, n_meta + 1);
+    int rc = cc_st_write(path, e, n, keys, valp, n_meta);
     free(cfg_json);
     free(e);
     free(names);

@@ -210,7 +210,9 @@ void cc_config_tiny(cc_config *c)
  * that counts lines: the handler then knows the line it is called for, which
  * names the line of a bad value and both lines of a duplicated key. The reader
  * also catches what inih only reports as a bare line number: a section header
- * without its ']' and a line too long for inih's buffer. */
+ * without its ']' and a line too long for inih's buffer. Values do not
+ * continue over indented lines (inih's multi-line values): every line stands
+ * alone. */
 typedef struct {
     cc_config *c;
     const char *text; /* what is left to read */
@@ -231,12 +233,15 @@ static char *ini_read_line(char *str, int num, void *user)
     st->line++;
     if (!st->failed && len > (size_t)num - 1)
         INI_FAIL(st, st->line, "line longer than %d bytes", num - 2);
-    const size_t keep = len < (size_t)num - 1 ? len : (size_t)num - 1;
-    memcpy(str, st->text, keep);
+    /* Leading blanks go: inih would take an indented line for the continuation
+     * of the key above it, and report a key set twice or a strange value. */
+    size_t skip = 0;
+    while (skip < len && (st->text[skip] == ' ' || st->text[skip] == '\t')) skip++;
+    const size_t keep = len - skip < (size_t)num - 1 ? len - skip : (size_t)num - 1;
+    memcpy(str, st->text + skip, keep);
     str[keep] = 0;
     st->text += len;
     const char *p = str;
-    while (*p == ' ' || *p == '\t') p++;
     if (!st->failed && *p == '[' && !strchr(p, ']')) {
         char head[64];
         snprintf(head, sizeof(head), "%.*s", (int)strcspn(p, "\r\n"), p);

@@ -7,22 +7,7 @@ bin=$(realpath "$1")
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect_error "what" CMD...: non-zero exit, exactly one line on stderr.
-expect_error() {
-  local what=$1 pattern=$2; shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  local lines; lines=$(wc -l <"$tmp/err")
-  if [ $rc -eq 0 ]; then bad "$what: exit 0"; return; fi
-  if [ "$lines" -ne 1 ]; then bad "$what: $lines stderr lines: $(cat "$tmp/err")"; return; fi
-  if ! grep -q -- "$pattern" "$tmp/err"; then bad "$what: '$(cat "$tmp/err")' lacks '$pattern'"; return; fi
-  ok
-}
+source "$root/tests/lib.sh"
 
 "$bin" --help >"$tmp/out" || bad "--help exit"
 for c in train eval sample ladder bench bisect audit dump-state; do
@@ -41,16 +26,7 @@ expect_error "unknown option" "unknown option" "$bin" eval --frobnicate
 expect_error "unknown command" "unknown command" "$bin" frobnicate
 
 # a tiny run on generated text
-python3 - "$tmp" <<'PY'
-import random, sys
-random.seed(3)
-words = "the cat sat on a mat and the dog ran far it was good we see".split()
-for name, n in (("train.txt", 30000), ("val.txt", 4000)):
-    out = []
-    while sum(map(len, out)) < n:
-        out.append(random.choice(words) + random.choice([" ", " ", " ", ".\n"]))
-    open(f"{sys.argv[1]}/{name}", "w").write("".join(out))
-PY
+make_corpus "$tmp"
 sets=(--set train="$tmp/train.txt" --set val="$tmp/val.txt" --set out_dir="$tmp/run")
 "$bin" train --config "$root/configs/tiny.ini" "${sets[@]}" --set max_steps=8 >"$tmp/train.log" 2>&1 \
   || bad "tiny train: $(tail -3 "$tmp/train.log")"
@@ -79,5 +55,4 @@ expect_error "eval missing tensor" "missing tensor" "$bin" eval --ckpt "$tmp/sta
 grep -q "resumed from .* at step 8" "$tmp/resume.log" || bad "resume message"
 [ "$(wc -l <"$tmp/run/telemetry.csv")" -eq 11 ] || bad "telemetry after resume"
 
-echo "$pass passed, $fails failed"
-[ $fails -eq 0 ]
+finish

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ftw.h>
+#include <unistd.h>
 #include "catchat/rng.h"
 
 void th_tiny_config(cc_config *c)
@@ -98,4 +99,45 @@ void th_random_tokens(int *x, int *y, int n, int V, unsigned seed, int ignore_ev
         y[i] = (int)cc_rng_below(&r, (uint64_t)V);
         if (ignore_every > 0 && i % ignore_every == ignore_every - 1) y[i] = -1;
     }
+}
+
+static FILE *capture_file;
+static int saved_stderr = -1;
+
+void th_stderr_begin(void)
+{
+    fflush(stderr);
+    capture_file = tmpfile();
+    saved_stderr = dup(2);
+    if (!capture_file || saved_stderr < 0 || dup2(fileno(capture_file), 2) < 0) abort();
+}
+
+const char *th_stderr_end(void)
+{
+    static char text[16384];
+    fflush(stderr);
+    if (dup2(saved_stderr, 2) < 0) abort();
+    close(saved_stderr);
+    rewind(capture_file);
+    const size_t n = fread(text, 1, sizeof(text) - 1, capture_file);
+    text[n] = 0;
+    fclose(capture_file);
+    return text;
+}
+
+char *th_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
+    }
+    fclose(f);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
 }

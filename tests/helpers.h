@@ -19,5 +19,12 @@ double th_rel_err_f(const float *a, const float *b, size_t n);
 double th_rel_err_d(const double *a, const double *b, size_t n);
 /* Random ints in [0, V) and targets (some -1 when ignore_every > 0). */
 void th_random_tokens(int *x, int *y, int n, int V, unsigned seed, int ignore_every);
+/* Capture stderr (file descriptor 2) from th_stderr_begin to th_stderr_end,
+ * which returns what was written (static buffer, at most 16 KiB kept). Works
+ * with or without cr_redirect_stderr. */
+void th_stderr_begin(void);
+const char *th_stderr_end(void);
+/* Whole file into a malloc'd NUL-terminated buffer (NULL if unreadable). */
+char *th_read_file(const char *path, size_t *len);
 
 #endif

@@ -2,11 +2,13 @@
  * files (F16/BF16, extra tensors); and hostile headers, each a clean error. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/checkpoint.h"
 #include "catchat/safetensors.h"
+#include "catchat/version.h"
 #include "helpers.h"
 
 static void tiny_layout(cc_config *c, cc_layout *lay)
@@ -179,4 +181,164 @@ Test(checkpoint, missing_tensor_and_wrong_shape_name_the_tensor, .init = cr_redi
     cr_expect_stderr_eq_str(want);
     free(p);
     free(q);
+}
+
+/* Fix 2: cc_st_write stores an xxh64 of the data section under
+ * __metadata__ "data_xxh64" (16 hex digits), even when given no metadata. */
+Test(safetensors, writer_stores_data_checksum)
+{
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/a.safetensors", dir);
+    const float a[4] = { 1, 2, 3, 4 };
+    const cc_st_entry e = { "a", ST_F32, 1, { 4 }, a };
+    cr_assert_eq(cc_st_write(path, &e, 1, NULL, NULL, 0), 0);
+    cc_st_file f;
+    cr_assert_eq(cc_st_open(&f, path), 0);
+    const char *sum = cc_st_meta(&f, "data_xxh64");
+    cr_assert_not_null(sum, "no data_xxh64 in __metadata__");
+    cr_expect_eq(strlen(sum), 16);
+    cr_expect_eq(strspn(sum, "0123456789abcdef"), 16, "not 16 hex digits: %s", sum);
+    cc_st_close(&f);
+}
+
+/* Fix 2: a flipped byte inside tensor data used to load as silently wrong
+ * weights; the stored checksum now catches it ("checksum mismatch"). */
+Test(safetensors, flipped_data_byte_is_checksum_mismatch)
+{
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/a.safetensors", dir);
+    const float a[4] = { 1, 2, 3, 4 }, b[2] = { 5, 6 };
+    const cc_st_entry e[2] = { { "a", ST_F32, 1, { 4 }, a }, { "b", ST_F32, 1, { 2 }, b } };
+    cr_assert_eq(cc_st_write(path, e, 2, NULL, NULL, 0), 0);
+    size_t len;
+    char *bytes = th_read_file(path, &len);
+    bytes[len - 10] ^= 0x40; /* inside tensor a's data (the last 24 bytes) */
+    th_write_file(path, bytes, len);
+    free(bytes);
+    cc_st_file f;
+    th_stderr_begin();
+    const int rc = cc_st_open(&f, path);
+    const char *err = th_stderr_end();
+    cr_expect_neq(rc, 0, "damaged data accepted");
+    cr_expect(strstr(err, path) && strstr(err, "checksum mismatch"), "message: %s", err);
+}
+
+/* Fix 2: the checksum is checked only when present: a file written by
+ * another tool (no data_xxh64) still opens, while the same bytes under a
+ * wrong data_xxh64 are refused. */
+Test(safetensors, checksum_checked_only_when_present)
+{
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/foreign.safetensors", dir);
+    const float data[2] = { 1.5f, -2.25f };
+    const char *headers[2] = {
+        "{\"__metadata__\":{\"format\":\"pt\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+        "{\"__metadata__\":{\"data_xxh64\":\"0123456789abcdef\"},"
+        "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+    };
+    for (int k = 0; k < 2; k++) {
+        uint8_t buf[512];
+        const uint64_t n = strlen(headers[k]);
+        for (int i = 0; i < 8; i++) buf[i] = (uint8_t)(n >> (8 * i));
+        memcpy(buf + 8, headers[k], n);
+        memcpy(buf + 8 + n, data, 8);
+        th_write_file(path, buf, 16 + n);
+        cc_st_file f;
+        th_stderr_begin();
+        const int rc = cc_st_open(&f, path);
+        const char *err = th_stderr_end();
+        if (k == 0) {
+            cr_assert_eq(rc, 0, "a file without data_xxh64 refused: %s", err);
+            float got[2];
+            cr_expect_eq(cc_st_read_float(&f, cc_st_find(&f, "w"), got), 0);
+            cr_expect(got[0] == 1.5f && got[1] == -2.25f);
+            cc_st_close(&f);
+        } else {
+            cr_expect_neq(rc, 0, "a wrong data_xxh64 accepted");
+            cr_expect(strstr(err, "checksum mismatch") != NULL, "message: %s", err);
+        }
+    }
+}
+
+/* Fix 2: a text file given as safetensors was described as a header length
+ * running past the end; now it says it is not a safetensors file. */
+Test(safetensors, text_file_is_not_safetensors)
+{
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/notes.txt", dir);
+    const char *text = "step,loss\n1,5.5\n2,5.4\n";
+    th_write_file(path, text, strlen(text));
+    cc_st_file f;
+    th_stderr_begin();
+    const int rc = cc_st_open(&f, path);
+    const char *err = th_stderr_end();
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err, path) && strstr(err, "not a safetensors file"), "message: %s", err);
+}
+
+/* Fix 3: a checkpoint whose weights (or moments) hold NaN or Inf used to
+ * load and train nothing; it is refused now, naming the tensor and element. */
+Test(checkpoint, nonfinite_tensor_is_refused)
+{
+    cc_config c;
+    cc_layout lay;
+    tiny_layout(&c, &lay);
+    const size_t n = lay.total;
+    float *p = malloc(4 * n), *m = calloc(n, 4), *v = calloc(n, 4);
+    cc_layout_init_params(&lay, p, 1);
+    const cc_tensor_info *t = &lay.t[2];
+    p[t->offset + 3] = NAN;
+    char dir[256], path[512], want[1024];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/nan.safetensors", dir);
+    cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, NULL, NULL, NULL), 0);
+    float *q = calloc(n, 4);
+    th_stderr_begin();
+    int rc = cc_checkpoint_load(path, &lay, q, NULL, NULL, NULL, NULL, NULL);
+    const char *err = th_stderr_end();
+    cr_expect_neq(rc, 0, "a NaN weight loaded");
+    snprintf(want, sizeof(want), "%s: tensor '%s' holds NaN at element 3", path, t->name);
+    cr_expect(strstr(err, want) != NULL, "message: %s\nwanted: %s", err, want);
+
+    p[t->offset + 3] = 0.5f; /* weights fine, a second moment infinite */
+    v[lay.t[0].offset] = INFINITY;
+    cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, m, v, NULL), 0);
+    th_stderr_begin();
+    rc = cc_checkpoint_load(path, &lay, q, m, v, NULL, NULL, NULL);
+    err = th_stderr_end();
+    cr_expect_neq(rc, 0, "an Inf moment loaded");
+    snprintf(want, sizeof(want), "tensor 'opt.v.%s' holds Inf at element 0", lay.t[0].name);
+    cr_expect(strstr(err, want) != NULL, "message: %s\nwanted: %s", err, want);
+    free(p); free(m); free(v); free(q);
+}
+
+/* Fix 3: checkpoints record the catchat version in __metadata__, with and
+ * without run state. */
+Test(checkpoint, records_catchat_version)
+{
+    cc_config c;
+    cc_layout lay;
+    tiny_layout(&c, &lay);
+    float *p = calloc(lay.total, 4);
+    cc_run_state st = { 0 };
+    st.step = 3;
+    st.scaler.scale = 1;
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/ck.safetensors", dir);
+    for (int with_state = 0; with_state < 2; with_state++) {
+        cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, NULL, NULL, with_state ? &st : NULL), 0);
+        cc_st_file f;
+        cr_assert_eq(cc_st_open(&f, path), 0);
+        const char *ver = cc_st_meta(&f, "catchat_version");
+        cr_expect(ver && strcmp(ver, cc_version()) == 0, "catchat_version = %s, want %s (with state: %d)",
+                  ver ? ver : "(absent)", cc_version(), with_state);
+        cr_expect_eq(cc_st_meta(&f, "step") != NULL, with_state);
+        cc_st_close(&f);
+    }
+    free(p);
 }

@@ -115,3 +115,185 @@ Test(config, missing_file_is_an_error, .init = cr_redirect_stderr)
     cc_config_defaults(&c);
     cr_expect_neq(cc_config_load(&c, "/nonexistent/x.ini"), 0);
 }
+
+/* Load `ini` from a fresh file into *c (defaults first); returns the status,
+ * the file's path in path and what was printed in *err. */
+static int load_text(const char *ini, char *path, size_t cap, cc_config *c, const char **err)
+{
+    write_ini(path, cap, ini);
+    cc_config_defaults(c);
+    th_stderr_begin();
+    const int rc = cc_config_load(c, path);
+    *err = th_stderr_end();
+    return rc;
+}
+
+/* Fix 1: fopen() opens a directory, so loading one used to succeed with
+ * nothing read; now it is refused, naming the path as a directory. */
+Test(config, directory_is_refused)
+{
+    char dir[256];
+    th_tmpdir(dir, sizeof(dir));
+    cc_config c;
+    cc_config_defaults(&c);
+    th_stderr_begin();
+    const int rc = cc_config_load(&c, dir);
+    const char *err = th_stderr_end();
+    cr_expect_neq(rc, 0, "a directory loaded as a config");
+    cr_expect(strstr(err, dir) && strstr(err, "is a directory"), "message: %s", err);
+}
+
+/* Fix 1: '[train' (no ']') was a bare "syntax error"; now the line is named
+ * with "malformed section header". */
+Test(config, malformed_section_header_names_the_line)
+{
+    char path[512], want[700];
+    cc_config c;
+    const char *err;
+    cr_assert_neq(load_text("[model]\nd_model = 64\n[train\nlr = 1e-3\n", path, sizeof(path), &c, &err), 0);
+    snprintf(want, sizeof(want), "catchat: %s:3: malformed section header '[train' (expected '[name]')\n", path);
+    cr_expect_str_eq(err, want);
+}
+
+/* Fix 1: a key before any section was "unknown section []"; now it says the
+ * key is outside any section, at its line. */
+Test(config, key_before_any_section)
+{
+    char path[512], want[700];
+    cc_config c;
+    const char *err;
+    cr_assert_neq(load_text("# settings\nlr = 1e-3\n[train]\n", path, sizeof(path), &c, &err), 0);
+    snprintf(want, sizeof(want), "%s:2: key 'lr' is outside any section", path);
+    cr_expect(strstr(err, want) != NULL, "message: %s", err);
+}
+
+/* Fix 1: a key set twice in one file used to keep the last value silently;
+ * now it fails naming both lines, and the config is left untouched. */
+Test(config, duplicate_key_names_both_lines)
+{
+    char path[512], want[700];
+    cc_config c;
+    const char *err;
+    const int rc = load_text("[train]\nlr = 1e-3\n; a comment\n\nwarmup_steps = 5\nlr = 2e-3\n", path,
+                             sizeof(path), &c, &err);
+    cr_assert_neq(rc, 0, "duplicate accepted (lr = %g)", c.lr);
+    snprintf(want, sizeof(want), "catchat: %s:6: [train] lr is set twice (first at line 2): keep one\n", path);
+    cr_expect_str_eq(err, want);
+    cr_expect_eq(c.lr, 1e-3, "a failed load changed lr");
+    cr_expect_eq(c.warmup_steps, 100, "a failed load changed warmup_steps");
+}
+
+/* Fix 1: --set used to take "lr " (with the blank) as the key; blanks
+ * around key and value are now trimmed. */
+Test(config, set_arg_trims_blanks)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_expect_eq(cc_config_set_arg(&c, "lr = 3e-3"), 0);
+    cr_expect_eq(c.lr, 3e-3);
+    cr_expect_eq(cc_config_set_arg(&c, " train.warmup_steps =\t7 "), 0);
+    cr_expect_eq(c.warmup_steps, 7);
+    cr_expect_eq(cc_config_set_arg(&c, "out_dir = runs/x "), 0);
+    cr_expect_str_eq(c.out_dir, "runs/x");
+}
+
+/* Fix 1: lr = 0 under the default lr_min gave "lr_min: 0.0001 is above lr 0";
+ * the message now states both settings as written: lr = 0 and lr_min = 0.0001. */
+Test(config, lr_below_lr_min_names_both)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    th_stderr_begin();
+    const int rc = cc_config_load_string(&c, "[train]\nlr = 0\n", "t.ini");
+    const char *err = th_stderr_end();
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err, "t.ini: ") && strstr(err, "lr = 0 ") && strstr(err, "lr_min = 0.0001"),
+              "message: %s", err);
+}
+
+/* Fix 1: new key [train] max_skipped_steps, default 50, 0 allowed, negative refused. */
+Test(config, max_skipped_steps_key)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_expect_eq(c.max_skipped_steps, 50);
+    cr_expect_eq(cc_config_load_string(&c, "[train]\nmax_skipped_steps = 0\n", "t.ini"), 0);
+    cr_expect_eq(c.max_skipped_steps, 0);
+    cr_expect_eq(cc_config_set_arg(&c, "max_skipped_steps=7"), 0);
+    cr_expect_eq(c.max_skipped_steps, 7);
+    th_stderr_begin();
+    cr_expect_neq(cc_config_set_arg(&c, "max_skipped_steps=-1"), 0);
+    th_stderr_end();
+    cr_expect_eq(c.max_skipped_steps, 7);
+}
+
+/* Fix 1: new key [data] format: auto (default), text or shard; anything else refused. */
+Test(config, data_format_key)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_expect_str_eq(c.data_format, "auto");
+    cr_expect_eq(cc_config_load_string(&c, "[data]\nformat = shard\n", "t.ini"), 0);
+    cr_expect_str_eq(c.data_format, "shard");
+    cr_expect_eq(cc_config_set_arg(&c, "data.format=text"), 0);
+    cr_expect_str_eq(c.data_format, "text");
+    th_stderr_begin();
+    const int rc = cc_config_set_arg(&c, "format=csv");
+    const char *err = th_stderr_end();
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err, "'csv' is not one of auto, text, shard") != NULL, "message: %s", err);
+    cr_expect_str_eq(c.data_format, "text");
+}
+
+/* Fix 1: inih's reader split a line longer than its buffer in two, so the
+ * error (and every later line number) was one line off; now the long line
+ * itself is reported, at its own number, after comment and blank lines. */
+Test(config, long_line_reported_at_its_own_number)
+{
+    char ini[1024], path[512], want[700];
+    char comment[301];
+    memset(comment, 'x', 300);
+    comment[0] = '#';
+    comment[300] = 0;
+    snprintf(ini, sizeof(ini), "; settings\n\n[train]\n%s\nlr = 1e-3\n", comment);
+    cc_config c;
+    const char *err;
+    cr_assert_neq(load_text(ini, path, sizeof(path), &c, &err), 0);
+    snprintf(want, sizeof(want), "catchat: %s:4: line longer than 198 bytes\n", path);
+    cr_expect_str_eq(err, want);
+}
+
+/* Fix 1: the reported line was the first line inih disliked, printed with
+ * the reason of a later line; now a bad value is reported at its own line
+ * even after an earlier malformed line. */
+Test(config, reported_line_is_the_line_of_the_reason)
+{
+    char path[512], want[700];
+    cc_config c;
+    const char *err;
+    cr_assert_neq(load_text("[train]\n# comment\nno equals sign here\nwarmup_steps = ten\n", path, sizeof(path),
+                            &c, &err), 0);
+    snprintf(want, sizeof(want), "catchat: %s:4: [train] warmup_steps: 'ten' is not an integer\n", path);
+    cr_expect_str_eq(err, want);
+}
+
+/* Fix 4: cc_config_section_diff lists the [model] keys that differ, with
+ * both values, and nothing of other sections; cc_config_copy_section makes
+ * the section equal and leaves the rest alone. */
+Test(config, section_diff_and_copy)
+{
+    cc_config run, stored;
+    cc_config_tiny(&run);
+    cc_config_defaults(&stored);
+    stored.rms_eps = 2.5e-5;
+    char out[1024];
+    cr_expect_eq(cc_config_section_diff(&run, &stored, "model", out, sizeof(out)), 6);
+    cr_expect_str_eq(out, "d_model 64 (stored 512), n_layers 2 (stored 3), n_heads 4 (stored 8), "
+                          "ctx_window 16 (stored 128), seq_len 32 (stored 512), rms_eps 1e-06 (stored 2.5e-05)");
+    cc_config_copy_section(&run, &stored, "model");
+    cr_expect_eq(cc_config_section_diff(&run, &stored, "model", out, sizeof(out)), 0);
+    cr_expect_str_eq(out, "");
+    cr_expect_eq(run.d_model, 512);
+    cr_expect_eq(run.rms_eps, 2.5e-5);
+    cr_expect_eq(run.batch_size, 4, "[train] was copied too");
+}

@@ -65,7 +65,10 @@ static void catch_stop_signals(void)
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    /* A SIGINT ignored at start (a background job of a script, nohup) stays
+     * ignored, as shells and Python do; SIGTERM is always a stop request. */
+    struct sigaction old;
+    if (sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
 

@@ -1,0 +1,37 @@
+# Shared by the shell tests: counters, expect_error and a small generated corpus.
+#   source "$(dirname "$0")/lib.sh"     (after setting $tmp)
+fails=0
+pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error "what" PATTERN CMD...: non-zero exit, exactly one line on stderr holding PATTERN.
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local lines; lines=$(wc -l <"$tmp/err")
+  if [ $rc -eq 0 ]; then bad "$what: exit 0"; return; fi
+  if [ "$lines" -ne 1 ]; then bad "$what: $lines stderr lines: $(cat "$tmp/err")"; return; fi
+  if ! grep -q -- "$pattern" "$tmp/err"; then bad "$what: '$(cat "$tmp/err")' lacks '$pattern'"; return; fi
+  ok
+}
+
+# make_corpus DIR: train.txt (30 kB) and val.txt (4 kB) of generated sentences.
+make_corpus() {
+  python3 - "$1" <<'PY'
+import random, sys
+random.seed(3)
+words = "the cat sat on a mat and the dog ran far it was good we see".split()
+for name, n in (("train.txt", 30000), ("val.txt", 4000)):
+    out = []
+    while sum(map(len, out)) < n:
+        out.append(random.choice(words) + random.choice([" ", " ", " ", ".\n"]))
+    open(f"{sys.argv[1]}/{name}", "w").write("".join(out))
+PY
+}
+
+finish() {
+  echo "$pass passed, $fails failed"
+  [ $fails -eq 0 ]
+}

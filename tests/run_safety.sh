@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# Run safety, end to end on the CPU (docs/reliability.md, "Run safety"): a run
+# survives SIGINT/SIGTERM, never overwrites another, never writes over its own
+# input, and no bad file or value passes as good.
+#   tests/run_safety.sh path/to/catchat
+set -u
+set -m # background jobs keep SIGINT (a script's async jobs otherwise start with it ignored)
+bin=$(realpath "$1")
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$root/tests/lib.sh"
+make_corpus "$tmp"
+tiny=(--config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt" --quiet
+      --sample-tokens 0)
+
+# edit_st IN OUT TENSOR FACTOR|nan: rewrite a safetensors file with one F32
+# tensor scaled (or set to NaN), keeping its checksum valid by dropping it
+# (files from elsewhere have none), as a broken file from another tool would be.
+edit_st() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, name, how = sys.argv[1:5]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h.get("__metadata__", {}).pop("data_xxh64", None)
+data = bytearray(b[8 + n:])
+s, e = h[name]["data_offsets"]
+vals = struct.unpack(f"<{(e - s) // 4}f", data[s:e])
+vals = [float("nan")] * len(vals) if how == "nan" else [v * float(how) for v in vals]
+data[s:e] = struct.pack(f"<{len(vals)}f", *vals)
+hj = json.dumps(h).encode()
+hj += b" " * (-len(hj) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(hj)) + hj + bytes(data))
+PY
+}
+
+# event_steps DIR: the steps of every scalar event in DIR's TensorBoard files, one per line.
+event_steps() {
+  python3 - "$1" <<'PY'
+import glob, struct, sys
+def varint(b, i):
+    v = s = 0
+    while True:
+        v |= (b[i] & 0x7f) << s; s += 7; i += 1
+        if not b[i - 1] & 0x80: return v, i
+for f in sorted(glob.glob(sys.argv[1] + "/events.out.tfevents.*")):
+    b = open(f, "rb").read(); i = 0
+    while i + 12 <= len(b):
+        n = struct.unpack("<Q", b[i:i + 8])[0]; ev = b[i + 12:i + 12 + n]; i += 16 + n
+        j, step, summary = 0, 0, False
+        while j < len(ev):
+            key, j = varint(ev, j)
+            if key & 7 == 0: v, j = varint(ev, j); step = v if key >> 3 == 2 else step
+            elif key & 7 == 1: j += 8
+            elif key & 7 == 5: j += 4
+            else: ln, j = varint(ev, j); j += ln; summary |= key >> 3 == 5
+        if summary: print(step)
+PY
+}
+
+# watchdog PID: SIGKILL the process after 60 s, so a run that ignores a signal fails instead of hanging
+watchdog() { ( sleep 60; kill -9 "$1" 2>/dev/null ) >/dev/null 2>&1 & }
+
+# ---- 1. SIGINT / SIGTERM: the step in flight finishes, a checkpoint is written, 130/143 ----
+for sig in INT TERM; do
+  out="$tmp/sig_$sig"
+  "$bin" train "${tiny[@]}" --set max_steps=100000 --set checkpoint_interval=0 --set eval_interval=0 \
+    --set out_dir="$out" >"$tmp/sig.out" 2>"$tmp/sig.err" &
+  pid=$!
+  for _ in $(seq 100); do [ -s "$out/telemetry.csv" ] && [ "$(wc -l <"$out/telemetry.csv")" -gt 3 ] && break; sleep 0.1; done
+  kill -$sig $pid
+  watchdog $pid
+  wait $pid
+  rc=$?
+  want=$([ $sig = INT ] && echo 130 || echo 143)
+  if [ $rc -ne "$want" ]; then bad "SIG$sig: exit $rc, want $want: $(cat "$tmp/sig.err")"
+  elif [ ! -f "$out/checkpoint.safetensors" ]; then bad "SIG$sig: no checkpoint"
+  elif ! grep -q "catchat train --resume $out/checkpoint.safetensors" "$tmp/sig.err"; then
+    bad "SIG$sig: no resume command: $(cat "$tmp/sig.err")"
+  else
+    last=$(tail -1 "$out/telemetry.csv" | cut -d, -f1)
+    # resume without --config: the checkpoint's stored config; continues at the step written
+    if ! "$bin" train --resume "$out/checkpoint.safetensors" --steps 2 --quiet --sample-tokens 0 \
+        >"$tmp/res.out" 2>&1; then bad "SIG$sig: resume: $(tail -2 "$tmp/res.out")"
+    elif [ "$(tail -1 "$out/telemetry.csv" | cut -d, -f1)" -ne $((last + 2)) ]; then
+      bad "SIG$sig: resumed run did not continue at step $last"
+    else ok; fi
+  fi
+done
+
+# A second SIGINT while the checkpoint is being written exits at once; the
+# last good checkpoint stays (the write goes to a temporary file and a rename).
+out="$tmp/sig2"
+"$bin" train "${tiny[@]}" --set max_steps=4 --set out_dir="$out" >/dev/null 2>&1 || bad "sig2 setup"
+cp "$out/checkpoint.safetensors" "$tmp/good.safetensors"
+CATCHAT_TEST_WRITE_DELAY_US=200000 "$bin" train --resume "$out/checkpoint.safetensors" --set max_steps=100000 \
+  --set checkpoint_interval=0 --quiet --sample-tokens 0 >/dev/null 2>"$tmp/sig2.err" &
+pid=$!
+sleep 1.5
+kill -INT $pid
+sleep 0.7 # inside the stretched checkpoint write
+kill -INT $pid
+t0=$(date +%s)
+watchdog $pid
+wait $pid
+rc=$?
+if [ $rc -ne 130 ]; then bad "second SIGINT: exit $rc"
+elif [ $(($(date +%s) - t0)) -gt 2 ]; then bad "second SIGINT did not exit at once"
+elif ! "$bin" eval --ckpt "$out/checkpoint.safetensors" --data "$tmp/val.txt" --batches 1 >/dev/null 2>"$tmp/err"; then
+  bad "second SIGINT: the checkpoint does not load: $(cat "$tmp/err")"
+else ok; fi
+
+# ---- 2. a new run never overwrites another ----
+out="$tmp/run"
+"$bin" train "${tiny[@]}" --set max_steps=6 --set out_dir="$out" >/dev/null 2>&1 || bad "run setup"
+before=$(md5sum <"$out/checkpoint.safetensors")
+expect_error "train into a run" "$out holds a run at step 6: --resume it, or pass --force to start over" \
+  "$bin" train "${tiny[@]}" --set max_steps=6 --set out_dir="$out"
+[ "$before" = "$(md5sum <"$out/checkpoint.safetensors")" ] || bad "refused run changed the checkpoint"
+touch "$out/notes.txt"
+n_events=$(ls "$out"/events.out.tfevents.* | wc -l)
+if ! "$bin" train "${tiny[@]}" --set max_steps=3 --set out_dir="$out" --force >/dev/null 2>"$tmp/err"; then
+  bad "--force: $(cat "$tmp/err")"
+elif [ "$(ls "$out"/events.out.tfevents.* | wc -l)" -ne 1 ] || [ "$n_events" -ne 1 ]; then
+  bad "--force left old event files"
+elif [ "$(wc -l <"$out/telemetry.csv")" -ne 4 ] || [ -f "$out/grad_norms.csv" ] && \
+     [ "$(tail -1 "$out/grad_norms.csv" | cut -d, -f1)" -gt 3 ]; then
+  bad "--force kept the old run's logs"
+elif [ ! -f "$out/notes.txt" ]; then bad "--force removed a file the run did not write"
+else ok; fi
+# a folder with logs but no checkpoint (a run killed before its first one)
+mkdir -p "$tmp/logs_only" && echo "step" >"$tmp/logs_only/telemetry.csv"
+expect_error "logs only" "holds the logs of an earlier run (telemetry.csv)" \
+  "$bin" train "${tiny[@]}" --set max_steps=2 --set out_dir="$tmp/logs_only"
+# --resume auto: resumes the checkpoint there, or starts afresh
+if ! "$bin" train "${tiny[@]}" --set max_steps=5 --set out_dir="$out" --resume auto >/dev/null 2>"$tmp/err"; then
+  bad "--resume auto (checkpoint): $(cat "$tmp/err")"
+elif [ "$(tail -1 "$out/telemetry.csv" | cut -d, -f1)" -ne 5 ] || [ "$(wc -l <"$out/telemetry.csv")" -ne 6 ]; then
+  bad "--resume auto did not continue the run"
+else ok; fi
+if ! "$bin" train "${tiny[@]}" --set max_steps=2 --set out_dir="$tmp/fresh" --resume auto >/dev/null 2>"$tmp/err"; then
+  bad "--resume auto (empty): $(cat "$tmp/err")"
+elif [ ! -f "$tmp/fresh/checkpoint.safetensors" ]; then bad "--resume auto did not start a fresh run"
+else ok; fi
+# --init from the checkpoint --force would delete
+expect_error "--init own checkpoint --force" "is the checkpoint this run would replace" \
+  "$bin" train "${tiny[@]}" --set out_dir="$out" --init "$out/checkpoint.safetensors" --force
+
+# ---- 3. no command writes over its own input ----
+ck="$out/checkpoint.safetensors"
+before=$(md5sum <"$ck")
+expect_error "dump-state --out = --ckpt" "is the same file as --ckpt" \
+  "$bin" dump-state "${tiny[@]:0:6}" --ckpt "$ck" --out "$out/../run/./checkpoint.safetensors"
+[ "$before" = "$(md5sum <"$ck")" ] || bad "dump-state overwrote its input"
+mkdir -p "$tmp/cuckoo" && cp "$tmp/train.txt" "$tmp/cuckoo/telemetry.csv"
+expect_error "train over its data" "is the same file as \[data\] train" \
+  "$bin" train --config "$root/configs/tiny.ini" --set train="$tmp/cuckoo/telemetry.csv" \
+  --set val="$tmp/val.txt" --set out_dir="$tmp/cuckoo"
+
+# ---- 4, 5. non-finite weights and losses never pass as results ----
+edit_st "$ck" "$tmp/big.safetensors" final_norm.weight 1e30 # finite weights whose logits overflow
+edit_st "$tmp/big.safetensors" "$tmp/huge.safetensors" lm_head.weight 1e10
+expect_error "eval of non-finite logits" "is not finite" "$bin" eval --ckpt "$tmp/huge.safetensors" --data "$tmp/val.txt"
+expect_error "eval --json of non-finite logits" "is not finite" \
+  "$bin" eval --ckpt "$tmp/huge.safetensors" --data "$tmp/val.txt" --json
+[ ! -s "$tmp/out" ] || bad "eval --json printed a result for non-finite logits: $(cat "$tmp/out")"
+edit_st "$ck" "$tmp/nan.safetensors" gru.1.weight_hh nan
+for cmd in "eval --ckpt $tmp/nan.safetensors --data $tmp/val.txt" "sample --ckpt $tmp/nan.safetensors"; do
+  expect_error "${cmd%% *} of a NaN checkpoint" "tensor 'gru.1.weight_hh' holds NaN" "$bin" $cmd
+done
+expect_error "train --init of a NaN checkpoint" "tensor 'gru.1.weight_hh' holds NaN" \
+  "$bin" train "${tiny[@]}" --set out_dir="$tmp/nan_run" --init "$tmp/nan.safetensors"
+expect_error "resume of a NaN checkpoint" "tensor 'gru.1.weight_hh' holds NaN" \
+  "$bin" train --resume "$tmp/nan.safetensors" --set out_dir="$tmp/nan_run2"
+# every step skipped: stop after max_skipped_steps in a row
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/skips" --set max_steps=40 --set max_skipped_steps=5 \
+  --plant-nan embed.weight >/dev/null 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ]; then bad "all-skipped run exit 0"
+elif ! grep -q "5 steps in a row were skipped" "$tmp/err"; then bad "all-skipped message: $(cat "$tmp/err")"
+elif [ "$(wc -l <"$tmp/skips/telemetry.csv")" -ne 6 ]; then bad "all-skipped run did not stop at step 5"
+else ok; fi
+
+# ---- 6. a directory is not a config ----
+expect_error "config is a directory" "config '$tmp' is a directory" "$bin" train --config "$tmp"
+
+# ---- 7. a .bin that is not a shard ----
+python3 -c "
+import struct, sys
+open('$tmp/nanogpt.bin','wb').write(struct.pack('<20000H', *[(i * 7919) % 50257 for i in range(20000)]))
+b = bytearray(open('$tmp/nanogpt.bin','rb').read()[:4000])
+hdr = struct.pack('<3i', 20240521, 1, 1000) + bytes(4 * 253)
+open('$tmp/badmagic.bin','wb').write(hdr + bytes(b[:2000]))"
+expect_error "headerless .bin" "without the shard magic number" "$bin" train "${tiny[@]}" \
+  --set train="$tmp/nanogpt.bin" --set vocab_size=50304 --set out_dir="$tmp/nb"
+expect_error "broken magic" "starts like a token shard header" "$bin" train "${tiny[@]}" \
+  --set train="$tmp/badmagic.bin" --set out_dir="$tmp/nb"
+expect_error "format key" "is not one of auto, text, shard" "$bin" train "${tiny[@]}" --set format=bytes
+
+# ---- 8. [model] keys stored in the checkpoint ----
+a=$("$bin" eval --ckpt "$ck" --data "$tmp/val.txt" --json 2>/dev/null)
+b=$("$bin" eval --ckpt "$ck" --data "$tmp/val.txt" --json --set n_heads=8 2>"$tmp/err")
+if [ "$a" != "$b" ]; then bad "eval --set n_heads=8 evaluated another model: $a vs $b"
+elif ! grep -q "n_heads 8 (stored 4)" "$tmp/err"; then bad "eval did not say the stored n_heads wins: $(cat "$tmp/err")"
+else ok; fi
+for key in seq_len=64 ctx_window=8; do
+  expect_error "resume with $key" "other \[model\] keys" "$bin" train "${tiny[@]}" --set out_dir="$out" \
+    --set max_steps=50 --set $key --resume "$ck"
+done
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/init_run" --set max_steps=1 --set ctx_window=8 --init "$ck" \
+  >/dev/null 2>"$tmp/err" || bad "--init with another ctx_window: $(cat "$tmp/err")"
+grep -q "warning: .*ctx_window 8 (stored 16)" "$tmp/err" || bad "--init did not warn: $(cat "$tmp/err")"
+
+# ---- 9. resume cuts every log back to the checkpoint's step ----
+out="$tmp/logs"
+"$bin" train "${tiny[@]}" --set out_dir="$out" --set max_steps=12 --set checkpoint_interval=4 --set eval_interval=2 \
+  --steps 9 >/dev/null 2>&1 || bad "logs setup" # checkpoints at 4 and 8, logs to 9
+"$bin" train "${tiny[@]}" --set out_dir="$out" --set max_steps=12 --set checkpoint_interval=4 --set eval_interval=2 \
+  --resume "$out/checkpoint.safetensors" >/dev/null 2>"$tmp/err" || bad "logs resume: $(cat "$tmp/err")"
+[ "$(cut -d, -f1 "$out/grad_norms.csv" | tail -n +2 | tr '\n' ' ')" = "2 4 6 8 10 12 " ] ||
+  bad "grad_norms.csv after resume: $(cut -d, -f1 "$out/grad_norms.csv" | tr '\n' ' ')"
+[ "$(event_steps "$out" | sort -n | uniq -d | wc -l)" -eq 0 ] || bad "TensorBoard steps twice: $(event_steps "$out" | sort -n | uniq -d | tr '\n' ' ')"
+[ "$(event_steps "$out" | sort -n | uniq | wc -l)" -eq 12 ] || bad "TensorBoard steps missing"
+ok
+
+# ---- 10. eval scores each window at most once ----
+"$bin" eval --ckpt "$ck" --data "$tmp/val.txt" --batches 100000 --json >"$tmp/ev.json" 2>"$tmp/err" || bad "eval: $(cat "$tmp/err")"
+python3 -c "
+import json, os; d = json.load(open('$tmp/ev.json')); n = os.path.getsize('$tmp/val.txt')
+assert d['tokens'] == (n - 1) // 32 * 32, (d['tokens'], n)" || bad "eval --batches 100000 scored text twice"
+
+# ---- 11. enumerated options; bench without a GPU measures nothing on it ----
+expect_error "audit --device-b tpu" "expected one of cpu|gpu" "$bin" audit --device-b tpu
+expect_error "train --dist" "expected one of auto|mpi|env|none" "$bin" train --dist slurm
+if [ -z "${CUDA_VISIBLE_DEVICES+x}" ] && ! nvidia-smi -L >/dev/null 2>&1; then
+  "$bin" bench "${tiny[@]:0:6}" --steps 1 --warmup 0 --json >"$tmp/bench.json" 2>&1 || bad "bench --json: $(cat "$tmp/bench.json")"
+  python3 -c "import json; d = json.load(open('$tmp/bench.json')); assert d['gpu_ms'] is None and d['cpu_ms'] > 0, d" ||
+    bad "bench --json without a GPU: $(cat "$tmp/bench.json")"
+  "$bin" bench "${tiny[@]:0:6}" --cpu-steps 0 --json >/dev/null 2>&1
+  [ $? -eq 77 ] || bad "bench measuring nothing did not exit 77"
+fi
+
+# ---- 13. checkpoints carry a checksum ----
+python3 -c "
+b = bytearray(open('$ck','rb').read())
+for i in range(50): b[len(b) - 4000 + i * 13] ^= 0x5a
+open('$tmp/flipped.safetensors','wb').write(b)"
+expect_error "flipped bytes" "checksum mismatch" "$bin" eval --ckpt "$tmp/flipped.safetensors" --data "$tmp/val.txt"
+edit_st "$ck" "$tmp/nosum.safetensors" lm_head.weight 1 # from elsewhere: no checksum, still loads
+"$bin" eval --ckpt "$tmp/nosum.safetensors" --data "$tmp/val.txt" >/dev/null 2>"$tmp/err" || bad "no-checksum file: $(cat "$tmp/err")"
+
+# ---- 15. resuming a finished run says so and writes nothing ----
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/done" --set max_steps=3 >/dev/null 2>&1 || bad "done setup"
+ls "$tmp/done" >"$tmp/before.ls"
+"$bin" train --resume "$tmp/done/checkpoint.safetensors" >"$tmp/out" 2>&1 || bad "finished resume exit"
+grep -q "already at max_steps 3: nothing to do" "$tmp/out" || bad "finished resume message: $(cat "$tmp/out")"
+ls "$tmp/done" | cmp -s - "$tmp/before.ls" || bad "finished resume wrote files"
+expect_error "max_steps below the checkpoint" "past max_steps 2" \
+  "$bin" train --resume "$tmp/done/checkpoint.safetensors" --set max_steps=2
+
+# ---- 16. error lines a user can act on ----
+printf '[train\nlr = 1e-3\n' >"$tmp/hdr.ini"
+expect_error "malformed header" "hdr.ini:1: malformed section header '\[train'" "$bin" train --config "$tmp/hdr.ini"
+printf '[train]\nlr = 1e-3\n; note\nlr = 2e-3\n' >"$tmp/dup.ini"
+expect_error "duplicate key" "dup.ini:4: \[train\] lr is set twice (first at line 2)" "$bin" train --config "$tmp/dup.ini"
+"$bin" train "${tiny[@]}" --set "lr = 1e-3" --set " max_steps= 1" --set out_dir="$tmp/trim" >/dev/null 2>"$tmp/err" ||
+  bad "--set with blanks: $(cat "$tmp/err")"
+expect_error "lr=0" "lr = 0 is below lr_min = 0.0002" "$bin" train "${tiny[@]}" --set lr=0
+expect_error "eval --bogus" "unknown option '--bogus'" "$bin" eval --bogus
+expect_error "option without value" "option '--ckpt' needs a value" "$bin" eval --ckpt
+printf 'just some text, not a checkpoint at all\n' >"$tmp/some.txt"
+expect_error "not safetensors" "not a safetensors file" "$bin" eval --ckpt "$tmp/some.txt"
+
+# ---- 17. help and version ----
+"$bin" help train | head -1 | grep -q "^usage: catchat train" || bad "help train"
+expect_error "help foo" "no command or topic 'foo'" "$bin" help foo
+"$bin" --version >"$tmp/v" || bad "--version exit"
+for w in "catchat [0-9]" "git " "GPU architectures compiled" "CUDA runtime" "cuBLASLt" "NCCL"; do
+  grep -q "$w" "$tmp/v" || bad "--version lacks '$w'"
+done
+for c in train eval sample dump-state ladder bench bisect audit; do # every option in the usage lines
+  "$bin" $c --help | python3 -c "
+import re, sys
+t = sys.stdin.read(); usage = t.split('\n\n')[0]
+miss = set(re.findall(r'^\s+(--[a-z-]+)', t, re.M)) - set(re.findall(r'--[a-z-]+', usage))
+sys.exit(f'$c usage lacks {sorted(miss)}' if miss else 0)" || bad "usage line of $c"
+done
+ok
+
+finish
