@@ -69,5 +69,8 @@ int cmd_ladder(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_bisect(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+/* --version: version, git revision, compiled GPU architectures, CUDA runtime
+ * and driver, cuBLASLt and NCCL versions, one per line. */
+int cmd_version(void);
 
 #endif

@@ -6,7 +6,6 @@
 #include "cli/cli.h"
 #include "catchat/config.h"
 #include "catchat/util.h"
-#include "catchat/version.h"
 
 static const struct {
     const char *name;
@@ -66,8 +65,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
-        cc_version_print(stdout);
-        return 0;
+        return cmd_version();
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || (strcmp(argv[1], "help") == 0 && argc == 2)) {
         usage(stdout);
