@@ -119,6 +119,21 @@ __global__ void colsum_f16_partial_kernel(float *partial, const __half *x, int M
 
 static unsigned int grid_for(size_t n) { unsigned int g = ceil_div(n, 256); return g > 4096 ? 4096 : (g ? g : 1); }
 
+// What the binary holds for the current device, read from one of its kernels:
+// binaryVersion is the SASS that runs (a PTX-only build reports the JIT's
+// target), ptxVersion the PTX it came from. Non-zero when no image fits.
+extern "C" int kernels_compiled_for(int *binary_version, int *ptx_version)
+{
+    cudaFuncAttributes a;
+    if (cudaFuncGetAttributes(&a, f32_to_f16_kernel) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    *binary_version = a.binaryVersion;
+    *ptx_version = a.ptxVersion;
+    return 0;
+}
+
 extern "C" void launch_f32_to_f16(void *dst, const float *src, size_t n, cudaStream_t s)
 {
     f32_to_f16_kernel<<<grid_for(n), 256, 0, s>>>((__half *)dst, src, n);

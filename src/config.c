@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { K_INT, K_LONG, K_REAL, K_U64, K_PATH, K_DEVICE, K_SCALE, K_FORMAT } key_type;
+typedef enum { K_INT, K_LONG, K_REAL, K_U64, K_PATH, K_CHOICE, K_SCALE } key_type;
 
 typedef struct {
     const char *section, *key;
@@ -22,44 +22,49 @@ typedef struct {
     double min, max;
     const char *def;
     const char *help;
+    const char *choices; /* K_CHOICE: the values allowed, '|'-separated (stored as text) */
 } key_spec;
 
 #define OFF(f) offsetof(cc_config, f)
 static const key_spec KEYS[] = {
-    { "model", "vocab_size", K_INT, OFF(vocab_size), 2, 65536, "256", "token ids are 0..vocab_size-1 (256 = bytes)" },
-    { "model", "d_model", K_INT, OFF(d_model), 1, 16384, "512", "width of every stream" },
-    { "model", "n_layers", K_INT, OFF(n_layers), 1, CC_MAX_LAYERS, "3", "stacked GRU layers" },
-    { "model", "n_heads", K_INT, OFF(n_heads), 1, 1024, "8", "context-stream heads (must divide d_model)" },
-    { "model", "ctx_window", K_INT, OFF(ctx_window), 1, 1 << 20, "128", "positions each query reads, itself included" },
-    { "model", "seq_len", K_INT, OFF(seq_len), 1, 1 << 20, "512", "positions per training sequence" },
-    { "model", "rms_eps", K_REAL, OFF(rms_eps), 0, 1, "1e-6", "added to the mean square" },
-    { "model", "rms_floor", K_REAL, OFF(rms_floor), 0, 1, "1e-6", "mean square at or under it: identity" },
-    { "model", "inv_rms_max", K_REAL, OFF(inv_rms_max), 1e-30, 1e30, "1000", "cap on the inverse RMS" },
-    { "train", "batch_size", K_INT, OFF(batch_size), 1, 1 << 20, "64", "sequences per step" },
-    { "train", "max_steps", K_LONG, OFF(max_steps), 1, 1e12, "1000", "optimizer steps (also the end of the cosine)" },
-    { "train", "lr", K_REAL, OFF(lr), 0, 10, "1e-3", "peak learning rate" },
-    { "train", "lr_min", K_REAL, OFF(lr_min), 0, 10, "1e-4", "learning rate at max_steps" },
-    { "train", "warmup_steps", K_LONG, OFF(warmup_steps), 0, 1e12, "100", "linear warmup steps" },
-    { "train", "weight_decay", K_REAL, OFF(weight_decay), 0, 10, "0.1", "AdamW decoupled decay (2-D tensors only)" },
-    { "train", "beta1", K_REAL, OFF(beta1), 0, 0.999999, "0.9", "AdamW first-moment decay" },
-    { "train", "beta2", K_REAL, OFF(beta2), 0, 0.99999999, "0.99", "AdamW second-moment decay" },
-    { "train", "adam_eps", K_REAL, OFF(adam_eps), 0, 1, "1e-8", "AdamW epsilon" },
-    { "train", "max_grad_norm", K_REAL, OFF(max_grad_norm), 0, 1e30, "1.0", "global-norm clip (0 = off)" },
-    { "train", "grad_h_clamp", K_REAL, OFF(grad_h_clamp), 0, 1e30, "1000", "unscaled clamp on the per-timestep hidden-state gradient (0 = off)" },
-    { "train", "ctx_grad_clamp", K_REAL, OFF(ctx_grad_clamp), 0, 1e30, "0", "unscaled L2 cap per token on the context-stream gradient (0 = off)" },
-    { "train", "seed", K_U64, OFF(seed), 0, 0, "1337", "seed of initialisation and data order" },
-    { "train", "eval_interval", K_LONG, OFF(eval_interval), 0, 1e12, "100", "steps between evaluations (0 = only at the end)" },
-    { "train", "eval_batches", K_LONG, OFF(eval_batches), 1, 1e9, "4", "validation batches per evaluation" },
-    { "train", "max_skipped_steps", K_LONG, OFF(max_skipped_steps), 0, 1e12, "50", "stop with an error after this many skipped steps in a row (0 = never)" },
-    { "train", "checkpoint_interval", K_LONG, OFF(checkpoint_interval), 0, 1e12, "500", "steps between checkpoints (0 = only at the end)" },
-    { "precision", "loss_scale", K_SCALE, OFF(loss_scale), 1e-30, 1e30, "1.0", "static loss scale, or 'dynamic' (GradScaler-style)" },
-    { "precision", "init_scale", K_REAL, OFF(init_scale), 1e-30, 1e30, "65536", "first scale of the dynamic loss scale" },
-    { "precision", "scale_growth_interval", K_LONG, OFF(scale_growth_interval), 1, 1e12, "2000", "clean steps before the dynamic scale doubles" },
-    { "data", "train", K_PATH, OFF(train), 0, 0, "data/fortunes/train.txt", "training data: text file or .bin shard" },
-    { "data", "val", K_PATH, OFF(val), 0, 0, "data/fortunes/val.txt", "validation data: text file or .bin shard" },
-    { "data", "format", K_FORMAT, OFF(data_format), 0, 0, "auto", "auto (a .bin name or a shard header means shard, else text), text or shard" },
-    { "run", "device", K_DEVICE, OFF(device), 0, 0, "auto", "auto, cpu or gpu" },
-    { "run", "out_dir", K_PATH, OFF(out_dir), 0, 0, "runs/default", "telemetry, checkpoints and samples go here" },
+    { "model", "vocab_size", K_INT, OFF(vocab_size), 2, 65536, "256", "token ids are 0..vocab_size-1 (256 = bytes)", NULL },
+    { "model", "d_model", K_INT, OFF(d_model), 1, 16384, "512", "width of every stream", NULL },
+    { "model", "n_layers", K_INT, OFF(n_layers), 1, CC_MAX_LAYERS, "3", "stacked GRU layers", NULL },
+    { "model", "n_heads", K_INT, OFF(n_heads), 1, 1024, "8", "context-stream heads (must divide d_model)", NULL },
+    { "model", "ctx_window", K_INT, OFF(ctx_window), 1, 1 << 20, "128", "positions each query reads, itself included", NULL },
+    { "model", "seq_len", K_INT, OFF(seq_len), 1, 1 << 20, "512", "positions per training sequence", NULL },
+    { "model", "rms_eps", K_REAL, OFF(rms_eps), 0, 1, "1e-6", "added to the mean square", NULL },
+    { "model", "rms_floor", K_REAL, OFF(rms_floor), 0, 1, "1e-6", "mean square at or under it: identity", NULL },
+    { "model", "inv_rms_max", K_REAL, OFF(inv_rms_max), 1e-30, 1e30, "1000", "cap on the inverse RMS", NULL },
+    { "train", "batch_size", K_INT, OFF(batch_size), 1, 1 << 20, "64", "sequences per step", NULL },
+    { "train", "max_steps", K_LONG, OFF(max_steps), 1, 1e12, "1000", "optimizer steps (also the end of the cosine)", NULL },
+    { "train", "lr", K_REAL, OFF(lr), 0, 10, "1e-3", "peak learning rate", NULL },
+    { "train", "lr_min", K_REAL, OFF(lr_min), 0, 10, "1e-4", "learning rate at max_steps", NULL },
+    { "train", "warmup_steps", K_LONG, OFF(warmup_steps), 0, 1e12, "100", "linear warmup steps", NULL },
+    { "train", "weight_decay", K_REAL, OFF(weight_decay), 0, 10, "0.1", "AdamW decoupled decay (2-D tensors only)", NULL },
+    { "train", "beta1", K_REAL, OFF(beta1), 0, 0.999999, "0.9", "AdamW first-moment decay", NULL },
+    { "train", "beta2", K_REAL, OFF(beta2), 0, 0.99999999, "0.99", "AdamW second-moment decay", NULL },
+    { "train", "adam_eps", K_REAL, OFF(adam_eps), 0, 1, "1e-8", "AdamW epsilon", NULL },
+    { "train", "max_grad_norm", K_REAL, OFF(max_grad_norm), 0, 1e30, "1.0", "global-norm clip (0 = off)", NULL },
+    { "train", "grad_h_clamp", K_REAL, OFF(grad_h_clamp), 0, 1e30, "1000", "unscaled clamp on the per-timestep hidden-state gradient (0 = off)", NULL },
+    { "train", "ctx_grad_clamp", K_REAL, OFF(ctx_grad_clamp), 0, 1e30, "0", "unscaled L2 cap per token on the context-stream gradient (0 = off)", NULL },
+    { "train", "seed", K_U64, OFF(seed), 0, 0, "1337", "seed of initialisation and data order", NULL },
+    { "train", "eval_interval", K_LONG, OFF(eval_interval), 0, 1e12, "100", "steps between evaluations (0 = only at the end)", NULL },
+    { "train", "eval_batches", K_LONG, OFF(eval_batches), 1, 1e9, "4", "validation batches per evaluation", NULL },
+    { "train", "max_skipped_steps", K_LONG, OFF(max_skipped_steps), 0, 1e12, "50", "stop with an error after this many skipped steps in a row (0 = never)", NULL },
+    { "train", "checkpoint_interval", K_LONG, OFF(checkpoint_interval), 0, 1e12, "500", "steps between checkpoints (0 = only at the end)", NULL },
+    { "precision", "loss_scale", K_SCALE, OFF(loss_scale), 1e-30, 1e30, "1.0", "static loss scale, or 'dynamic' (GradScaler-style)", NULL },
+    { "precision", "init_scale", K_REAL, OFF(init_scale), 1e-30, 1e30, "65536", "first scale of the dynamic loss scale", NULL },
+    { "precision", "scale_growth_interval", K_LONG, OFF(scale_growth_interval), 1, 1e12, "2000", "clean steps before the dynamic scale doubles", NULL },
+    { "data", "train", K_PATH, OFF(train), 0, 0, "data/fortunes/train.txt", "training data: text file or .bin shard", NULL },
+    { "data", "val", K_PATH, OFF(val), 0, 0, "data/fortunes/val.txt", "validation data: text file or .bin shard", NULL },
+    { "data", "format", K_CHOICE, OFF(data_format), 0, 0, "auto", "auto (the shard magic number decides; a .bin without it is refused), text or shard", "auto|text|shard" },
+    { "run", "device", K_CHOICE, OFF(device), 0, 0, "auto", "auto, cpu or gpu", "auto|cpu|gpu" },
+    { "run", "out_dir", K_PATH, OFF(out_dir), 0, 0, "runs/default", "telemetry, checkpoints and samples go here", NULL },
+    { "gpu", "recurrence", K_CHOICE, OFF(gpu_recurrence), 0, 0, "auto", "GRU recurrence kernels: auto (the fastest this GPU and shape take), persistent or stepwise (forced, for measuring)", "auto|persistent|stepwise" },
+    { "gpu", "lanes", K_INT, OFF(gpu_lanes), 0, 8, "0", "lanes a step's batch splits into (0 = chosen: up to 4 where the recurrence stays on clusters); must divide batch_size (env CATCHAT_GPU_LANES)", NULL },
+    { "gpu", "cuda_graph", K_CHOICE, OFF(cuda_graph), 0, 0, "auto", "replay the step as one CUDA graph: auto (where the recurrence's clusters all fit), on or off (env CATCHAT_CUDA_GRAPH=1/0)", "auto|on|off" },
+    { "gpu", "lane_trace", K_INT, OFF(lane_trace), 0, 1, "0", "1: print after each step when every lane's recurrences ran (env CATCHAT_LANE_TRACE)", NULL },
 };
 #define NKEYS ((int)(sizeof(KEYS) / sizeof(KEYS[0])))
 _Static_assert(sizeof(KEYS) / sizeof(KEYS[0]) <= 64, "ini_state.seen holds 64 keys");
@@ -151,16 +156,24 @@ static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, s
             return FAIL("[%s] %s: path longer than %d bytes", k->section, k->key, CC_PATH_MAX - 1);
         strcpy(base, v);
         return 0;
-    case K_DEVICE:
-        if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "gpu"))
-            return FAIL("[%s] %s: '%s' is not one of auto, cpu, gpu", k->section, k->key, v);
-        strcpy(base, v);
-        return 0;
-    case K_FORMAT:
-        if (strcmp(v, "auto") && strcmp(v, "text") && strcmp(v, "shard"))
-            return FAIL("[%s] %s: '%s' is not one of auto, text, shard", k->section, k->key, v);
-        strcpy(base, v);
-        return 0;
+    case K_CHOICE: {
+        const size_t n = strlen(v);
+        for (const char *ch = k->choices; *ch;) {
+            const size_t len = strcspn(ch, "|");
+            if (len == n && strncmp(ch, v, n) == 0) {
+                strcpy(base, v);
+                return 0;
+            }
+            ch += len + (ch[len] == '|');
+        }
+        char list[128] = "";
+        for (const char *ch = k->choices; *ch;) { /* "a|b|c" as "a, b, c" */
+            const size_t len = strcspn(ch, "|"), used = strlen(list);
+            snprintf(list + used, sizeof(list) - used, "%s%.*s", used ? ", " : "", (int)len, ch);
+            ch += len + (ch[len] == '|');
+        }
+        return FAIL("[%s] %s: '%s' is not one of %s", k->section, k->key, v, list);
+    }
     }
     return FAIL("[%s] %s: unsupported key type", k->section, k->key);
 }
@@ -351,8 +364,7 @@ static void value_text(const cc_config *c, const key_spec *k, char *buf, size_t 
         /* fallthrough */
     case K_REAL: cc_format_real(buf, cap, *(const double *)base); break;
     case K_PATH:
-    case K_DEVICE:
-    case K_FORMAT: snprintf(buf, cap, "%s", base); break;
+    case K_CHOICE: snprintf(buf, cap, "%s", base); break;
     }
 }
 

@@ -19,8 +19,10 @@ static double cpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     memset(c->grads, 0, sizeof(float) * ex->lay.total);
     c->acts.check = ex->check;
     double loss = cpu_model_forward(&ex->lay, c->params, &c->acts, x, y, NULL);
+    /* the CPU reference differentiates the mean loss: one summed position */
     cpu_model_backward(&ex->lay, c->params, c->grads, &c->acts, x, y, scale,
-                       ex->cfg.grad_h_clamp, ex->cfg.ctx_grad_clamp);
+                       cc_clamp_dispatch_limit(ex->cfg.grad_h_clamp, scale, 1),
+                       cc_clamp_dispatch_limit(ex->cfg.ctx_grad_clamp, scale, 1));
     ex->grad_unit = scale;
     return loss;
 }

@@ -257,6 +257,11 @@ int cc_st_read_float(const cc_st_file *f, const cc_st_tensor *t, float *out)
     return 0;
 }
 
+/* Testing aid (cc_st_set_write_delay_us): a pause after each tensor written. */
+static long write_delay_us = 0;
+
+void cc_st_set_write_delay_us(long us) { write_delay_us = us > 0 ? us : 0; }
+
 static int write_all(FILE *fp, const void *p, size_t n) { return fwrite(p, 1, n, fp) == n ? 0 : -1; }
 
 int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const *meta_keys,
@@ -310,10 +315,7 @@ int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const
     int rc = write_all(fp, len8, 8) | write_all(fp, text, hlen);
     for (size_t i = hlen; i < padded && rc == 0; i++) rc = write_all(fp, " ", 1);
     free(text);
-    /* Testing aid for tests/crash.sh: CATCHAT_TEST_WRITE_DELAY_US stretches the
-     * write (a pause after each tensor) so a SIGKILL lands in the middle of it. */
-    const char *delay_env = getenv("CATCHAT_TEST_WRITE_DELAY_US");
-    const long delay_us = delay_env ? atol(delay_env) : 0;
+    const long delay_us = write_delay_us;
     for (int i = 0; i < n && rc == 0; i++) {
         size_t numel = 1;
         for (int d = 0; d < e[i].ndim; d++) numel *= (size_t)e[i].shape[d];

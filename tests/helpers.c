@@ -8,6 +8,7 @@
 #include <string.h>
 #include <ftw.h>
 #include <unistd.h>
+#include "catchat/checkpoint.h"
 #include "catchat/rng.h"
 
 void th_tiny_config(cc_config *c)
@@ -43,6 +44,13 @@ void th_tmpdir(char *out, size_t cap)
     if (!mkdtemp(out)) abort();
     if (n_tmpdirs == 0) atexit(remove_tmpdirs);
     if (n_tmpdirs < MAX_TMPDIRS) snprintf(tmpdirs[n_tmpdirs++], sizeof(tmpdirs[0]), "%s", out);
+}
+
+void th_tmp_path(char *out, size_t cap, const char *name)
+{
+    char dir[64];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(out, cap, "%s/%s", dir, name);
 }
 
 void th_write_file(const char *path, const void *data, size_t len)
@@ -99,6 +107,22 @@ void th_random_tokens(int *x, int *y, int n, int V, unsigned seed, int ignore_ev
         y[i] = (int)cc_rng_below(&r, (uint64_t)V);
         if (ignore_every > 0 && i % ignore_every == ignore_every - 1) y[i] = -1;
     }
+}
+
+int th_save_tiny_checkpoint(const char *path, long step)
+{
+    cc_config c;
+    th_tiny_config(&c);
+    const cc_dims d = cc_dims_from_config(&c);
+    cc_layout lay;
+    cc_layout_build(&lay, &d);
+    float *p = calloc(lay.total, sizeof(float));
+    cc_run_state st = { 0 };
+    st.step = step;
+    st.scaler.scale = 1;
+    const int rc = cc_checkpoint_save(path, &c, &lay, p, NULL, NULL, step >= 0 ? &st : NULL);
+    free(p);
+    return rc;
 }
 
 static FILE *capture_file;

@@ -11,6 +11,8 @@
 void th_tiny_config(cc_config *c);
 /* A fresh folder under /tmp; returns its path (static buffer per call site). */
 void th_tmpdir(char *out, size_t cap);
+/* The path of `name` inside a fresh th_tmpdir folder (the file is not made). */
+void th_tmp_path(char *out, size_t cap, const char *name);
 /* Write `bytes` bytes of repetitive English text to path. */
 void th_write_text(const char *path, size_t bytes, unsigned seed);
 void th_write_file(const char *path, const void *data, size_t len);
@@ -19,6 +21,9 @@ double th_rel_err_f(const float *a, const float *b, size_t n);
 double th_rel_err_d(const double *a, const double *b, size_t n);
 /* Random ints in [0, V) and targets (some -1 when ignore_every > 0). */
 void th_random_tokens(int *x, int *y, int n, int V, unsigned seed, int ignore_every);
+/* Save the th_tiny_config model with zero weights to path, with run state at
+ * `step` when step >= 0 and none otherwise; cc_checkpoint_save's status. */
+int th_save_tiny_checkpoint(const char *path, long step);
 /* Capture stderr (file descriptor 2) from th_stderr_begin to th_stderr_end,
  * which returns what was written (static buffer, at most 16 KiB kept). Works
  * with or without cr_redirect_stderr. */

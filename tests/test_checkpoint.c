@@ -37,9 +37,8 @@ Test(checkpoint, round_trip_with_state)
     st.data_pos = 17;
     st.running_loss = 2.345678901234;
     cc_rng_seed(&st.rng, 77);
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/ck.safetensors", dir);
+    char path[512];
+    th_tmp_path(path, sizeof(path), "ck.safetensors");
     c.lr = 1.25e-3;
     cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, m, v, &st), 0);
     float *p2 = calloc(n, 4), *m2 = calloc(n, 4), *v2 = calloc(n, 4);
@@ -91,9 +90,8 @@ Test(checkpoint, loads_foreign_f16_bf16)
     }
     int32_t extra[3] = { 1, 2, 3 };
     e[lay.n] = (cc_st_entry){ "something.else", ST_I32, 1, { 3 }, extra };
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/foreign.safetensors", dir);
+    char path[512];
+    th_tmp_path(path, sizeof(path), "foreign.safetensors");
     cr_assert_eq(cc_st_write(path, e, lay.n + 1, NULL, NULL, 0), 0);
     float *q = calloc(lay.total, 4);
     int hs = 1;
@@ -159,9 +157,8 @@ Test(checkpoint, missing_tensor_and_wrong_shape_name_the_tensor, .init = cr_redi
     cc_layout lay, small;
     tiny_layout(&c, &lay);
     float *p = calloc(lay.total, 4);
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/ck.safetensors", dir);
+    char path[512];
+    th_tmp_path(path, sizeof(path), "ck.safetensors");
     cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, NULL, NULL, NULL), 0);
     c.d_model = 32;
     cc_dims d = cc_dims_from_config(&c);
@@ -183,13 +180,12 @@ Test(checkpoint, missing_tensor_and_wrong_shape_name_the_tensor, .init = cr_redi
     free(q);
 }
 
-/* Fix 2: cc_st_write stores an xxh64 of the data section under
- * __metadata__ "data_xxh64" (16 hex digits), even when given no metadata. */
+/* cc_st_write stores an xxh64 of the data section under __metadata__
+ * "data_xxh64" (16 hex digits), even when given no metadata. */
 Test(safetensors, writer_stores_data_checksum)
 {
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/a.safetensors", dir);
+    char path[512];
+    th_tmp_path(path, sizeof(path), "a.safetensors");
     const float a[4] = { 1, 2, 3, 4 };
     const cc_st_entry e = { "a", ST_F32, 1, { 4 }, a };
     cr_assert_eq(cc_st_write(path, &e, 1, NULL, NULL, 0), 0);
@@ -202,13 +198,12 @@ Test(safetensors, writer_stores_data_checksum)
     cc_st_close(&f);
 }
 
-/* Fix 2: a flipped byte inside tensor data used to load as silently wrong
- * weights; the stored checksum now catches it ("checksum mismatch"). */
+/* A flipped byte inside tensor data would load as silently wrong weights:
+ * the stored checksum refuses it ("checksum mismatch"). */
 Test(safetensors, flipped_data_byte_is_checksum_mismatch)
 {
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/a.safetensors", dir);
+    char path[512];
+    th_tmp_path(path, sizeof(path), "a.safetensors");
     const float a[4] = { 1, 2, 3, 4 }, b[2] = { 5, 6 };
     const cc_st_entry e[2] = { { "a", ST_F32, 1, { 4 }, a }, { "b", ST_F32, 1, { 2 }, b } };
     cr_assert_eq(cc_st_write(path, e, 2, NULL, NULL, 0), 0);
@@ -225,14 +220,12 @@ Test(safetensors, flipped_data_byte_is_checksum_mismatch)
     cr_expect(strstr(err, path) && strstr(err, "checksum mismatch"), "message: %s", err);
 }
 
-/* Fix 2: the checksum is checked only when present: a file written by
- * another tool (no data_xxh64) still opens, while the same bytes under a
- * wrong data_xxh64 are refused. */
+/* The checksum is checked only when present: a file written by another
+ * tool (no data_xxh64) opens, the same bytes under a wrong data_xxh64 do not. */
 Test(safetensors, checksum_checked_only_when_present)
 {
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/foreign.safetensors", dir);
+    char path[512];
+    th_tmp_path(path, sizeof(path), "foreign.safetensors");
     const float data[2] = { 1.5f, -2.25f };
     const char *headers[2] = {
         "{\"__metadata__\":{\"format\":\"pt\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
@@ -263,13 +256,12 @@ Test(safetensors, checksum_checked_only_when_present)
     }
 }
 
-/* Fix 2: a text file given as safetensors was described as a header length
- * running past the end; now it says it is not a safetensors file. */
+/* A text file given as safetensors is "not a safetensors file": its first 8
+ * bytes taken as a header length would only say that length runs past the end. */
 Test(safetensors, text_file_is_not_safetensors)
 {
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/notes.txt", dir);
+    char path[512];
+    th_tmp_path(path, sizeof(path), "notes.txt");
     const char *text = "step,loss\n1,5.5\n2,5.4\n";
     th_write_file(path, text, strlen(text));
     cc_st_file f;
@@ -280,8 +272,8 @@ Test(safetensors, text_file_is_not_safetensors)
     cr_expect(strstr(err, path) && strstr(err, "not a safetensors file"), "message: %s", err);
 }
 
-/* Fix 3: a checkpoint whose weights (or moments) hold NaN or Inf used to
- * load and train nothing; it is refused now, naming the tensor and element. */
+/* Weights or moments holding NaN or Inf would load and then train nothing:
+ * the checkpoint is refused, naming the tensor and the element. */
 Test(checkpoint, nonfinite_tensor_is_refused)
 {
     cc_config c;
@@ -292,9 +284,8 @@ Test(checkpoint, nonfinite_tensor_is_refused)
     cc_layout_init_params(&lay, p, 1);
     const cc_tensor_info *t = &lay.t[2];
     p[t->offset + 3] = NAN;
-    char dir[256], path[512], want[1024];
-    th_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/nan.safetensors", dir);
+    char path[512], want[1024];
+    th_tmp_path(path, sizeof(path), "nan.safetensors");
     cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, NULL, NULL, NULL), 0);
     float *q = calloc(n, 4);
     th_stderr_begin();
@@ -316,22 +307,14 @@ Test(checkpoint, nonfinite_tensor_is_refused)
     free(p); free(m); free(v); free(q);
 }
 
-/* Fix 3: checkpoints record the catchat version in __metadata__, with and
- * without run state. */
+/* Checkpoints record the catchat version in __metadata__, with and without
+ * run state. */
 Test(checkpoint, records_catchat_version)
 {
-    cc_config c;
-    cc_layout lay;
-    tiny_layout(&c, &lay);
-    float *p = calloc(lay.total, 4);
-    cc_run_state st = { 0 };
-    st.step = 3;
-    st.scaler.scale = 1;
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/ck.safetensors", dir);
+    char path[512];
+    th_tmp_path(path, sizeof(path), "ck.safetensors");
     for (int with_state = 0; with_state < 2; with_state++) {
-        cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, NULL, NULL, with_state ? &st : NULL), 0);
+        cr_assert_eq(th_save_tiny_checkpoint(path, with_state ? 3 : -1), 0);
         cc_st_file f;
         cr_assert_eq(cc_st_open(&f, path), 0);
         const char *ver = cc_st_meta(&f, "catchat_version");
@@ -340,5 +323,4 @@ Test(checkpoint, records_catchat_version)
         cr_expect_eq(cc_st_meta(&f, "step") != NULL, with_state);
         cc_st_close(&f);
     }
-    free(p);
 }

@@ -8,9 +8,9 @@
 #include "catchat/train.h"
 #include "helpers.h"
 
-/* Fix 6: NaN compares false, so with NaN logits no class ranked above the
- * target and the position counted as top-1 and top-5; now a position whose
- * loss is not finite is never correct (all-NaN row, or NaN target logit). */
+/* NaN compares false, so with NaN logits no class ranks above the target and
+ * the position would count as top-1 and top-5: a position whose loss is not
+ * finite (all-NaN row, or NaN target logit) is never correct. */
 Test(eval, nan_logits_are_never_correct)
 {
     enum { V = 8 };
@@ -29,9 +29,9 @@ Test(eval, nan_logits_are_never_correct)
     cr_expect_eq(s.top5, 1, "top-5 counted %ld of 3 (only row 2 is right)", s.top5);
 }
 
-/* Fix 7: asking for more eval batches than the file has used to score the
- * wrapped-around windows of the last batch again; now each of the nwin
- * windows is scored once: scored = nwin * T. */
+/* Asking for more eval batches than the file has scores each of its nwin
+ * windows once (scored = nwin * T): the last batch's wrapped-around windows
+ * would count some text twice. */
 Test(eval, each_window_scored_once)
 {
     cc_config c;

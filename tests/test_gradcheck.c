@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/cpu_ref.h"
+#include "catchat/executor.h"
 #include "catchat/rng.h"
 #include "helpers.h"
 
@@ -70,7 +71,8 @@ static void grads_at(fixture *f, double S, double clamp, double ctx_clamp)
 {
     memset(f->grads, 0, sizeof(double) * f->lay.total);
     cpu_model_forward_f64(&f->lay, f->params, &f->acts, f->x, f->y, NULL);
-    cpu_model_backward_f64(&f->lay, f->params, f->grads, &f->acts, f->x, f->y, S, clamp, ctx_clamp);
+    cpu_model_backward_f64(&f->lay, f->params, f->grads, &f->acts, f->x, f->y, S,
+                           cc_clamp_dispatch_limit(clamp, S, 1), cc_clamp_dispatch_limit(ctx_clamp, S, 1));
 }
 
 Test(gradcheck, every_tensor_matches_finite_differences)

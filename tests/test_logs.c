@@ -13,7 +13,7 @@
 #include "catchat/tfevents.h"
 #include "helpers.h"
 
-/* Fix 5: cc_csv_truncate_after keeps the header and the rows of step <= N,
+/* cc_csv_truncate_after keeps the header and the rows of step <= N,
  * drops later rows and a torn last row, keeps the file's own header when
  * given none, and leaves a missing file missing. */
 Test(logs, csv_truncate_after)
@@ -104,7 +104,7 @@ static int event_files(const char *dir, char out[][600])
     return n;
 }
 
-/* Fix 5: cc_tfevents_truncate_after drops the events of step > N (and a torn
+/* cc_tfevents_truncate_after drops the events of step > N (and a torn
  * tail), keeping the file's version event and steps 1..N once each. */
 Test(logs, tfevents_truncate_after)
 {
@@ -132,9 +132,9 @@ Test(logs, tfevents_truncate_after)
     for (int s = 7; s < 32; s++) cr_expect_eq(counts[s], 0, "step %d kept", s);
 }
 
-/* Fix 5: the event file was named by the second alone, so a second
- * cc_tfevents_open in the same second truncated the first file; now each
- * open makes its own file and the first one's events survive. */
+/* Two cc_tfevents_open in one second make two files, and the first one's
+ * events survive: a name from the second alone would have the second open
+ * truncate the first file. */
 Test(logs, tfevents_open_twice_same_second)
 {
     char dir[256], files[4][600];

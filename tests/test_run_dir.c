@@ -2,7 +2,6 @@
  * and whether two paths name the same file. */
 #include <criterion/criterion.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,7 +23,7 @@ static int exists(const char *dir, const char *name)
     return access(p, F_OK) == 0;
 }
 
-/* Fix 8: cc_same_file sees one file through different spellings, and a file
+/* cc_same_file sees one file through different spellings, and a file
  * not written yet through ../ from a sibling folder; different names differ. */
 Test(run_dir, same_file)
 {
@@ -45,25 +44,15 @@ Test(run_dir, same_file)
     cr_expect_eq(cc_same_file(a, b), 0);
 }
 
-/* Fix 8: cc_run_dir_probe reads the checkpoint's step from its metadata,
+/* cc_run_dir_probe reads the checkpoint's step from its metadata,
  * reports a folder with logs but no checkpoint through first_log, and finds
  * nothing in a folder of other files or a missing one. */
 Test(run_dir, probe)
 {
     char dir[256], path[600];
     th_tmpdir(dir, sizeof(dir));
-    cc_config c;
-    th_tiny_config(&c);
-    cc_dims d = cc_dims_from_config(&c);
-    cc_layout lay;
-    cc_layout_build(&lay, &d);
-    float *p = calloc(lay.total, 4);
-    cc_run_state st = { 0 };
-    st.step = 17;
-    st.scaler.scale = 1;
     snprintf(path, sizeof(path), "%s/%s", dir, CC_CHECKPOINT_NAME);
-    cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, NULL, NULL, &st), 0);
-    free(p);
+    cr_assert_eq(th_save_tiny_checkpoint(path, 17), 0);
     cc_run_dir_info info;
     cc_run_dir_probe(dir, &info);
     cr_expect_eq(info.has_checkpoint, 1);
@@ -90,7 +79,7 @@ Test(run_dir, probe)
     cr_expect_str_eq(info.first_log, "");
 }
 
-/* Fix 8: cc_run_dir_clear removes what a run writes and nothing else. */
+/* cc_run_dir_clear removes what a run writes and nothing else. */
 Test(run_dir, clear_removes_only_run_files)
 {
     char dir[256];
@@ -105,7 +94,7 @@ Test(run_dir, clear_removes_only_run_files)
     for (int i = 0; i < 4; i++) cr_expect(exists(dir, user[i]), "%s removed", user[i]);
 }
 
-/* Fix 8: cc_run_dir_clear_temporaries removes <run file>.tmp.<pid> left by a
+/* cc_run_dir_clear_temporaries removes <run file>.tmp.<pid> left by a
  * killed write, not the run files themselves nor a user's *.tmp.* files. */
 Test(run_dir, clear_temporaries)
 {

@@ -29,6 +29,11 @@ typedef struct cc_config {
     /* [run] */
     char device[8]; /* auto, cpu, gpu */
     char out_dir[CC_PATH_MAX];
+    /* [gpu]: how the GPU executor runs a step (no effect on the numbers) */
+    char gpu_recurrence[16]; /* auto, persistent, stepwise */
+    int gpu_lanes;           /* 0 = chosen */
+    char cuda_graph[8];      /* auto, on, off */
+    int lane_trace;
 } cc_config;
 
 /* Fill every key with its default. */

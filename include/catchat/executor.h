@@ -77,4 +77,15 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T);
 /* Pick by [run] device: "cpu", "gpu", or "auto" (the GPU when present). */
 cc_executor *cc_executor_create(const cc_config *cfg, int B, int T);
 
+/* The one conversion of a user clamp into the limit a backward pass
+ * compares with. [train] grad_h_clamp and ctx_grad_clamp are unscaled values
+ * on the gradient of the mean loss; a pass works on gradients of the loss ×
+ * loss_scale summed over `summed_positions` positions: the GPU executor sums
+ * over the scored positions (pass their count), the CPU reference
+ * differentiates the mean (pass 1). 0 stays 0 (off). */
+static inline double cc_clamp_dispatch_limit(double clamp, double loss_scale, double summed_positions)
+{
+    return clamp * loss_scale * summed_positions;
+}
+
 #endif

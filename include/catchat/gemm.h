@@ -23,4 +23,20 @@ void cc_gemm(cc_gemm_ctx *g, float *C, int ldc, const void *A, int lda, int tran
 void cc_gemm_f16out(cc_gemm_ctx *g, void *C16, int ldc, const void *A, int lda, int transA, const void *B,
                     int ldb, int transB, int M, int N, int K, float alpha, float beta, cudaStream_t stream);
 
+/* The three GEMMs of a linear layer y = x·Wᵀ (+ b), W stored [N,K] as
+ * PyTorch's nn.Linear, over M rows; x, dy and W are FP16, results FP32:
+ *   fwd: y[M,N] = x[M,K]·Wᵀ (+ bias[N])           (fwd_f16: y in FP16, no bias)
+ *   dx:  dx[M,K] = dy[M,N]·W  (+ dx when accumulate) (dx_f16: dx in FP16)
+ *   dw:  dW[N,K] += dy[M,N]ᵀ·x[M,K]                 (parameter gradients accumulate) */
+void gpu_matmul_fwd(cc_gemm_ctx *g, float *y, const void *x16, const void *w16, const float *bias, int M, int N,
+                    int K, cudaStream_t s);
+void gpu_matmul_fwd_f16(cc_gemm_ctx *g, void *y16, const void *x16, const void *w16, int M, int N, int K,
+                        cudaStream_t s);
+void gpu_matmul_dx(cc_gemm_ctx *g, float *dx, const void *dy16, const void *w16, int M, int N, int K,
+                   int accumulate, cudaStream_t s);
+void gpu_matmul_dx_f16(cc_gemm_ctx *g, void *dx16, const void *dy16, const void *w16, int M, int N, int K,
+                       cudaStream_t s);
+void gpu_matmul_dw(cc_gemm_ctx *g, float *dw, const void *dy16, const void *x16, int M, int N, int K,
+                   cudaStream_t s);
+
 #endif

@@ -24,8 +24,8 @@
  *     zero at S = 1. It leaves in the optimizer's unscale, which divides by
  *     the executor's gradient unit S·N. The grad_h clamp limit handed to the
  *     BPTT kernel is grad_h_clamp·S·N, computed once by the C dispatcher
- *     (src/gpu/executor_gpu.c): the same clamp on the mean loss under every
- *     loss scale. */
+ *     (cc_clamp_dispatch_limit in executor.h, called in src/gpu/passes_gpu.c):
+ *     the same clamp on the mean loss under every loss scale. */
 #ifndef CATCHAT_KERNELS_H
 #define CATCHAT_KERNELS_H
 
@@ -37,6 +37,8 @@ extern "C" {
 #endif
 
 /* convert.cu */
+/* What this binary holds for the current device (gpu_caps.h); non-zero: no image. */
+int kernels_compiled_for(int *binary_version, int *ptx_version);
 void launch_f32_to_f16(void *dst, const float *src, size_t n, cudaStream_t s);
 void launch_f16_to_f32(float *dst, const void *src, size_t n, cudaStream_t s);
 /* y = a + b (n elements) */

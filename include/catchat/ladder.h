@@ -1,4 +1,6 @@
-/* The 11-stage GPU-vs-CPU parity ladder (ladder.md). */
+/* The GPU-vs-CPU parity ladder (ladder.md): a table of stages, each one op
+ * (matmul, embedding, rmsnorm, ...) on the GPU against its CPU twin. Lives in
+ * src/ladder/ and links into the catchat program, not into catchat_core. */
 #ifndef CATCHAT_LADDER_H
 #define CATCHAT_LADDER_H
 
@@ -7,13 +9,29 @@
 
 typedef struct cc_ladder_opts {
     uint64_t seed;
-    int only_stage; /* 0 = all */
+    int only_stage; /* 0 = all, else a stage's number (cc_ladder_find_stage) */
     int markdown;   /* print the table as Markdown */
-    struct cc_dist *dist; /* with a communicator, stage 10 also checks the NCCL all-reduce */
+    struct cc_dist *dist; /* with a communicator, grad_reduce also checks the NCCL all-reduce */
 } cc_ladder_opts;
 
-/* Runs the stages on the current CUDA device; prints one row per stage.
- * Returns the number of FAILed stages. */
-int cc_ladder_run(const cc_ladder_opts *o, FILE *out);
+/* Stages by verdict. A WARNed stage passed its hard gates with a diagnostic
+ * over its bound; a SKIPped one could not take its path on this GPU. Only
+ * `failed` makes the ladder fail. */
+typedef struct cc_ladder_counts {
+    int passed, warned, skipped, failed;
+} cc_ladder_counts;
+
+/* The table, in the order the training step runs: stages 1..cc_ladder_stages(). */
+int cc_ladder_stages(void);
+const char *cc_ladder_stage_name(int k);  /* op name, e.g. "gru_cell" */
+const char *cc_ladder_stage_title(int k); /* ladder.md's name, e.g. "GRU gates" */
+/* The number of the stage `key` names: its op name, its title (either in any
+ * case) or its number; 0 if none. Needs no GPU. */
+int cc_ladder_find_stage(const char *key);
+
+/* Runs the stages (or only o->only_stage) on the current CUDA device; prints
+ * one row per stage, then the summary line ("ladder: 10 passed, 1 skipped
+ * (gru_forward: ...), 0 failed"). */
+cc_ladder_counts cc_ladder_run(const cc_ladder_opts *o, FILE *out);
 
 #endif

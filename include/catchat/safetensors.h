@@ -58,6 +58,11 @@ typedef struct cc_st_entry {
 int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const *meta_keys,
                 const char *const *meta_vals, int n_meta);
 
+/* Testing aid for tests/crash.sh (CATCHAT_TEST_WRITE_DELAY_US, set by the
+ * CLI): stretch every write by a pause after each tensor, so that a SIGKILL
+ * lands inside it. 0 (the default) = none. */
+void cc_st_set_write_delay_us(long us);
+
 size_t cc_st_dtype_size(cc_st_dtype d);
 float cc_half_to_float(uint16_t h);
 uint16_t cc_float_to_half(float f);

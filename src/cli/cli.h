@@ -48,8 +48,12 @@ typedef enum {
     CKPT_MODEL_MAY_DIFFER, /* train --init: a difference is a warning (changing them is the point) */
 } cli_ckpt_model;
 /* defaults → config stored in `ckpt` (if given and no --config) → --config →
- * --set, then the stored [model] keys by `policy`. ckpt may be NULL. */
+ * environment (cli_env.c) → --set, then the stored [model] keys by `policy`. ckpt may be NULL. */
 int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt, cli_ckpt_model policy);
+
+/* Environment variables that stand for config keys ([gpu] lanes, ...) and
+ * library settings, applied over the config (cli_env.c). */
+int cli_apply_env(cc_config *cfg);
 
 int cli_parse_long(const char *opt, const char *text, long min, long max, long *out);
 int cli_parse_double(const char *opt, const char *text, double min, double max, double *out);

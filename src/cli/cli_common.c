@@ -29,6 +29,7 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
         if (has_stored && !a->config_path) *cfg = stored;
     }
     if (a->config_path && cc_config_load(cfg, a->config_path) != 0) return -1;
+    if (cli_apply_env(cfg) != 0) return -1;
     for (int i = 0; i < a->nsets; i++)
         if (cc_config_set_arg(cfg, a->sets[i]) != 0) return -1;
     if (has_stored) {

@@ -21,11 +21,12 @@ static const char *HELP =
     "  --json          one JSON object; what was not measured (no GPU, --cpu-steps 0) is null\n\n"
     "Exit status: 0, 1 on error, 77 (skipped) when nothing could be measured: no GPU and\n"
     "--cpu-steps 0.\n\n"
-    "Environment (for measuring; training reads them too):\n"
-    "  CATCHAT_GPU_LANES=N   lanes per step, 1..8 dividing batch_size (default: up to 4)\n"
-    "  CATCHAT_LANE_TRACE=1  print when each lane's recurrences ran, after every step\n"
-    "  CATCHAT_CUDA_GRAPH=0|1  replay the step's passes as one CUDA graph (default: where the\n"
-    "                        recurrence's clusters all fit at once, e.g. B=64; not at B=256)\n";
+    "How the GPU runs the step ([gpu] keys, also for training; --set or the environment):\n"
+    "  lanes=N (CATCHAT_GPU_LANES)          lanes per step, 1..8 dividing batch_size (0: up to 4)\n"
+    "  lane_trace=1 (CATCHAT_LANE_TRACE=1)  print when each lane's recurrences ran, after every step\n"
+    "  cuda_graph=on|off (CATCHAT_CUDA_GRAPH=1|0)  replay the step as one CUDA graph (default auto:\n"
+    "                                       where the recurrence's clusters all fit at once)\n"
+    "  recurrence=persistent|stepwise       force a GRU recurrence implementation\n";
 
 int cmd_bench(int argc, char **argv)
 {

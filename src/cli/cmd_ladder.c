@@ -1,4 +1,5 @@
-/* catchat ladder */
+/* catchat ladder: the parity ladder's command line; the stages and the runner
+ * are in src/ladder/. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
@@ -9,19 +10,53 @@
 #include "catchat/ladder.h"
 #include "catchat/util.h"
 
-static const char *HELP =
-    "usage: catchat ladder [--seed N] [--stage K] [--markdown] [--dist MODE] [--dist-id F]\n\n"
-    "The 11-stage parity ladder: GEMM, embedding, RMSNorm, GRU gates, GRU recurrence,\n"
-    "GRU BPTT, context attention, classifier + loss, full step, gradient reduction,\n"
-    "optimizer; each GPU op against its CPU twin on the same random inputs (outputs\n"
-    "poisoned first). One row per stage: max |gpu - ref|, relative error, tolerance,\n"
-    "PASS / WARN / FAIL. Exit status: 0 all pass, 1 a stage failed, 77 no GPU (skipped).\n\n"
-    "  --seed N     input seed (default 1234, printed)\n"
-    "  --stage K    run stage K only\n"
-    "  --markdown   print the table as Markdown\n"
-    "  --dist MODE  auto (default), mpi, env, none: with a communicator (mpirun, or RANK/WORLD_SIZE),\n"
-    "               stage 10 also checks the NCCL all-reduce; rank 0 prints the table\n"
-    "  --dist-id F  env bootstrap: the NCCL id file on a shared path\n";
+static const char *HELP_HEAD =
+    "usage: catchat ladder [--seed N] [--stage NAME|N] [--markdown] [--dist MODE] [--dist-id F]\n\n"
+    "The GPU-vs-CPU parity ladder (docs/ladder.md): each GPU op against its CPU twin\n"
+    "on the same random inputs (outputs poisoned first), in the order the training\n"
+    "step runs. One row per stage: max |gpu - ref|, relative error, tolerance and\n"
+    "PASS, WARN (a diagnostic over its bound), SKIP (this GPU cannot take the\n"
+    "stage's path; the reason is shown) or FAIL; then a summary line. Exit status:\n"
+    "0 no stage failed, 1 a stage failed, 77 no GPU (skipped).\n\n"
+    "Stages (number, op name, title; --stage takes any of the three):\n";
+
+static const char *HELP_TAIL =
+    "\n"
+    "  --seed N          input seed (default 1234, printed)\n"
+    "  --stage NAME|N    run one stage only, named by op name, title or number; its\n"
+    "                    inputs then differ from a full run's (the seed's draws start at it)\n"
+    "  --markdown        print the table as Markdown\n"
+    "  --dist MODE       auto (default), mpi, env, none: with a communicator (mpirun, or\n"
+    "                    RANK/WORLD_SIZE), grad_reduce also checks the NCCL all-reduce;\n"
+    "                    rank 0 prints the table\n"
+    "  --dist-id F       env bootstrap: the NCCL id file on a shared path\n";
+
+/* The help with the stage table read from the ladder itself. */
+static const char *help_text(void)
+{
+    static char buf[4096];
+    size_t len = (size_t)snprintf(buf, sizeof(buf), "%s", HELP_HEAD);
+    for (int k = 1; k <= cc_ladder_stages() && len < sizeof(buf); k++)
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "  %2d  %-14s %s\n", k, cc_ladder_stage_name(k),
+                                cc_ladder_stage_title(k));
+    if (len < sizeof(buf)) snprintf(buf + len, sizeof(buf) - len, "%s", HELP_TAIL);
+    return buf;
+}
+
+/* The stage `key` names, or a usage error (0) listing the names. */
+static int parse_stage(const char *key)
+{
+    const int k = cc_ladder_find_stage(key);
+    if (k) return k;
+    char what[512];
+    size_t len = (size_t)snprintf(what, sizeof(what), "--stage '%s': expected a stage name, title or number 1-%d (",
+                                  key, cc_ladder_stages());
+    for (int i = 1; i <= cc_ladder_stages() && len < sizeof(what); i++)
+        len += (size_t)snprintf(what + len, sizeof(what) - len, "%s%s", i > 1 ? "|" : "", cc_ladder_stage_name(i));
+    if (len < sizeof(what)) snprintf(what + len, sizeof(what) - len, ")");
+    cli_usage_error("ladder", what);
+    return 0;
+}
 
 int cmd_ladder(int argc, char **argv)
 {
@@ -34,14 +69,13 @@ int cmd_ladder(int argc, char **argv)
     cc_ladder_opts o = { 1234, 0, 0, NULL };
     const char *dist_mode = "auto", *dist_id = NULL;
     unsigned long long seed;
-    long k;
     int c;
     cli_parser parser;
-    cli_parser_init(&parser, "ladder", HELP, opts, NULL);
+    cli_parser_init(&parser, "ladder", help_text(), opts, NULL);
     while ((c = cli_next_opt(&parser, argc, argv)) > 0) {
         switch (c) {
         case 's': if (cli_parse_u64("--seed", optarg, &seed)) return 2; o.seed = seed; break;
-        case 'k': if (cli_parse_long("--stage", optarg, 1, 11, &k)) return 2; o.only_stage = (int)k; break;
+        case 'k': if (!(o.only_stage = parse_stage(optarg))) return 2; break;
         case 'm': o.markdown = 1; break;
         case 'd': dist_mode = optarg; break;
         case 'i': dist_id = optarg; break;
@@ -57,10 +91,8 @@ int cmd_ladder(int argc, char **argv)
     if (cc_dist_init(&dist, dist_mode, dist_id) != 0) return 1;
     o.dist = &dist;
     FILE *out = dist.rank == 0 ? stdout : fopen("/dev/null", "w");
-    const int fails = cc_ladder_run(&o, out);
-    if (fails) fprintf(out, "ladder: %d stage(s) FAILED\n", fails);
-    else fprintf(out, "ladder: all stages passed\n");
+    const cc_ladder_counts n = cc_ladder_run(&o, out); /* prints the rows and the summary line */
     if (out != stdout) fclose(out);
     cc_dist_finalize(&dist);
-    return fails ? 1 : 0;
+    return n.failed ? 1 : 0;
 }

@@ -122,7 +122,7 @@ double CC_FN(cpu_model_forward)(const cc_layout *lay, const real *params, CC_FN(
 
 void CC_FN(cpu_model_backward)(const cc_layout *lay, const real *params, real *grads,
                                CC_FN(cpu_acts) *a, const int *x, const int *y,
-                               double loss_scale, double grad_h_clamp, double ctx_grad_clamp)
+                               double loss_scale, double grad_h_limit, double ctx_limit)
 {
     const cc_dims *d = &lay->dims;
     const int B = a->B, T = a->T, M = B * T, D = d->D, L = d->L;
@@ -147,8 +147,8 @@ void CC_FN(cpu_model_backward)(const cc_layout *lay, const real *params, real *g
                                 PARAM(params, lay->final_norm), a->f_ir, M, D, &nc);
     CHECK("final_rmsnorm_backward", "dm", -1, du, MD, D);
     memcpy(a->dc, du, sizeof(real) * MD);
-    /* per-token context guard, in units of the scaled loss */
-    CC_FN(cpu_rownorm_clamp)(a->dc, M, D, ctx_grad_clamp * loss_scale);
+    /* per-token context guard (limit in units of the scaled loss: cc_clamp_dispatch_limit) */
+    CC_FN(cpu_rownorm_clamp)(a->dc, M, D, ctx_limit);
     real *dout_o = a->dtmp;
     memset(dout_o, 0, sizeof(real) * MD);
     CC_FN(cpu_matmul_backward)(dout_o, PARAM(grads, lay->ctx_out), NULL, a->dc, a->o,
@@ -164,12 +164,11 @@ void CC_FN(cpu_model_backward)(const cc_layout *lay, const real *params, real *g
     CHECK("ctx_rmsnorm_backward", "du", -1, du, MD, D);
     /* token stream, top layer first. du holds dL/duˡ⁺¹, which is also dL/dhˡ
      * (residual) and part of dL/duˡ. */
-    const double clamp_limit = grad_h_clamp * loss_scale; /* the dispatcher's multiplication */
     for (int l = L - 1; l >= 0; l--) {
         CC_FN(cpu_gru_backward)(a->dgx, PARAM(grads, lay->gru_whh[l]),
                                 PARAM(grads, lay->gru_bhh[l]), du, a->h + l * MD,
                                 a->gates + l * 3 * MD, a->ghn + l * MD,
-                                PARAM(params, lay->gru_whh[l]), B, T, D, clamp_limit, a->scratch);
+                                PARAM(params, lay->gru_whh[l]), B, T, D, grad_h_limit, a->scratch);
         CHECK("gru_backward", "dgx", l, a->dgx, 3 * MD, 3 * D);
         real *da = a->dtmp;
         memset(da, 0, sizeof(real) * MD);

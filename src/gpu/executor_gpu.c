@@ -17,58 +17,6 @@
 #include "catchat/util.h"
 #include "gpu/gpu_impl.h"
 
-const char *const CC_PHASE_NAMES[PH_COUNT] = { "embedding, norms, input GEMMs", "recurrence forward",
-                                               "context stream forward", "classifier + loss (fwd+bwd)",
-                                               "context stream backward", "BPTT",
-                                               "input-side weight GEMMs, norms bwd" };
-
-/* Close the phase that ends here: time since the previous mark goes to `ph`. */
-void gpu_mark(gpu_impl *g, int ph)
-{
-    if (!g->profile || g->nmarks >= 64) return;
-    cudaCheck(cudaEventRecord(g->marks[g->nmarks], g->stream));
-    g->mark_phase[g->nmarks++] = ph;
-}
-
-static void collect_marks(gpu_impl *g)
-{
-    if (!g->profile || g->nmarks < 2) {
-        g->nmarks = 0;
-        return;
-    }
-    cudaCheck(cudaEventSynchronize(g->marks[g->nmarks - 1]));
-    for (int i = 1; i < g->nmarks; i++) {
-        float ms = 0;
-        cudaCheck(cudaEventElapsedTime(&ms, g->marks[i - 1], g->marks[i]));
-        g->phase_ms[g->mark_phase[i]] += ms;
-    }
-    g->nmarks = 0;
-}
-
-/* NaN provenance (see finite.h): scan a stage's output on the device when
- * checking is on. One scan and one synchronisation per stage: costly, off by
- * default. width/T locate the element in a [B,T,width] tensor. */
-void gpu_check_dev(cc_executor *ex, const char *stage, const char *tensor, int layer, const void *ptr, size_t n,
-                      int is_half, int width)
-{
-    if (!ex->check || ex->check->found) return;
-    gpu_impl *g = ex->impl;
-    unsigned long long first = 0;
-    cudaCheck(cudaMemsetAsync(g->first_bad, 0xff, sizeof(unsigned long long), g->stream));
-    launch_find_nonfinite(ptr, n, is_half, g->first_bad, g->stream);
-    cudaCheck(cudaMemcpyAsync(&first, g->first_bad, sizeof(first), cudaMemcpyDeviceToHost, g->stream));
-    cudaCheck(cudaStreamSynchronize(g->stream));
-    if (first == ~0ULL) return;
-    float v = 0;
-    if (is_half) {
-        uint16_t hv = 0;
-        cudaCheck(cudaMemcpy(&hv, (const uint16_t *)ptr + first, 2, cudaMemcpyDeviceToHost));
-        v = cc_half_to_float(hv);
-    } else {
-        cudaCheck(cudaMemcpy(&v, (const float *)ptr + first, 4, cudaMemcpyDeviceToHost));
-    }
-    cc_finite_set(ex->check, stage, tensor, layer, (long)first, v, width, ex->T);
-}
 #define G32(ex, idx) (IMPL(ex)->g32 + (ex)->lay.t[(idx)].offset)
 
 static void *dalloc(size_t bytes, const char *what) { return cc_device_alloc(bytes, what); }
@@ -154,7 +102,7 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     }
     double sum = collect_loss(ex, NULL); /* also waits for the backward */
     cc_dist_allreduce_host(ex->dist, &sum, 1, g->stream);
-    collect_marks(g);
+    gpu_collect_marks(g);
     return scored ? sum / (double)scored : 0.0;
 }
 
@@ -249,39 +197,94 @@ static void gpu_get_input_grad(cc_executor *ex, float *du0)
     cudaCheck(cudaStreamSynchronize(IMPL(ex)->stream));
 }
 
-void cc_gpu_profile_enable(cc_executor *ex, int on)
-{
-    gpu_impl *g = IMPL(ex);
-    if (on && !g->profile)
-        for (int i = 0; i < 64; i++) cudaCheck(cudaEventCreate(&g->marks[i]));
-    g->profile = on;
-    g->nmarks = 0;
-}
-
-void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT])
-{
-    gpu_impl *g = IMPL(ex);
-    for (int i = 0; i < PH_COUNT; i++) {
-        ms[i] = g->phase_ms[i];
-        g->phase_ms[i] = 0;
-    }
-}
-
 int cc_gpu_lanes(const cc_executor *ex) { return IMPL(ex)->nlanes; }
+
+/* Every device buffer of the executor: where its pointer lives, its size
+ * for this shape (0: not needed here) and what it holds (named in an
+ * out-of-memory message). Creation allocates (and zeroes where marked) from
+ * this table and destruction frees from it, so adding a buffer is one row. */
+typedef struct {
+    void **slot;
+    size_t bytes;
+    const char *what;
+    int zeroed;
+} gpu_buffer;
+#define MAX_BUFFERS 64
+
+static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, gpu_buffer *t)
+{
+    const size_t M = (size_t)B * T, D = d->D, L = d->L, V = d->V, MD = M * D;
+    /* The tensor-core attention reads q, k, v and dO in FP16, writes dqkv in
+     * FP16 only and keeps one lse (and delta) per query and head; the FP32
+     * kernels read FP32 and store the probabilities (and ds) of the band. */
+    const int tc = g->attn_tc;
+    const size_t band = (size_t)B * d->H * T * (tc ? 1 : d->W);
+    int k = 0;
+#define BUF(field, size, name, zero) t[k++] = (gpu_buffer){ (void **)&g->field, (size), (name), (zero) }
+    BUF(p32, 4 * n, "parameters", 0);
+    BUF(g32, 4 * n, "gradients", 1);
+    BUF(g32_lanes, g->nlanes > 1 ? 4 * n * (g->nlanes - 1) : 0, "gradients of lanes 1..", 0);
+    BUF(m, 4 * n, "AdamW m", 1);
+    BUF(v, 4 * n, "AdamW v", 1);
+    BUF(p16, 2 * n, "FP16 weights", 0);
+    BUF(x, 4 * M, "tokens", 0);
+    BUF(y, 4 * M, "targets", 0);
+    BUF(u, 4 * (L + 1) * MD, "residual stream", 0);
+    BUF(a_ir, 4 * L * M, "norm stats", 0);
+    BUF(gx, 4 * L * 3 * MD, "input projections", 0);
+    BUF(gates, 4 * L * 3 * MD, "gates", 0);
+    BUF(ghn, 4 * L * MD, "ghn", 0);
+    BUF(h, 4 * L * MD, "GRU states", 0);
+    BUF(gh, 4 * (size_t)B * 3 * D, "recurrent product", 0);
+    BUF(a16, 2 * L * MD, "normalised inputs", 0);
+    BUF(hprev16, 2 * L * MD, "h_{t-1} FP16", 0);
+    BUF(s_ir, 4 * M, "ctx norm stats", 0);
+    BUF(qkv16, tc ? 2 * 3 * MD : 0, "qkv FP16", 0);
+    BUF(do16, tc ? 2 * MD : 0, "attention dO FP16", 0);
+    BUF(lse, tc ? 4 * band : 0, "attention log-sum-exp", 0);
+    BUF(delta, tc ? 4 * band : 0, "attention delta", 0);
+    BUF(qkv, tc ? 0 : 4 * 3 * MD, "qkv", 0);
+    BUF(dqkv, tc ? 0 : 4 * 3 * MD, "dqkv", 0);
+    BUF(p, tc ? 0 : 4 * band, "attention probabilities", 0);
+    BUF(dsbuf, tc ? 0 : 4 * band, "attention ds", 0);
+    BUF(c, 4 * MD, "context output", 0);
+    BUF(mm, 4 * MD, "merge", 0);
+    BUF(f_ir, 4 * M, "final norm stats", 0);
+    BUF(logits, 4 * M * V, "logits", 0);
+    BUF(loss_row, 4 * M, "losses", 0);
+    BUF(rank, 4 * M, "ranks", 0);
+    BUF(s16, 2 * MD, "ctx norm out", 0);
+    BUF(o16, 2 * MD, "attention out", 0);
+    BUF(f16, 2 * MD, "final norm out", 0);
+    BUF(dlogits16, 2 * M * V, "dlogits", 0);
+    BUF(du, 4 * MD, "du", 0);
+    BUF(dtmp, 4 * MD, "dtmp", 0);
+    BUF(dhrec, 4 * (size_t)B * D, "dh recurrent", 0);
+    BUF(dc, 4 * MD, "dc", 0);
+    BUF(dgx16, 2 * 2 * 3 * MD, "dgx (two layers' worth)", 0);
+    BUF(dgh16, 2 * 2 * 3 * MD, "dgh (two layers' worth)", 0);
+    BUF(bias_part, 4 * 2 * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (two layers' worth)", 0);
+    BUF(d16, 2 * 3 * MD, "FP16 dqkv", 0);
+    BUF(dc16, 2 * MD, "FP16 context-stream gradient", 0);
+    BUF(partials, 4 * (size_t)optimizer_sumsq_blocks(), "norm partials", 0);
+    BUF(nonfinite, sizeof(int), "non-finite count", 0);
+    BUF(first_bad, sizeof(unsigned long long), "non-finite index", 0);
+    BUF(tok_off, 4 * (V + 1) * GPU_MAX_LANES, "token offsets", 0);
+    BUF(tok_pos, 4 * M, "token positions", 0);
+#undef BUF
+    return k;
+}
 
 static void gpu_destroy(cc_executor *ex)
 {
     gpu_impl *g = IMPL(ex);
     if (g->profile)
         for (int i = 0; i < 64; i++) cudaEventDestroy(g->marks[i]);
-    void *bufs[] = { g->p32, g->g32, g->g32_lanes, g->m, g->v, g->p16, g->x, g->y, g->u, g->a_ir, g->gx, g->gates,
-                     g->ghn, g->h, g->gh, g->a16, g->hprev16, g->s_ir, g->qkv, g->qkv16, g->do16, g->p, g->lse,
-                     g->c, g->mm, g->f_ir, g->logits, g->loss_row, g->s16, g->o16, g->f16, g->dlogits16, g->rank,
-                     g->du, g->dtmp, g->dhrec, g->dqkv, g->dsbuf, g->delta, g->dc, g->dgx16, g->dgh16, g->bias_part,
-                     g->d16, g->dc16, g->partials, g->nonfinite, g->first_bad, g->tok_off, g->tok_pos };
+    gpu_buffer bufs[MAX_BUFFERS];
+    const int nb = buffer_table(g, &ex->lay.dims, ex->lay.total, ex->B, ex->T, bufs);
     cudaDeviceSynchronize(); /* every lane's streams */
     if (g->graph_exec) cudaGraphExecDestroy(g->graph_exec);
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaFree(bufs[i]);
+    for (int i = 0; i < nb; i++) cudaFree(*bufs[i].slot);
     for (int l = 0; l < g->nlanes; l++) {
         gpu_lane *ln = &g->lane[l];
         cc_gemm_destroy(ln->gemm);
@@ -327,23 +330,20 @@ static const cc_executor_ops GPU_OPS = {
 
 /* Lanes per training step (gpu_impl.h): the most, up to 4, whose share of
  * the batch still runs the cluster recurrence (B=64: 4 lanes of 16), else
- * one. CATCHAT_GPU_LANES (1..GPU_MAX_LANES, dividing B) overrides it, for
+ * one. [gpu] lanes (1..GPU_MAX_LANES, dividing B) overrides it, for
  * measuring; returns 0 on a bad value. */
-static int lanes_for(int B, int T, int D)
+static int lanes_for(const cc_config *cfg, gpu_gru_path path, int B, int T, int D)
 {
-    const char *e = getenv("CATCHAT_GPU_LANES");
-    if (e && *e) {
-        char *end = NULL;
-        const long n = strtol(e, &end, 10);
-        if (*end || n < 1 || n > GPU_MAX_LANES || B % n) {
-            cc_error("CATCHAT_GPU_LANES=%s: expected 1..%d lanes dividing batch_size %d", e, GPU_MAX_LANES, B);
+    if (cfg->gpu_lanes > 0) {
+        if (cfg->gpu_lanes > GPU_MAX_LANES || B % cfg->gpu_lanes) {
+            cc_error("[gpu] lanes: %d does not divide batch_size %d (1..%d lanes)", cfg->gpu_lanes, B, GPU_MAX_LANES);
             return 0;
         }
-        return (int)n;
+        return cfg->gpu_lanes;
     }
-    if (gpu_gru_impl_for(B, T, D) != GRU_IMPL_CLUSTER) return 1;
+    if (gpu_gru_impl_for(path, B, T, D) != GRU_IMPL_CLUSTER) return 1;
     for (int n = 4; n > 1; n /= 2)
-        if (B % n == 0 && gpu_gru_impl_for(B / n, T, D) == GRU_IMPL_CLUSTER) return n;
+        if (B % n == 0 && gpu_gru_impl_for(path, B / n, T, D) == GRU_IMPL_CLUSTER) return n;
     return 1;
 }
 
@@ -373,9 +373,10 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cc_layout_build(&ex->lay, &d);
     gpu_impl *g = cc_calloc(1, sizeof(*g));
     ex->impl = g;
-    g->nlanes = lanes_for(B, T, d.D);
+    g->gru_path = gpu_gru_path_named(cfg->gpu_recurrence);
+    g->nlanes = lanes_for(cfg, g->gru_path, B, T, d.D);
     g->attn_tc = attention_tc_supported(d.D, d.H, d.W);
-    g->gru_wide = gpu_gru_wide_for(B, T, d.D);
+    g->gru_wide = gpu_gru_wide_for(g->gru_path, B, T, d.D);
     if (g->nlanes < 1) {
         free(g);
         free(ex);
@@ -394,8 +395,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cudaCheck(cudaEventCreateWithFlags(&g->ev_tail, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_batch, cudaEventDisableTiming));
-    const size_t n = ex->lay.total, M = (size_t)B * T, D = d.D, L = d.L, V = d.V;
-    if (g->nlanes > 1) g->g32_lanes = dalloc(4 * n * (g->nlanes - 1), "gradients of lanes 1..");
+    const size_t n = ex->lay.total, M = (size_t)B * T;
     for (int l = 0; l < g->nlanes; l++) {
         gpu_lane *ln = &g->lane[l];
         ln->index = l;
@@ -410,72 +410,19 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
             cudaCheck(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
     }
-    const size_t MD = M * D;
-    g->p32 = dalloc(4 * n, "parameters");
-    g->g32 = dalloc(4 * n, "gradients");
-    for (int l = 0; l < g->nlanes; l++) g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * n;
-    g->m = dalloc(4 * n, "AdamW m");
-    g->v = dalloc(4 * n, "AdamW v");
-    g->p16 = dalloc(2 * n, "FP16 weights");
-    g->x = dalloc(4 * M, "tokens");
-    g->y = dalloc(4 * M, "targets");
-    g->u = dalloc(4 * (L + 1) * MD, "residual stream");
-    g->a_ir = dalloc(4 * L * M, "norm stats");
-    g->gx = dalloc(4 * L * 3 * MD, "input projections");
-    g->gates = dalloc(4 * L * 3 * MD, "gates");
-    g->ghn = dalloc(4 * L * MD, "ghn");
-    g->h = dalloc(4 * L * MD, "GRU states");
-    g->gh = dalloc(4 * (size_t)B * 3 * D, "recurrent product");
-    g->a16 = dalloc(2 * L * MD, "normalised inputs");
-    g->hprev16 = dalloc(2 * L * MD, "h_{t-1} FP16");
-    g->s_ir = dalloc(4 * M, "ctx norm stats");
-    /* The tensor-core attention reads q, k, v and dO in FP16, writes dqkv in
-     * FP16 only and keeps one lse (and delta) per query and head; the FP32
-     * kernels read FP32 and store the probabilities (and ds) of the band. */
-    const size_t band = (size_t)B * d.H * T * (g->attn_tc ? 1 : d.W);
-    if (g->attn_tc) {
-        g->qkv16 = dalloc(2 * 3 * MD, "qkv FP16");
-        g->do16 = dalloc(2 * MD, "attention dO FP16");
-        g->lse = dalloc(4 * band, "attention log-sum-exp");
-        g->delta = dalloc(4 * band, "attention delta");
-    } else {
-        g->qkv = dalloc(4 * 3 * MD, "qkv");
-        g->dqkv = dalloc(4 * 3 * MD, "dqkv");
-        g->p = dalloc(4 * band, "attention probabilities");
-        g->dsbuf = dalloc(4 * band, "attention ds");
+    gpu_buffer bufs[MAX_BUFFERS];
+    const int nb = buffer_table(g, &d, n, B, T, bufs);
+    for (int i = 0; i < nb; i++) {
+        if (!bufs[i].bytes) continue;
+        *bufs[i].slot = dalloc(bufs[i].bytes, bufs[i].what);
+        if (bufs[i].zeroed) cudaCheck(cudaMemsetAsync(*bufs[i].slot, 0, bufs[i].bytes, g->stream));
     }
-    g->c = dalloc(4 * MD, "context output");
-    g->mm = dalloc(4 * MD, "merge");
-    g->f_ir = dalloc(4 * M, "final norm stats");
-    g->logits = dalloc(4 * M * V, "logits");
-    g->loss_row = dalloc(4 * M, "losses");
-    g->rank = dalloc(4 * M, "ranks");
-    g->s16 = dalloc(2 * MD, "ctx norm out");
-    g->o16 = dalloc(2 * MD, "attention out");
-    g->f16 = dalloc(2 * MD, "final norm out");
-    g->dlogits16 = dalloc(2 * M * V, "dlogits");
-    g->du = dalloc(4 * MD, "du");
-    g->dtmp = dalloc(4 * MD, "dtmp");
-    g->dhrec = dalloc(4 * (size_t)B * D, "dh recurrent");
-    g->dc = dalloc(4 * MD, "dc");
-    g->dgx16 = dalloc(2 * 2 * 3 * MD, "dgx (two layers' worth)");
-    g->dgh16 = dalloc(2 * 2 * 3 * MD, "dgh (two layers' worth)");
-    g->bias_part = dalloc(4 * 2 * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (two layers' worth)");
-    g->d16 = dalloc(2 * 3 * MD, "FP16 dqkv");
-    g->dc16 = dalloc(2 * MD, "FP16 context-stream gradient");
-    g->partials = dalloc(4 * (size_t)optimizer_sumsq_blocks(), "norm partials");
-    g->nonfinite = dalloc(sizeof(int), "non-finite count");
-    g->first_bad = dalloc(sizeof(unsigned long long), "non-finite index");
-    g->tok_off = dalloc(4 * (V + 1) * GPU_MAX_LANES, "token offsets");
-    g->tok_pos = dalloc(4 * M, "token positions");
-    g->tok_off_host = cc_malloc(4 * (V + 1) * GPU_MAX_LANES);
+    for (int l = 0; l < g->nlanes; l++) g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * n;
+    g->tok_off_host = cc_malloc(4 * (d.V + 1) * GPU_MAX_LANES);
     g->tok_pos_host = cc_malloc(4 * M);
     g->loss_host = cc_malloc(4 * M);
     g->rank_host = cc_malloc(4 * M);
     g->partials_host = cc_malloc(4 * (size_t)optimizer_sumsq_blocks());
-    cudaCheck(cudaMemsetAsync(g->m, 0, 4 * n, g->stream));
-    cudaCheck(cudaMemsetAsync(g->v, 0, 4 * n, g->stream));
-    cudaCheck(cudaMemsetAsync(g->g32, 0, 4 * n, g->stream));
     float *init = cc_malloc(4 * n);
     cc_layout_init_params(&ex->lay, init, cfg->seed);
     gpu_set_params(ex, init);

@@ -157,3 +157,33 @@ void cc_gemm_f16out(cc_gemm_ctx *g, void *C16, int ldc, const void *A, int lda, 
 {
     gemm_any(g, C16, 1, ldc, A, lda, transA, B, ldb, transB, M, N, K, alpha, beta, NULL, stream);
 }
+
+void gpu_matmul_fwd(cc_gemm_ctx *g, float *y, const void *x16, const void *w16, const float *bias, int M, int N,
+                    int K, cudaStream_t s)
+{
+    cc_gemm(g, y, N, x16, K, 0, w16, K, 1, M, N, K, 1.f, 0.f, bias, s);
+}
+
+void gpu_matmul_fwd_f16(cc_gemm_ctx *g, void *y16, const void *x16, const void *w16, int M, int N, int K,
+                        cudaStream_t s)
+{
+    cc_gemm_f16out(g, y16, N, x16, K, 0, w16, K, 1, M, N, K, 1.f, 0.f, s);
+}
+
+void gpu_matmul_dx(cc_gemm_ctx *g, float *dx, const void *dy16, const void *w16, int M, int N, int K,
+                   int accumulate, cudaStream_t s)
+{
+    cc_gemm(g, dx, K, dy16, N, 0, w16, K, 0, M, K, N, 1.f, accumulate ? 1.f : 0.f, NULL, s);
+}
+
+void gpu_matmul_dx_f16(cc_gemm_ctx *g, void *dx16, const void *dy16, const void *w16, int M, int N, int K,
+                       cudaStream_t s)
+{
+    cc_gemm_f16out(g, dx16, K, dy16, N, 0, w16, K, 0, M, K, N, 1.f, 0.f, s);
+}
+
+void gpu_matmul_dw(cc_gemm_ctx *g, float *dw, const void *dy16, const void *x16, int M, int N, int K,
+                   cudaStream_t s)
+{
+    cc_gemm(g, dw, K, dy16, N, 1, x16, K, 0, N, K, M, 1.f, 1.f, NULL, s);
+}

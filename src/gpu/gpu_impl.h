@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include "catchat/executor.h"
 #include "catchat/gemm.h"
+#include "catchat/gpu_ops.h"
 #include "gpu/gpu_check.h"
 
 /* A step's batch splits into lanes: independent groups of sequences whose
@@ -41,6 +42,7 @@ typedef struct {
     cudaEvent_t ev_tail, ev_done, ev_batch;
     int nlanes; /* lanes of a training step (gpu_step_lanes: one while profiling or checking) */
     int attn_tc; /* attention on tensor cores (attention_tc_supported) */
+    gpu_gru_path gru_path; /* [gpu] recurrence */
     int gru_wide; /* the forward recurrence 16 sequences a cluster (gpu_gru_wide_for the whole batch) */
     /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;
@@ -88,21 +90,34 @@ typedef struct {
 #define P32(ex, idx) (IMPL(ex)->p32 + (ex)->lay.t[(idx)].offset)
 #define P16(ex, idx) (IMPL(ex)->p16 + (ex)->lay.t[(idx)].offset)
 
+/* passes_gpu.c: lane i covers sequences [i·B/n, (i+1)·B/n). */
+void gpu_set_lanes(cc_executor *ex, int n);
+/* Every lane's forward and backward, issued on the lanes' streams (eagerly). */
+void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n);
 /* passes_gpu.c: lanes of this training step: one while profiling or
  * checking (phases and scans in order), else nlanes. */
 int gpu_step_lanes(const cc_executor *ex);
 /* Forward, loss and backward of every lane (backward only when scored > 0),
  * then the lanes' gradients summed into g32 on the main stream. The batch's
  * CSR must be per lane (upload_batch with the same lane count). */
-void gpu_passes(cc_executor *ex, double loss_scale, long scored, int lanes);
+void gpu_passes(cc_executor *ex, double loss_scale, long scored, int lanes); /* graph_gpu.c */
 /* Forward of the whole batch on the main stream (evaluation). */
 void gpu_forward_all(cc_executor *ex);
 void gpu_crossentropy_all(cc_executor *ex, float loss_scale, int with_grad);
 
-/* executor_gpu.c: NaN provenance scan of a stage's output (main stream). */
+/* instrument_gpu.c: NaN provenance scan of a stage's output (main stream). */
 void gpu_check_dev(cc_executor *ex, const char *stage, const char *tensor, int layer, const void *ptr, size_t n,
                    int is_half, int width);
-/* Close the phase that ends here (profiling only). */
+/* Close the phase that ends here (profiling only); add the step's phases up. */
 void gpu_mark(gpu_impl *g, int ph);
+void gpu_collect_marks(gpu_impl *g);
+/* The lane trace ([gpu] lane_trace): turned on once; points recorded on a
+ * stream, the step's start, a lane's end, and the print after the step. */
+void gpu_trace_init(int on);
+int gpu_trace_on(void);
+void gpu_trace_start(cudaStream_t s);
+void gpu_trace_point(int lane, cudaStream_t s);
+void gpu_trace_end(int lane, cudaStream_t s);
+void gpu_trace_print(int nlanes);
 
 #endif

@@ -47,67 +47,18 @@ static void mark(lane_ctx *c, int ph)
     if (c->ln == &c->g->lane[0]) gpu_mark(c->g, ph);
 }
 
-/* CATCHAT_LANE_TRACE=1: print, after each step, when every lane's
- * recurrences ran (ms from the step's start), to see how lanes overlap. */
-#define TRACE_MAX 16
-static struct {
-    int on, n[GPU_MAX_LANES];
-    cudaEvent_t ev[GPU_MAX_LANES][TRACE_MAX], t0;
-} trace;
-
-static void trace_init(void)
-{
-    static int done;
-    if (done) return;
-    done = 1;
-    const char *e = getenv("CATCHAT_LANE_TRACE");
-    trace.on = e && *e == '1';
-    if (!trace.on) return;
-    cudaCheck(cudaEventCreate(&trace.t0));
-    for (int l = 0; l < GPU_MAX_LANES; l++)
-        for (int i = 0; i < TRACE_MAX; i++) cudaCheck(cudaEventCreate(&trace.ev[l][i]));
-}
-
-static void trace_point(int lane, cudaStream_t s)
-{
-    if (trace.on && trace.n[lane] < TRACE_MAX) cudaCheck(cudaEventRecord(trace.ev[lane][trace.n[lane]++], s));
-}
-
-/* The lane's end, printed as an interval of zero length after its recurrences. */
-static void trace_end(int lane, cudaStream_t s)
-{
-    trace_point(lane, s);
-    trace_point(lane, s);
-}
-
-static void trace_print(int nlanes)
-{
-    if (!trace.on) return;
-    cudaCheck(cudaDeviceSynchronize());
-    for (int l = 0; l < nlanes; l++) {
-        fprintf(stderr, "lane %d:", l);
-        for (int i = 0; i < trace.n[l]; i++) {
-            float ms = 0;
-            cudaCheck(cudaEventElapsedTime(&ms, trace.t0, trace.ev[l][i]));
-            fprintf(stderr, "%s%.2f", i % 2 ? "-" : " ", ms);
-        }
-        fputc('\n', stderr);
-        trace.n[l] = 0;
-    }
-}
-
 /* Hand the lane's stream over to its recurrence stream and back. */
 static cudaStream_t to_rec(gpu_lane *ln)
 {
     cudaCheck(cudaEventRecord(ln->ev_to_rec, ln->stream));
     cudaCheck(cudaStreamWaitEvent(ln->rec_stream, ln->ev_to_rec, 0));
-    trace_point(ln->index, ln->rec_stream);
+    gpu_trace_point(ln->index, ln->rec_stream);
     return ln->rec_stream;
 }
 
 static void from_rec(gpu_lane *ln)
 {
-    trace_point(ln->index, ln->rec_stream);
+    gpu_trace_point(ln->index, ln->rec_stream);
     cudaCheck(cudaEventRecord(ln->ev_from_rec, ln->rec_stream));
     cudaCheck(cudaStreamWaitEvent(ln->stream, ln->ev_from_rec, 0));
 }
@@ -133,11 +84,10 @@ static void forward_layer(lane_ctx *c, int l)
                                c->fl, c->cap, s);
         check(c, "rmsnorm", "a", l, al, MD, 1, D);
     }
-    cc_gemm(c->ln->gemm, gxl, 3 * D, al, D, 0, P16(ex, lay->gru_wih[l]), D, 1, M, 3 * D, D, 1.f, 0.f,
-            P32(ex, lay->gru_bih[l]), s);
+    gpu_matmul_fwd(c->ln->gemm, gxl, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
     check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
     mark(c, PH_INPUT);
-    gpu_gru_forward(c->ln->gemm, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]), P32(ex, lay->gru_bhh[l]),
+    gpu_gru_forward(c->ln->gemm, g->gru_path, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]), P32(ex, lay->gru_bhh[l]),
                     g->gh + (size_t)c->ln->b0 * 3 * D, c->B, T, D, g->gru_wide, to_rec(c->ln));
     from_rec(c->ln);
     mark(c, PH_REC_FWD);
@@ -172,24 +122,24 @@ static void forward_top(lane_ctx *c)
     /* s = RMSNorm(u^L) ran with the last layer's residual add */
     if (g->attn_tc) { /* q, k, v only ever feed FP16 operands: the GEMM rounds them once */
         uint16_t *qkv16 = ROWS(c, g->qkv16, 3 * D);
-        cc_gemm_f16out(c->ln->gemm, qkv16, 3 * D, s16, D, 0, P16(ex, lay->ctx_qkv), D, 1, M, 3 * D, D, 1.f, 0.f, s);
+        gpu_matmul_fwd_f16(c->ln->gemm, qkv16, s16, P16(ex, lay->ctx_qkv), M, 3 * D, D, s);
         check(c, "qkv_projection", "qkv", -1, qkv16, 3 * MD, 1, 3 * D);
         launch_attention_forward_tc(NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, s);
     } else {
         float *qkv = ROWS(c, g->qkv, 3 * D);
-        cc_gemm(c->ln->gemm, qkv, 3 * D, s16, D, 0, P16(ex, lay->ctx_qkv), D, 1, M, 3 * D, D, 1.f, 0.f, NULL, s);
+        gpu_matmul_fwd(c->ln->gemm, qkv, s16, P16(ex, lay->ctx_qkv), NULL, M, 3 * D, D, s);
         check(c, "qkv_projection", "qkv", -1, qkv, 3 * MD, 0, 3 * D);
         launch_attention_forward(NULL, o16, ROWS(c, g->p, (size_t)c->H * c->W), qkv, c->B, T, D, c->H, c->W, s);
     }
     check(c, "attention_forward", "o", -1, o16, MD, 1, D);
-    cc_gemm(c->ln->gemm, cc, D, o16, D, 0, P16(ex, lay->ctx_out), D, 1, M, D, D, 1.f, 0.f, NULL, s);
+    gpu_matmul_fwd(c->ln->gemm, cc, o16, P16(ex, lay->ctx_out), NULL, M, D, D, s);
     check(c, "ctx_out_projection", "c", -1, cc, MD, 0, D);
     launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1), uL, cc, P32(ex, lay->final_norm), M, D, c->eps,
                                c->fl, c->cap, s);
     check(c, "final_rmsnorm", "f", -1, f16, MD, 1, D);
     mark(c, PH_CONTEXT_FWD);
     float *logits = ROWS(c, g->logits, c->V);
-    cc_gemm(c->ln->gemm, logits, c->V, f16, D, 0, P16(ex, lay->lm_head), D, 1, M, c->V, D, 1.f, 0.f, NULL, s);
+    gpu_matmul_fwd(c->ln->gemm, logits, f16, P16(ex, lay->lm_head), NULL, M, c->V, D, s);
     check(c, "classifier", "logits", -1, logits, (size_t)M * c->V, 0, c->V);
 }
 
@@ -243,9 +193,8 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     /* classifier */
     check(c, "classifier_backward", "dlogits", -1, dlogits, (size_t)M * V, 1, V);
     side_stream_after(ln);
-    cc_gemm(ln->gemm_wgrad, G32L(c, lay->lm_head), D, dlogits, V, 1, ROWS(c, g->f16, D), D, 0, V, D, M, 1.f, 1.f, NULL,
-            side);
-    cc_gemm(ln->gemm, dtmp, D, dlogits, V, 0, P16(ex, lay->lm_head), D, 0, M, D, V, 1.f, 0.f, NULL, s);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->lm_head), dlogits, ROWS(c, g->f16, D), M, V, D, side);
+    gpu_matmul_dx(ln->gemm, dtmp, dlogits, P16(ex, lay->lm_head), M, V, D, 0, s);
     cudaCheck(cudaMemsetAsync(du, 0, sizeof(float) * MD, s));
     launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, ROWS(c, g->mm, D), P32(ex, lay->final_norm),
                             ROWS(c, g->f_ir, 1), M, D, c->eps, c->fl, c->cap, s);
@@ -258,27 +207,25 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     }
     launch_f32_to_f16(dc16, ctx_limit > 0 ? dc : du, MD, s);
     side_stream_after(ln);
-    cc_gemm(ln->gemm_wgrad, G32L(c, lay->ctx_out), D, dc16, D, 1, ROWS(c, g->o16, D), D, 0, D, D, M, 1.f, 1.f, NULL,
-            side);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_out), dc16, ROWS(c, g->o16, D), M, D, D, side);
     /* dO, then dqkv into d16: the operand of the qkv GEMMs */
     if (g->attn_tc) { /* the tensor-core kernels read dO and write dqkv in FP16 only */
         uint16_t *do16 = ROWS(c, g->do16, D);
-        cc_gemm_f16out(ln->gemm, do16, D, dc16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, s);
+        gpu_matmul_dx_f16(ln->gemm, do16, dc16, P16(ex, lay->ctx_out), M, D, D, s);
         launch_attention_backward_tc(NULL, d16, HROWS(c, g->delta), do16, HROWS(c, g->lse), ROWS(c, g->qkv16, 3 * D),
                                      c->B, T, D, c->H, c->W, s);
         check(c, "attention_backward", "dqkv", -1, d16, 3 * MD, 1, 3 * D);
     } else {
         float *dqkv = ROWS(c, g->dqkv, 3 * D);
-        cc_gemm(ln->gemm, dtmp, D, dc16, D, 0, P16(ex, lay->ctx_out), D, 0, M, D, D, 1.f, 0.f, NULL, s);
+        gpu_matmul_dx(ln->gemm, dtmp, dc16, P16(ex, lay->ctx_out), M, D, D, 0, s);
         launch_attention_backward(dqkv, d16, ROWS(c, g->dsbuf, (size_t)c->H * c->W), dtmp,
                                   ROWS(c, g->p, (size_t)c->H * c->W), ROWS(c, g->qkv, 3 * D), c->B, T, D, c->H, c->W, s);
         check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
     }
     side_stream_after(ln);
-    cc_gemm(ln->gemm_wgrad, G32L(c, lay->ctx_qkv), D, d16, 3 * D, 1, ROWS(c, g->s16, D), D, 0, 3 * D, D, M, 1.f, 1.f,
-            NULL, side);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_qkv), d16, ROWS(c, g->s16, D), M, 3 * D, D, side);
     cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));
-    cc_gemm(ln->gemm, dtmp, D, d16, 3 * D, 0, P16(ex, lay->ctx_qkv), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
+    gpu_matmul_dx(ln->gemm, dtmp, d16, P16(ex, lay->ctx_qkv), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, LROWS(c, g->u, c->L, D), P32(ex, lay->ctx_norm),
                             ROWS(c, g->s_ir, 1), M, D, c->eps, c->fl, c->cap, s);
     check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
@@ -308,8 +255,8 @@ static void weight_grads(lane_ctx *c, int l, const uint16_t *dgx, const uint16_t
     gpu_gru_weight_grads(ln->gemm_wgrad, G32L(c, lay->gru_whh[l]), G32L(c, lay->gru_bhh[l]), G32L(c, lay->gru_bih[l]),
                          dgx, dgh, LROWS(c, g->hprev16, l, D), bias_part(c, par), nparts, c->B, c->T, D,
                          ln->wgrad_stream);
-    cc_gemm(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), D, dgx, 3 * D, 1, LROWS(c, g->a16, l, D), D, 0, 3 * D, D, c->M,
-            1.f, 1.f, NULL, ln->wgrad_stream);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), dgx, LROWS(c, g->a16, l, D), c->M, 3 * D, D,
+                  ln->wgrad_stream);
     cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
 }
 
@@ -333,7 +280,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     uint16_t *dgx = LROWS(c, g->dgx16, par, 3 * D), *dgh = LROWS(c, g->dgh16, par, 3 * D);
     if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
-    const int nparts = gpu_gru_bptt(ln->gemm, dgx, dgh, g->dhrec + (size_t)ln->b0 * D, bias_part(c, par), du, hl,
+    const int nparts = gpu_gru_bptt(ln->gemm, g->gru_path, dgx, dgh, g->dhrec + (size_t)ln->b0 * D, bias_part(c, par), du, hl,
                                     gatesl, ghnl, P16(ex, lay->gru_whh[l]), c->B, T, D, clamp_limit, to_rec(ln));
     from_rec(ln);
     mark(c, PH_BPTT);
@@ -345,7 +292,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
      * BPTT waits for; layer 0's run beside the embedding backward. */
     if (l == 0) weight_grads(c, l, dgx, dgh, nparts);
     /* the input gradient stays on the critical path */
-    cc_gemm(ln->gemm, dtmp, D, dgx, 3 * D, 0, P16(ex, lay->gru_wih[l]), D, 0, M, D, 3 * D, 1.f, 0.f, NULL, s);
+    gpu_matmul_dx(ln->gemm, dtmp, dgx, P16(ex, lay->gru_wih[l]), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, l, D), P32(ex, lay->gru_norm[l]),
                             LROWS(c, g->a_ir, l, 1), M, D, c->eps, c->fl, c->cap, s);
     check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
@@ -358,7 +305,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
 }
 
 /* Lane i covers sequences [i·B/n, (i+1)·B/n); n divides B (checked at creation). */
-static void set_lanes(cc_executor *ex, int n)
+void gpu_set_lanes(cc_executor *ex, int n)
 {
     gpu_impl *g = IMPL(ex);
     for (int i = 0; i < n; i++) {
@@ -375,14 +322,14 @@ static void forward_lane(lane_ctx *c)
 
 void gpu_forward_all(cc_executor *ex)
 {
-    set_lanes(ex, 1);
+    gpu_set_lanes(ex, 1);
     lane_ctx c = lane_view(ex, &IMPL(ex)->lane[0], 1);
     forward_lane(&c);
 }
 
 void gpu_crossentropy_all(cc_executor *ex, float loss_scale, int with_grad)
 {
-    set_lanes(ex, 1);
+    gpu_set_lanes(ex, 1);
     lane_ctx c = lane_view(ex, &IMPL(ex)->lane[0], 1);
     crossentropy_lane(&c, loss_scale, with_grad);
 }
@@ -391,21 +338,19 @@ int gpu_step_lanes(const cc_executor *ex) { return IMPL(ex)->profile || ex->chec
 
 /* Every lane's forward and backward, issued on the lanes' streams; ends
  * joined into the main stream. */
-static void issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
+void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
 {
     gpu_impl *g = IMPL(ex);
-    /* The dispatcher's one multiplication: user clamps are unscaled values on
-     * the mean loss; the kernels see gradients of the summed loss × S. */
-    const double unit = loss_scale * (double)scored;
-    const float clamp_limit = (float)(ex->cfg.grad_h_clamp * unit);
-    const float ctx_limit = (float)(ex->cfg.ctx_grad_clamp * unit);
+    /* the kernels see gradients of the loss × S summed over the scored positions */
+    const float clamp_limit = (float)cc_clamp_dispatch_limit(ex->cfg.grad_h_clamp, loss_scale, (double)scored);
+    const float ctx_limit = (float)cc_clamp_dispatch_limit(ex->cfg.ctx_grad_clamp, loss_scale, (double)scored);
     const size_t total = ex->lay.total;
 
     /* the batch and the zeroed gradients are on the main stream (lane 0's) */
     for (int i = 1; i < n; i++)
         cudaCheck(cudaMemsetAsync(g->lane[i].g32, 0, sizeof(float) * total, g->stream));
     cudaCheck(cudaEventRecord(g->ev_batch, g->stream));
-    if (trace.on) cudaCheck(cudaEventRecord(trace.t0, g->stream));
+    gpu_trace_start(g->stream);
     /* Issued phase by phase across the lanes, so every lane's work reaches
      * the GPU early: issued lane after lane, the last lane's first kernel
      * waited ~0.6 ms for the host to enqueue the other lanes' steps. Lanes
@@ -427,7 +372,7 @@ static void issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
     for (int l = L - 1; scored > 0 && l >= 0; l--)
         for (int i = 0; i < n; i++) backward_layer(&c[i], l, clamp_limit);
     for (int i = 0; i < n; i++) {
-        trace_end(i, g->lane[i].stream);
+        gpu_trace_end(i, g->lane[i].stream);
         if (i > 0) cudaCheck(cudaEventRecord(g->lane[i].ev_finished, g->lane[i].stream));
     }
     for (int i = 1; i < n; i++) cudaCheck(cudaStreamWaitEvent(g->stream, g->lane[i].ev_finished, 0));
@@ -435,71 +380,3 @@ static void issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
         for (int i = 1; i < n; i++) launch_add(g->g32, g->g32, g->lane[i].g32, total, g->stream);
 }
 
-/* The passes as one CUDA graph: captured from the streams (the lanes' forks
- * and joins become the graph's edges, each kernel keeps its stream's
- * priority), then replayed while what the kernels were given stays the same:
- * the loss scale and the scored count (the clamp limits follow from them) and
- * the lanes. The first step runs eagerly, so the GEMM plans and the
- * reduction scratch exist before a capture. Off for --check, profiling,
- * lane tracing and NCCL (each synchronises or records inside the step). A
- * capture the runtime refuses turns graphs off for the run, and that step is
- * issued eagerly instead.
- * On by default where the recurrences are latency-bound (their clusters all
- * resident: B=64 went 9.73-9.82 -> 9.42-9.67 ms on the H200, four pairs),
- * off where they take several waves (the wide forward: B=256 went
- * 23.52-23.82 -> 23.65-24.46 ms, four pairs); CATCHAT_CUDA_GRAPH=0 or 1
- * forces it. */
-static int graphs_allowed(const cc_executor *ex)
-{
-    const gpu_impl *g = IMPL(ex);
-    const char *e = getenv("CATCHAT_CUDA_GRAPH");
-    const int wanted = e && *e ? *e != '0' : !g->gru_wide;
-    return wanted && !g->graph_failed && !ex->check && !g->profile && !trace.on && !(ex->dist && ex->dist->active);
-}
-
-static int graph_capture(cc_executor *ex, double loss_scale, long scored, int n)
-{
-    gpu_impl *g = IMPL(ex);
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return 0;
-    issue_passes(ex, loss_scale, scored, n);
-    cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
-    if (e == cudaSuccess) e = cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
-    if (graph) cudaGraphDestroy(graph);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    if (g->graph_exec) cudaCheck(cudaGraphExecDestroy(g->graph_exec));
-    g->graph_exec = exec;
-    g->graph_scale = loss_scale;
-    g->graph_scored = scored;
-    g->graph_lanes = n;
-    return 1;
-}
-
-void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
-{
-    gpu_impl *g = IMPL(ex);
-    set_lanes(ex, n);
-    trace_init();
-    if (graphs_allowed(ex) && g->graph_warm) {
-        const int same = g->graph_exec && g->graph_scale == loss_scale && g->graph_scored == scored &&
-                         g->graph_lanes == n;
-        /* a key that keeps changing (the scored count of batches with
-         * ignored targets) would capture every step: eager is cheaper then */
-        const int churn = !same && g->graph_captures >= 3 && g->graph_replays < 8 * g->graph_captures;
-        if (!churn && (same || graph_capture(ex, loss_scale, scored, n))) {
-            g->graph_replays += same;
-            g->graph_captures += !same;
-            cudaCheck(cudaGraphLaunch(g->graph_exec, g->stream));
-            return;
-        }
-        g->graph_failed = 1;
-        if (!churn) fprintf(stderr, "catchat: CUDA graph capture of the step failed; running the step without graphs\n");
-    }
-    issue_passes(ex, loss_scale, scored, n);
-    g->graph_warm = 1;
-    trace_print(n);
-}

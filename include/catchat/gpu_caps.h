@@ -1,0 +1,31 @@
+/* What the GPU can do, read once (gpu_caps_query) when an executor or the
+ * ladder starts, and passed to every launcher that must choose a kernel or a
+ * shape by it: no launcher asks the driver itself. Plain C (no CUDA types). */
+#ifndef CATCHAT_GPU_CAPS_H
+#define CATCHAT_GPU_CAPS_H
+
+typedef struct gpu_caps {
+    char name[256];
+    int cc_major, cc_minor;   /* compute capability of the device */
+    int sm_count;
+    int smem_per_block;       /* default limit a block gets without asking */
+    int smem_per_block_optin; /* the most a kernel may opt in to (227 KB sm_90/100, 99 KB sm_86/89/120) */
+    int smem_per_sm;
+    int l2_bytes;
+    int cluster_launch;       /* thread-block clusters and distributed shared memory (sm_90 on) */
+    int cooperative_launch;   /* grid-wide synchronisation */
+    /* What this binary holds for the device, as cudaFuncGetAttributes reports
+     * it for a kernel: the SASS it runs (binary_version, e.g. 90) and the PTX
+     * it came from (ptx_version). A PTX-only build JIT-compiled for a newer
+     * device runs code compiled for ptx_version's features. */
+    int binary_version, ptx_version;
+} gpu_caps;
+
+/* Fill c from the current CUDA device; checked (one-line error, -1). */
+int gpu_caps_query(gpu_caps *c);
+
+/* Whether kernels that need sm_90 features (clusters, DSMEM, bulk copies)
+ * were compiled in for this device and the device has them. */
+int gpu_caps_has_sm90_features(const gpu_caps *c);
+
+#endif

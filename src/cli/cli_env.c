@@ -1,0 +1,35 @@
+/* The one place catchat reads its own environment variables: each stands
+ * for a config key or a library setting and is applied here, over the config
+ * file and under --set, so library code reads no environment. (The rank
+ * bootstrap's RANK, WORLD_SIZE, ... are the launchers' contract, read by
+ * src/gpu/dist.c; CUDA_DEVICE_MAX_CONNECTIONS is set for CUDA in main.c.) */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+#include "catchat/safetensors.h"
+#include "catchat/util.h"
+
+static const struct {
+    const char *var, *section, *key;
+} ENV_KEYS[] = {
+    { "CATCHAT_GPU_LANES", "gpu", "lanes" },
+    { "CATCHAT_CUDA_GRAPH", "gpu", "cuda_graph" }, /* 0/1 as well as off/on/auto */
+    { "CATCHAT_LANE_TRACE", "gpu", "lane_trace" },
+};
+
+int cli_apply_env(cc_config *cfg)
+{
+    for (size_t i = 0; i < sizeof(ENV_KEYS) / sizeof(ENV_KEYS[0]); i++) {
+        const char *v = getenv(ENV_KEYS[i].var);
+        if (!v || !*v) continue;
+        if (strcmp(ENV_KEYS[i].key, "cuda_graph") == 0 && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0))
+            v = *v == '1' ? "on" : "off";
+        if (cc_config_set(cfg, ENV_KEYS[i].section, ENV_KEYS[i].key, v, ENV_KEYS[i].var) != 0) return -1;
+    }
+    /* Testing aid for tests/crash.sh: a pause after each tensor a checkpoint
+     * write puts out, so that a SIGKILL lands in the middle of it. */
+    const char *delay = getenv("CATCHAT_TEST_WRITE_DELAY_US");
+    if (delay && *delay) cc_st_set_write_delay_us(atol(delay));
+    return 0;
+}

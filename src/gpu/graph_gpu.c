@@ -1,0 +1,74 @@
+/* The step's passes as one CUDA graph (see gpu_graph_passes below): capture,
+ * replay and the rules for when a graph may stand in for the eager passes. */
+#include <stdio.h>
+#include <string.h>
+#include "catchat/dist.h"
+#include "gpu/gpu_impl.h"
+
+/* The passes as one CUDA graph: captured from the streams (the lanes' forks
+ * and joins become the graph's edges, each kernel keeps its stream's
+ * priority), then replayed while what the kernels were given stays the same:
+ * the loss scale and the scored count (the clamp limits follow from them) and
+ * the lanes. The first step runs eagerly, so the GEMM plans and the
+ * reduction scratch exist before a capture. Off for --check, profiling,
+ * lane tracing and NCCL (each synchronises or records inside the step). A
+ * capture the runtime refuses turns graphs off for the run, and that step is
+ * issued eagerly instead.
+ * On by default where the recurrences are latency-bound (their clusters all
+ * resident: B=64 went 9.73-9.82 -> 9.42-9.67 ms on the H200, four pairs),
+ * off where they take several waves (the wide forward: B=256 went
+ * 23.52-23.82 -> 23.65-24.46 ms, four pairs); [gpu] cuda_graph = on or off
+ * forces it. */
+static int graphs_allowed(const cc_executor *ex)
+{
+    const gpu_impl *g = IMPL(ex);
+    const int wanted = strcmp(ex->cfg.cuda_graph, "auto") == 0 ? !g->gru_wide : strcmp(ex->cfg.cuda_graph, "on") == 0;
+    return wanted && !g->graph_failed && !ex->check && !g->profile && !gpu_trace_on() && !(ex->dist && ex->dist->active);
+}
+
+static int graph_capture(cc_executor *ex, double loss_scale, long scored, int n)
+{
+    gpu_impl *g = IMPL(ex);
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return 0;
+    gpu_issue_passes(ex, loss_scale, scored, n);
+    cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
+    if (e == cudaSuccess) e = cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
+    if (graph) cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (g->graph_exec) cudaCheck(cudaGraphExecDestroy(g->graph_exec));
+    g->graph_exec = exec;
+    g->graph_scale = loss_scale;
+    g->graph_scored = scored;
+    g->graph_lanes = n;
+    return 1;
+}
+
+void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
+{
+    gpu_impl *g = IMPL(ex);
+    gpu_set_lanes(ex, n);
+    gpu_trace_init(ex->cfg.lane_trace);
+    if (graphs_allowed(ex) && g->graph_warm) {
+        const int same = g->graph_exec && g->graph_scale == loss_scale && g->graph_scored == scored &&
+                         g->graph_lanes == n;
+        /* a key that keeps changing (the scored count of batches with
+         * ignored targets) would capture every step: eager is cheaper then */
+        const int churn = !same && g->graph_captures >= 3 && g->graph_replays < 8 * g->graph_captures;
+        if (!churn && (same || graph_capture(ex, loss_scale, scored, n))) {
+            g->graph_replays += same;
+            g->graph_captures += !same;
+            cudaCheck(cudaGraphLaunch(g->graph_exec, g->stream));
+            return;
+        }
+        g->graph_failed = 1;
+        if (!churn) fprintf(stderr, "catchat: CUDA graph capture of the step failed; running the step without graphs\n");
+    }
+    gpu_issue_passes(ex, loss_scale, scored, n);
+    g->graph_warm = 1;
+    gpu_trace_print(n);
+}

@@ -1,0 +1,123 @@
+/* The parity ladder's private harness (ladder.md). A stage runs one op (or a
+ * composition) on the GPU and its CPU twin on the same random inputs (fixed
+ * seed, printed), with GPU outputs poisoned (NaN bytes) beforehand so an
+ * unwritten element fails. Operands of FP16 GEMMs are drawn FP16-representable
+ * so both sides see the same numbers and the error measures only what the GPU
+ * path changes. Each stage reports its worst tensor: max |gpu − ref|,
+ * ‖gpu − ref‖/‖ref‖, the tolerance (with its reason, next to it in the stage's
+ * file) and PASS / WARN / SKIP / FAIL.
+ *
+ * Adding a stage is one file, src/ladder/stage_<op>.c, that defines
+ *     const ladder_stage ladder_stage_<op> = { "<op>", "<title>", run_<op> };
+ * plus its line in the table (ladder.c) and in CMakeLists.txt. The op name is
+ * the one the op has everywhere else (src/cpu/, kernels/, tests/); the title
+ * is the contract's name in ladder.md. */
+#ifndef CATCHAT_LADDER_PRIVATE_H
+#define CATCHAT_LADDER_PRIVATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include "catchat/config.h"
+#include "catchat/dist.h"
+#include "catchat/executor.h"
+#include "catchat/gemm.h"
+#include "catchat/gpu_ops.h"
+#include "catchat/rng.h"
+#include "gpu/gpu_check.h"
+
+/* ---- one stage's verdict, accumulated over its tensors ---- */
+typedef struct stage {
+    int num;           /* 1-based place in the table */
+    const char *name;  /* op name, e.g. "gru_cell" */
+    const char *title; /* ladder.md's name, e.g. "GRU gates" */
+    char shape[96];
+    double max_abs, worst_ratio, worst_rel, worst_tol;
+    char worst[64];
+    int fail, warn, skip;
+    char note[96]; /* the first failed flag */
+    char why[96];  /* why the stage skipped (stage_skip) */
+} stage;
+
+/* What every stage may use. The one RNG is seeded once per ladder run and
+ * passed through the stages in table order, so a stage's inputs depend on the
+ * stages run before it (with --stage, on none). */
+typedef struct ladder_ctx {
+    cc_rng *rng;
+    cc_gemm_ctx *gemm; /* cuBLASLt on the default stream */
+    cc_dist *dist;     /* NULL, or a communicator: grad_reduce also checks the all-reduce */
+} ladder_ctx;
+
+typedef void (*ladder_run_fn)(const ladder_ctx *cx, stage *st);
+
+typedef struct ladder_stage {
+    const char *name;  /* op name: --stage NAME, the row */
+    const char *title; /* ladder.md's stage name: --stage TITLE, the row */
+    ladder_run_fn run;
+} ladder_stage;
+
+/* ---- checks (common.c) ---- */
+/* Compares n values by relative L2 error against tol: above it FAILs (WARNs
+ * when warn_only), any non-finite value FAILs; the worst tensor (by rel/tol)
+ * is what the row shows. */
+void check(stage *st, const char *what, const float *gpu, const float *ref, size_t n, double tol, int warn_only);
+/* A yes/no property: FAILs the stage when !ok, naming `what`. */
+void check_flag(stage *st, const char *what, int ok);
+/* This GPU cannot take the path the stage (or a part of it) tests: the stage
+ * reports SKIP with the reason, unless something FAILed. The first reason is
+ * kept. */
+void stage_skip(stage *st, const char *why);
+
+/* ---- device buffers (common.c) ---- */
+/* Device copies of host[n]; with host NULL, poisoned (NaN bytes). */
+float *dev_f32(const float *host, size_t n);
+void *dev_f16(const float *host, size_t n);
+/* Host copies (after a device synchronisation); the caller frees them. */
+float *get_f32(const float *dev, size_t n);
+float *get_f16(const void *dev, size_t n);
+/* FP16 copy of host[n] with `guard` NaN elements on each side: a kernel that
+ * reads outside [0, n) brings a NaN into its result. Returns the start of the
+ * data; free with cudaFree(ptr - guard). */
+uint16_t *dev_f16_guarded(const float *host, size_t n, size_t guard);
+/* Random N(0, sd²); FP16-representable when `f16` is set. */
+float *rand_vec(cc_rng *r, size_t n, double sd, int f16);
+
+#define FREE_ALL(...)                                            \
+    do {                                                         \
+        void *ptrs_[] = { __VA_ARGS__ };                         \
+        for (size_t i_ = 0; i_ < sizeof(ptrs_) / sizeof(void *); i_++) free(ptrs_[i_]); \
+    } while (0)
+#define DFREE_ALL(...)                                           \
+    do {                                                         \
+        void *ptrs_[] = { __VA_ARGS__ };                         \
+        for (size_t i_ = 0; i_ < sizeof(ptrs_) / sizeof(void *); i_++) cudaFree(ptrs_[i_]); \
+    } while (0)
+
+/* ---- the executor stages: model, grad_reduce, adamw (common.c) ---- */
+/* The tiny config with loss_scale 128 and grad_h_clamp 1000. */
+void small_config(cc_config *c);
+/* Random gradients in each executor's units; returns them unscaled. */
+float *plant_grads(cc_rng *r, cc_executor *a, cc_executor *b, double unit_a, double unit_b);
+
+/* ---- the recurrence stages: gru_forward, gru_backward (gru_cases.c) ---- */
+/* A layer's CPU forward from random inputs. */
+typedef struct {
+    int B, T, D;
+    float *whh, *bhh, *gx, *h, *gates, *ghn, *scratch;
+} gru_case;
+void gru_case_init(gru_case *c, cc_rng *r, int B, int T, int D);
+void gru_case_free(gru_case *c);
+
+/* Each implementation on shapes it supports (the table is in gru_cases.c). */
+typedef struct {
+    gpu_gru_path path;
+    gpu_gru_impl impl;
+    int B, T, D, wide;
+} gru_path_case;
+#define N_GRU_PATHS 4
+extern const gru_path_case k_gru_paths[N_GRU_PATHS];
+/* Checks that case i's path takes the implementation it means to test;
+ * writes its name with the shape into name[n], for the checks, and returns it. */
+const char *gru_path_begin(stage *st, int i, char *name, size_t n);
+
+#endif

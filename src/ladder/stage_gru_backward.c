@@ -1,0 +1,94 @@
+/* gru_backward (GRU BPTT): a whole layer backward on every recurrence
+ * implementation (the cases of gru_forward), with loss_scale = 128 and a
+ * grad_h clamp that binds, against the CPU reference; and the GPU's unscaled
+ * gradients at S = 128 against S = 1. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/cpu_ref.h"
+#include "catchat/gpu_ops.h"
+#include "catchat/util.h"
+#include "ladder/ladder.h"
+
+/* GPU BPTT on the CPU forward's states; returns host dgx, dW_hh, db_hh. */
+static void gpu_bptt(cc_gemm_ctx *gm, gpu_gru_path gpath, const gru_case *c, const float *dh_in, float clamp_limit,
+                     float **dgx_out, float **dw_out, float **db_out)
+{
+    const int B = c->B, T = c->T, D = c->D;
+    const size_t MD = (size_t)B * T * D;
+    float *hp = cc_calloc(MD, 4);
+    for (int b = 0; b < B; b++)
+        for (int t = 1; t < T; t++) memcpy(hp + ((size_t)b * T + t) * D, c->h + ((size_t)b * T + t - 1) * D, 4 * D);
+    void *whh16 = dev_f16(c->whh, (size_t)3 * D * D), *hp16 = dev_f16(hp, MD);
+    float *h = dev_f32(c->h, MD), *gates = dev_f32(c->gates, 3 * MD), *ghn = dev_f32(c->ghn, MD);
+    float *dh = dev_f32(dh_in, MD), *dhrec = dev_f32(NULL, (size_t)B * D);
+    float *bias_part = dev_f32(NULL, gpu_gru_bias_part_floats(B, D));
+    void *dgx16 = dev_f16(NULL, 3 * MD), *dgh16 = dev_f16(NULL, 3 * MD);
+    float *dw = dev_f32(NULL, (size_t)3 * D * D), *db = dev_f32(NULL, 3 * D);
+    cudaCheck(cudaMemset(dw, 0, 12 * (size_t)D * D));
+    cudaCheck(cudaMemset(db, 0, 12 * (size_t)D));
+    gpu_gru_backward(gm, gpath, dgx16, dgh16, dhrec, bias_part, dw, db, dh, h, gates, ghn, hp16, whh16, B, T, D,
+                     clamp_limit, 0);
+    *dgx_out = get_f16(dgx16, 3 * MD);
+    *dw_out = get_f32(dw, (size_t)3 * D * D);
+    *db_out = get_f32(db, 3 * D);
+    free(hp);
+    DFREE_ALL(whh16, hp16, h, gates, ghn, dh, dhrec, bias_part, dgx16, dgh16, dw, db);
+}
+
+static void gru_backward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, gpu_gru_path gpath, int B, int T, int D,
+                              const char *path)
+{
+    const double S = 128, c_user = 0.05;
+    gru_case c;
+    gru_case_init(&c, r, B, T, D);
+    const size_t MD = (size_t)B * T * D;
+    float *dh1 = rand_vec(r, MD, 0.03, 0), *dhS = cc_malloc(4 * MD);
+    for (size_t i = 0; i < MD; i++) dhS[i] = (float)(dh1[i] * S);
+    /* CPU reference at S (the clamp limit c·S), and unclamped to show it binds */
+    float *rdgx = cc_malloc(12 * MD), *rdw = cc_calloc((size_t)3 * D * D, 4), *rdb = cc_calloc(3 * D, 4);
+    float *fdgx = cc_malloc(12 * MD), *fdw = cc_calloc((size_t)3 * D * D, 4), *fdb = cc_calloc(3 * D, 4);
+    cpu_gru_backward(rdgx, rdw, rdb, dhS, c.h, c.gates, c.ghn, c.whh, B, T, D, c_user * S, c.scratch);
+    cpu_gru_backward(fdgx, fdw, fdb, dhS, c.h, c.gates, c.ghn, c.whh, B, T, D, 0, c.scratch);
+    double diff = 0, nrm = 0;
+    for (size_t i = 0; i < (size_t)3 * D * D; i++) {
+        diff += ((double)rdw[i] - fdw[i]) * ((double)rdw[i] - fdw[i]);
+        nrm += (double)fdw[i] * fdw[i];
+    }
+    snprintf(st->shape, sizeof(st->shape), "the shapes of gru_forward, S=128, the clamp moves dW_hh %.0f%% at D=%d",
+             100 * sqrt(diff / nrm), D);
+    char what[64];
+    snprintf(what, sizeof(what), "clamp binds (%s shape)", path);
+    check_flag(st, what, sqrt(diff / nrm) > 1e-2);
+    float *gdgx, *gdw, *gdb, *g1dgx, *g1dw, *g1db;
+    gpu_bptt(gm, gpath, &c, dhS, (float)(c_user * S), &gdgx, &gdw, &gdb);
+    /* FP16 gate gradients feed T recurrent GEMMs: 1e-2 */
+    snprintf(what, sizeof(what), "dgx (%s)", path);
+    check(st, what, gdgx, rdgx, 3 * MD, 1e-2, 0);
+    snprintf(what, sizeof(what), "dW_hh (%s)", path);
+    check(st, what, gdw, rdw, (size_t)3 * D * D, 1e-2, 0);
+    snprintf(what, sizeof(what), "db_hh (%s)", path);
+    check(st, what, gdb, rdb, 3 * D, 1e-2, 0);
+    /* The same clamp at S = 1 must give the same unscaled gradients. */
+    gpu_bptt(gm, gpath, &c, dh1, (float)c_user, &g1dgx, &g1dw, &g1db);
+    for (size_t i = 0; i < (size_t)3 * D * D; i++) gdw[i] = (float)(gdw[i] / S);
+    snprintf(what, sizeof(what), "dW_hh S=128 vs S=1 (%s)", path);
+    check(st, what, gdw, g1dw, (size_t)3 * D * D, 1e-2, 0);
+    FREE_ALL(dh1, dhS, rdgx, rdw, rdb, fdgx, fdw, fdb, gdgx, gdw, gdb, g1dgx, g1dw, g1db);
+    gru_case_free(&c);
+}
+
+static void run_gru_backward(const ladder_ctx *cx, stage *st)
+{
+    cc_rng *r = cx->rng;
+    cc_gemm_ctx *gm = cx->gemm;
+    for (int i = 0; i < N_GRU_PATHS; i++) {
+        char name[32];
+        gru_path_begin(st, i, name, sizeof(name));
+        gru_backward_path(st, r, gm, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D,
+                          name);
+    }
+}
+
+const ladder_stage ladder_stage_gru_backward = { "gru_backward", "GRU BPTT", run_gru_backward };

@@ -1,0 +1,112 @@
+/* model (full step): the whole model's loss and every parameter gradient, on
+ * the CPU and GPU executors from the same weights and batch. The loss and
+ * every tensor are hard gates; the aggregate gradient norm is a diagnostic
+ * (WARN at most). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/executor.h"
+#include "catchat/safetensors.h"
+#include "catchat/util.h"
+#include "ladder/ladder.h"
+
+/* ctx_clamp > 0 also runs the per-token context guard (model.md's ctx_grad_clamp).
+ * wide: the shape the default config's kernels run (head size 64 on tensor
+ * cores, cluster recurrence, the batch in two lanes), on a batch of 16. */
+static void full_step_case(stage *st, cc_rng *r, double ctx_clamp, int wide)
+{
+    cc_config c;
+    small_config(&c);
+    c.ctx_grad_clamp = ctx_clamp;
+    if (wide) {
+        c.d_model = 128;
+        c.n_heads = 2;
+        c.seq_len = 40;
+        c.batch_size = 16;
+    }
+    const int B = c.batch_size, T = c.seq_len, M = B * T;
+    if (!wide)
+        snprintf(st->shape, sizeof(st->shape), "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on; D=128 B=16 2 lanes",
+                 c.d_model, c.n_layers, c.n_heads, c.ctx_window, T, B);
+    cc_executor *cpu = cc_cpu_executor_create(&c, B, T), *gpu = cc_gpu_executor_create(&c, B, T);
+    if (wide) check_flag(st, "D=128 B=16 runs two lanes", cc_gpu_lanes(gpu) == 2);
+    const char *tag = wide ? " (2 lanes)" : ctx_clamp > 0 ? " (ctx guard)" : "";
+    const size_t n = cpu->lay.total;
+    float *p = cc_malloc(4 * n);
+    cc_layout_init_params(&cpu->lay, p, cc_rng_next(r));
+    for (size_t i = 0; i < n; i++) p[i] = cc_half_to_float(cc_float_to_half(p[i])); /* same weights on both */
+    cpu->ops->set_params(cpu, p);
+    gpu->ops->set_params(gpu, p);
+    int *x = cc_malloc(sizeof(int) * M), *y = cc_malloc(sizeof(int) * M);
+    for (int i = 0; i < M; i++) {
+        x[i] = (int)cc_rng_below(r, 256);
+        y[i] = i % T >= T - 3 ? -1 : (int)cc_rng_below(r, 256); /* a padded tail */
+    }
+    float lc = (float)cpu->ops->forward_backward(cpu, x, y, c.loss_scale);
+    float lg = (float)gpu->ops->forward_backward(gpu, x, y, c.loss_scale);
+    /* the loss is a hard gate: FP16 operands, aim 1e-3 */
+    char what[64];
+    snprintf(what, sizeof(what), "loss%s", tag);
+    check(st, what, &lg, &lc, 1, 1e-3, 0);
+    float *gc = cc_malloc(4 * n), *gg = cc_malloc(4 * n);
+    cpu->ops->get_grads(cpu, gc);
+    gpu->ops->get_grads(gpu, gg);
+    double nc = 0, ng = 0;
+    for (size_t i = 0; i < n; i++) {
+        gc[i] = (float)(gc[i] / cpu->grad_unit);
+        gg[i] = (float)(gg[i] / gpu->grad_unit);
+        nc += (double)gc[i] * gc[i];
+        ng += (double)gg[i] * gg[i];
+    }
+    for (int i = 0; i < cpu->lay.n; i++) {
+        const cc_tensor_info *t = &cpu->lay.t[i];
+        snprintf(what, sizeof(what), "%s%s", t->name, tag);
+        /* per tensor: FP16 operands through the whole backward: 2e-2 */
+        check(st, what, gg + t->offset, gc + t->offset, t->numel, 2e-2, 0);
+    }
+    if (ctx_clamp == 0) { /* no atomics in the step: a second run gives the same bits */
+        float *again = cc_malloc(4 * n);
+        gpu->ops->forward_backward(gpu, x, y, c.loss_scale);
+        gpu->ops->get_grads(gpu, again);
+        for (size_t i = 0; i < n; i++) again[i] = (float)(again[i] / gpu->grad_unit);
+        snprintf(what, sizeof(what), "GPU step reproducible bit for bit%s", tag);
+        check_flag(st, what, memcmp(again, gg, 4 * n) == 0);
+        free(again);
+    }
+    /* the aggregate norm is a diagnostic only: it may WARN, never FAIL */
+    float fn_g = (float)sqrt(ng), fn_c = (float)sqrt(nc);
+    check(st, "grad norm (diagnostic)", &fn_g, &fn_c, 1, 1e-2, 1);
+    if (ctx_clamp > 0) { /* the guard must bind here, or this case tests nothing */
+        cc_config c0 = c;
+        c0.ctx_grad_clamp = 0;
+        cc_executor *free_run = cc_cpu_executor_create(&c0, B, T);
+        free_run->ops->set_params(free_run, p);
+        free_run->ops->forward_backward(free_run, x, y, c.loss_scale);
+        float *g0 = cc_malloc(4 * n);
+        free_run->ops->get_grads(free_run, g0);
+        const size_t qo = cpu->lay.t[cpu->lay.ctx_qkv].offset, qn = cpu->lay.t[cpu->lay.ctx_qkv].numel;
+        double diff = 0, den = 0;
+        for (size_t i = 0; i < qn; i++) {
+            const double a = g0[qo + i] / free_run->grad_unit, b = gc[qo + i];
+            diff += (a - b) * (a - b);
+            den += a * a;
+        }
+        check_flag(st, "ctx guard binds", sqrt(diff / den) > 1e-2);
+        free(g0);
+        free_run->ops->destroy(free_run);
+    }
+    FREE_ALL(p, x, y, gc, gg);
+    cpu->ops->destroy(cpu);
+    gpu->ops->destroy(gpu);
+}
+
+static void run_model(const ladder_ctx *cx, stage *st)
+{
+    cc_rng *r = cx->rng;
+    full_step_case(st, r, 0.0, 0);
+    full_step_case(st, r, 2e-4, 0); /* per-token L2 cap on dL/dc (mean loss): binds on most tokens here */
+    full_step_case(st, r, 0.0, 1);
+}
+
+const ladder_stage ladder_stage_model = { "model", "full step", run_model };

@@ -1,0 +1,74 @@
+/* rmsnorm (RMSNorm): forward and backward with rows at the identity fallback,
+ * rows near zero and (rms_eps = 0) rows where the inverse-RMS cap binds,
+ * against the CPU reference. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/cpu_ref.h"
+#include "catchat/kernels.h"
+#include "catchat/util.h"
+#include "ladder/ladder.h"
+
+/* D = 96 runs the scalar kernels; D = 256 the ones that keep a row in
+ * registers, with the residual add the forward fuses in front of the norm. */
+static void run_rmsnorm(const ladder_ctx *cx, stage *st)
+{
+    cc_rng *r = cx->rng;
+    const int M = 64, widths[2] = { 96, 256 };
+    snprintf(st->shape, sizeof(st->shape), "M=%d D=96, D=256 with residual add (fallback, near-zero, capped rows)", M);
+    const cc_norm_consts runs[2] = { { 1e-6, 1e-6, 1000.0 }, { 0.0, 1e-8, 1000.0 } };
+    for (int di = 0; di < 2; di++)
+        for (int k = 0; k < 2; k++) {
+            const int D = widths[di], with_res = di == 1;
+            const size_t MD = (size_t)M * D;
+            const cc_norm_consts *nc = &runs[k];
+            float *x = rand_vec(r, MD, 1, 0), *res = rand_vec(r, MD, 1, 0), *g = rand_vec(r, D, 0.5, 0);
+            float *dy = rand_vec(r, MD, 1, 0), *dx0 = rand_vec(r, MD, 1, 0), *dg0 = rand_vec(r, D, 1, 0);
+            float *xs = cc_malloc(4 * MD);
+            for (int i = 0; i < D; i++) g[i] += 1.f;
+            for (int row = 0; row < 8; row++)
+                for (int i = 0; i < D; i++) {
+                    const size_t at = (size_t)row * D + i;
+                    const float f = row < 3 ? 1e-5f  /* ms ~1e-10: identity fallback */
+                                  : row < 6 ? 3e-4f  /* ms ~1e-7: capped when eps = 0 */
+                                            : 2e-3f; /* near zero, ordinary branch */
+                    x[at] *= f;
+                    res[at] *= f;
+                }
+            for (size_t i = 0; i < MD; i++) xs[i] = with_res ? x[i] + res[i] : x[i];
+            float *dxg = dev_f32(x, MD), *dres = dev_f32(res, MD), *dgg = dev_f32(g, D), *ddy = dev_f32(dy, MD);
+            float *ddx = dev_f32(dx0, MD), *ddg = dev_f32(dg0, D), *dsum = dev_f32(NULL, MD);
+            float *dyo = dev_f32(NULL, MD), *dir = dev_f32(NULL, M);
+            launch_add_rmsnorm_forward(with_res ? dsum : NULL, dyo, NULL, dir, dxg, with_res ? dres : NULL, dgg, M, D,
+                                       (float)nc->eps, (float)nc->floor, (float)nc->inv_max, 0);
+            launch_rmsnorm_backward(ddx, ddg, ddy, with_res ? dsum : dxg, dgg, dir, M, D, (float)nc->eps,
+                                    (float)nc->floor, (float)nc->inv_max, 0);
+            float *gy = get_f32(dyo, MD), *gir = get_f32(dir, M), *gdx = get_f32(ddx, MD), *gdg = get_f32(ddg, D);
+            float *gsum = get_f32(dsum, MD);
+            float *ry = cc_malloc(4 * MD), *rir = cc_malloc(4 * M);
+            cpu_rmsnorm_forward(ry, rir, xs, g, M, D, nc);
+            cpu_rmsnorm_backward(dx0, dg0, dy, xs, g, rir, M, D, nc);
+            char what[48];
+            const char *tag = k ? ", eps=0" : "";
+            /* FP32 on both sides; rsqrtf vs 1/sqrtf and summation order */
+            if (with_res) {
+                snprintf(what, sizeof(what), "x + res (D %d%s)", D, tag);
+                check(st, what, gsum, xs, MD, 1e-7, 0); /* the same one FP32 addition: exact */
+            }
+            snprintf(what, sizeof(what), "y (D %d%s)", D, tag);
+            check(st, what, gy, ry, MD, 1e-5, 0);
+            snprintf(what, sizeof(what), "ir (D %d%s)", D, tag);
+            check(st, what, gir, rir, M, 1e-5, 0);
+            snprintf(what, sizeof(what), "dx (D %d%s)", D, tag);
+            check(st, what, gdx, dx0, MD, 1e-5, 0);
+            snprintf(what, sizeof(what), "dg (D %d%s)", D, tag);
+            check(st, what, gdg, dg0, D, 1e-5, 0);
+            check_flag(st, "fallback rows ir = 1", gir[0] == 1.f && gir[2] == 1.f);
+            if (k == 1) check_flag(st, "capped rows ir = cap", gir[3] == 1000.f && gir[5] == 1000.f);
+            FREE_ALL(x, res, g, dy, dx0, dg0, xs, gy, gir, gdx, gdg, gsum, ry, rir);
+            DFREE_ALL(dxg, dres, dgg, ddy, ddx, ddg, dsum, dyo, dir);
+        }
+}
+
+const ladder_stage ladder_stage_rmsnorm = { "rmsnorm", "RMSNorm", run_rmsnorm };
