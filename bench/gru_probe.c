@@ -9,11 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
+#include "catchat/gpu_caps.h"
 #include "catchat/kernels.h"
 
 void launch_gru_forward_persistent_probe(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                          const void *whh16, const float *bhh, int B, int T, int D, int skip,
-                                         cudaStream_t s);
+                                         const gpu_caps *caps, cudaStream_t s);
+
+static gpu_caps caps; /* the device's, read once in main */
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); return 1; } } while (0)
 
@@ -43,18 +46,18 @@ static int time_paths(int B, int T, int D)
     const int cluster[] = { 1, 1, 0 }, wide[] = { 0, 1, 0 };
     printf("GRU layer B=%d T=%d D=%d: us per step, median of 5 (forward, BPTT)\n", B, T, D);
     for (int v = 0; v < 3; v++) {
-        if (!(cluster[v] ? gru_cluster_supported(B, T, D) : gru_persistent_supported(B, T, D))) {
+        if (!(cluster[v] ? gru_cluster_supported(&caps, B, T, D) : gru_persistent_supported(&caps, B, T, D))) {
             printf("  %-18s unsupported\n", names[v]);
             continue;
         }
         float f[5], b[5];
         for (int r = 0; r < 5; r++) {
             cudaEventRecord(e0, 0);
-            if (cluster[v]) launch_gru_forward_cluster(h, gates, ghn, hp, gx, w, bhh, B, T, D, wide[v], 0);
-            else launch_gru_forward_persistent(h, gates, ghn, hp, gx, w, bhh, B, T, D, 0);
+            if (cluster[v]) launch_gru_forward_cluster(h, gates, ghn, hp, gx, w, bhh, B, T, D, wide[v], &caps, 0);
+            else launch_gru_forward_persistent(h, gates, ghn, hp, gx, w, bhh, B, T, D, &caps, 0);
             cudaEventRecord(e1, 0);
-            if (cluster[v]) launch_gru_backward_cluster(dgx, dgh, NULL, dh, h, gates, ghn, w, B, T, D, 0.f, 0);
-            else launch_gru_backward_persistent(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, 0);
+            if (cluster[v]) launch_gru_backward_cluster(dgx, dgh, NULL, dh, h, gates, ghn, w, B, T, D, 0.f, &caps, 0);
+            else launch_gru_backward_persistent(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, &caps, 0);
             cudaEventRecord(e2, 0);
             CK(cudaEventSynchronize(e2));
             cudaEventElapsedTime(&f[r], e0, e1);
@@ -68,8 +71,10 @@ static int time_paths(int B, int T, int D)
 int main(int argc, char **argv)
 {
     const int B = argc > 1 ? atoi(argv[1]) : 64, T = argc > 2 ? atoi(argv[2]) : 512, D = argc > 3 ? atoi(argv[3]) : 512;
+    if (gpu_caps_query(&caps) != 0) return 77;
+    const int sms = caps.sm_count;
     if (argc > 4 && !strcmp(argv[4], "paths")) return time_paths(B, T, D);
-    if (!gru_persistent_supported(B, T, D)) { fprintf(stderr, "shape not supported\n"); return 77; }
+    if (!gru_persistent_supported(&caps, B, T, D)) { fprintf(stderr, "shape not supported\n"); return 77; }
     const size_t MD = (size_t)B * T * D;
     float *h, *gates, *ghn, *gx, *bhh; void *hp, *w;
     CK(cudaMalloc((void **)&h, 4 * MD)); CK(cudaMalloc((void **)&gates, 12 * MD)); CK(cudaMalloc((void **)&ghn, 4 * MD));
@@ -83,14 +88,14 @@ int main(int argc, char **argv)
     cudaEventCreate(&a); cudaEventCreate(&b);
     const int grids[] = { 16, 32, 64, 128 };
     for (int gi = 0; gi < 4; gi++) {
-    gru_persistent_set_blocks(grids[gi]);
-    if (!gru_persistent_supported(B, T, D)) continue;
+    caps.sm_count = sms < grids[gi] ? sms : grids[gi]; /* the block limit: one block per SM */
+    if (!gru_persistent_supported(&caps, B, T, D)) continue;
     printf("persistent GRU forward, B=%d T=%d D=%d, at most %d blocks: us per step (median of 5)\n", B, T, D, grids[gi]);
     for (int v = 0; v < 7; v++) {
         float best[5];
         for (int r = 0; r < 5; r++) {
             cudaEventRecord(a, 0);
-            launch_gru_forward_persistent_probe(h, gates, ghn, hp, gx, w, bhh, B, T, D, masks[v], 0);
+            launch_gru_forward_persistent_probe(h, gates, ghn, hp, gx, w, bhh, B, T, D, masks[v], &caps, 0);
             cudaEventRecord(b, 0);
             CK(cudaEventSynchronize(b));
             cudaEventElapsedTime(&best[r], a, b);

@@ -308,18 +308,15 @@ static size_t tiled_smem(int D, int H, int W)
 }
 
 // The tiled kernels need hd ≤ 128 (four columns per lane) and their tile in shared memory.
-static bool use_tiled(int D, int H, int W)
+static bool use_tiled(const gpu_caps *caps, int D, int H, int W)
 {
-    int dev = 0, smax = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    return D / H <= 128 && tiled_smem(D, H, W) <= (size_t)smax;
+    return D / H <= 128 && tiled_smem(D, H, W) <= (size_t)caps->smem_per_block_optin;
 }
 
 extern "C" void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv, int B, int T, int D,
-                                         int H, int W, cudaStream_t s)
+                                         int H, int W, const gpu_caps *caps, cudaStream_t s)
 {
-    if (use_tiled(D, H, W)) {
+    if (use_tiled(caps, D, H, W)) {
         const size_t smem = tiled_smem(D, H, W);
         cudaFuncSetAttribute(attention_forward_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         attention_forward_tiled<<<dim3(ceil_div(T, QT), H, B), 32 * WARPS, smem, s>>>(o32, (__half *)o16, p, qkv, B, T,
@@ -333,9 +330,10 @@ extern "C" void launch_attention_forward(float *o32, void *o16, float *p, const 
 }
 
 extern "C" void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
-                                          const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
+                                          const float *qkv, int B, int T, int D, int H, int W, const gpu_caps *caps,
+                                          cudaStream_t s)
 {
-    if (use_tiled(D, H, W)) {
+    if (use_tiled(caps, D, H, W)) {
         const size_t smem = tiled_smem(D, H, W);
         cudaFuncSetAttribute(attention_backward_query_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         cudaFuncSetAttribute(attention_backward_key_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

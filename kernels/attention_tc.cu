@@ -371,13 +371,10 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     store_tile(dqkv, dqkv16, dv, b, k0, T, (size_t)3 * D, 2 * D + j * HD, lane);
 }
 
-extern "C" int attention_tc_supported(int D, int H, int W)
+extern "C" int attention_tc_supported(const gpu_caps *caps, int D, int H, int W)
 {
     if (D % H || D / H != HD || W < 1 || band_tiles(W) > MAX_KT) return 0;
-    int dev = 0, smax = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    return smem_backward(band_tiles(W)) <= (size_t)smax;
+    return smem_backward(band_tiles(W)) <= (size_t)caps->smem_per_block_optin;
 }
 
 // One instantiation per band width; the launchers pick it from W.

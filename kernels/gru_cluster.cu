@@ -582,15 +582,14 @@ template <int D> static void clusters_fit(int fit[2])
 // persistent or per-step path instead of failing at launch. Cached per D,
 // with how many forward clusters fit (what gpu_gru_wide_for weighs); it also
 // raises the kernels' shared-memory limits, once, for the launchers.
-static const int *cluster_fit(int D)
+static const int *cluster_fit(const gpu_caps *caps, int D)
 {
     static int cached[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } }; // D = 128, 256, 512
     const int i = D == 128 ? 0 : D == 256 ? 1 : 2;
     if (cached[i][0] < 0) {
-        int dev = 0, cc = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);
-        if (cc < 9) cached[i][0] = cached[i][1] = 0;
+        // the device must have clusters and this binary's code for it must
+        // hold the kernels' bodies (they exist only when compiled for sm_90+)
+        if (!gpu_caps_has_sm90_features(caps)) cached[i][0] = cached[i][1] = 0;
         else if (D == 128) clusters_fit<128>(cached[i]);
         else if (D == 256) clusters_fit<256>(cached[i]);
         else clusters_fit<512>(cached[i]);
@@ -598,17 +597,17 @@ static const int *cluster_fit(int D)
     return cached[i];
 }
 
-static bool cluster_path_ok(int D) { return cluster_fit(D)[0] > 0; }
-static bool cluster_wide_ok(int D) { return cluster_fit(D)[1] > 0; }
+static bool cluster_path_ok(const gpu_caps *caps, int D) { return cluster_fit(caps, D)[0] > 0; }
+static bool cluster_wide_ok(const gpu_caps *caps, int D) { return cluster_fit(caps, D)[1] > 0; }
 
-extern "C" int gru_cluster_resident(int D)
+extern "C" int gru_cluster_resident(const gpu_caps *caps, int D)
 {
-    return (D == 128 || D == 256 || D == 512) ? cluster_fit(D)[0] : 0;
+    return (D == 128 || D == 256 || D == 512) ? cluster_fit(caps, D)[0] : 0;
 }
 
-extern "C" int gru_cluster_supported(int B, int T, int D)
+extern "C" int gru_cluster_supported(const gpu_caps *caps, int B, int T, int D)
 {
-    return T >= 1 && B % CL_BL == 0 && (D == 128 || D == 256 || D == 512) && cluster_path_ok(D);
+    return T >= 1 && B % CL_BL == 0 && (D == 128 || D == 256 || D == 512) && cluster_path_ok(caps, D);
 }
 
 #define CL_DISPATCH(D_, CALL)                                                                                 \
@@ -620,15 +619,15 @@ extern "C" int gru_cluster_supported(int B, int T, int D)
 
 extern "C" void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                            const void *whh16, const float *bhh, int B, int T, int D, int wide,
-                                           cudaStream_t s)
+                                           const gpu_caps *caps, cudaStream_t s)
 {
-    if (!gru_cluster_supported(B, T, D)) {
+    if (!gru_cluster_supported(caps, B, T, D)) {
         fprintf(stderr, "catchat: cluster GRU forward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
     __half *hp = (__half *)hprev16;
     const __half *w = (const __half *)whh16;
-    if (wide && B % CL_BL_WIDE == 0 && cluster_wide_ok(D)) {
+    if (wide && B % CL_BL_WIDE == 0 && cluster_wide_ok(caps, D)) {
 #define FWD_WIDE_CALL(d) fwd_launch<d, CL_BL_WIDE>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
         CL_DISPATCH(D, FWD_WIDE_CALL);
 #undef FWD_WIDE_CALL
@@ -641,9 +640,10 @@ extern "C" void launch_gru_forward_cluster(float *h, float *gates, float *ghn, v
 
 extern "C" void launch_gru_backward_cluster(void *dgx16, void *dgh16, float *bias_part, const float *dh_in,
                                             const float *h, const float *gates, const float *ghn, const void *whh16,
-                                            int B, int T, int D, float clamp_limit, cudaStream_t s)
+                                            int B, int T, int D, float clamp_limit, const gpu_caps *caps,
+                                            cudaStream_t s)
 {
-    if (!gru_cluster_supported(B, T, D)) {
+    if (!gru_cluster_supported(caps, B, T, D)) {
         fprintf(stderr, "catchat: cluster GRU backward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }

@@ -289,11 +289,10 @@ __global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
 
 // The grid: D/J unit slices × B/Bl batch groups, one block per SM. Every block
 // reads its group's h (or dgh) each step, so small groups mean small copies;
-// J is then the fewest units that keep the grid within the block limit. The
-// limit is a workbench knob (bench/gru_probe sweeps it).
-static int g_max_blocks = 128;
-
-extern "C" void gru_persistent_set_blocks(int max_blocks) { g_max_blocks = max_blocks > 0 ? max_blocks : 128; }
+// J is then the fewest units that keep the grid within the block limit: one
+// block per SM, at most 128 (bench/gru_probe sweeps the limit by lowering
+// caps->sm_count).
+#define PERSIST_MAX_BLOCKS 128
 
 static size_t fwd_smem(int D, int B, int J)
 {
@@ -309,24 +308,13 @@ static size_t bwd_smem(int D, int B, int J)
            (size_t)B * J * sizeof(float) + (size_t)s.BC * s.ldk * sizeof(__half);
 }
 
-static int device_sms_and_smem(size_t *smem_max)
-{
-    int dev = 0, sms = 0, smem = 0, coop = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev);
-    *smem_max = (size_t)smem;
-    return coop ? sms : 0;
-}
-
 // Returns 0 when no split fits (the caller then takes the per-step path).
-static int pick_split(int B, int D, int *J_out, int *Bl_out)
+static int pick_split(const gpu_caps *caps, int B, int D, int *J_out, int *Bl_out)
 {
-    size_t smax;
-    const int sms = device_sms_and_smem(&smax);
+    const size_t smax = (size_t)caps->smem_per_block_optin;
+    const int sms = caps->cooperative_launch ? caps->sm_count : 0;
     if (sms == 0 || B % 16 != 0 || D % 16 != 0) return 0;
-    const int limit = sms < g_max_blocks ? sms : g_max_blocks;
+    const int limit = sms < PERSIST_MAX_BLOCKS ? sms : PERSIST_MAX_BLOCKS;
     for (int Bl = 16; Bl <= B; Bl += 16) {
         if (B % Bl) continue;
         const int groups = B / Bl;
@@ -343,18 +331,18 @@ static int pick_split(int B, int D, int *J_out, int *Bl_out)
     return 0;
 }
 
-extern "C" int gru_persistent_supported(int B, int T, int D)
+extern "C" int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D)
 {
     int J, Bl;
-    return T >= 1 && pick_split(B, D, &J, &Bl);
+    return T >= 1 && pick_split(caps, B, D, &J, &Bl);
 }
 
 extern "C" void launch_gru_forward_persistent_probe(float *h, float *gates, float *ghn, void *hprev16,
                                                     const float *gx, const void *whh16, const float *bhh, int B, int T,
-                                                    int D, int skip, cudaStream_t s)
+                                                    int D, int skip, const gpu_caps *caps, cudaStream_t s)
 {
     int J, Bl;
-    if (!pick_split(B, D, &J, &Bl)) {
+    if (!pick_split(caps, B, D, &J, &Bl)) {
         fprintf(stderr, "catchat: persistent GRU forward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
@@ -373,17 +361,17 @@ extern "C" void launch_gru_forward_persistent_probe(float *h, float *gates, floa
 
 extern "C" void launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                               const void *whh16, const float *bhh, int B, int T, int D,
-                                              cudaStream_t s)
+                                              const gpu_caps *caps, cudaStream_t s)
 {
-    launch_gru_forward_persistent_probe(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, 0, s);
+    launch_gru_forward_persistent_probe(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, 0, caps, s);
 }
 
 extern "C" void launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
                                                const float *gates, const float *ghn, const void *whh16, int B, int T,
-                                               int D, float clamp_limit, cudaStream_t s)
+                                               int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s)
 {
     int J, Bl;
-    if (!pick_split(B, D, &J, &Bl)) {
+    if (!pick_split(caps, B, D, &J, &Bl)) {
         fprintf(stderr, "catchat: persistent GRU backward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }

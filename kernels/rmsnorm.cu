@@ -203,9 +203,10 @@ static int vec_width(int D) { return D % 128 == 0 && D / 128 <= MAX_NV ? D / 128
     }
 
 extern "C" void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, float *ir, const float *x,
-                                           const float *res, const float *g, int M, int D, float eps, float floor_,
-                                           float inv_max, cudaStream_t s)
+                                           const float *res, const float *g, int M, int D, const cc_norm_consts *nc,
+                                           cudaStream_t s)
 {
+    const float eps = (float)nc->eps, floor_ = (float)nc->floor, inv_max = (float)nc->inv_max;
     const int nv = vec_width(D);
 #define FWD_VEC(N)                                                                                                 \
     rmsnorm_forward_vec<N><<<ceil_div(M, 8), 256, 0, s>>>(sum, y32, (__half *)y16, ir, x, res, g, M, eps, floor_, \
@@ -220,22 +221,17 @@ extern "C" void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, fl
 }
 
 extern "C" void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const float *x, const float *g, int M, int D,
-                                       float eps, float floor_, float inv_max, cudaStream_t s)
+                                       const cc_norm_consts *nc, cudaStream_t s)
 {
-    launch_add_rmsnorm_forward(NULL, y32, y16, ir, x, NULL, g, M, D, eps, floor_, inv_max, s);
+    launch_add_rmsnorm_forward(NULL, y32, y16, ir, x, NULL, g, M, D, nc, s);
 }
 
 extern "C" void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *g,
-                                        const float *ir, int M, int D, float eps, float floor_, float inv_max,
+                                        const float *ir, int M, int D, const cc_norm_consts *nc, const gpu_caps *caps,
                                         cudaStream_t s)
 {
-    static int smax; /* the device's opt-in shared memory per block */
-    if (!smax) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    }
-    int nw = smax / (int)(sizeof(float) * D);
+    const float eps = (float)nc->eps, floor_ = (float)nc->floor, inv_max = (float)nc->inv_max;
+    int nw = caps->smem_per_block_optin / (int)(sizeof(float) * D); /* warps whose rows of dg fit */
     nw = nw < 1 ? 1 : nw > RMS_BWD_WARPS ? RMS_BWD_WARPS : nw;
     const int nblocks = (int)ceil_div(M, nw * RMS_BWD_ROWS_PER_WARP);
     const size_t smem = sizeof(float) * nw * D;

@@ -108,8 +108,10 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     }
     const double rec_f = ph[PH_REC_FWD] * 1e3 / (T * L), rec_b = ph[PH_BPTT] * 1e3 / (T * L);
     const gpu_gru_path path = gpu_gru_path_named(cfg->gpu_recurrence);
-    const char *rec_impl = have_gpu ? gpu_gru_impl_name(gpu_gru_impl_for(path, B, T, cfg->d_model)) : "none";
-    const int rec_wide = have_gpu && gpu_gru_wide_for(path, B, T, cfg->d_model); /* forward clusters of 16 sequences */
+    gpu_caps caps;
+    if (have_gpu && gpu_caps_query(&caps) != 0) have_gpu = 0;
+    const char *rec_impl = have_gpu ? gpu_gru_impl_name(gpu_gru_impl_for(&caps, path, B, T, cfg->d_model)) : "none";
+    const int rec_wide = have_gpu && gpu_gru_wide_for(&caps, path, B, T, cfg->d_model); /* forward clusters of 16 sequences */
     if (o->json) {
         /* What was not measured is null, never a zero that reads as a measurement. */
         json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:s,s:b}", "B", B, "T", T, "D", cfg->d_model, "L", L, "W",

@@ -10,14 +10,6 @@
 #include "catchat/finite.h"
 #include "catchat/layout.h"
 
-/* Constants of RMSNorm with its guards (model.md). */
-typedef struct cc_norm_consts { double eps, floor, inv_max; } cc_norm_consts;
-static inline cc_norm_consts cc_norm_consts_of(const cc_dims *d)
-{
-    cc_norm_consts n = { d->rms_eps, d->rms_floor, d->inv_rms_max };
-    return n;
-}
-
 /* Scored-position counts for loss / top-1 / top-5. */
 typedef struct cc_score {
     double loss_sum; /* sum of CE over scored positions (nats) */

@@ -21,11 +21,25 @@ typedef struct gpu_caps {
     int binary_version, ptx_version;
 } gpu_caps;
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Fill c from the current CUDA device; checked (one-line error, -1). */
 int gpu_caps_query(gpu_caps *c);
 
 /* Whether kernels that need sm_90 features (clusters, DSMEM, bulk copies)
- * were compiled in for this device and the device has them. */
-int gpu_caps_has_sm90_features(const gpu_caps *c);
+ * were compiled in for this device and the device has them: the code that
+ * runs must come from SASS for sm_90 or newer, or from PTX of 9.0 or newer
+ * JIT-compiled (a compute_80 PTX build on a Hopper holds no such bodies). */
+static inline int gpu_caps_has_sm90_features(const gpu_caps *c)
+{
+    return c->cc_major >= 9 && c->cluster_launch && c->binary_version >= 90 &&
+           (c->ptx_version == 0 || c->ptx_version >= 90);
+}
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -31,6 +31,8 @@
 
 #include <cuda_runtime_api.h>
 #include <stddef.h>
+#include "catchat/gpu_caps.h"
+#include "catchat/layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,11 +65,11 @@ void launch_embedding_backward(float *dtable, const float *dout, const int *offs
 /* The norm of x + res (res may be NULL), the sum written to sum (may be NULL):
  * a residual add and the next norm in one pass. */
 void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, float *ir, const float *x, const float *res,
-                                const float *g, int M, int D, float eps, float floor_, float inv_max, cudaStream_t s);
+                                const float *g, int M, int D, const cc_norm_consts *nc, cudaStream_t s);
 void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const float *x, const float *g, int M, int D,
-                            float eps, float floor_, float inv_max, cudaStream_t s);
+                            const cc_norm_consts *nc, cudaStream_t s);
 void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *g,
-                             const float *ir, int M, int D, float eps, float floor_, float inv_max,
+                             const float *ir, int M, int D, const cc_norm_consts *nc, const gpu_caps *caps,
                              cudaStream_t s);
 
 /* gru.cu: one timestep's element-wise work; the W_h·h GEMM is the caller's.
@@ -89,34 +91,33 @@ void launch_gru_backward_step(void *dgx16, void *dgh16, float *dhrec, const floa
  * launch (weights stationary in shared memory, one grid barrier per step).
  * Same inputs and outputs as a loop over the per-step kernels above plus the
  * W_hh GEMMs; supported when B and D are multiples of 16 and the slice fits. */
-int gru_persistent_supported(int B, int T, int D);
-/* Workbench knob: the most blocks the persistent kernels use (default 128). */
-void gru_persistent_set_blocks(int max_blocks);
+int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D);
 void launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                   const void *whh16, const float *bhh, int B, int T, int D, cudaStream_t s);
+                                   const void *whh16, const float *bhh, int B, int T, int D, const gpu_caps *caps,
+                                   cudaStream_t s);
 void launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
                                     const float *gates, const float *ghn, const void *whh16, int B, int T,
-                                    int D, float clamp_limit, cudaStream_t s);
+                                    int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s);
 
 /* gru_cluster.cu: the same two operations with one thread-block cluster of 8
  * CTAs per 8 sequences holding all of W_hh on chip (sm_90; D of 128, 256 or
  * 512, B a multiple of 8); h (forward) and partial products (backward) move
  * through distributed shared memory, and a step waits on an mbarrier for
  * its data instead of a grid barrier. */
-int gru_cluster_supported(int B, int T, int D);
+int gru_cluster_supported(const gpu_caps *caps, int B, int T, int D);
 /* Clusters of 8 sequences of the forward that fit on this GPU at once. */
-int gru_cluster_resident(int D);
+int gru_cluster_resident(const gpu_caps *caps, int D);
 /* wide: 16 sequences a cluster where B allows (more time a step, less a
  * sequence: for batches whose clusters of 8 would take several waves). */
 void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                 const void *whh16, const float *bhh, int B, int T, int D, int wide,
-                                cudaStream_t s);
+                                const gpu_caps *caps, cudaStream_t s);
 /* bias_part (may be NULL): [2][B/8][3D], each cluster's sums over its
  * sequences and all steps of dgx (first B/8 rows) and dgh (the rest), in
  * FP32 before the FP16 rounding: the bias gradients without another pass. */
 void launch_gru_backward_cluster(void *dgx16, void *dgh16, float *bias_part, const float *dh_in,
                                  const float *h, const float *gates, const float *ghn, const void *whh16,
-                                 int B, int T, int D, float clamp_limit, cudaStream_t s);
+                                 int B, int T, int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s);
 
 /* attention.cu, FP32 kernels for any head size and window: qkv[B,T,3D]
  * FP32; o16 [B,T,D] FP16 (GEMM operand), o32 optional; p[B,H,T,W] the
@@ -124,16 +125,17 @@ void launch_gru_backward_cluster(void *dgx16, void *dgh16, float *bias_part, con
  * and its FP16 copy dqkv16 (the GEMM operand) if not NULL; ds: scratch of
  * the size of p. */
 void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv, int B, int T,
-                              int D, int H, int W, cudaStream_t s);
+                              int D, int H, int W, const gpu_caps *caps, cudaStream_t s);
 void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
-                               const float *qkv, int B, int T, int D, int H, int W, cudaStream_t s);
+                               const float *qkv, int B, int T, int D, int H, int W, const gpu_caps *caps,
+                               cudaStream_t s);
 /* attention_tc.cu: the same on tensor cores for head size 64 and W ≤ 129
  * (attention_tc_supported), from FP16 qkv16 [B,T,3D] and dout16 [B,T,D]
  * with FP32 accumulation. The forward keeps each query's log-sum-exp
  * lse[B,H,T], from which the backward recomputes the probabilities (p is
  * written only if not NULL, for checking); delta[B,H,T] is the backward's
  * scratch. dqkv (FP32) and dqkv16 (the GEMM operand) may each be NULL. */
-int attention_tc_supported(int D, int H, int W);
+int attention_tc_supported(const gpu_caps *caps, int D, int H, int W);
 void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, const void *qkv16, int B, int T,
                                  int D, int H, int W, cudaStream_t s);
 void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const void *dout16, const float *lse,

@@ -19,6 +19,15 @@ typedef struct cc_dims {
     double rms_eps, rms_floor, inv_rms_max;
 } cc_dims;
 
+/* Constants of RMSNorm with its guards (model.md: rms_eps, rms_floor,
+ * inv_rms_max), carried together from the config to every norm, CPU and GPU. */
+typedef struct cc_norm_consts { double eps, floor, inv_max; } cc_norm_consts;
+static inline cc_norm_consts cc_norm_consts_of(const cc_dims *d)
+{
+    cc_norm_consts n = { d->rms_eps, d->rms_floor, d->inv_rms_max };
+    return n;
+}
+
 typedef struct cc_tensor_info {
     char name[CC_NAME_MAX];
     int ndim;

@@ -332,7 +332,7 @@ static const cc_executor_ops GPU_OPS = {
  * the batch still runs the cluster recurrence (B=64: 4 lanes of 16), else
  * one. [gpu] lanes (1..GPU_MAX_LANES, dividing B) overrides it, for
  * measuring; returns 0 on a bad value. */
-static int lanes_for(const cc_config *cfg, gpu_gru_path path, int B, int T, int D)
+static int lanes_for(const cc_config *cfg, const gpu_caps *caps, gpu_gru_path path, int B, int T, int D)
 {
     if (cfg->gpu_lanes > 0) {
         if (cfg->gpu_lanes > GPU_MAX_LANES || B % cfg->gpu_lanes) {
@@ -341,21 +341,19 @@ static int lanes_for(const cc_config *cfg, gpu_gru_path path, int B, int T, int 
         }
         return cfg->gpu_lanes;
     }
-    if (gpu_gru_impl_for(path, B, T, D) != GRU_IMPL_CLUSTER) return 1;
+    if (gpu_gru_impl_for(caps, path, B, T, D) != GRU_IMPL_CLUSTER) return 1;
     for (int n = 4; n > 1; n /= 2)
-        if (B % n == 0 && gpu_gru_impl_for(path, B / n, T, D) == GRU_IMPL_CLUSTER) return n;
+        if (B % n == 0 && gpu_gru_impl_for(caps, path, B / n, T, D) == GRU_IMPL_CLUSTER) return n;
     return 1;
 }
 
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
 {
-    int dev = 0;
-    struct cudaDeviceProp prop;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaCheck(cudaGetDeviceProperties(&prop, dev));
-    if (prop.major < 9) {
+    gpu_caps caps;
+    if (gpu_caps_query(&caps) != 0) return NULL;
+    if (caps.cc_major < 9) {
         cc_error("GPU '%s' is sm_%d%d; this build targets sm_%s and its kernels need sm_90 or newer "
-                 "(tensor-core and shared-memory sizes); use device = cpu", prop.name, prop.major, prop.minor,
+                 "(tensor-core and shared-memory sizes); use device = cpu", caps.name, caps.cc_major, caps.cc_minor,
                  CATCHAT_CUDA_ARCHS);
         return NULL;
     }
@@ -373,10 +371,11 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cc_layout_build(&ex->lay, &d);
     gpu_impl *g = cc_calloc(1, sizeof(*g));
     ex->impl = g;
+    g->caps = caps;
     g->gru_path = gpu_gru_path_named(cfg->gpu_recurrence);
-    g->nlanes = lanes_for(cfg, g->gru_path, B, T, d.D);
-    g->attn_tc = attention_tc_supported(d.D, d.H, d.W);
-    g->gru_wide = gpu_gru_wide_for(g->gru_path, B, T, d.D);
+    g->nlanes = lanes_for(cfg, &g->caps, g->gru_path, B, T, d.D);
+    g->attn_tc = attention_tc_supported(&g->caps, d.D, d.H, d.W);
+    g->gru_wide = gpu_gru_wide_for(&g->caps, g->gru_path, B, T, d.D);
     if (g->nlanes < 1) {
         free(g);
         free(ex);

@@ -41,11 +41,3 @@ int gpu_caps_query(gpu_caps *c)
                         c->cc_minor);
     return 0;
 }
-
-int gpu_caps_has_sm90_features(const gpu_caps *c)
-{
-    /* the device must have them and the code that runs must have been
-     * compiled for them: SASS for sm_90+, or PTX of 9.0+ JIT-compiled */
-    return c->cc_major >= 9 && c->cluster_launch && c->binary_version >= 90 &&
-           (c->ptx_version == 0 || c->ptx_version >= 90);
-}

@@ -43,6 +43,7 @@ typedef struct {
     int nlanes; /* lanes of a training step (gpu_step_lanes: one while profiling or checking) */
     int attn_tc; /* attention on tensor cores (attention_tc_supported) */
     gpu_gru_path gru_path; /* [gpu] recurrence */
+    gpu_caps caps;         /* what the GPU can do, read once at creation; every kernel choice reads it */
     int gru_wide; /* the forward recurrence 16 sequences a cluster (gpu_gru_wide_for the whole batch) */
     /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;

@@ -15,10 +15,10 @@ gpu_gru_path gpu_gru_path_named(const char *name)
                                            : strcmp(name, "stepwise") == 0 ? GPU_GRU_STEPWISE : GPU_GRU_AUTO;
 }
 
-gpu_gru_impl gpu_gru_impl_for(gpu_gru_path path, int B, int T, int D)
+gpu_gru_impl gpu_gru_impl_for(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D)
 {
-    if (path == GPU_GRU_AUTO && gru_cluster_supported(B, T, D)) return GRU_IMPL_CLUSTER;
-    if (path != GPU_GRU_STEPWISE && gru_persistent_supported(B, T, D)) return GRU_IMPL_PERSISTENT;
+    if (path == GPU_GRU_AUTO && gru_cluster_supported(caps, B, T, D)) return GRU_IMPL_CLUSTER;
+    if (path != GPU_GRU_STEPWISE && gru_persistent_supported(caps, B, T, D)) return GRU_IMPL_PERSISTENT;
     return GRU_IMPL_STEPWISE;
 }
 
@@ -32,22 +32,22 @@ const char *gpu_gru_impl_name(gpu_gru_impl impl)
  * the H200 (15 resident) B=256 (32 clusters) went 25.7-25.8 -> 24.6-24.7 ms,
  * while B=128 (16 clusters) went 13.8 -> 15.2 ms, each lane's chain of
  * recurrences being 1.5 times longer. */
-int gpu_gru_wide_for(gpu_gru_path path, int B_total, int T, int D)
+int gpu_gru_wide_for(const gpu_caps *caps, gpu_gru_path path, int B_total, int T, int D)
 {
-    const int resident = gru_cluster_resident(D);
-    return gpu_gru_impl_for(path, B_total, T, D) == GRU_IMPL_CLUSTER && resident > 0 && B_total / 8 >= 2 * resident;
+    const int resident = gru_cluster_resident(caps, D);
+    return gpu_gru_impl_for(caps, path, B_total, T, D) == GRU_IMPL_CLUSTER && resident > 0 && B_total / 8 >= 2 * resident;
 }
 
-void gpu_gru_forward(cc_gemm_ctx *gm, gpu_gru_path path, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+void gpu_gru_forward(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                      const void *whh16, const float *bhh, float *gh, int B, int T, int D, int wide, cudaStream_t s)
 {
-    const gpu_gru_impl impl = gpu_gru_impl_for(path, B, T, D);
+    const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
     if (impl == GRU_IMPL_CLUSTER) {
-        launch_gru_forward_cluster(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, wide, s);
+        launch_gru_forward_cluster(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, wide, caps, s);
         return;
     }
     if (impl == GRU_IMPL_PERSISTENT) {
-        launch_gru_forward_persistent(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, s);
+        launch_gru_forward_persistent(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, caps, s);
         return;
     }
     uint16_t *hp = hprev16;
@@ -63,18 +63,18 @@ void gpu_gru_forward(cc_gemm_ctx *gm, gpu_gru_path path, float *h, float *gates,
 
 size_t gpu_gru_bias_part_floats(int B, int D) { return (size_t)2 * (B / 8 > 0 ? B / 8 : 1) * 3 * D; }
 
-int gpu_gru_bptt(cc_gemm_ctx *gm, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, const float *dh_in,
+int gpu_gru_bptt(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, const float *dh_in,
                  const float *h, const float *gates, const float *ghn, const void *whh16, int B, int T, int D,
                  float clamp_limit, cudaStream_t s)
 {
     const uint16_t *dgh = dgh16;
-    const gpu_gru_impl impl = gpu_gru_impl_for(path, B, T, D);
+    const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
     if (impl == GRU_IMPL_CLUSTER) {
-        launch_gru_backward_cluster(dgx16, dgh16, bias_part, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
+        launch_gru_backward_cluster(dgx16, dgh16, bias_part, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, caps, s);
         return bias_part ? B / 8 : 0;
     }
     if (impl == GRU_IMPL_PERSISTENT) {
-        launch_gru_backward_persistent(dgx16, dgh16, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
+        launch_gru_backward_persistent(dgx16, dgh16, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, caps, s);
         return 0;
     }
     cudaCheck(cudaMemsetAsync(dhrec, 0, sizeof(float) * B * D, s));
@@ -101,13 +101,13 @@ void gpu_gru_weight_grads(cc_gemm_ctx *gm, float *dwhh, float *dbhh, float *dbih
     }
 }
 
-void gpu_gru_backward(cc_gemm_ctx *gm, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, float *dwhh,
+void gpu_gru_backward(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, float *dwhh,
                       float *dbhh, const float *dh_in, const float *h, const float *gates, const float *ghn,
                       const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
                       cudaStream_t s)
 {
     const int nparts =
-        gpu_gru_bptt(gm, path, dgx16, dgh16, dhrec, bias_part, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
+        gpu_gru_bptt(gm, caps, path, dgx16, dgh16, dhrec, bias_part, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, s);
     gpu_gru_weight_grads(gm, dwhh, dbhh, NULL, dgx16, dgh16, hprev16, bias_part, nparts, B, T, D, s);
 }
 

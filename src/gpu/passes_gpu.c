@@ -17,7 +17,7 @@ typedef struct {
     int nlanes; /* lanes of this step */
     int B, T, M, D, L, H, W, V;
     size_t r0, M_all; /* the lane's first row; rows of the whole batch (per-layer tensors are [L, M_all, ·]) */
-    float eps, fl, cap;
+    cc_norm_consts nc; /* RMSNorm's constants */
 } lane_ctx;
 
 static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
@@ -25,7 +25,7 @@ static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
     const cc_dims *d = &ex->lay.dims;
     lane_ctx c = { ex, IMPL(ex), ln, nlanes, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
                    (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T,
-                   (float)d->rms_eps, (float)d->rms_floor, (float)d->inv_rms_max };
+                   cc_norm_consts_of(d) };
     return c;
 }
 
@@ -80,14 +80,14 @@ static void forward_layer(lane_ctx *c, int l)
         mark(c, PH_INPUT);
         launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
         check(c, "embedding", "u0", -1, ROWS(c, g->u, D), MD, 0, D);
-        launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, c->eps,
-                               c->fl, c->cap, s);
+        launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, &c->nc, s);
         check(c, "rmsnorm", "a", l, al, MD, 1, D);
     }
     gpu_matmul_fwd(c->ln->gemm, gxl, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
     check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
     mark(c, PH_INPUT);
-    gpu_gru_forward(c->ln->gemm, g->gru_path, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]), P32(ex, lay->gru_bhh[l]),
+    gpu_gru_forward(c->ln->gemm, &g->caps, g->gru_path, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]),
+                    P32(ex, lay->gru_bhh[l]),
                     g->gh + (size_t)c->ln->b0 * 3 * D, c->B, T, D, g->gru_wide, to_rec(c->ln));
     from_rec(c->ln);
     mark(c, PH_REC_FWD);
@@ -97,12 +97,12 @@ static void forward_layer(lane_ctx *c, int l)
     if (l + 1 < c->L) {
         uint16_t *anext = LROWS(c, g->a16, l + 1, D);
         launch_add_rmsnorm_forward(unext, NULL, anext, LROWS(c, g->a_ir, l + 1, 1), ul, hl,
-                                   P32(ex, lay->gru_norm[l + 1]), M, D, c->eps, c->fl, c->cap, s);
+                                   P32(ex, lay->gru_norm[l + 1]), M, D, &c->nc, s);
         check(c, "rmsnorm", "a", l + 1, anext, MD, 1, D);
     } else {
         uint16_t *s16 = ROWS(c, g->s16, D);
         launch_add_rmsnorm_forward(unext, NULL, s16, ROWS(c, g->s_ir, 1), ul, hl, P32(ex, lay->ctx_norm), M, D,
-                                   c->eps, c->fl, c->cap, s);
+                                   &c->nc, s);
         check(c, "ctx_rmsnorm", "s", -1, s16, MD, 1, D);
     }
 }
@@ -129,13 +129,13 @@ static void forward_top(lane_ctx *c)
         float *qkv = ROWS(c, g->qkv, 3 * D);
         gpu_matmul_fwd(c->ln->gemm, qkv, s16, P16(ex, lay->ctx_qkv), NULL, M, 3 * D, D, s);
         check(c, "qkv_projection", "qkv", -1, qkv, 3 * MD, 0, 3 * D);
-        launch_attention_forward(NULL, o16, ROWS(c, g->p, (size_t)c->H * c->W), qkv, c->B, T, D, c->H, c->W, s);
+        launch_attention_forward(NULL, o16, ROWS(c, g->p, (size_t)c->H * c->W), qkv, c->B, T, D, c->H, c->W,
+                                 &g->caps, s);
     }
     check(c, "attention_forward", "o", -1, o16, MD, 1, D);
     gpu_matmul_fwd(c->ln->gemm, cc, o16, P16(ex, lay->ctx_out), NULL, M, D, D, s);
     check(c, "ctx_out_projection", "c", -1, cc, MD, 0, D);
-    launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1), uL, cc, P32(ex, lay->final_norm), M, D, c->eps,
-                               c->fl, c->cap, s);
+    launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1), uL, cc, P32(ex, lay->final_norm), M, D, &c->nc, s);
     check(c, "final_rmsnorm", "f", -1, f16, MD, 1, D);
     mark(c, PH_CONTEXT_FWD);
     float *logits = ROWS(c, g->logits, c->V);
@@ -197,7 +197,7 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     gpu_matmul_dx(ln->gemm, dtmp, dlogits, P16(ex, lay->lm_head), M, V, D, 0, s);
     cudaCheck(cudaMemsetAsync(du, 0, sizeof(float) * MD, s));
     launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, ROWS(c, g->mm, D), P32(ex, lay->final_norm),
-                            ROWS(c, g->f_ir, 1), M, D, c->eps, c->fl, c->cap, s);
+                            ROWS(c, g->f_ir, 1), M, D, &c->nc, &g->caps, s);
     mark(c, PH_CLASSIFIER);
     check(c, "final_rmsnorm_backward", "dm", -1, du, MD, 0, D);
     /* context stream */
@@ -219,7 +219,7 @@ static void backward_top(lane_ctx *c, float ctx_limit)
         float *dqkv = ROWS(c, g->dqkv, 3 * D);
         gpu_matmul_dx(ln->gemm, dtmp, dc16, P16(ex, lay->ctx_out), M, D, D, 0, s);
         launch_attention_backward(dqkv, d16, ROWS(c, g->dsbuf, (size_t)c->H * c->W), dtmp,
-                                  ROWS(c, g->p, (size_t)c->H * c->W), ROWS(c, g->qkv, 3 * D), c->B, T, D, c->H, c->W, s);
+                                  ROWS(c, g->p, (size_t)c->H * c->W), ROWS(c, g->qkv, 3 * D), c->B, T, D, c->H, c->W, &g->caps, s);
         check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
     }
     side_stream_after(ln);
@@ -227,7 +227,7 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));
     gpu_matmul_dx(ln->gemm, dtmp, d16, P16(ex, lay->ctx_qkv), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, LROWS(c, g->u, c->L, D), P32(ex, lay->ctx_norm),
-                            ROWS(c, g->s_ir, 1), M, D, c->eps, c->fl, c->cap, s);
+                            ROWS(c, g->s_ir, 1), M, D, &c->nc, &g->caps, s);
     check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
 }
 
@@ -280,7 +280,8 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     uint16_t *dgx = LROWS(c, g->dgx16, par, 3 * D), *dgh = LROWS(c, g->dgh16, par, 3 * D);
     if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
-    const int nparts = gpu_gru_bptt(ln->gemm, g->gru_path, dgx, dgh, g->dhrec + (size_t)ln->b0 * D, bias_part(c, par), du, hl,
+    const int nparts = gpu_gru_bptt(ln->gemm, &g->caps, g->gru_path, dgx, dgh, g->dhrec + (size_t)ln->b0 * D,
+                                    bias_part(c, par), du, hl,
                                     gatesl, ghnl, P16(ex, lay->gru_whh[l]), c->B, T, D, clamp_limit, to_rec(ln));
     from_rec(ln);
     mark(c, PH_BPTT);
@@ -294,7 +295,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     /* the input gradient stays on the critical path */
     gpu_matmul_dx(ln->gemm, dtmp, dgx, P16(ex, lay->gru_wih[l]), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, l, D), P32(ex, lay->gru_norm[l]),
-                            LROWS(c, g->a_ir, l, 1), M, D, c->eps, c->fl, c->cap, s);
+                            LROWS(c, g->a_ir, l, 1), M, D, &c->nc, &g->caps, s);
     check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
     if (l > 0) weight_grads(c, l, dgx, dgh, nparts);
     if (l == 0) {

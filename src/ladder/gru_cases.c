@@ -39,12 +39,12 @@ const gru_path_case k_gru_paths[N_GRU_PATHS] = {
     { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 128, 0 }, /* odd T: the step handshake's buffer parity */
 };
 
-const char *gru_path_begin(stage *st, int i, char *name, size_t n)
+const char *gru_path_begin(const ladder_ctx *cx, stage *st, int i, char *name, size_t n)
 {
     const gru_path_case *pc = &k_gru_paths[i];
     snprintf(name, n, "%s D=%d", gpu_gru_impl_name(pc->impl), pc->D);
     char what[64];
     snprintf(what, sizeof(what), "%s path taken", name);
-    check_flag(st, what, gpu_gru_impl_for(pc->path, pc->B, pc->T, pc->D) == pc->impl);
+    check_flag(st, what, gpu_gru_impl_for(cx->caps, pc->path, pc->B, pc->T, pc->D) == pc->impl);
     return name;
 }

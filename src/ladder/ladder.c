@@ -131,13 +131,11 @@ cc_ladder_counts cc_ladder_run(const cc_ladder_opts *o, FILE *out)
 {
     cc_rng r;
     cc_rng_seed(&r, o->seed);
-    const ladder_ctx cx = { &r, cc_gemm_create(), o->dist };
-    struct cudaDeviceProp prop;
-    int dev = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaCheck(cudaGetDeviceProperties(&prop, dev));
-    fprintf(out, "catchat ladder: %s (sm_%d%d), seed %llu\n", prop.name, prop.major, prop.minor,
-            (unsigned long long)o->seed);
+    gpu_caps caps;
+    if (gpu_caps_query(&caps) != 0) exit(1);
+    const ladder_ctx cx = { &r, cc_gemm_create(), o->dist, &caps };
+    fprintf(out, "catchat ladder: %s (sm_%d%d, code for sm_%d from PTX %d), seed %llu\n", caps.name, caps.cc_major,
+            caps.cc_minor, caps.binary_version, caps.ptx_version, (unsigned long long)o->seed);
     print_header(out, o->markdown);
     tally t;
     memset(&t, 0, sizeof(t));

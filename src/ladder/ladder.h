@@ -46,6 +46,7 @@ typedef struct ladder_ctx {
     cc_rng *rng;
     cc_gemm_ctx *gemm; /* cuBLASLt on the default stream */
     cc_dist *dist;     /* NULL, or a communicator: grad_reduce also checks the all-reduce */
+    const gpu_caps *caps; /* the device's, read once: what the launchers choose by */
 } ladder_ctx;
 
 typedef void (*ladder_run_fn)(const ladder_ctx *cx, stage *st);
@@ -118,6 +119,6 @@ typedef struct {
 extern const gru_path_case k_gru_paths[N_GRU_PATHS];
 /* Checks that case i's path takes the implementation it means to test;
  * writes its name with the shape into name[n], for the checks, and returns it. */
-const char *gru_path_begin(stage *st, int i, char *name, size_t n);
+const char *gru_path_begin(const ladder_ctx *cx, stage *st, int i, char *name, size_t n);
 
 #endif

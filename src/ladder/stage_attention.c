@@ -51,7 +51,7 @@ static void run_attention(const ladder_ctx *cx, stage *st)
              "B=%d T=40, hd 16 (FP32) and 64 (tensor cores), W=16 and 64; hd 64 T=300 W=128", B);
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         const int D = cases[ci].D, H = cases[ci].H, T = cases[ci].T, W = cases[ci].W;
-        const int tc = attention_tc_supported(D, H, W);
+        const int tc = attention_tc_supported(cx->caps, D, H, W);
         /* FP32 on both sides (__expf vs expf): 1e-5; FP16 P and dS operands: 5e-3 */
         const double tol = tc ? 5e-3 : 1e-5;
         const size_t MD = (size_t)B * T * D, PW = (size_t)B * H * T * W, PH = (size_t)B * H * T;
@@ -64,8 +64,8 @@ static void run_attention(const ladder_ctx *cx, stage *st)
             launch_attention_forward_tc(o, NULL, p, lse, dq16, B, T, D, H, W, 0);
             launch_attention_backward_tc(dqkv, dqkv16, delta, ddo16, lse, dq16, B, T, D, H, W, 0);
         } else {
-            launch_attention_forward(o, NULL, p, dq, B, T, D, H, W, 0);
-            launch_attention_backward(dqkv, dqkv16, ds, ddo, p, dq, B, T, D, H, W, 0);
+            launch_attention_forward(o, NULL, p, dq, B, T, D, H, W, cx->caps, 0);
+            launch_attention_backward(dqkv, dqkv16, ds, ddo, p, dq, B, T, D, H, W, cx->caps, 0);
         }
         float *go = get_f32(o, MD), *gp = get_f32(p, PW), *gd = get_f32(dqkv, 3 * MD), *glse = get_f32(lse, PH);
         float *gd16 = get_f16(dqkv16, 3 * MD);

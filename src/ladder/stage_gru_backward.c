@@ -12,7 +12,8 @@
 #include "ladder/ladder.h"
 
 /* GPU BPTT on the CPU forward's states; returns host dgx, dW_hh, db_hh. */
-static void gpu_bptt(cc_gemm_ctx *gm, gpu_gru_path gpath, const gru_case *c, const float *dh_in, float clamp_limit,
+static void gpu_bptt(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, const gru_case *c, const float *dh_in,
+                     float clamp_limit,
                      float **dgx_out, float **dw_out, float **db_out)
 {
     const int B = c->B, T = c->T, D = c->D;
@@ -28,7 +29,7 @@ static void gpu_bptt(cc_gemm_ctx *gm, gpu_gru_path gpath, const gru_case *c, con
     float *dw = dev_f32(NULL, (size_t)3 * D * D), *db = dev_f32(NULL, 3 * D);
     cudaCheck(cudaMemset(dw, 0, 12 * (size_t)D * D));
     cudaCheck(cudaMemset(db, 0, 12 * (size_t)D));
-    gpu_gru_backward(gm, gpath, dgx16, dgh16, dhrec, bias_part, dw, db, dh, h, gates, ghn, hp16, whh16, B, T, D,
+    gpu_gru_backward(gm, caps, gpath, dgx16, dgh16, dhrec, bias_part, dw, db, dh, h, gates, ghn, hp16, whh16, B, T, D,
                      clamp_limit, 0);
     *dgx_out = get_f16(dgx16, 3 * MD);
     *dw_out = get_f32(dw, (size_t)3 * D * D);
@@ -37,7 +38,7 @@ static void gpu_bptt(cc_gemm_ctx *gm, gpu_gru_path gpath, const gru_case *c, con
     DFREE_ALL(whh16, hp16, h, gates, ghn, dh, dhrec, bias_part, dgx16, dgh16, dw, db);
 }
 
-static void gru_backward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, gpu_gru_path gpath, int B, int T, int D,
+static void gru_backward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, int B, int T, int D,
                               const char *path)
 {
     const double S = 128, c_user = 0.05;
@@ -62,7 +63,7 @@ static void gru_backward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, gpu_gru_pat
     snprintf(what, sizeof(what), "clamp binds (%s shape)", path);
     check_flag(st, what, sqrt(diff / nrm) > 1e-2);
     float *gdgx, *gdw, *gdb, *g1dgx, *g1dw, *g1db;
-    gpu_bptt(gm, gpath, &c, dhS, (float)(c_user * S), &gdgx, &gdw, &gdb);
+    gpu_bptt(gm, caps, gpath, &c, dhS, (float)(c_user * S), &gdgx, &gdw, &gdb);
     /* FP16 gate gradients feed T recurrent GEMMs: 1e-2 */
     snprintf(what, sizeof(what), "dgx (%s)", path);
     check(st, what, gdgx, rdgx, 3 * MD, 1e-2, 0);
@@ -71,7 +72,7 @@ static void gru_backward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, gpu_gru_pat
     snprintf(what, sizeof(what), "db_hh (%s)", path);
     check(st, what, gdb, rdb, 3 * D, 1e-2, 0);
     /* The same clamp at S = 1 must give the same unscaled gradients. */
-    gpu_bptt(gm, gpath, &c, dh1, (float)c_user, &g1dgx, &g1dw, &g1db);
+    gpu_bptt(gm, caps, gpath, &c, dh1, (float)c_user, &g1dgx, &g1dw, &g1db);
     for (size_t i = 0; i < (size_t)3 * D * D; i++) gdw[i] = (float)(gdw[i] / S);
     snprintf(what, sizeof(what), "dW_hh S=128 vs S=1 (%s)", path);
     check(st, what, gdw, g1dw, (size_t)3 * D * D, 1e-2, 0);
@@ -85,8 +86,8 @@ static void run_gru_backward(const ladder_ctx *cx, stage *st)
     cc_gemm_ctx *gm = cx->gemm;
     for (int i = 0; i < N_GRU_PATHS; i++) {
         char name[32];
-        gru_path_begin(st, i, name, sizeof(name));
-        gru_backward_path(st, r, gm, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D,
+        gru_path_begin(cx, st, i, name, sizeof(name));
+        gru_backward_path(st, r, gm, cx->caps, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D,
                           name);
     }
 }

@@ -12,7 +12,7 @@
 /* the forward's wide cluster kernels: two clusters of 16 at D=512, an odd T */
 static const gru_path_case k_gru_wide = { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 512, 1 };
 
-static void gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, gpu_gru_path gpath, int B, int T, int D,
+static void gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, int B, int T, int D,
                              int wide, const char *path)
 {
     gru_case c;
@@ -21,7 +21,7 @@ static void gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, gpu_gru_path
     void *whh16 = dev_f16(c.whh, (size_t)3 * D * D), *hp16 = dev_f16(NULL, MD);
     float *bhh = dev_f32(c.bhh, 3 * D), *gx = dev_f32(c.gx, 3 * MD), *h = dev_f32(NULL, MD);
     float *gates = dev_f32(NULL, 3 * MD), *ghn = dev_f32(NULL, MD), *gh = dev_f32(NULL, (size_t)B * 3 * D);
-    gpu_gru_forward(gm, gpath, h, gates, ghn, hp16, gx, whh16, bhh, gh, B, T, D, wide, 0);
+    gpu_gru_forward(gm, caps, gpath, h, gates, ghn, hp16, gx, whh16, bhh, gh, B, T, D, wide, 0);
     float *gh_ = get_f32(h, MD), *gg = get_f32(gates, 3 * MD);
     /* h_{t-1} is FP16 in the recurrent GEMM (rel. 2^-11 per step); the error
      * compounds over T but the GRU is contractive: 5e-3 at T = 48 */
@@ -43,8 +43,8 @@ static void run_gru_forward(const ladder_ctx *cx, stage *st)
              "cluster B16 T48 D512, B32 T37 D128, wide B32 T37 D512; persistent, per-step B32 T48 D64");
     for (int i = 0; i < N_GRU_PATHS; i++) {
         char name[32];
-        gru_path_begin(st, i, name, sizeof(name));
-        gru_forward_path(st, r, gm, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, 0,
+        gru_path_begin(cx, st, i, name, sizeof(name));
+        gru_forward_path(st, r, gm, cx->caps, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, 0,
                          name);
     }
     /* Where this GPU cannot place the wide kernels' clusters of 16,
@@ -53,8 +53,8 @@ static void run_gru_forward(const ladder_ctx *cx, stage *st)
      * kernels/gru_cluster.cu is static); once something does, this case should
      * stage_skip(st, ...) there rather than pass unseen. */
     const gru_path_case *w = &k_gru_wide;
-    check_flag(st, "cluster path taken for the wide case", gpu_gru_impl_for(w->path, w->B, w->T, w->D) == w->impl);
-    gru_forward_path(st, r, gm, w->path, w->B, w->T, w->D, w->wide, "cluster wide D=512");
+    check_flag(st, "cluster path taken for the wide case", gpu_gru_impl_for(cx->caps, w->path, w->B, w->T, w->D) == w->impl);
+    gru_forward_path(st, r, gm, cx->caps, w->path, w->B, w->T, w->D, w->wide, "cluster wide D=512");
 }
 
 const ladder_stage ladder_stage_gru_forward = { "gru_forward", "GRU recurrence", run_gru_forward };

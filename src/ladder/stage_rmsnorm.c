@@ -41,9 +41,8 @@ static void run_rmsnorm(const ladder_ctx *cx, stage *st)
             float *ddx = dev_f32(dx0, MD), *ddg = dev_f32(dg0, D), *dsum = dev_f32(NULL, MD);
             float *dyo = dev_f32(NULL, MD), *dir = dev_f32(NULL, M);
             launch_add_rmsnorm_forward(with_res ? dsum : NULL, dyo, NULL, dir, dxg, with_res ? dres : NULL, dgg, M, D,
-                                       (float)nc->eps, (float)nc->floor, (float)nc->inv_max, 0);
-            launch_rmsnorm_backward(ddx, ddg, ddy, with_res ? dsum : dxg, dgg, dir, M, D, (float)nc->eps,
-                                    (float)nc->floor, (float)nc->inv_max, 0);
+                                       nc, 0);
+            launch_rmsnorm_backward(ddx, ddg, ddy, with_res ? dsum : dxg, dgg, dir, M, D, nc, cx->caps, 0);
             float *gy = get_f32(dyo, MD), *gir = get_f32(dir, M), *gdx = get_f32(ddx, MD), *gdg = get_f32(ddg, D);
             float *gsum = get_f32(dsum, MD);
             float *ry = cc_malloc(4 * MD), *rir = cc_malloc(4 * M);
