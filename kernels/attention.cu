@@ -127,21 +127,6 @@ __global__ void attention_backward_key_kernel(float *dqkv, const float *ds, cons
     }
 }
 
-// Per-token guard on the context-stream gradient: one warp per row.
-__global__ void rownorm_clamp_kernel(float *d, int M, int D, float limit)
-{
-    const int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (row >= M) return;
-    float *r = d + (size_t)row * D;
-    float ss = 0.f;
-    for (int i = lane; i < D; i += 32) ss += r[i] * r[i];
-    const float nrm = sqrtf(warp_sum(ss));
-    if (nrm > limit) {
-        const float f = limit / nrm;
-        for (int i = lane; i < D; i += 32) r[i] *= f;
-    }
-}
-
 #define QT 32 // queries (or keys) per block in the tiled kernels
 
 // K and V rows of positions base .. base+R-1 of head j into shared memory
@@ -351,11 +336,4 @@ extern "C" void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, 
     attention_backward_key_kernel<<<grid, 32 * WARPS, 0, s>>>(dqkv, ds, dout, p, qkv, B, T, D, H, W);
     LAUNCH_CHECK();
     if (dqkv16) launch_f32_to_f16(dqkv16, dqkv, (size_t)B * T * 3 * D, s);
-}
-
-extern "C" void launch_rownorm_clamp(float *d, int M, int D, float limit, cudaStream_t s)
-{
-    if (limit <= 0.f) return;
-    rownorm_clamp_kernel<<<ceil_div(M, WARPS), 32 * WARPS, 0, s>>>(d, M, D, limit);
-    LAUNCH_CHECK();
 }

@@ -15,9 +15,8 @@
 // writes and re-reads p and ds (B·H·T·W floats each, 150 MB apiece at the
 // default config), and the key side no longer gathers them diagonally.
 // Each warp owns its outputs (no atomics), so results are reproducible.
-// The WMMA version before the band in registers staged S in shared memory:
-// 0.42 + 0.45 + 0.44 ms at the default config under ncu (one step in one
-// lane), against 0.28 + 0.27 + 0.25 ms with p and ds stored.
+// The band lives in registers: a version that staged S in shared memory
+// through WMMA measured slower (docs/performance.md).
 #include "catchat/kernels.h"
 #include "common.cuh"
 #include "mma.cuh"

@@ -23,10 +23,10 @@
 // per lane, no bank conflicts). The global stores of a step (states for the
 // backward, gradients for the GEMMs) are issued after the copies, so they
 // overlap the wait for the peers' data.
-// bench/cluster_probe measured the exchange on the H200: a cluster barrier
-// costs 0.2 µs; pushing 1 KB to each of 8 peers with plain DSMEM stores and a
-// barrier 0.8 µs (16 peers: 1.9 µs), hence clusters of 8; bulk copies and
-// mbarriers (below) cost less than either (docs/performance.md).
+// bench/cluster_probe measures the exchange: a push to 16 peers costs more
+// than twice a push to 8, hence clusters of 8; bulk copies and mbarriers
+// (below) cost less than plain DSMEM stores and a barrier
+// (docs/results/cluster_probe.txt, docs/performance.md).
 #include <cooperative_groups.h>
 #include <stdint.h>
 #include "catchat/kernels.h"
@@ -492,13 +492,11 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 // ---- host side ----
 
 // Sequences per cluster. 8 gives the shortest step (the latency that bounds
-// B=64: 2.13 µs forward, 2.57 µs BPTT on the H200). The forward also comes
-// with 16 ("wide"): a step takes longer (3.23 µs) but serves twice the
-// sequences, 25% less time per sequence, which wins where the clusters of
-// 8 would take two waves or more and the recurrence holds the SMs for
-// longer than the rest of the step needs them (B=256: 32 clusters of 8
-// against 15 that fit; the step went 25.7-25.8 -> 24.6-24.7 ms; the host
-// decides, gpu_gru_wide_for). The backward stays at 8: with 16 its buffers
+// B=64). The forward also comes with 16 ("wide"): a step takes longer but
+// serves twice the sequences, less time per sequence, which wins where the
+// clusters of 8 would take two waves or more and the recurrence holds the
+// SMs for longer than the rest of the step needs them (B=256 on the H200;
+// the host decides, gpu_gru_wide_for; numbers in docs/performance.md). The backward stays at 8: with 16 its buffers
 // and the outgoing partials no longer fit in shared memory.
 #define CL_BL 8
 #define CL_BL_WIDE 16

@@ -10,7 +10,7 @@
 // Backward, step t: acc[J, B] = W_hh[:, slice]ᵀ · dgh_{t+1}ᵀ, then
 //   g = dh_in + z⊙g_{t+1} + acc, the grad_h clamp, and the gate gradients.
 // The arithmetic is that of gru.cu's per-step kernels (same FP16 operands),
-// so ladder stages 5 and 6 hold for both paths.
+// so the ladder's gru_forward and gru_backward stages hold for both paths.
 #include <cooperative_groups.h>
 #include <cuda_pipeline.h>
 #include <mma.h>

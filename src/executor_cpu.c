@@ -33,17 +33,16 @@ static void cpu_score(cc_executor *ex, const int *x, const int *y, cc_score *sco
     cpu_model_forward(&ex->lay, IMPL(ex)->params, &IMPL(ex)->acts, x, y, score);
 }
 
-static double cpu_grad_scale_sumsq(cc_executor *ex, double mul)
+static double cpu_ex_grad_scale_sumsq(cc_executor *ex, double mul)
 {
-    return cc_cpu_grad_scale_sumsq(IMPL(ex)->grads, ex->lay.total, mul);
+    return cpu_grad_reduce_sumsq(IMPL(ex)->grads, ex->lay.total, mul);
 }
 
-static void cpu_adamw(cc_executor *ex, double lr, long k)
+static void cpu_ex_adamw(cc_executor *ex, double lr, long k)
 {
     cpu_impl *c = IMPL(ex);
     const cc_config *cf = &ex->cfg;
-    cc_cpu_adamw(&ex->lay, c->params, c->grads, c->m, c->v, lr, cf->weight_decay, cf->beta1,
-                 cf->beta2, cf->adam_eps, k);
+    cpu_adamw(&ex->lay, c->params, c->grads, c->m, c->v, lr, cf->weight_decay, cf->beta1, cf->beta2, cf->adam_eps, k);
 }
 
 static void cpu_get_params(cc_executor *ex, float *p) { memcpy(p, IMPL(ex)->params, sizeof(float) * ex->lay.total); }
@@ -92,8 +91,8 @@ static void cpu_destroy(cc_executor *ex)
 static const cc_executor_ops CPU_OPS = {
     .forward_backward = cpu_forward_backward,
     .score = cpu_score,
-    .grad_scale_sumsq = cpu_grad_scale_sumsq,
-    .adamw = cpu_adamw,
+    .grad_scale_sumsq = cpu_ex_grad_scale_sumsq,
+    .adamw = cpu_ex_adamw,
     .get_params = cpu_get_params,
     .set_params = cpu_set_params,
     .get_grads = cpu_get_grads,

@@ -6,7 +6,7 @@
 #define CATCHAT_GPU_OPS_H
 
 #include <cuda_runtime_api.h>
-#include "catchat/gemm.h"
+#include "catchat/matmul.h"
 #include "catchat/gpu_caps.h"
 
 /* Which recurrence implementation the two functions below use. AUTO (the
@@ -31,7 +31,7 @@ int gpu_gru_wide_for(const gpu_caps *caps, gpu_gru_path path, int B_total, int T
  * writes h, gates, ghn (FP32) and hprev16[B,T,D] = FP16 h_{t-1} (zeros at
  * t = 0), the operand of the recurrent GEMM and of dW_hh. gh: B·3D scratch.
  * wide: the cluster kernels' 16 sequences a cluster (gpu_gru_wide_for). */
-void gpu_gru_forward(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+void gpu_gru_forward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                      const void *whh16, const float *bhh, float *gh, int B, int T, int D, int wide,
                      cudaStream_t s);
 
@@ -40,7 +40,7 @@ void gpu_gru_forward(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, f
  * Writes dgx16[B,T,3D] (FP16, the operand of the W_ih GEMMs); dgh16 is
  * scratch of the same size; dhrec B·D scratch; bias_part scratch of
  * gpu_gru_bias_part_floats(B, D) floats. Accumulates dwhh and dbhh. */
-void gpu_gru_backward(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, float *dwhh,
+void gpu_gru_backward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, float *dwhh,
                       float *dbhh, const float *dh_in, const float *h, const float *gates, const float *ghn,
                       const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
                       cudaStream_t s);
@@ -53,10 +53,10 @@ void gpu_gru_backward(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, 
  * another stream once the recurrence is done; gm must then be a GEMM
  * context of that stream's own). */
 size_t gpu_gru_bias_part_floats(int B, int D);
-int gpu_gru_bptt(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, const float *dh_in,
+int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, const float *dh_in,
                  const float *h, const float *gates, const float *ghn, const void *whh16, int B, int T, int D,
                  float clamp_limit, cudaStream_t s);
-void gpu_gru_weight_grads(cc_gemm_ctx *gm, float *dwhh, float *dbhh, float *dbih, const void *dgx16,
+void gpu_gru_weight_grads(gpu_matmul_ctx *gm, float *dwhh, float *dbhh, float *dbih, const void *dgx16,
                           const void *dgh16, const void *hprev16, const float *bias_part, int nparts, int B, int T,
                           int D, cudaStream_t s);
 

@@ -72,18 +72,18 @@ void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float 
                              const float *ir, int M, int D, const cc_norm_consts *nc, const gpu_caps *caps,
                              cudaStream_t s);
 
-/* gru.cu: one timestep's element-wise work; the W_h·h GEMM is the caller's.
+/* gru_cell.cu: one timestep's element-wise work; the W_h·h GEMM is the caller's.
  * Tensors are [B,T,·] with row stride T·width; t selects the timestep.
  * Forward: gh[B,3D] = W_hh·h_{t-1} (FP32, no bias). Reads gx (with b_ih),
  * b_hh, h_{t-1} from h (zeros at t = 0); writes gates, ghn, h[:,t] and the
  * FP16 copy hprev16[:,t+1] that the next step's GEMM reads. */
-void launch_gru_forward_step(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+void launch_gru_cell_forward(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                              const float *gh, const float *bhh, int B, int T, int D, int t,
                              cudaStream_t s);
 /* Backward of step t: g = dh_in[:,t] + dhrec, clamped to ±clamp_limit (0 =
  * off); writes dgx16[:,t], dgh16[:,t] (FP16 GEMM operands) and dhrec = z⊙g;
  * the caller then adds dgh·W_hh into dhrec with a GEMM. */
-void launch_gru_backward_step(void *dgx16, void *dgh16, float *dhrec, const float *dh_in,
+void launch_gru_cell_backward(void *dgx16, void *dgh16, float *dhrec, const float *dh_in,
                               const float *h, const float *gates, const float *ghn, int B, int T,
                               int D, int t, float clamp_limit, cudaStream_t s);
 
@@ -140,19 +140,21 @@ void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, co
                                  int D, int H, int W, cudaStream_t s);
 void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const void *dout16, const float *lse,
                                   const void *qkv16, int B, int T, int D, int H, int W, cudaStream_t s);
-/* Per-row L2 clamp of d[M,D] to `limit` (0 = off), in place. */
+
+/* rownorm_clamp.cu: per-row L2 clamp of d[M,D] to `limit` (0 = off), in place. */
 void launch_rownorm_clamp(float *d, int M, int D, float limit, cudaStream_t s);
 
-/* classifier.cu: per row of logits[M,V]: loss[m] (0 when y < 0), counts
+/* crossentropy.cu: per row of logits[M,V]: loss[m] (0 when y < 0), counts
  * hits[m] = 1 for top-1, 2 for top-5 only, 0 otherwise (−1 when not scored);
  * dlogits16 (may be NULL) = grad_scale·(softmax − onehot), 0 where y < 0. */
 void launch_crossentropy(float *loss, int *rank_class, void *dlogits16, const float *logits,
                          const int *y, int M, int V, float grad_scale, cudaStream_t s);
 
-/* optimizer.cu: g ← g·mul over n elements; partial sums of squares into
- * partials[nblocks] (FP32 per block) and the count of non-finite values. */
-int optimizer_sumsq_blocks(void);
-void launch_scale_sumsq(float *g, size_t n, float mul, float *partials, int *nonfinite, cudaStream_t s);
+/* grad_reduce.cu: g ← g·mul over n elements; partial sums of squares into
+ * partials[grad_reduce_blocks()] (FP32 per block) and the count of non-finite values. */
+int grad_reduce_blocks(void);
+void launch_grad_reduce_sumsq(float *g, size_t n, float mul, float *partials, int *nonfinite, cudaStream_t s);
+/* adamw.cu: one AdamW step over n elements; p16 gets the FP16 copy of p. */
 void launch_adamw(float *p, void *p16, const float *g, float *m, float *v, size_t n, float lr,
                   float decay_factor, float beta1, float beta2, float bc1, float bc2, float eps,
                   cudaStream_t s);

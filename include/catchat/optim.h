@@ -30,9 +30,10 @@ double cc_lr_at(const cc_config *cfg, long step);
 void cc_optimizer_step(cc_executor *ex, const cc_config *cfg, cc_scaler *sc, cc_opt_counts *oc,
                        long step, cc_step_report *rep);
 
-/* CPU element-wise backends (also the reference for the GPU's). */
-double cc_cpu_grad_scale_sumsq(float *g, size_t n, double mul);
-void cc_cpu_adamw(const cc_layout *lay, float *params, const float *grads, float *m, float *v,
+/* CPU element-wise backends (src/cpu/grad_reduce.c, src/cpu/adamw.c; the
+ * reference for kernels/grad_reduce.cu and kernels/adamw.cu). */
+double cpu_grad_reduce_sumsq(float *g, size_t n, double mul);
+void cpu_adamw(const cc_layout *lay, float *params, const float *grads, float *m, float *v,
                   double lr, double wd, double beta1, double beta2, double eps, long k);
 
 #endif

@@ -83,18 +83,3 @@ void CC_FN(cpu_attention_backward)(real *dqkv, const real *dout, const real *p,
             }
         }
 }
-
-void CC_FN(cpu_rownorm_clamp)(real *d, int M, int D, double limit)
-{
-    if (limit <= 0) return;
-    for (int m = 0; m < M; m++) {
-        real *row = d + (size_t)m * D;
-        double ss = 0;
-        for (int i = 0; i < D; i++) ss += (double)row[i] * row[i];
-        const double nrm = sqrt(ss);
-        if (nrm > limit) {
-            const real f = (real)(limit / nrm);
-            for (int i = 0; i < D; i++) row[i] *= f;
-        }
-    }
-}

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/executor.h"
-#include "catchat/gemm.h"
+#include "catchat/matmul.h"
 #include "catchat/dist.h"
 #include "catchat/gpu_ops.h"
 #include "catchat/kernels.h"
@@ -121,9 +121,9 @@ static void gpu_score(cc_executor *ex, const int *x, const int *y, cc_score *sco
 static double gpu_grad_scale_sumsq(cc_executor *ex, double mul, int *nonfinite)
 {
     gpu_impl *g = IMPL(ex);
-    const int nb = optimizer_sumsq_blocks();
+    const int nb = grad_reduce_blocks();
     cudaCheck(cudaMemsetAsync(g->nonfinite, 0, sizeof(int), g->stream));
-    launch_scale_sumsq(g->g32, ex->lay.total, (float)mul, g->partials, g->nonfinite, g->stream);
+    launch_grad_reduce_sumsq(g->g32, ex->lay.total, (float)mul, g->partials, g->nonfinite, g->stream);
     int bad = 0;
     cudaCheck(cudaMemcpyAsync(g->partials_host, g->partials, sizeof(float) * nb, cudaMemcpyDeviceToHost, g->stream));
     cudaCheck(cudaMemcpyAsync(&bad, g->nonfinite, sizeof(int), cudaMemcpyDeviceToHost, g->stream));
@@ -266,7 +266,7 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(bias_part, 4 * 2 * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (two layers' worth)", 0);
     BUF(d16, 2 * 3 * MD, "FP16 dqkv", 0);
     BUF(dc16, 2 * MD, "FP16 context-stream gradient", 0);
-    BUF(partials, 4 * (size_t)optimizer_sumsq_blocks(), "norm partials", 0);
+    BUF(partials, 4 * (size_t)grad_reduce_blocks(), "norm partials", 0);
     BUF(nonfinite, sizeof(int), "non-finite count", 0);
     BUF(first_bad, sizeof(unsigned long long), "non-finite index", 0);
     BUF(tok_off, 4 * (V + 1) * GPU_MAX_LANES, "token offsets", 0);
@@ -287,8 +287,8 @@ static void gpu_destroy(cc_executor *ex)
     for (int i = 0; i < nb; i++) cudaFree(*bufs[i].slot);
     for (int l = 0; l < g->nlanes; l++) {
         gpu_lane *ln = &g->lane[l];
-        cc_gemm_destroy(ln->gemm);
-        cc_gemm_destroy(ln->gemm_wgrad);
+        gpu_matmul_destroy(ln->gemm);
+        gpu_matmul_destroy(ln->gemm_wgrad);
         cudaEvent_t evs[] = { ln->ev_wgrad[0], ln->ev_wgrad[1],
                               ln->ev_finished, ln->ev_to_rec, ln->ev_from_rec, ln->ev_side, ln->ev_top_wgrad };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) cudaEventDestroy(evs[i]);
@@ -383,9 +383,8 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     }
     /* Priorities: the recurrences first, then the lanes' own streams, then
      * the side streams (weight gradients, which nothing waits for until the
-     * step's end); lane 0's stream is the main one. With the side streams
-     * below the lanes' the step went 9.75-9.96 -> 9.58-9.73 ms (H200, three
-     * pairs alternating in one call). */
+     * step's end); lane 0's stream is the main one. Side streams below the
+     * lanes' measured faster than at the same priority (CHANGELOG.md). */
     int lowest = 0, highest = 0;
     cudaCheck(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
     const int lane_priority = highest < lowest ? highest + 1 : lowest;
@@ -402,8 +401,8 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         else cudaCheck(cudaStreamCreateWithPriority(&ln->stream, cudaStreamDefault, lane_priority));
         cudaCheck(cudaStreamCreateWithPriority(&ln->wgrad_stream, cudaStreamDefault, lowest));
         cudaCheck(cudaStreamCreateWithPriority(&ln->rec_stream, cudaStreamDefault, highest));
-        ln->gemm = cc_gemm_create();
-        ln->gemm_wgrad = cc_gemm_create();
+        ln->gemm = gpu_matmul_create();
+        ln->gemm_wgrad = gpu_matmul_create();
         cudaEvent_t *evs[] = { &ln->ev_wgrad[0], &ln->ev_wgrad[1],
                                &ln->ev_finished, &ln->ev_to_rec, &ln->ev_from_rec, &ln->ev_side, &ln->ev_top_wgrad };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
@@ -421,7 +420,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->tok_pos_host = cc_malloc(4 * M);
     g->loss_host = cc_malloc(4 * M);
     g->rank_host = cc_malloc(4 * M);
-    g->partials_host = cc_malloc(4 * (size_t)optimizer_sumsq_blocks());
+    g->partials_host = cc_malloc(4 * (size_t)grad_reduce_blocks());
     float *init = cc_malloc(4 * n);
     cc_layout_init_params(&ex->lay, init, cfg->seed);
     gpu_set_params(ex, init);

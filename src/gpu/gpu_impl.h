@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 #include "catchat/executor.h"
-#include "catchat/gemm.h"
+#include "catchat/matmul.h"
 #include "catchat/gpu_ops.h"
 #include "gpu/gpu_check.h"
 
@@ -28,7 +28,7 @@ typedef struct {
      * blocks of other lanes' GEMMs and attention, which would otherwise hold
      * the critical path back by a whole kernel. */
     cudaStream_t rec_stream;
-    cc_gemm_ctx *gemm, *gemm_wgrad;
+    gpu_matmul_ctx *gemm, *gemm_wgrad;
     cudaEvent_t ev_wgrad[2], ev_finished, ev_to_rec, ev_from_rec;
     /* ev_side: where the side stream picks up (side_stream_after); ev_top_wgrad: the top's weight GEMMs done */
     cudaEvent_t ev_side, ev_top_wgrad;

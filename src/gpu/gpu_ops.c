@@ -28,17 +28,16 @@ const char *gpu_gru_impl_name(gpu_gru_impl impl)
 }
 
 /* Wide pays where the recurrences hold the SMs for longer than the rest of
- * the step needs them, which takes two waves of clusters of 8 or more: on
- * the H200 (15 resident) B=256 (32 clusters) went 25.7-25.8 -> 24.6-24.7 ms,
- * while B=128 (16 clusters) went 13.8 -> 15.2 ms, each lane's chain of
- * recurrences being 1.5 times longer. */
+ * the step needs them, which takes two waves of clusters of 8 or more
+ * (measured faster at B=256 on the H200, slower at B=128, where each lane's
+ * chain of recurrences gets 1.5 times longer: docs/performance.md). */
 int gpu_gru_wide_for(const gpu_caps *caps, gpu_gru_path path, int B_total, int T, int D)
 {
     const int resident = gru_cluster_resident(caps, D);
     return gpu_gru_impl_for(caps, path, B_total, T, D) == GRU_IMPL_CLUSTER && resident > 0 && B_total / 8 >= 2 * resident;
 }
 
-void gpu_gru_forward(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+void gpu_gru_forward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                      const void *whh16, const float *bhh, float *gh, int B, int T, int D, int wide, cudaStream_t s)
 {
     const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
@@ -56,14 +55,14 @@ void gpu_gru_forward(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, f
     cudaCheck(cudaMemsetAsync(gh, 0, sizeof(float) * B * 3 * D, s));
     for (int t = 0; t < T; t++) {
         if (t > 0) /* gh[B,3D] = h_{t-1} · W_hhᵀ */
-            cc_gemm(gm, gh, 3 * D, hp + (size_t)t * D, T * D, 0, whh16, D, 1, B, 3 * D, D, 1.f, 0.f, NULL, s);
-        launch_gru_forward_step(h, gates, ghn, hp, gx, gh, bhh, B, T, D, t, s);
+            gpu_matmul(gm, gh, 3 * D, hp + (size_t)t * D, T * D, 0, whh16, D, 1, B, 3 * D, D, 1.f, 0.f, NULL, s);
+        launch_gru_cell_forward(h, gates, ghn, hp, gx, gh, bhh, B, T, D, t, s);
     }
 }
 
 size_t gpu_gru_bias_part_floats(int B, int D) { return (size_t)2 * (B / 8 > 0 ? B / 8 : 1) * 3 * D; }
 
-int gpu_gru_bptt(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, const float *dh_in,
+int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, const float *dh_in,
                  const float *h, const float *gates, const float *ghn, const void *whh16, int B, int T, int D,
                  float clamp_limit, cudaStream_t s)
 {
@@ -79,14 +78,14 @@ int gpu_gru_bptt(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void 
     }
     cudaCheck(cudaMemsetAsync(dhrec, 0, sizeof(float) * B * D, s));
     for (int t = T - 1; t >= 0; t--) {
-        launch_gru_backward_step(dgx16, dgh16, dhrec, dh_in, h, gates, ghn, B, T, D, t, clamp_limit, s);
+        launch_gru_cell_backward(dgx16, dgh16, dhrec, dh_in, h, gates, ghn, B, T, D, t, clamp_limit, s);
         if (t > 0) /* dhrec += dgh_t · W_hh */
-            cc_gemm(gm, dhrec, D, dgh + (size_t)t * 3 * D, T * 3 * D, 0, whh16, D, 0, B, D, 3 * D, 1.f, 1.f, NULL, s);
+            gpu_matmul(gm, dhrec, D, dgh + (size_t)t * 3 * D, T * 3 * D, 0, whh16, D, 0, B, D, 3 * D, 1.f, 1.f, NULL, s);
     }
     return 0;
 }
 
-void gpu_gru_weight_grads(cc_gemm_ctx *gm, float *dwhh, float *dbhh, float *dbih, const void *dgx16,
+void gpu_gru_weight_grads(gpu_matmul_ctx *gm, float *dwhh, float *dbhh, float *dbih, const void *dgx16,
                           const void *dgh16, const void *hprev16, const float *bias_part, int nparts, int B, int T,
                           int D, cudaStream_t s)
 {
@@ -101,7 +100,7 @@ void gpu_gru_weight_grads(cc_gemm_ctx *gm, float *dwhh, float *dbhh, float *dbih
     }
 }
 
-void gpu_gru_backward(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, float *dwhh,
+void gpu_gru_backward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, void *dgx16, void *dgh16, float *dhrec, float *bias_part, float *dwhh,
                       float *dbhh, const float *dh_in, const float *h, const float *gates, const float *ghn,
                       const void *hprev16, const void *whh16, int B, int T, int D, float clamp_limit,
                       cudaStream_t s)

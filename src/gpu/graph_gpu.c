@@ -15,10 +15,9 @@
  * capture the runtime refuses turns graphs off for the run, and that step is
  * issued eagerly instead.
  * On by default where the recurrences are latency-bound (their clusters all
- * resident: B=64 went 9.73-9.82 -> 9.42-9.67 ms on the H200, four pairs),
- * off where they take several waves (the wide forward: B=256 went
- * 23.52-23.82 -> 23.65-24.46 ms, four pairs); [gpu] cuda_graph = on or off
- * forces it. */
+ * resident: the graph saves the launch gaps), off where they take several
+ * waves (the wide forward: measured slower; CHANGELOG.md has the A/B);
+ * [gpu] cuda_graph = on or off forces it. */
 static int graphs_allowed(const cc_executor *ex)
 {
     const gpu_impl *g = IMPL(ex);

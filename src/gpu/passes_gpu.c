@@ -354,7 +354,7 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
     gpu_trace_start(g->stream);
     /* Issued phase by phase across the lanes, so every lane's work reaches
      * the GPU early: issued lane after lane, the last lane's first kernel
-     * waited ~0.6 ms for the host to enqueue the other lanes' steps. Lanes
+     * waits for the host to enqueue the other lanes' whole steps. Lanes
      * started apart (after the first lane's input GEMM or its first
      * recurrence) were measured no faster at B=64 and slower at B=256. */
     const int L = ex->lay.dims.L;

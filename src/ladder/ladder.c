@@ -133,7 +133,7 @@ cc_ladder_counts cc_ladder_run(const cc_ladder_opts *o, FILE *out)
     cc_rng_seed(&r, o->seed);
     gpu_caps caps;
     if (gpu_caps_query(&caps) != 0) exit(1);
-    const ladder_ctx cx = { &r, cc_gemm_create(), o->dist, &caps };
+    const ladder_ctx cx = { &r, gpu_matmul_create(), o->dist, &caps };
     fprintf(out, "catchat ladder: %s (sm_%d%d, code for sm_%d from PTX %d), seed %llu\n", caps.name, caps.cc_major,
             caps.cc_minor, caps.binary_version, caps.ptx_version, (unsigned long long)o->seed);
     print_header(out, o->markdown);
@@ -151,7 +151,7 @@ cc_ladder_counts cc_ladder_run(const cc_ladder_opts *o, FILE *out)
         print_row(out, &st, o->markdown);
         count(&t, &st);
     }
-    cc_gemm_destroy(cx.gemm);
+    gpu_matmul_destroy(cx.gemm);
     print_summary(out, &t);
     return t.n;
 }

@@ -21,7 +21,7 @@
 #include "catchat/config.h"
 #include "catchat/dist.h"
 #include "catchat/executor.h"
-#include "catchat/gemm.h"
+#include "catchat/matmul.h"
 #include "catchat/gpu_ops.h"
 #include "catchat/rng.h"
 #include "gpu/gpu_check.h"
@@ -44,7 +44,7 @@ typedef struct stage {
  * stages run before it (with --stage, on none). */
 typedef struct ladder_ctx {
     cc_rng *rng;
-    cc_gemm_ctx *gemm; /* cuBLASLt on the default stream */
+    gpu_matmul_ctx *gemm; /* cuBLASLt on the default stream */
     cc_dist *dist;     /* NULL, or a communicator: grad_reduce also checks the all-reduce */
     const gpu_caps *caps; /* the device's, read once: what the launchers choose by */
 } ladder_ctx;

@@ -13,7 +13,7 @@
 static void run_crossentropy(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
-    cc_gemm_ctx *gm = cx->gemm;
+    gpu_matmul_ctx *gm = cx->gemm;
     const int M = 96, D = 64, V = 256;
     const float S = 128;
     snprintf(st->shape, sizeof(st->shape), "M=%d D=%d V=%d, every 7th target ignored, S=128", M, D, V);
@@ -27,9 +27,9 @@ static void run_crossentropy(const ladder_ctx *cx, stage *st)
     void *ddl16 = dev_f16(NULL, (size_t)M * V);
     float *dW = dev_f32(NULL, (size_t)V * D);
     cudaCheck(cudaMemset(dW, 0, 4 * (size_t)V * D));
-    cc_gemm(gm, dlog, V, df16, D, 0, dw16, D, 1, M, V, D, 1.f, 0.f, NULL, 0);
+    gpu_matmul(gm, dlog, V, df16, D, 0, dw16, D, 1, M, V, D, 1.f, 0.f, NULL, 0);
     launch_crossentropy(dloss, drank, ddl16, dlog, dy, M, V, S, 0);
-    cc_gemm(gm, dW, D, ddl16, V, 1, df16, D, 0, V, D, M, 1.f, 1.f, NULL, 0);
+    gpu_matmul(gm, dW, D, ddl16, V, 1, df16, D, 0, V, D, M, 1.f, 1.f, NULL, 0);
     float *glog = get_f32(dlog, (size_t)M * V), *gloss = get_f32(dloss, M), *gdl = get_f16(ddl16, (size_t)M * V);
     float *gW = get_f32(dW, (size_t)V * D);
     float *rlog = cc_malloc(4 * (size_t)M * V), *rdl = cc_malloc(4 * (size_t)M * V), *rW = cc_calloc((size_t)V * D, 4);

@@ -12,7 +12,7 @@
 #include "ladder/ladder.h"
 
 /* GPU BPTT on the CPU forward's states; returns host dgx, dW_hh, db_hh. */
-static void gpu_bptt(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, const gru_case *c, const float *dh_in,
+static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, const gru_case *c, const float *dh_in,
                      float clamp_limit,
                      float **dgx_out, float **dw_out, float **db_out)
 {
@@ -38,7 +38,7 @@ static void gpu_bptt(cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, 
     DFREE_ALL(whh16, hp16, h, gates, ghn, dh, dhrec, bias_part, dgx16, dgh16, dw, db);
 }
 
-static void gru_backward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, int B, int T, int D,
+static void gru_backward_path(stage *st, cc_rng *r, gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, int B, int T, int D,
                               const char *path)
 {
     const double S = 128, c_user = 0.05;
@@ -83,7 +83,7 @@ static void gru_backward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const gpu_c
 static void run_gru_backward(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
-    cc_gemm_ctx *gm = cx->gemm;
+    gpu_matmul_ctx *gm = cx->gemm;
     for (int i = 0; i < N_GRU_PATHS; i++) {
         char name[32];
         gru_path_begin(cx, st, i, name, sizeof(name));

@@ -12,7 +12,7 @@
 static void run_gru_cell(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
-    cc_gemm_ctx *gm = cx->gemm;
+    gpu_matmul_ctx *gm = cx->gemm;
     const int B = 16, D = 64, T = 2; /* the step is t = 1; t = 0 holds h_{t-1} */
     snprintf(st->shape, sizeof(st->shape), "B=%d D=%d, one step", B, D);
     const double ws = 1.0 / sqrt(D);
@@ -37,12 +37,12 @@ static void run_gru_cell(const ladder_ctx *cx, stage *st)
     cudaCheck(cudaMemset(dhrec, 0, 4 * (size_t)B * D));
     cudaCheck(cudaMemset(ddwhh, 0, 4 * (size_t)3 * D * D));
     uint16_t *hp16 = dhp16;
-    cc_gemm(gm, dgh, 3 * D, hp16 + D, T * D, 0, dwhh16, D, 1, B, 3 * D, D, 1.f, 0.f, NULL, 0);
-    launch_gru_forward_step(dh, dgates, dghn, dhp16, dgx, dgh, dbhh, B, T, D, 1, 0);
-    launch_gru_backward_step(ddgx16, ddgh16, dhrec, ddh, dh, dgates, dghn, B, T, D, 1, 0.f, 0);
+    gpu_matmul(gm, dgh, 3 * D, hp16 + D, T * D, 0, dwhh16, D, 1, B, 3 * D, D, 1.f, 0.f, NULL, 0);
+    launch_gru_cell_forward(dh, dgates, dghn, dhp16, dgx, dgh, dbhh, B, T, D, 1, 0);
+    launch_gru_cell_backward(ddgx16, ddgh16, dhrec, ddh, dh, dgates, dghn, B, T, D, 1, 0.f, 0);
     uint16_t *dgh16p = ddgh16;
-    cc_gemm(gm, dhrec, D, dgh16p + 3 * D, T * 3 * D, 0, dwhh16, D, 0, B, D, 3 * D, 1.f, 1.f, NULL, 0);
-    cc_gemm(gm, ddwhh, D, dgh16p + 3 * D, T * 3 * D, 1, hp16 + D, T * D, 0, 3 * D, D, B, 1.f, 1.f, NULL, 0);
+    gpu_matmul(gm, dhrec, D, dgh16p + 3 * D, T * 3 * D, 0, dwhh16, D, 0, B, D, 3 * D, 1.f, 1.f, NULL, 0);
+    gpu_matmul(gm, ddwhh, D, dgh16p + 3 * D, T * 3 * D, 1, hp16 + D, T * D, 0, 3 * D, D, B, 1.f, 1.f, NULL, 0);
     float *gh_all = get_f32(dh, (size_t)B * T * D), *gg_all = get_f32(dgates, (size_t)B * T * 3 * D);
     float *gdgx_all = get_f16(ddgx16, (size_t)B * T * 3 * D), *gdhp = get_f32(dhrec, (size_t)B * D);
     float *gdw = get_f32(ddwhh, (size_t)3 * D * D);

@@ -12,7 +12,7 @@
 /* the forward's wide cluster kernels: two clusters of 16 at D=512, an odd T */
 static const gru_path_case k_gru_wide = { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 512, 1 };
 
-static void gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, int B, int T, int D,
+static void gru_forward_path(stage *st, cc_rng *r, gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, int B, int T, int D,
                              int wide, const char *path)
 {
     gru_case c;
@@ -38,7 +38,7 @@ static void gru_forward_path(stage *st, cc_rng *r, cc_gemm_ctx *gm, const gpu_ca
 static void run_gru_forward(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
-    cc_gemm_ctx *gm = cx->gemm;
+    gpu_matmul_ctx *gm = cx->gemm;
     snprintf(st->shape, sizeof(st->shape),
              "cluster B16 T48 D512, B32 T37 D128, wide B32 T37 D512; persistent, per-step B32 T48 D64");
     for (int i = 0; i < N_GRU_PATHS; i++) {

@@ -13,7 +13,7 @@
 static void run_matmul(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
-    cc_gemm_ctx *gm = cx->gemm;
+    gpu_matmul_ctx *gm = cx->gemm;
     const int M = 67, N = 131, K = 45;
     snprintf(st->shape, sizeof(st->shape), "%dx%dx%d, 4 transposes, beta=1, bias, NaN guards", M, N, K);
     for (int ta = 0; ta < 2; ta++)
@@ -31,7 +31,7 @@ static void run_matmul(const ladder_ctx *cx, stage *st)
             float *dCg = dev_f32(host_c, (size_t)M * N + 2 * guard);
             float *dbias = dev_f32(bias, N);
             if (!beta1) cudaCheck(cudaMemset(dCg + guard, 0xff, 4 * (size_t)M * N));
-            cc_gemm(gm, dCg + guard, N, dA, ta ? M : K, ta, dB, tb ? K : N, tb, M, N, K, 1.f, beta1 ? 1.f : 0.f,
+            gpu_matmul(gm, dCg + guard, N, dA, ta ? M : K, ta, dB, tb ? K : N, tb, M, N, K, 1.f, beta1 ? 1.f : 0.f,
                     beta1 ? NULL : dbias, 0);
             float *got = get_f32(dCg, (size_t)M * N + 2 * guard);
             float *ref = cc_malloc(4 * (size_t)M * N);

@@ -1,26 +1,26 @@
 /* The one GEMM wrapper: cuBLASLt, FP16 A and B, FP32 compute
- * (CUBLAS_COMPUTE_32F), FP32 output (cc_gemm_f16out: FP16), row-major semantics:
+ * (CUBLAS_COMPUTE_32F), FP32 output (gpu_matmul_f16out: FP16), row-major semantics:
  *   C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C  (+ bias[N] if non-NULL)
  * op(A) = A (stored [M,K], row stride lda) or Aᵀ (stored [K,M]); same for B.
  * Leading dimensions let a GEMM read every T-th row (one timestep of a
  * [B,T,·] tensor). Descriptors and the heuristic's algorithm are cached per
  * shape, strides, transposes and pointer alignment. */
-#ifndef CATCHAT_GEMM_H
-#define CATCHAT_GEMM_H
+#ifndef CATCHAT_MATMUL_H
+#define CATCHAT_MATMUL_H
 
 #include <cuda_runtime_api.h>
 
-typedef struct cc_gemm_ctx cc_gemm_ctx;
+typedef struct gpu_matmul_ctx gpu_matmul_ctx;
 
-cc_gemm_ctx *cc_gemm_create(void);
-void cc_gemm_destroy(cc_gemm_ctx *g);
+gpu_matmul_ctx *gpu_matmul_create(void);
+void gpu_matmul_destroy(gpu_matmul_ctx *g);
 
-void cc_gemm(cc_gemm_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,
+void gpu_matmul(gpu_matmul_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,
              int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
              cudaStream_t stream);
 /* The same with an FP16 C (the FP32 result rounded to nearest) and no
  * bias: for a product whose only reader takes FP16 operands. */
-void cc_gemm_f16out(cc_gemm_ctx *g, void *C16, int ldc, const void *A, int lda, int transA, const void *B,
+void gpu_matmul_f16out(gpu_matmul_ctx *g, void *C16, int ldc, const void *A, int lda, int transA, const void *B,
                     int ldb, int transB, int M, int N, int K, float alpha, float beta, cudaStream_t stream);
 
 /* The three GEMMs of a linear layer y = x·Wᵀ (+ b), W stored [N,K] as
@@ -28,15 +28,15 @@ void cc_gemm_f16out(cc_gemm_ctx *g, void *C16, int ldc, const void *A, int lda, 
  *   fwd: y[M,N] = x[M,K]·Wᵀ (+ bias[N])           (fwd_f16: y in FP16, no bias)
  *   dx:  dx[M,K] = dy[M,N]·W  (+ dx when accumulate) (dx_f16: dx in FP16)
  *   dw:  dW[N,K] += dy[M,N]ᵀ·x[M,K]                 (parameter gradients accumulate) */
-void gpu_matmul_fwd(cc_gemm_ctx *g, float *y, const void *x16, const void *w16, const float *bias, int M, int N,
+void gpu_matmul_fwd(gpu_matmul_ctx *g, float *y, const void *x16, const void *w16, const float *bias, int M, int N,
                     int K, cudaStream_t s);
-void gpu_matmul_fwd_f16(cc_gemm_ctx *g, void *y16, const void *x16, const void *w16, int M, int N, int K,
+void gpu_matmul_fwd_f16(gpu_matmul_ctx *g, void *y16, const void *x16, const void *w16, int M, int N, int K,
                         cudaStream_t s);
-void gpu_matmul_dx(cc_gemm_ctx *g, float *dx, const void *dy16, const void *w16, int M, int N, int K,
+void gpu_matmul_dx(gpu_matmul_ctx *g, float *dx, const void *dy16, const void *w16, int M, int N, int K,
                    int accumulate, cudaStream_t s);
-void gpu_matmul_dx_f16(cc_gemm_ctx *g, void *dx16, const void *dy16, const void *w16, int M, int N, int K,
+void gpu_matmul_dx_f16(gpu_matmul_ctx *g, void *dx16, const void *dy16, const void *w16, int M, int N, int K,
                        cudaStream_t s);
-void gpu_matmul_dw(cc_gemm_ctx *g, float *dw, const void *dy16, const void *x16, int M, int N, int K,
+void gpu_matmul_dw(gpu_matmul_ctx *g, float *dw, const void *dy16, const void *x16, int M, int N, int K,
                    cudaStream_t s);
 
 #endif

@@ -1,6 +1,6 @@
 // Fused softmax cross-entropy with ignored targets, one warp per position
-// (a row of V=256 logits is 8 values a lane: a block per row spent its time
-// in three block-wide reductions, 91 µs at the default config).
+// (a row of V=256 logits is 8 values a lane: a block per row would spend its
+// time in three block-wide reductions).
 // Writes the per-position loss (summed on the host in double), where the
 // target ranks (for top-1 / top-5), and the FP16 gradient operand
 // dlogits = grad_scale·(softmax − onehot) for the lm_head GEMMs.

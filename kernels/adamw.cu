@@ -1,29 +1,7 @@
-// Optimizer element-wise work on the GPU: the unscale/clip multiply fused with
-// the FP32 sum of squares (per-block partials, summed in double on the host)
-// and a count of non-finite values; AdamW on FP32 master weights that also
-// refreshes the FP16 working copy the GEMMs read.
+// AdamW on the GPU: FP32 master weights and moments, decoupled decay, and the
+// FP16 working copy the GEMMs read refreshed in the same pass.
 #include "catchat/kernels.h"
 #include "common.cuh"
-
-#define SUMSQ_BLOCKS 264 // 2 per SM on an H200
-
-__global__ void scale_sumsq_kernel(float *g, size_t n, float mul, float *partials, int *nonfinite)
-{
-    float acc = 0.f;
-    int bad = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = g[i];
-        if (mul != 1.f) {
-            v *= mul;
-            g[i] = v;
-        }
-        bad += !isfinite(v);
-        acc += v * v;
-    }
-    acc = block_sum(acc);
-    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
-    if (bad) atomicAdd(nonfinite, bad);
-}
 
 __global__ void adamw_kernel(float *p, __half *p16, const float *g, float *m, float *v, size_t n, float lr,
                              float decay_factor, float beta1, float beta2, float bc1, float bc2, float eps)
@@ -38,14 +16,6 @@ __global__ void adamw_kernel(float *p, __half *p16, const float *g, float *m, fl
         p[i] = pi;
         p16[i] = __float2half_rn(pi);
     }
-}
-
-extern "C" int optimizer_sumsq_blocks(void) { return SUMSQ_BLOCKS; }
-
-extern "C" void launch_scale_sumsq(float *g, size_t n, float mul, float *partials, int *nonfinite, cudaStream_t s)
-{
-    scale_sumsq_kernel<<<SUMSQ_BLOCKS, 256, 0, s>>>(g, n, mul, partials, nonfinite);
-    LAUNCH_CHECK();
 }
 
 extern "C" void launch_adamw(float *p, void *p16, const float *g, float *m, float *v, size_t n, float lr,

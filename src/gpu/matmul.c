@@ -1,4 +1,4 @@
-/* cuBLASLt wrapper (see gemm.h). Row-major C = op(A)·op(B) is computed as the
+/* cuBLASLt wrapper (see matmul.h). Row-major C = op(A)·op(B) is computed as the
  * column-major product Cᵀ = op(B)ᵀ·op(A)ᵀ: cuBLASLt's "A" is our B and its "B"
  * is our A, with the same transpose flags. Shapes that do not divide the
  * tensor-core tile are cuBLASLt's to handle; we only tell it the real pointer
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "catchat/gemm.h"
+#include "catchat/matmul.h"
 #include "catchat/util.h"
 #include "gpu/gpu_check.h"
 
@@ -21,22 +21,22 @@ typedef struct {
     cublasLtMatmulAlgo_t algo;
 } plan;
 
-struct cc_gemm_ctx {
+struct gpu_matmul_ctx {
     cublasLtHandle_t handle;
     void *workspace;
     int n;
     plan cache[CACHE_SIZE];
 };
 
-cc_gemm_ctx *cc_gemm_create(void)
+gpu_matmul_ctx *gpu_matmul_create(void)
 {
-    cc_gemm_ctx *g = cc_calloc(1, sizeof(*g));
+    gpu_matmul_ctx *g = cc_calloc(1, sizeof(*g));
     cublasCheck(cublasLtCreate(&g->handle));
     g->workspace = cc_device_alloc(WORKSPACE_BYTES, "cuBLASLt workspace");
     return g;
 }
 
-void cc_gemm_destroy(cc_gemm_ctx *g)
+void gpu_matmul_destroy(gpu_matmul_ctx *g)
 {
     if (!g) return;
     for (int i = 0; i < g->n; i++) {
@@ -58,7 +58,7 @@ static unsigned alignment_of(const void *p)
     return al;
 }
 
-static plan *find_or_build(cc_gemm_ctx *g, const plan *key, int need_bias)
+static plan *find_or_build(gpu_matmul_ctx *g, const plan *key, int need_bias)
 {
     for (int i = 0; i < g->n; i++) {
         plan *p = &g->cache[i];
@@ -119,7 +119,7 @@ static plan *find_or_build(cc_gemm_ctx *g, const plan *key, int need_bias)
     return p;
 }
 
-static void gemm_any(cc_gemm_ctx *g, void *C, int c16, int ldc, const void *A, int lda, int transA, const void *B,
+static void gemm_any(gpu_matmul_ctx *g, void *C, int c16, int ldc, const void *A, int lda, int transA, const void *B,
                      int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
                      cudaStream_t stream)
 {
@@ -145,45 +145,45 @@ static void gemm_any(cc_gemm_ctx *g, void *C, int c16, int ldc, const void *A, i
                                &p->algo, g->workspace, WORKSPACE_BYTES, stream));
 }
 
-void cc_gemm(cc_gemm_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,
+void gpu_matmul(gpu_matmul_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,
              int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
              cudaStream_t stream)
 {
     gemm_any(g, C, 0, ldc, A, lda, transA, B, ldb, transB, M, N, K, alpha, beta, bias, stream);
 }
 
-void cc_gemm_f16out(cc_gemm_ctx *g, void *C16, int ldc, const void *A, int lda, int transA, const void *B,
+void gpu_matmul_f16out(gpu_matmul_ctx *g, void *C16, int ldc, const void *A, int lda, int transA, const void *B,
                     int ldb, int transB, int M, int N, int K, float alpha, float beta, cudaStream_t stream)
 {
     gemm_any(g, C16, 1, ldc, A, lda, transA, B, ldb, transB, M, N, K, alpha, beta, NULL, stream);
 }
 
-void gpu_matmul_fwd(cc_gemm_ctx *g, float *y, const void *x16, const void *w16, const float *bias, int M, int N,
+void gpu_matmul_fwd(gpu_matmul_ctx *g, float *y, const void *x16, const void *w16, const float *bias, int M, int N,
                     int K, cudaStream_t s)
 {
-    cc_gemm(g, y, N, x16, K, 0, w16, K, 1, M, N, K, 1.f, 0.f, bias, s);
+    gpu_matmul(g, y, N, x16, K, 0, w16, K, 1, M, N, K, 1.f, 0.f, bias, s);
 }
 
-void gpu_matmul_fwd_f16(cc_gemm_ctx *g, void *y16, const void *x16, const void *w16, int M, int N, int K,
+void gpu_matmul_fwd_f16(gpu_matmul_ctx *g, void *y16, const void *x16, const void *w16, int M, int N, int K,
                         cudaStream_t s)
 {
-    cc_gemm_f16out(g, y16, N, x16, K, 0, w16, K, 1, M, N, K, 1.f, 0.f, s);
+    gpu_matmul_f16out(g, y16, N, x16, K, 0, w16, K, 1, M, N, K, 1.f, 0.f, s);
 }
 
-void gpu_matmul_dx(cc_gemm_ctx *g, float *dx, const void *dy16, const void *w16, int M, int N, int K,
+void gpu_matmul_dx(gpu_matmul_ctx *g, float *dx, const void *dy16, const void *w16, int M, int N, int K,
                    int accumulate, cudaStream_t s)
 {
-    cc_gemm(g, dx, K, dy16, N, 0, w16, K, 0, M, K, N, 1.f, accumulate ? 1.f : 0.f, NULL, s);
+    gpu_matmul(g, dx, K, dy16, N, 0, w16, K, 0, M, K, N, 1.f, accumulate ? 1.f : 0.f, NULL, s);
 }
 
-void gpu_matmul_dx_f16(cc_gemm_ctx *g, void *dx16, const void *dy16, const void *w16, int M, int N, int K,
+void gpu_matmul_dx_f16(gpu_matmul_ctx *g, void *dx16, const void *dy16, const void *w16, int M, int N, int K,
                        cudaStream_t s)
 {
-    cc_gemm_f16out(g, dx16, K, dy16, N, 0, w16, K, 0, M, K, N, 1.f, 0.f, s);
+    gpu_matmul_f16out(g, dx16, K, dy16, N, 0, w16, K, 0, M, K, N, 1.f, 0.f, s);
 }
 
-void gpu_matmul_dw(cc_gemm_ctx *g, float *dw, const void *dy16, const void *x16, int M, int N, int K,
+void gpu_matmul_dw(gpu_matmul_ctx *g, float *dw, const void *dy16, const void *x16, int M, int N, int K,
                    cudaStream_t s)
 {
-    cc_gemm(g, dw, K, dy16, N, 1, x16, K, 0, N, K, M, 1.f, 1.f, NULL, s);
+    gpu_matmul(g, dw, K, dy16, N, 1, x16, K, 0, N, K, M, 1.f, 1.f, NULL, s);
 }

@@ -1,21 +1,9 @@
-/* CPU backends of the optimizer's element-wise work: the reference the GPU's
- * kernels are checked against in ladder stages 10 and 11. */
+/* AdamW of the CPU reference (the ladder's adamw twin): FP32 master weights
+ * and moments, decoupled weight decay on the tensors the layout marks. */
 #include <math.h>
 #include "catchat/optim.h"
 
-double cc_cpu_grad_scale_sumsq(float *g, size_t n, double mul)
-{
-    /* Sequential double sum: the same value for any thread count. */
-    double ss = 0;
-    const float f = (float)mul;
-    for (size_t i = 0; i < n; i++) {
-        if (mul != 1.0) g[i] *= f;
-        ss += (double)g[i] * g[i];
-    }
-    return ss;
-}
-
-void cc_cpu_adamw(const cc_layout *lay, float *params, const float *grads, float *m, float *v,
+void cpu_adamw(const cc_layout *lay, float *params, const float *grads, float *m, float *v,
                   double lr, double wd, double beta1, double beta2, double eps, long k)
 {
     const double bc1 = 1.0 - pow(beta1, (double)k), bc2 = 1.0 - pow(beta2, (double)k);

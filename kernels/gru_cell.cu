@@ -7,7 +7,7 @@
 #include "common.cuh"
 #include "gru_cell.cuh"
 
-__global__ void gru_forward_step_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx,
+__global__ void gru_cell_forward_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx,
                                         const float *gh, const float *bhh, int B, int T, int D, int t)
 {
     const int idx = blockIdx.x * blockDim.x + threadIdx.x;
@@ -21,7 +21,7 @@ __global__ void gru_forward_step_kernel(float *h, float *gates, float *ghn, __ha
                  t > 0 ? h[(row - 1) * D + i] : 0.f, row, i, D, T, t);
 }
 
-__global__ void gru_backward_step_kernel(__half *dgx16, __half *dgh16, float *dhrec, const float *dh_in,
+__global__ void gru_cell_backward_kernel(__half *dgx16, __half *dgh16, float *dhrec, const float *dh_in,
                                          const float *h, const float *gates, const float *ghn, int B, int T,
                                          int D, int t, float clamp_limit)
 {
@@ -34,20 +34,20 @@ __global__ void gru_backward_step_kernel(__half *dgx16, __half *dgh16, float *dh
                               gt[2 * D + i], ghn[row * D + i], t > 0 ? h[(row - 1) * D + i] : 0.f, row, i, D);
 }
 
-extern "C" void launch_gru_forward_step(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+extern "C" void launch_gru_cell_forward(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                         const float *gh, const float *bhh, int B, int T, int D, int t,
                                         cudaStream_t s)
 {
-    gru_forward_step_kernel<<<ceil_div((size_t)B * D, 256), 256, 0, s>>>(h, gates, ghn, (__half *)hprev16, gx,
+    gru_cell_forward_kernel<<<ceil_div((size_t)B * D, 256), 256, 0, s>>>(h, gates, ghn, (__half *)hprev16, gx,
                                                                           gh, bhh, B, T, D, t);
     LAUNCH_CHECK();
 }
 
-extern "C" void launch_gru_backward_step(void *dgx16, void *dgh16, float *dhrec, const float *dh_in,
+extern "C" void launch_gru_cell_backward(void *dgx16, void *dgh16, float *dhrec, const float *dh_in,
                                          const float *h, const float *gates, const float *ghn, int B, int T,
                                          int D, int t, float clamp_limit, cudaStream_t s)
 {
-    gru_backward_step_kernel<<<ceil_div((size_t)B * D, 256), 256, 0, s>>>(
+    gru_cell_backward_kernel<<<ceil_div((size_t)B * D, 256), 256, 0, s>>>(
         (__half *)dgx16, (__half *)dgh16, dhrec, dh_in, h, gates, ghn, B, T, D, t, clamp_limit);
     LAUNCH_CHECK();
 }
