@@ -27,6 +27,9 @@ typedef struct {
     int *x, *y;
     cc_telemetry tel;
     cc_tfevents tfe;
+    cc_finite_report check; /* --check-finite's record of this step */
+    int lead, quiet;        /* rank 0 writes; nothing printed when quiet */
+    int norms_header;       /* grad_norms.csv still needs its header */
 } run_ctx;
 
 static void run_free(run_ctx *r)
@@ -200,89 +203,199 @@ static void fmt_duration(char *buf, size_t cap, double seconds)
     else snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
 }
 
+/* Everything before the first step: ranks, data, executor, restored state,
+ * out_dir, logs. 1 when a resumed run has nothing left to do (said, nothing
+ * written), 0 ready, -1 error. */
+static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc_run_state *st, cc_train_result *res)
+{
+    const int B = cfg->batch_size, T = cfg->seq_len;
+    /* ranks first: each process picks its GPU before anything touches CUDA */
+    if (cc_dist_init(&r->dist, o->dist_mode ? o->dist_mode : "auto", o->dist_id, o->launch) != 0) return -1;
+    r->lead = r->dist.rank == 0; /* rank 0 writes checkpoints, telemetry and progress */
+    r->quiet = o->quiet || !r->lead;
+    if (r->dist.active && strcmp(cfg->device, "cpu") == 0)
+        return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
+    if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
+        cc_tokens_load_as(&r->train_tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0 ||
+        cc_tokens_load_as(&r->val_tok, cfg->val, cfg->vocab_size, cfg->data_format) != 0 ||
+        cc_loader_init(&r->train, &r->train_tok, B, T, 1, cfg->seed) != 0 ||
+        cc_loader_init(&r->val, &r->val_tok, B, T, 0, cfg->seed) != 0)
+        return -1;
+    if (!(r->ex = cc_executor_create(cfg, B, T))) return -1;
+    cc_executor *ex = r->ex;
+    if (r->dist.active) {
+        if (strcmp(ex->name, "gpu") != 0)
+            return cc_error("data parallelism runs on GPUs: no GPU executor on rank %d", r->dist.rank);
+        ex->dist = &r->dist;
+    }
+    memset(st, 0, sizeof(*st));
+    cc_scaler_init(&st->scaler, cfg);
+    cc_rng_seed(&st->rng, cfg->seed);
+    if ((o->resume || o->init_ckpt) && restore(o, ex, st) != 0) return -1;
+    if (o->resume && st->step >= cfg->max_steps) {
+        /* nothing to train: say so, and write nothing (no new event file, no rewrite) */
+        if (st->step > cfg->max_steps)
+            return cc_error("%s is at step %ld, past max_steps %ld: its schedule has ended; raise max_steps "
+                            "(--set max_steps=N) to train on", o->resume, st->step, cfg->max_steps);
+        if (r->lead)
+            printf("catchat train: %s is already at max_steps %ld: nothing to do (raise max_steps with "
+                   "--set max_steps=N to train further)\n", o->resume, cfg->max_steps);
+        res->nothing_to_do = 1;
+        return 1;
+    }
+    if (check_inputs_not_outputs(cfg, o) != 0 || prepare_out_dir(cfg, o, st, r->lead, &r->dist) != 0) return -1;
+    char path[CC_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/telemetry.csv", cfg->out_dir);
+    /* TensorBoard events beside the CSV (a resumed run starts a new event file, as TensorBoard expects) */
+    if (r->lead && (cc_telemetry_open(&r->tel, path, o->resume ? st->step : -1) != 0 ||
+                    cc_tfevents_open(&r->tfe, cfg->out_dir) != 0))
+        return -1;
+    r->x = cc_malloc(sizeof(int) * B * T);
+    r->y = cc_malloc(sizeof(int) * B * T);
+    if (o->plant_nan && plant_nan(ex, o->plant_nan) != 0) return -1;
+    if (o->check_finite) ex->check = &r->check;
+    r->norms_header = !o->resume;
+    if (!r->quiet) {
+        printf("catchat train: %s executor, %zu parameters, %zu train / %zu val tokens, world size %d%s, "
+               "resolved config:\n", ex->name, ex->lay.total, r->train_tok.n, r->val_tok.n, r->dist.world,
+               r->dist.active ? (r->dist.used_mpi ? " (NCCL, MPI bootstrap)" : " (NCCL, env bootstrap)") : "");
+        cc_config_print(cfg, stdout);
+        if (o->resume) printf("resumed from %s at step %ld\n", o->resume, st->step);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* --check-finite: every rank learns whether any found a non-finite value in
+ * this step (or the next all-reduce hangs); 1 when the run stops here. */
+static int nonfinite_found(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, long step, cc_train_result *res)
+{
+    if (!o->check_finite) return 0;
+    double any_found = r->check.found;
+    cc_dist_allreduce_host(&r->dist, &any_found, 1, 0);
+    if (any_found <= 0) return 0;
+    char desc[256], kept[CC_PATH_MAX + 64];
+    if (r->check.found) cc_finite_describe(&r->check, desc, sizeof(desc));
+    else snprintf(desc, sizeof(desc), "another rank (see its message)");
+    if (r->lead) keep_batch(cfg, r->x, r->y, step, desc, kept, sizeof(kept));
+    else snprintf(kept, sizeof(kept), "rank 0's out_dir");
+    cc_error("non-finite value at step %ld, first in %s; batch kept in %s", step, desc, kept);
+    res->nonfinite_step = step;
+    res->provenance = r->check;
+    return 1;
+}
+
+/* The step's row to telemetry.csv and TensorBoard (lead rank). */
+static int log_row(run_ctx *r, const cc_telemetry_row *row)
+{
+    if (!r->lead) return 0;
+    if (cc_telemetry_write(&r->tel, row) != 0) return -1;
+    static const char *const tags[] = { "train/loss", "train/running_loss", "train/lr", "train/loss_scale",
+                                        "train/grad_norm", "train/grad_norm_clipped", "perf/tokens_per_s",
+                                        "eval/loss", "eval/top1", "eval/top5" };
+    const float vals[] = { (float)row->loss, (float)row->running_loss, (float)row->lr, (float)row->loss_scale,
+                           (float)row->grad_norm, (float)row->grad_norm_clipped, (float)row->tok_per_s,
+                           (float)row->eval_loss, (float)row->eval_top1, (float)row->eval_top5 };
+    return cc_tfevents_scalars(&r->tfe, row->step, tags, vals, row->has_eval ? 10 : 7);
+}
+
+static void print_progress(const run_ctx *r, const cc_config *cfg, const cc_telemetry_row *row, long first, long end,
+                           double t_start)
+{
+    if (r->quiet) return;
+    const double per = (cc_now_ms() - t_start) / (double)(row->step - first);
+    char eta[32];
+    fmt_duration(eta, sizeof(eta), per * (double)(end - row->step) * 1e-3);
+    printf("step %ld/%ld | loss %.4f | lr %.2e | scale %g | norm %.3f%s | %.1f ms | %.0f tok/s | ETA %s", row->step,
+           cfg->max_steps, row->loss, row->lr, row->loss_scale, row->grad_norm, row->skipped ? " SKIPPED" : "",
+           row->step_ms, row->tok_per_s, eta);
+    if (row->has_eval)
+        printf(" | eval loss %.4f top1 %.2f%% top5 %.2f%%", row->eval_loss, 100 * row->eval_top1, 100 * row->eval_top5);
+    putchar('\n');
+    fflush(stdout);
+}
+
+/* One optimizer step: batch, forward/backward, optimizer, evaluation at its
+ * interval; fills the telemetry row. 1: stop (non-finite value found). */
+static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc_run_state *st,
+                      cc_train_result *res, cc_telemetry_row *row)
+{
+    cc_executor *ex = r->ex;
+    const int B = cfg->batch_size, T = cfg->seq_len, world = r->dist.world;
+    const double t0 = cc_now_ms();
+    r->dist.stop_request = o->stop_signal ? *o->stop_signal : 0;
+    cc_loader_batch_part(&r->train, st->data_pos, r->dist.rank, world, r->x, r->y);
+    st->data_pos++;
+    memset(&r->check, 0, sizeof(r->check));
+    const double loss = ex->ops->forward_backward(ex, r->x, r->y, st->scaler.scale);
+    if (nonfinite_found(r, cfg, o, st->step + 1, res)) return 1;
+    if (o->plant_overflow_step == st->step + 1) {
+        float *g = cc_malloc(sizeof(float) * ex->lay.total);
+        ex->ops->get_grads(ex, g);
+        g[0] = INFINITY;
+        ex->ops->set_grads(ex, g, ex->grad_unit);
+        free(g);
+    }
+    cc_step_report rep;
+    cc_optimizer_step(ex, cfg, &st->scaler, &st->counts, st->step, &rep);
+    const double ms = cc_now_ms() - t0;
+    st->running_loss = (st->step == 0 || !isfinite(st->running_loss))
+                           ? loss
+                           : (1 - RUNNING_ALPHA) * st->running_loss + RUNNING_ALPHA * loss;
+    st->step++;
+    res->losses[res->n_losses++] = loss;
+    res->last_loss = loss;
+    *row = (cc_telemetry_row){ st->step, (long)st->step * B * T * world, loss, st->running_loss, rep.lr,
+                               rep.scale_used, rep.norm, rep.norm_clipped, rep.skipped, ms,
+                               (double)B * T * world / (ms * 1e-3), (double)B * world / (ms * 1e-3), 0, 0, 0, 0 };
+    if ((cfg->eval_interval > 0 && st->step % cfg->eval_interval == 0) || st->step == cfg->max_steps) {
+        cc_eval_result ev;
+        cc_evaluate(ex, &r->val, cfg->eval_batches, &ev);
+        row->has_eval = 1;
+        row->eval_loss = res->eval_loss = ev.loss;
+        row->eval_top1 = res->eval_top1 = ev.top1;
+        row->eval_top5 = res->eval_top5 = ev.top5;
+        if (r->lead) write_grad_norms(cfg, ex, st->step, r->norms_header);
+        r->norms_header = 0;
+    }
+    return 0;
+}
+
+/* The sample at the end of a run: <out_dir>/sample.txt, and on stdout. */
+static void write_sample(const run_ctx *r, const cc_config *cfg, const cc_train_opts *o)
+{
+    cc_executor *ex = r->ex;
+    float *p = cc_malloc(sizeof(float) * ex->lay.total);
+    ex->ops->get_params(ex, p);
+    char path[CC_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/sample.txt", cfg->out_dir);
+    FILE *sf = fopen(path, "w");
+    cc_sample_opts so = { .prompt = o->sample_prompt, .tokens = o->sample_tokens, .temperature = 0.8, .top_k = 40,
+                          .seed = cfg->seed };
+    if (sf) {
+        cc_sample(&ex->lay, p, &so, sf);
+        fclose(sf);
+    }
+    if (!r->quiet) {
+        printf("sample (%s):\n", path);
+        cc_sample(&ex->lay, p, &so, stdout);
+        printf("\n");
+    }
+    free(p);
+}
+
 int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
 {
     run_ctx r;
     memset(&r, 0, sizeof(r));
     memset(res, 0, sizeof(*res));
-    const int B = cfg->batch_size, T = cfg->seq_len;
-    /* ranks first: each process picks its GPU before anything touches CUDA */
-    if (cc_dist_init(&r.dist, o->dist_mode ? o->dist_mode : "auto", o->dist_id) != 0) return -1;
-    const int lead = r.dist.rank == 0; /* rank 0 writes checkpoints, telemetry and progress */
-    if (r.dist.active && strcmp(cfg->device, "cpu") == 0) {
+    cc_run_state st;
+    const int opened = run_open(&r, cfg, o, &st, res);
+    if (opened != 0) {
         run_free(&r);
-        return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
-    }
-    if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
-        cc_tokens_load_as(&r.train_tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0 ||
-        cc_tokens_load_as(&r.val_tok, cfg->val, cfg->vocab_size, cfg->data_format) != 0 ||
-        cc_loader_init(&r.train, &r.train_tok, B, T, 1, cfg->seed) != 0 ||
-        cc_loader_init(&r.val, &r.val_tok, B, T, 0, cfg->seed) != 0) {
-        run_free(&r);
-        return -1;
-    }
-    if (!(r.ex = cc_executor_create(cfg, B, T))) {
-        run_free(&r);
-        return -1;
+        return opened > 0 ? 0 : -1;
     }
     cc_executor *ex = r.ex;
-    if (r.dist.active) {
-        if (strcmp(ex->name, "gpu") != 0) {
-            run_free(&r);
-            return cc_error("data parallelism runs on GPUs: no GPU executor on rank %d", r.dist.rank);
-        }
-        ex->dist = &r.dist;
-    }
-    cc_run_state st;
-    memset(&st, 0, sizeof(st));
-    cc_scaler_init(&st.scaler, cfg);
-    cc_rng_seed(&st.rng, cfg->seed);
-    if ((o->resume || o->init_ckpt) && restore(o, ex, &st) != 0) {
-        run_free(&r);
-        return -1;
-    }
-    if (o->resume && st.step >= cfg->max_steps) {
-        /* nothing to train: say so, and write nothing (no new event file, no rewrite) */
-        run_free(&r);
-        if (st.step > cfg->max_steps)
-            return cc_error("%s is at step %ld, past max_steps %ld: its schedule has ended; raise max_steps "
-                            "(--set max_steps=N) to train on", o->resume, st.step, cfg->max_steps);
-        if (lead)
-            printf("catchat train: %s is already at max_steps %ld: nothing to do (raise max_steps with "
-                   "--set max_steps=N to train further)\n", o->resume, cfg->max_steps);
-        res->nothing_to_do = 1;
-        return 0;
-    }
-    if (check_inputs_not_outputs(cfg, o) != 0 || prepare_out_dir(cfg, o, &st, lead, &r.dist) != 0) {
-        run_free(&r);
-        return -1;
-    }
-    char path[CC_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/telemetry.csv", cfg->out_dir);
-    /* TensorBoard events beside the CSV (a resumed run starts a new event file, as TensorBoard expects) */
-    if (lead && (cc_telemetry_open(&r.tel, path, o->resume ? st.step : -1) != 0 ||
-                 cc_tfevents_open(&r.tfe, cfg->out_dir) != 0)) {
-        run_free(&r);
-        return -1;
-    }
-    r.x = cc_malloc(sizeof(int) * B * T);
-    r.y = cc_malloc(sizeof(int) * B * T);
-    if (o->plant_nan && plant_nan(ex, o->plant_nan) != 0) {
-        run_free(&r);
-        return -1;
-    }
-    cc_finite_report check;
-    if (o->check_finite) ex->check = &check;
-    int norms_header = !o->resume;
-    const int quiet = o->quiet || !lead;
-    if (!quiet) {
-        printf("catchat train: %s executor, %zu parameters, %zu train / %zu val tokens, world size %d%s, "
-               "resolved config:\n", ex->name, ex->lay.total, r.train_tok.n, r.val_tok.n, r.dist.world,
-               r.dist.active ? (r.dist.used_mpi ? " (NCCL, MPI bootstrap)" : " (NCCL, env bootstrap)") : "");
-        cc_config_print(cfg, stdout);
-        if (o->resume) printf("resumed from %s at step %ld\n", o->resume, st.step);
-        fflush(stdout);
-    }
     long end = cfg->max_steps;
     if (o->stop_after > 0 && st.step + o->stop_after < end) end = st.step + o->stop_after;
     res->losses = cc_calloc((size_t)(end > st.step ? end - st.step : 1), sizeof(double));
@@ -291,97 +404,26 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     long skipped_in_a_row = 0;
     int rc = 0;
     while (st.step < end) {
-        const double t0 = cc_now_ms();
-        r.dist.stop_request = o->stop_signal ? *o->stop_signal : 0;
-        cc_loader_batch_part(&r.train, st.data_pos, r.dist.rank, r.dist.world, r.x, r.y);
-        st.data_pos++;
-        memset(&check, 0, sizeof(check));
-        const double loss = ex->ops->forward_backward(ex, r.x, r.y, st.scaler.scale);
-        double any_found = check.found; /* every rank stops together, or the next all-reduce hangs */
-        if (o->check_finite) cc_dist_allreduce_host(&r.dist, &any_found, 1, 0);
-        if (o->check_finite && any_found > 0) {
-            char desc[256], kept[CC_PATH_MAX + 64];
-            if (check.found) cc_finite_describe(&check, desc, sizeof(desc));
-            else snprintf(desc, sizeof(desc), "another rank (see its message)");
-            if (lead) keep_batch(cfg, r.x, r.y, st.step + 1, desc, kept, sizeof(kept));
-            else snprintf(kept, sizeof(kept), "rank 0's out_dir");
-            cc_error("non-finite value at step %ld, first in %s; batch kept in %s", st.step + 1, desc, kept);
-            res->nonfinite_step = st.step + 1;
-            res->provenance = check;
-            rc = -1;
-            break;
-        }
-        if (o->plant_overflow_step == st.step + 1) {
-            float *g = cc_malloc(sizeof(float) * ex->lay.total);
-            ex->ops->get_grads(ex, g);
-            g[0] = INFINITY;
-            ex->ops->set_grads(ex, g, ex->grad_unit);
-            free(g);
-        }
-        cc_step_report rep;
-        cc_optimizer_step(ex, cfg, &st.scaler, &st.counts, st.step, &rep);
-        const double ms = cc_now_ms() - t0;
-        st.running_loss = (st.step == 0 || !isfinite(st.running_loss))
-                              ? loss
-                              : (1 - RUNNING_ALPHA) * st.running_loss + RUNNING_ALPHA * loss;
-        st.step++;
-        res->losses[res->n_losses++] = loss;
-        res->last_loss = loss;
-
-        cc_telemetry_row row = { st.step, (long)st.step * B * T * r.dist.world, loss, st.running_loss, rep.lr,
-                                 rep.scale_used, rep.norm, rep.norm_clipped, rep.skipped, ms,
-                                 (double)B * T * r.dist.world / (ms * 1e-3), (double)B * r.dist.world / (ms * 1e-3),
-                                 0, 0, 0, 0 };
-        const int last = st.step == cfg->max_steps;
-        if ((cfg->eval_interval > 0 && st.step % cfg->eval_interval == 0) || last) {
-            cc_eval_result ev;
-            cc_evaluate(ex, &r.val, cfg->eval_batches, &ev);
-            row.has_eval = 1;
-            row.eval_loss = res->eval_loss = ev.loss;
-            row.eval_top1 = res->eval_top1 = ev.top1;
-            row.eval_top5 = res->eval_top5 = ev.top5;
-            if (lead) write_grad_norms(cfg, ex, st.step, norms_header);
-            norms_header = 0;
-        }
-        if (lead && cc_telemetry_write(&r.tel, &row) != 0) { rc = -1; break; }
-        if (lead) {
-            static const char *const tags[] = { "train/loss", "train/running_loss", "train/lr", "train/loss_scale",
-                                                "train/grad_norm", "train/grad_norm_clipped", "perf/tokens_per_s",
-                                                "eval/loss", "eval/top1", "eval/top5" };
-            const float vals[] = { (float)row.loss, (float)row.running_loss, (float)row.lr, (float)row.loss_scale,
-                                   (float)row.grad_norm, (float)row.grad_norm_clipped, (float)row.tok_per_s,
-                                   (float)row.eval_loss, (float)row.eval_top1, (float)row.eval_top5 };
-            if (cc_tfevents_scalars(&r.tfe, st.step, tags, vals, row.has_eval ? 10 : 7) != 0) { rc = -1; break; }
-        }
-        if (!quiet) {
-            const double per = (cc_now_ms() - t_start) / (double)(st.step - first);
-            char eta[32];
-            fmt_duration(eta, sizeof(eta), per * (double)(end - st.step) * 1e-3);
-            printf("step %ld/%ld | loss %.4f | lr %.2e | scale %g | norm %.3f%s | %.1f ms | "
-                   "%.0f tok/s | ETA %s", st.step, cfg->max_steps, loss, rep.lr, rep.scale_used,
-                   rep.norm, rep.skipped ? " SKIPPED" : "", ms, row.tok_per_s, eta);
-            if (row.has_eval)
-                printf(" | eval loss %.4f top1 %.2f%% top5 %.2f%%", row.eval_loss,
-                       100 * row.eval_top1, 100 * row.eval_top5);
-            putchar('\n');
-            fflush(stdout);
-        }
+        cc_telemetry_row row;
+        if (train_step(&r, cfg, o, &st, res, &row) != 0) { rc = -1; break; }
+        if (log_row(&r, &row) != 0) { rc = -1; break; }
+        print_progress(&r, cfg, &row, first, end, t_start);
         /* Under NCCL the step's all-reduce told every rank whether any was signalled. */
         const int stop = ex->dist ? r.dist.stop_agreed > 0 : (o->stop_signal && *o->stop_signal);
-        if (lead && ((cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0) || st.step == end ||
-                     stop)) {
+        if (r.lead && ((cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0) || st.step == end ||
+                       stop)) {
             if (save_checkpoint(cfg, ex, &st) != 0) { rc = -1; break; }
         }
         if (stop) {
             res->stopped_by = o->stop_signal && *o->stop_signal ? (int)*o->stop_signal : SIGTERM;
-            if (lead)
+            if (r.lead)
                 fprintf(stderr, "catchat: stopped by %s after step %ld; checkpoint written. Resume with:\n"
                                 "  catchat train --resume %s/%s\n",
                         res->stopped_by == SIGINT ? "SIGINT" : res->stopped_by == SIGTERM ? "SIGTERM" : "a signal",
                         st.step, cfg->out_dir, CC_CHECKPOINT_NAME);
             break;
         }
-        skipped_in_a_row = rep.skipped ? skipped_in_a_row + 1 : 0;
+        skipped_in_a_row = row.skipped ? skipped_in_a_row + 1 : 0;
         if (cfg->max_skipped_steps > 0 && skipped_in_a_row >= cfg->max_skipped_steps) {
             rc = cc_error("%ld steps in a row were skipped (non-finite gradients at every loss scale tried): "
                           "training has diverged or the weights are broken; the last checkpoint is kept "
@@ -393,24 +435,8 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     res->skipped = st.counts.skipped;
     cc_telemetry_close(&r.tel);
     cc_tfevents_close(&r.tfe);
-    if (rc == 0 && !res->stopped_by && lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
-        float *p = cc_malloc(sizeof(float) * ex->lay.total);
-        ex->ops->get_params(ex, p);
-        snprintf(path, sizeof(path), "%s/sample.txt", cfg->out_dir);
-        FILE *sf = fopen(path, "w");
-        cc_sample_opts so = { .prompt = o->sample_prompt, .tokens = o->sample_tokens, .temperature = 0.8, .top_k = 40,
-                              .seed = cfg->seed };
-        if (sf) {
-            cc_sample(&ex->lay, p, &so, sf);
-            fclose(sf);
-        }
-        if (!quiet) {
-            printf("sample (%s):\n", path);
-            cc_sample(&ex->lay, p, &so, stdout);
-            printf("\n");
-        }
-        free(p);
-    }
+    if (rc == 0 && !res->stopped_by && r.lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0)
+        write_sample(&r, cfg, o);
     run_free(&r);
     return rc;
 }

@@ -28,10 +28,23 @@ typedef struct cc_dist {
     double stop_request, stop_agreed;
 } cc_dist;
 
+/* What the launcher put in the environment, read by the CLI (cli_env.c) so
+ * that this library reads none: -1 where a variable is unset, -2 where it is
+ * not a number in range. */
+typedef struct cc_dist_launch {
+    int under_mpi;      /* OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set */
+    int rank;           /* RANK, else SLURM_PROCID */
+    int world;          /* WORLD_SIZE, else SLURM_NTASKS */
+    int local_rank;     /* LOCAL_RANK, else SLURM_LOCALID */
+    int mpi_local_rank; /* OMPI_COMM_WORLD_LOCAL_RANK, else MPI_LOCALRANKID, else SLURM_LOCALID */
+    const char *id_file; /* CATCHAT_NCCL_ID_FILE, or NULL */
+} cc_dist_launch;
+
 /* mode: "auto" (mpi under an MPI launcher, env when WORLD_SIZE or SLURM_NTASKS
- * is set, else none), "mpi", "env" or "none". id_file: for env (NULL: from
- * CATCHAT_NCCL_ID_FILE). Selects the GPU local_rank. 0 on success. */
-int cc_dist_init(cc_dist *d, const char *mode, const char *id_file);
+ * is set, else none), "mpi", "env" or "none". id_file: for env (NULL: the
+ * launch's id_file). launch NULL: a single process. Selects the GPU
+ * local_rank. 0 on success. */
+int cc_dist_init(cc_dist *d, const char *mode, const char *id_file, const cc_dist_launch *launch);
 void cc_dist_finalize(cc_dist *d);
 /* Whether this build has NCCL. */
 int cc_dist_available(void);

@@ -23,6 +23,7 @@ typedef struct cc_train_opts {
     int check_finite;      /* NaN provenance: scan every stage, stop at the first non-finite value */
     const char *dist_mode; /* data parallelism: auto, mpi, env, none (NULL = auto) */
     const char *dist_id;   /* env bootstrap: the NCCL id file on a shared path */
+    const struct cc_dist_launch *launch; /* the launcher's ranks (NULL: one process) */
     /* testing aids (the stability tests plant faults through these) */
     const char *plant_nan; /* set every element of this parameter tensor to NaN before the first step */
     long plant_overflow_step; /* at this step (1-based), set one gradient to +Inf before the optimizer */

@@ -54,6 +54,9 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
 /* Environment variables that stand for config keys ([gpu] lanes, ...) and
  * library settings, applied over the config (cli_env.c). */
 int cli_apply_env(cc_config *cfg);
+/* What a launcher (mpirun, srun, torchrun-style variables) says about ranks. */
+struct cc_dist_launch;
+void cli_dist_launch(struct cc_dist_launch *l);
 
 int cli_parse_long(const char *opt, const char *text, long min, long max, long *out);
 int cli_parse_double(const char *opt, const char *text, double min, double max, double *out);

@@ -1,12 +1,13 @@
 /* The one place catchat reads its own environment variables: each stands
  * for a config key or a library setting and is applied here, over the config
- * file and under --set, so library code reads no environment. (The rank
- * bootstrap's RANK, WORLD_SIZE, ... are the launchers' contract, read by
- * src/gpu/dist.c; CUDA_DEVICE_MAX_CONNECTIONS is set for CUDA in main.c.) */
+ * file and under --set, or, for the launchers' RANK, WORLD_SIZE, ..., handed
+ * to the rank bootstrap as a cc_dist_launch: library code reads no
+ * environment. (CUDA_DEVICE_MAX_CONNECTIONS is set for CUDA in main.c.) */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "catchat/dist.h"
 #include "catchat/safetensors.h"
 #include "catchat/util.h"
 
@@ -32,4 +33,26 @@ int cli_apply_env(cc_config *cfg)
     const char *delay = getenv("CATCHAT_TEST_WRITE_DELAY_US");
     if (delay && *delay) cc_st_set_write_delay_us(atol(delay));
     return 0;
+}
+
+/* A launcher variable, or the fallback one: -1 unset, -2 not a count. */
+static int env_count(const char *a, const char *b)
+{
+    const char *v = getenv(a);
+    if (!v && b) v = getenv(b);
+    if (!v) return -1;
+    char *end;
+    const long x = strtol(v, &end, 10);
+    return *v && !*end && x >= 0 && x <= 1 << 20 ? (int)x : -2;
+}
+
+void cli_dist_launch(cc_dist_launch *l)
+{
+    l->under_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+    l->rank = env_count("RANK", "SLURM_PROCID");
+    l->world = env_count("WORLD_SIZE", "SLURM_NTASKS");
+    l->local_rank = env_count("LOCAL_RANK", "SLURM_LOCALID");
+    l->mpi_local_rank = env_count("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID");
+    if (l->mpi_local_rank < 0) l->mpi_local_rank = env_count("SLURM_LOCALID", NULL);
+    l->id_file = getenv("CATCHAT_NCCL_ID_FILE");
 }

@@ -88,7 +88,9 @@ int cmd_ladder(int argc, char **argv)
         return CC_EXIT_SKIP;
     }
     cc_dist dist;
-    if (cc_dist_init(&dist, dist_mode, dist_id) != 0) return 1;
+    cc_dist_launch launch;
+    cli_dist_launch(&launch);
+    if (cc_dist_init(&dist, dist_mode, dist_id, &launch) != 0) return 1;
     o.dist = &dist;
     FILE *out = dist.rank == 0 ? stdout : fopen("/dev/null", "w");
     const cc_ladder_counts n = cc_ladder_run(&o, out); /* prints the rows and the summary line */

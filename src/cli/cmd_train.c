@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "catchat/dist.h"
 #include "catchat/run_dir.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
@@ -149,6 +150,9 @@ int cmd_train(int argc, char **argv)
     }
     catch_stop_signals();
     o.stop_signal = &stop_signal;
+    cc_dist_launch launch;
+    cli_dist_launch(&launch);
+    o.launch = &launch;
     cc_train_result res;
     int rc = cc_train(&cfg, &o, &res);
     free(res.losses);

@@ -36,19 +36,14 @@ int cc_dist_available(void)
 #endif
 }
 
-static int env_int(const char *a, const char *b, int *out)
+/* A launcher value: 1 and *out when set, 0 unset (-1), -1 invalid (-2). */
+__attribute__((unused)) static int launch_int(int v, int *out)
 {
-    const char *v = getenv(a);
-    if (!v && b) v = getenv(b);
-    if (!v) return 0;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < 0 || x > 1 << 20) return -1;
-    *out = (int)x;
+    if (v == -1) return 0;
+    if (v < 0) return -1;
+    *out = v;
     return 1;
 }
-
-static int under_mpi(void) { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"); }
 
 /* ---- MPI through dlopen: OpenMPI handles are addresses of its globals,
  * MPICH's are integer constants; both pass in a register as intptr_t. ---- */
@@ -112,12 +107,14 @@ static int share_id_file(const char *path, void *id, size_t len, int rank)
                     rank, path);
 }
 
-int cc_dist_init(cc_dist *d, const char *mode, const char *id_file)
+int cc_dist_init(cc_dist *d, const char *mode, const char *id_file, const cc_dist_launch *launch)
 {
     memset(d, 0, sizeof(*d));
     d->world = 1;
-    const int have_env = getenv("WORLD_SIZE") || getenv("SLURM_NTASKS");
-    if (strcmp(mode, "auto") == 0) mode = under_mpi() ? "mpi" : (have_env ? "env" : "none");
+    static const cc_dist_launch single = { 0, -1, -1, -1, -1, NULL };
+    const cc_dist_launch *l = launch ? launch : &single;
+    const int have_env = l->world != -1;
+    if (strcmp(mode, "auto") == 0) mode = l->under_mpi ? "mpi" : (have_env ? "env" : "none");
     if (strcmp(mode, "none") == 0) return 0;
     if (strcmp(mode, "mpi") && strcmp(mode, "env"))
         return cc_error("--dist '%s': expected auto, mpi, env or none", mode);
@@ -131,16 +128,15 @@ int cc_dist_init(cc_dist *d, const char *mode, const char *id_file)
         g_mpi.init(NULL, NULL);
         g_mpi.rank(g_mpi.comm_world, &d->rank);
         g_mpi.size(g_mpi.comm_world, &d->world);
-        if (env_int("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", &d->local_rank) <= 0)
-            d->local_rank = env_int("SLURM_LOCALID", NULL, &d->local_rank) > 0 ? d->local_rank : d->rank;
+        if (launch_int(l->mpi_local_rank, &d->local_rank) <= 0) d->local_rank = d->rank;
         if (d->rank == 0) ncclCheck(ncclGetUniqueId(&id));
         g_mpi.bcast(&id, (int)sizeof(id), g_mpi.byte, 0, g_mpi.comm_world);
         d->used_mpi = 1;
     } else {
-        if (env_int("RANK", "SLURM_PROCID", &d->rank) <= 0 || env_int("WORLD_SIZE", "SLURM_NTASKS", &d->world) <= 0)
+        if (launch_int(l->rank, &d->rank) <= 0 || launch_int(l->world, &d->world) <= 0)
             return cc_error("dist env: set RANK and WORLD_SIZE (or SLURM_PROCID and SLURM_NTASKS)");
-        if (env_int("LOCAL_RANK", "SLURM_LOCALID", &d->local_rank) <= 0) d->local_rank = d->rank;
-        if (!id_file) id_file = getenv("CATCHAT_NCCL_ID_FILE");
+        if (launch_int(l->local_rank, &d->local_rank) <= 0) d->local_rank = d->rank;
+        if (!id_file) id_file = l->id_file;
         if (!id_file)
             return cc_error("dist env: name a file on a path all ranks share with --dist-id or CATCHAT_NCCL_ID_FILE");
         if (d->rank == 0) ncclCheck(ncclGetUniqueId(&id));
