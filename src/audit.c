@@ -13,6 +13,7 @@
 #include "catchat/data.h"
 #include "catchat/executor.h"
 #include "catchat/stability.h"
+#include "catchat/device.h"
 #include "catchat/util.h"
 
 #define NOISE_TOL 3e-2   /* FP16 operands through a whole backward: the ladder's stage-9 scale */
@@ -36,9 +37,12 @@ typedef struct {
     double loss_mean;
 } side;
 
-static int run_side(side *sd, const cc_config *cfg, const char *device, const float *params, const int *x,
-                    const int *y, int T, double S)
+static int run_side(side *sd, const cc_config *cfg, const char *which, const char *device, const float *params,
+                    const int *x, const int *y, int T, double S)
 {
+    if (strcmp(device, "gpu") == 0 && cc_gpu_count() == 0)
+        return cc_error("audit: --device-%s gpu, but no CUDA device is visible: run it where one is, or compare "
+                        "with --device-%s cpu", which, which);
     cc_config c = *cfg;
     c.seq_len = T;
     c.batch_size = 1;
@@ -108,8 +112,8 @@ int cc_audit(const cc_config *cfg, const cc_audit_opts *o, cc_audit_verdict *ver
     cc_layout_init_params(&lay, params, cfg->seed);
     int rc = o->ckpt ? cc_checkpoint_load(o->ckpt, &lay, params, NULL, NULL, NULL, NULL, NULL) : 0;
     side a = { 0 }, b = { 0 };
-    if (rc == 0) rc = run_side(&a, cfg, o->device_a, params, x, y, T, S);
-    if (rc == 0) rc = run_side(&b, cfg, o->device_b, params, x, y, T, S);
+    if (rc == 0) rc = run_side(&a, cfg, "a", o->device_a, params, x, y, T, S);
+    if (rc == 0) rc = run_side(&b, cfg, "b", o->device_b, params, x, y, T, S);
     if (rc != 0) goto done;
     const int D = d.D;
     if (o->plant && strcmp(o->plant, "unscale") == 0) { /* side B forgot to divide by S */

@@ -283,21 +283,29 @@ static int ini_apply(void *user, const char *section, const char *name, const ch
     return 1;
 }
 
-int cc_config_load_string(cc_config *c, const char *text, const char *origin)
+static int load_text(cc_config *c, const char *text, const char *origin, int validate)
 {
     /* Apply to a copy: a config that fails leaves the caller's untouched. */
     cc_config work = *c;
     ini_state st = { .c = &work, .text = text };
     const int rc = ini_parse_stream(ini_read_line, &st, ini_apply, &st);
+    /* the earliest line wins: inih's own syntax error or the handler's */
+    if (rc > 0 && (!st.failed || rc < st.failed))
+        return cc_error("%s:%d: syntax error (expected 'key = value' or '[section]'; comments start with ';' "
+                        "or '#' at the start of a line)", origin, rc);
     if (st.failed) return cc_error("%s:%d: %s", origin, st.failed, st.msg);
-    if (rc != 0)
-        return cc_error("%s:%d: syntax error (expected 'key = value' or '[section]')", origin, rc);
-    if (cc_config_validate(&work, origin) != 0) return -1;
+    if (rc != 0) return cc_error("%s: cannot be parsed", origin);
+    if (validate && cc_config_validate(&work, origin) != 0) return -1;
     *c = work;
     return 0;
 }
 
-int cc_config_load(cc_config *c, const char *path)
+int cc_config_load_string(cc_config *c, const char *text, const char *origin)
+{
+    return load_text(c, text, origin, 1);
+}
+
+int cc_config_load_unchecked(cc_config *c, const char *path)
 {
     size_t len;
     char *text = (char *)cc_read_file_what(path, "config", &len); /* refuses a directory, names the path */
@@ -306,9 +314,17 @@ int cc_config_load(cc_config *c, const char *path)
         free(text);
         return cc_error("config '%s' is not a text file (it holds NUL bytes)", path);
     }
-    const int rc = cc_config_load_string(c, text, path);
+    const int rc = load_text(c, text, path, 0);
     free(text);
     return rc;
+}
+
+int cc_config_load(cc_config *c, const char *path)
+{
+    cc_config work = *c;
+    if (cc_config_load_unchecked(&work, path) != 0 || cc_config_validate(&work, path) != 0) return -1;
+    *c = work;
+    return 0;
 }
 
 /* Copy s[0..n) without surrounding blanks into out (cap bytes); -1 if too long. */
@@ -343,7 +359,7 @@ int cc_config_set_arg(cc_config *c, const char *assignment)
 int cc_config_validate(const cc_config *c, const char *origin)
 {
     if (c->d_model % c->n_heads != 0)
-        return cc_error("%s: [model] n_heads: %d does not divide d_model %d", origin, c->n_heads,
+        return cc_error("%s: [model] n_heads = %d does not divide d_model = %d", origin, c->n_heads,
                         c->d_model);
     if (c->lr_min > c->lr)
         return cc_error("%s: [train] lr = %g is below lr_min = %g: the schedule decays from lr to lr_min, "

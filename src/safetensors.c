@@ -157,7 +157,7 @@ static int parse_metadata(cc_st_file *f, json_t *meta)
 int cc_st_open(cc_st_file *f, const char *path)
 {
     size_t len;
-    uint8_t *buf = cc_read_file(path, &len);
+    uint8_t *buf = cc_read_file_what(path, "safetensors file", &len);
     if (!buf) {
         memset(f, 0, sizeof(*f));
         return -1;

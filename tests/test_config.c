@@ -238,12 +238,15 @@ Test(config, long_line_reported_at_its_own_number)
     expect_refused(ini, ":4: line longer than 198 bytes\n", NULL);
 }
 
-/* The line number printed is that of the line the reason is about: a bad
- * value after an earlier malformed line is reported at its own line, not at
- * the first line the INI reader disliked. */
+/* The first error in the file is the one reported, with its own line and
+ * its own reason: a malformed line before a bad value is named as a syntax
+ * error at its line, and a bad value alone at the value's line. */
 Test(config, reported_line_is_the_line_of_the_reason)
 {
     expect_refused("[train]\n# comment\nno equals sign here\nwarmup_steps = ten\n",
+                   ":3: syntax error (expected 'key = value' or '[section]'; comments start with ';' or '#' at "
+                   "the start of a line)\n", NULL);
+    expect_refused("[train]\n# comment\nlr = 1e-3\nwarmup_steps = ten\n",
                    ":4: [train] warmup_steps: 'ten' is not an integer\n", NULL);
 }
 

@@ -45,6 +45,9 @@ void cc_config_tiny(cc_config *c);
 /* Read an INI file over the current values. 0 on success; on failure one line
  * naming the file, line and key has been printed. */
 int cc_config_load(cc_config *c, const char *path);
+/* The same without the checks that span keys (cc_config_validate): for a
+ * caller that applies more keys (--set) and validates the result once. */
+int cc_config_load_unchecked(cc_config *c, const char *path);
 /* The same for INI text in memory; `origin` names it in errors. */
 int cc_config_load_string(cc_config *c, const char *text, const char *origin);
 

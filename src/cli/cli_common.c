@@ -28,7 +28,9 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
             return cc_error("%s holds no config: pass --config with the model's shape", ckpt);
         if (has_stored && !a->config_path) *cfg = stored;
     }
-    if (a->config_path && cc_config_load(cfg, a->config_path) != 0) return -1;
+    /* keys that span each other (n_heads | d_model, lr_min ≤ lr) are checked
+     * once everything is applied, so --set can mend a file's pair */
+    if (a->config_path && cc_config_load_unchecked(cfg, a->config_path) != 0) return -1;
     if (cli_apply_env(cfg) != 0) return -1;
     for (int i = 0; i < a->nsets; i++)
         if (cc_config_set_arg(cfg, a->sets[i]) != 0) return -1;
@@ -47,7 +49,7 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
             fprintf(stderr, "catchat: warning: starting from %s with other [model] keys than it was trained "
                             "with: %s\n", ckpt, diff);
     }
-    return cc_config_validate(cfg, "--set");
+    return cc_config_validate(cfg, a->nsets ? "config and --set" : a->config_path ? a->config_path : "config");
 }
 
 int cli_parse_long(const char *opt, const char *text, long min, long max, long *out)
@@ -112,7 +114,9 @@ int cli_next_opt(cli_parser *p, int argc, char **argv)
         switch (c) {
         case -1:
             if (optind < argc) {
-                p->status = cli_usage_error(p->cmd, "unexpected argument");
+                char what[300];
+                snprintf(what, sizeof(what), "unexpected argument '%s'", argv[optind]);
+                p->status = cli_usage_error(p->cmd, what);
                 return -1;
             }
             return 0;

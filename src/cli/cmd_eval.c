@@ -69,8 +69,8 @@ int cmd_eval(int argc, char **argv)
                 cc_error("eval: %s has no token to score", data);
             } else if (!isfinite(ev.loss)) {
                 /* never a number that looks like a result: NaN logits are no prediction */
-                cc_error("eval: the loss of %s on %s is not finite (%g over %ld tokens): the weights give "
-                         "non-finite logits", ckpt, data, ev.loss, ev.scored);
+                cc_error("eval: the loss of %s on %s is not finite (%s over %ld tokens): the weights give "
+                         "non-finite logits", ckpt, data, isnan(ev.loss) ? "NaN" : "Inf", ev.scored);
             } else if (json) {
                 json_t *o = json_pack("{s:s,s:s,s:f,s:f,s:f,s:I,s:s}", "ckpt", ckpt, "data", data,
                                       "loss", ev.loss, "top1", ev.top1, "top5", ev.top5,
