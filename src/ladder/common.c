@@ -127,3 +127,13 @@ float *plant_grads(cc_rng *r, cc_executor *a, cc_executor *b, double unit_a, dou
     FREE_ALL(ga, gb);
     return g;
 }
+
+int executor_pair(stage *st, const cc_config *c, int B, int T, cc_executor **cpu, cc_executor **gpu)
+{
+    *cpu = cc_cpu_executor_create(c, B, T);
+    *gpu = cc_gpu_executor_create(c, B, T);
+    if (*gpu) return 1;
+    (*cpu)->ops->destroy(*cpu); /* the executor said why (one line above) */
+    stage_skip(st, "the GPU executor does not run on this GPU");
+    return 0;
+}

@@ -68,6 +68,9 @@ void check_flag(stage *st, const char *what, int ok);
  * reports SKIP with the reason, unless something FAILed. The first reason is
  * kept. */
 void stage_skip(stage *st, const char *why);
+/* The CPU and GPU executors of one config; 0 (and the stage SKIPs) where the
+ * GPU executor does not run on this GPU. */
+int executor_pair(stage *st, const cc_config *c, int B, int T, cc_executor **cpu, cc_executor **gpu);
 
 /* ---- device buffers (common.c) ---- */
 /* Device copies of host[n]; with host NULL, poisoned (NaN bytes). */

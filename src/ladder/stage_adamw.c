@@ -20,12 +20,8 @@ static void run_adamw(const ladder_ctx *cx, stage *st)
     c.scale_growth_interval = 2;
     c.weight_decay = 0.1;
     snprintf(st->shape, sizeof(st->shape), "AdamW x2, planted NaN skip, dynamic scale 1024 -> 512 -> 1024");
-    cc_executor *cpu = cc_cpu_executor_create(&c, 1, 8), *gpu = cc_gpu_executor_create(&c, 1, 8);
-    if (!gpu) { /* the executor said why (one line above) */
-        cpu->ops->destroy(cpu);
-        stage_skip(st, "the GPU executor does not run on this GPU");
-        return;
-    }
+    cc_executor *cpu, *gpu;
+    if (!executor_pair(st, &c, 1, 8, &cpu, &gpu)) return;
     const size_t n = cpu->lay.total;
     float *p = rand_vec(r, n, 0.1, 1), *m = rand_vec(r, n, 1e-3, 0), *v = cc_malloc(4 * n);
     for (size_t i = 0; i < n; i++) v[i] = (float)(1e-5 * fabs(cc_rng_normal(r)));

@@ -43,12 +43,8 @@ static void run_grad_reduce(const ladder_ctx *cx, stage *st)
     snprintf(st->shape, sizeof(st->shape), "unscale S*N=128*96, clip to 0.5, planted NaN; world size %d%s",
              d ? d->world : 1, d && d->active ? " (NCCL)" : "");
     if (d && d->active) check_allreduce(st, d, 77);
-    cc_executor *cpu = cc_cpu_executor_create(&c, 1, 8), *gpu = cc_gpu_executor_create(&c, 1, 8);
-    if (!gpu) { /* the executor said why (one line above) */
-        cpu->ops->destroy(cpu);
-        stage_skip(st, "the GPU executor does not run on this GPU");
-        return;
-    }
+    cc_executor *cpu, *gpu;
+    if (!executor_pair(st, &c, 1, 8, &cpu, &gpu)) return;
     const size_t n = cpu->lay.total;
     float *g = plant_grads(r, cpu, gpu, 128.0, 128.0 * 96);
     const double sc = cpu->ops->grad_scale_sumsq(cpu, 1.0 / cpu->grad_unit);

@@ -29,12 +29,8 @@ static void full_step_case(stage *st, cc_rng *r, double ctx_clamp, int wide)
     if (!wide)
         snprintf(st->shape, sizeof(st->shape), "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on; D=128 B=16 2 lanes",
                  c.d_model, c.n_layers, c.n_heads, c.ctx_window, T, B);
-    cc_executor *cpu = cc_cpu_executor_create(&c, B, T), *gpu = cc_gpu_executor_create(&c, B, T);
-    if (!gpu) { /* the executor said why (one line above) */
-        cpu->ops->destroy(cpu);
-        stage_skip(st, "the GPU executor does not run on this GPU");
-        return;
-    }
+    cc_executor *cpu, *gpu;
+    if (!executor_pair(st, &c, B, T, &cpu, &gpu)) return;
     if (wide) check_flag(st, "D=128 B=16 runs two lanes", cc_gpu_lanes(gpu) == 2);
     const char *tag = wide ? " (2 lanes)" : ctx_clamp > 0 ? " (ctx guard)" : "";
     const size_t n = cpu->lay.total;
