@@ -573,6 +573,19 @@ template <int D> static void clusters_fit(int fit[2])
     fit[1] = fit[0] ? max_clusters((const void *)gru_forward_cluster_kernel<D, CL_BL_WIDE>, W::F_SMEM) : 0;
 }
 
+// Dynamic shared memory a block of the forward (wide or not) and the backward need.
+template <int D> static size_t cluster_smem(bool wide)
+{
+    using S = cl_shape<D, CL_BL>;
+    using W = cl_shape<D, CL_BL_WIDE>;
+    return wide ? (size_t)W::F_SMEM : (size_t)(S::F_SMEM > S::B_SMEM ? S::F_SMEM : S::B_SMEM);
+}
+
+static size_t cluster_smem_for(int D, bool wide)
+{
+    return D == 128 ? cluster_smem<128>(wide) : D == 256 ? cluster_smem<256>(wide) : cluster_smem<512>(wide);
+}
+
 // Whether a cluster of this D's kernels can run here at all: sm_90 or newer,
 // and the runtime able to place at least one cluster of the forward and of the
 // backward (their shared memory with one CTA per SM; a MIG slice or another
@@ -580,27 +593,36 @@ template <int D> static void clusters_fit(int fit[2])
 // persistent or per-step path instead of failing at launch. Cached per D,
 // with how many forward clusters fit (what gpu_gru_wide_for weighs); it also
 // raises the kernels' shared-memory limits, once, for the launchers.
+// The device facts are cached; what caps says (which may be narrowed, to run
+// as a smaller GPU would: [gpu] smem_per_block, clusters) is applied on top.
 static const int *cluster_fit(const gpu_caps *caps, int D)
 {
+    static const int none[2] = { 0, 0 };
     static int cached[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } }; // D = 128, 256, 512
+    // the device must have clusters and this binary's code for it must hold
+    // the kernels' bodies (they exist only when compiled for sm_90+)
+    if (!gpu_caps_has_sm90_features(caps)) return none;
     const int i = D == 128 ? 0 : D == 256 ? 1 : 2;
     if (cached[i][0] < 0) {
-        // the device must have clusters and this binary's code for it must
-        // hold the kernels' bodies (they exist only when compiled for sm_90+)
-        if (!gpu_caps_has_sm90_features(caps)) cached[i][0] = cached[i][1] = 0;
-        else if (D == 128) clusters_fit<128>(cached[i]);
+        if (D == 128) clusters_fit<128>(cached[i]);
         else if (D == 256) clusters_fit<256>(cached[i]);
         else clusters_fit<512>(cached[i]);
     }
     return cached[i];
 }
 
-static bool cluster_path_ok(const gpu_caps *caps, int D) { return cluster_fit(caps, D)[0] > 0; }
-static bool cluster_wide_ok(const gpu_caps *caps, int D) { return cluster_fit(caps, D)[1] > 0; }
+static bool cluster_path_ok(const gpu_caps *caps, int D)
+{
+    return cluster_fit(caps, D)[0] > 0 && cluster_smem_for(D, false) <= (size_t)caps->smem_per_block_optin;
+}
+static bool cluster_wide_ok(const gpu_caps *caps, int D)
+{
+    return cluster_fit(caps, D)[1] > 0 && cluster_smem_for(D, true) <= (size_t)caps->smem_per_block_optin;
+}
 
 extern "C" int gru_cluster_resident(const gpu_caps *caps, int D)
 {
-    return (D == 128 || D == 256 || D == 512) ? cluster_fit(caps, D)[0] : 0;
+    return (D == 128 || D == 256 || D == 512) && cluster_path_ok(caps, D) ? cluster_fit(caps, D)[0] : 0;
 }
 
 extern "C" int gru_cluster_supported(const gpu_caps *caps, int B, int T, int D)

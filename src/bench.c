@@ -110,6 +110,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     const gpu_gru_path path = gpu_gru_path_named(cfg->gpu_recurrence);
     gpu_caps caps;
     if (have_gpu && gpu_caps_query(&caps) != 0) have_gpu = 0;
+    if (have_gpu) gpu_caps_limit(&caps, cfg->gpu_smem_per_block, strcmp(cfg->gpu_clusters, "off") == 0);
     const char *rec_impl = have_gpu ? gpu_gru_impl_name(gpu_gru_impl_for(&caps, path, B, T, cfg->d_model)) : "none";
     const int rec_wide = have_gpu && gpu_gru_wide_for(&caps, path, B, T, cfg->d_model); /* forward clusters of 16 sequences */
     if (o->json) {

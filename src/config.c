@@ -64,6 +64,8 @@ static const key_spec KEYS[] = {
     { "gpu", "recurrence", K_CHOICE, OFF(gpu_recurrence), 0, 0, "auto", "GRU recurrence kernels: auto (the fastest this GPU and shape take), persistent or stepwise (forced, for measuring)", "auto|persistent|stepwise" },
     { "gpu", "lanes", K_INT, OFF(gpu_lanes), 0, 8, "0", "lanes a step's batch splits into (0 = chosen: up to 4 where the recurrence stays on clusters); must divide batch_size (env CATCHAT_GPU_LANES)", NULL },
     { "gpu", "cuda_graph", K_CHOICE, OFF(cuda_graph), 0, 0, "auto", "replay the step as one CUDA graph: auto (where the recurrence's clusters all fit), on or off (env CATCHAT_CUDA_GRAPH=1/0)", "auto|on|off" },
+    { "gpu", "smem_per_block", K_INT, OFF(gpu_smem_per_block), 0, 1 << 20, "0", "run as a GPU whose blocks get at most this many KB of shared memory would (0 = this GPU's; 99 = an RTX 4090 or 5090)", NULL },
+    { "gpu", "clusters", K_CHOICE, OFF(gpu_clusters), 0, 0, "auto", "thread-block clusters: auto (where the GPU has them) or off (run as a GPU before sm_90 would)", "auto|off" },
     { "gpu", "lane_trace", K_INT, OFF(lane_trace), 0, 1, "0", "1: print after each step when every lane's recurrences ran (env CATCHAT_LANE_TRACE)", NULL },
 };
 #define NKEYS ((int)(sizeof(KEYS) / sizeof(KEYS[0])))

@@ -34,6 +34,8 @@ typedef struct cc_config {
     int gpu_lanes;           /* 0 = chosen */
     char cuda_graph[8];      /* auto, on, off */
     int lane_trace;
+    int gpu_smem_per_block;  /* KB a block may use, 0 = the GPU's */
+    char gpu_clusters[8];    /* auto, off */
 } cc_config;
 
 /* Fill every key with its default. */

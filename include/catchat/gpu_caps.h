@@ -28,6 +28,11 @@ extern "C" {
 /* Fill c from the current CUDA device; checked (one-line error, -1). */
 int gpu_caps_query(gpu_caps *c);
 
+/* Narrow c to a smaller GPU's limits, to run here what it would run: at most
+ * smem_kb KB of shared memory a block (0 = leave it), and no clusters when
+ * no_clusters. */
+void gpu_caps_limit(gpu_caps *c, int smem_kb, int no_clusters);
+
 /* Whether kernels that need sm_90 features (clusters, DSMEM, bulk copies)
  * were compiled in for this device and the device has them: the code that
  * runs must come from SASS for sm_90 or newer, or from PTX of 9.0 or newer

@@ -351,6 +351,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
 {
     gpu_caps caps;
     if (gpu_caps_query(&caps) != 0) return NULL;
+    gpu_caps_limit(&caps, cfg->gpu_smem_per_block, strcmp(cfg->gpu_clusters, "off") == 0);
     if (caps.cc_major < 9) {
         cc_error("GPU '%s' is sm_%d%d; this build targets sm_%s and its kernels need sm_90 or newer "
                  "(tensor-core and shared-memory sizes); use device = cpu", caps.name, caps.cc_major, caps.cc_minor,

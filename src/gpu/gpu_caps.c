@@ -41,3 +41,10 @@ int gpu_caps_query(gpu_caps *c)
                         c->cc_minor);
     return 0;
 }
+
+void gpu_caps_limit(gpu_caps *c, int smem_kb, int no_clusters)
+{
+    if (smem_kb > 0 && smem_kb * 1024 < c->smem_per_block_optin) c->smem_per_block_optin = smem_kb * 1024;
+    if (c->smem_per_block > c->smem_per_block_optin) c->smem_per_block = c->smem_per_block_optin;
+    if (no_clusters) c->cluster_launch = 0;
+}
