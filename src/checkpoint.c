@@ -70,7 +70,7 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
 int cc_checkpoint_read_config(const char *path, cc_config *cfg)
 {
     cc_st_file f;
-    if (cc_st_open(&f, path) != 0) return -1;
+    if (cc_st_open_meta(&f, path) != 0) return -1;
     const char *js = cc_st_meta(&f, "config");
     int rc = 0;
     if (js) rc = cc_config_from_json(cfg, js, path) == 0 ? 1 : -1;

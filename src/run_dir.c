@@ -40,8 +40,8 @@ void cc_run_dir_probe(const char *dir, cc_run_dir_info *info)
         info->has_checkpoint = 1;
         cc_st_file f;
         const int quiet = cc_error_quiet;
-        cc_error_quiet = 1; /* an unreadable checkpoint is still a run's: only its step is unknown */
-        if (cc_st_open(&f, path) == 0) {
+        cc_error_quiet = 1; /* an unreadable header is still a run's checkpoint: only its step is unknown */
+        if (cc_st_open_meta(&f, path) == 0) {
             const char *s = cc_st_meta(&f, "step");
             if (s) info->checkpoint_step = atol(s);
             cc_st_close(&f);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -225,6 +226,57 @@ int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *path)
 fail:
     cc_st_close(f);
     return -1;
+}
+
+int cc_st_open_meta(cc_st_file *f, const char *path)
+{
+    memset(f, 0, sizeof(*f));
+    snprintf(f->path, sizeof(f->path), "%s", path);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return cc_error("cannot open safetensors file '%s': %s", path, strerror(errno));
+    struct stat st = { 0 };
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(fp);
+        return cc_error("safetensors file '%s' is %s, not a regular file", path,
+                        S_ISDIR(st.st_mode) ? "a directory" : "special");
+    }
+    uint8_t len8[8];
+    uint64_t hlen = 0;
+    int rc = -1;
+    if (fseek(fp, 0, SEEK_END) != 0) goto done;
+    const long size = ftell(fp);
+    rewind(fp);
+    if (size < 8 || fread(len8, 1, 8, fp) != 8) {
+        cc_error("%s: not a safetensors file (%ld bytes)", path, size);
+        goto done;
+    }
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+    if (hlen < 2 || hlen > (uint64_t)size - 8) {
+        cc_error("%s: not a safetensors file (its first 8 bytes, read as the header length, give %llu for a "
+                 "%ld-byte file)", path, (unsigned long long)hlen, size);
+        goto done;
+    }
+    char *hdr = cc_malloc((size_t)hlen);
+    if (fread(hdr, 1, (size_t)hlen, fp) != (size_t)hlen) {
+        free(hdr);
+        cc_error("cannot read '%s': %s", path, strerror(errno));
+        goto done;
+    }
+    json_error_t err;
+    json_t *root = json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &err);
+    free(hdr);
+    if (!root || !json_is_object(root)) {
+        json_decref(root);
+        cc_error("%s: not a safetensors file (no JSON header after the length)", path);
+        goto done;
+    }
+    json_t *meta = json_object_get(root, "__metadata__");
+    rc = meta ? parse_metadata(f, meta) : 0;
+    json_decref(root);
+done:
+    fclose(fp);
+    if (rc != 0) cc_st_close(f);
+    return rc;
 }
 
 const cc_st_tensor *cc_st_find(const cc_st_file *f, const char *name)

@@ -37,6 +37,9 @@ typedef struct cc_st_file {
 int cc_st_open(cc_st_file *f, const char *path);
 /* Parse a file already in memory; takes ownership of buf (malloc'd). */
 int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *name);
+/* Only the header's __metadata__ (no tensors, no data read, no checksum):
+ * what a caller needs to know about a file before loading it. */
+int cc_st_open_meta(cc_st_file *f, const char *path);
 void cc_st_close(cc_st_file *f);
 const cc_st_tensor *cc_st_find(const cc_st_file *f, const char *name);
 int64_t cc_st_numel(const cc_st_tensor *t);
