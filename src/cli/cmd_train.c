@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "catchat/checkpoint.h"
 #include "catchat/dist.h"
 #include "catchat/run_dir.h"
 #include "catchat/train.h"
@@ -73,19 +74,6 @@ static void catch_stop_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* Whether one of the --set options names `key` ("key=..." or "section.key=..."). */
-static int sets_key(const cli_config_args *ca, const char *key)
-{
-    const size_t n = strlen(key);
-    for (int i = 0; i < ca->nsets; i++) {
-        const char *s = ca->sets[i], *eq = strchr(s, '='), *dot = strchr(s, '.');
-        if (dot && eq && dot < eq) s = dot + 1;
-        while (*s == ' ') s++;
-        if (strncmp(s, key, n) == 0 && (s[n] == '=' || s[n] == ' ')) return 1;
-    }
-    return 0;
-}
-
 int cmd_train(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -139,8 +127,12 @@ int cmd_train(int argc, char **argv)
     if (cli_resolve_config(&cfg, &ca, o.resume ? o.resume : o.init_ckpt,
                            o.resume ? CKPT_MODEL_MUST_MATCH : CKPT_MODEL_MAY_DIFFER) != 0)
         return 1;
-    if (o.resume && !ca.config_path && !sets_key(&ca, "out_dir")) {
-        /* the run goes on in the folder its checkpoint is in, wherever that folder is now */
+    cc_config stored;
+    cc_config_defaults(&stored);
+    if (o.resume && !ca.config_path && cc_checkpoint_read_config(o.resume, &stored) == 1 &&
+        strcmp(stored.out_dir, cfg.out_dir) == 0) {
+        /* out_dir not changed by --set: the run goes on in the folder its
+         * checkpoint is in, wherever that folder is now */
         char dir[CC_PATH_MAX];
         snprintf(dir, sizeof(dir), "%s", o.resume);
         char *slash = strrchr(dir, '/');
