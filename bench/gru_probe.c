@@ -1,9 +1,7 @@
-/* Kernel workbench: where a GRU step's time goes.
- *   build/bench/gru_probe [B T D]          persistent forward with parts switched
- *                                          off (results are wrong in those variants;
- *                                          only the time matters), µs per step
- *   build/bench/gru_probe B T D paths      forward and BPTT of each implementation
- *                                          (cluster, persistent), µs per step
+/* Kernel workbench: one GRU layer's recurrence alone.
+ *   build/bench/gru_probe [B T D [SMS]]   forward and BPTT of each implementation
+ *                                         (cluster, persistent), µs per step; SMS:
+ *                                         size the persistent grid for that many SMs
  * Needs a GPU. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +9,6 @@
 #include <cuda_runtime_api.h>
 #include "catchat/gpu_caps.h"
 #include "catchat/kernels.h"
-
-void launch_gru_forward_persistent_probe(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                         const void *whh16, const float *bhh, int B, int T, int D, int skip,
-                                         const gpu_caps *caps, cudaStream_t s);
 
 static gpu_caps caps; /* the device's, read once in main */
 
@@ -72,37 +66,8 @@ int main(int argc, char **argv)
 {
     const int B = argc > 1 ? atoi(argv[1]) : 64, T = argc > 2 ? atoi(argv[2]) : 512, D = argc > 3 ? atoi(argv[3]) : 512;
     if (gpu_caps_query(&caps) != 0) return 77;
-    const int sms = caps.sm_count;
-    if (argc > 4 && !strcmp(argv[4], "paths")) return time_paths(B, T, D);
-    if (!gru_persistent_supported(&caps, B, T, D)) { fprintf(stderr, "shape not supported\n"); return 77; }
-    const size_t MD = (size_t)B * T * D;
-    float *h, *gates, *ghn, *gx, *bhh; void *hp, *w;
-    CK(cudaMalloc((void **)&h, 4 * MD)); CK(cudaMalloc((void **)&gates, 12 * MD)); CK(cudaMalloc((void **)&ghn, 4 * MD));
-    CK(cudaMalloc((void **)&gx, 12 * MD)); CK(cudaMalloc((void **)&bhh, 12 * D)); CK(cudaMalloc(&hp, 2 * MD));
-    CK(cudaMalloc(&w, 6 * (size_t)D * D));
-    CK(cudaMemset(gx, 0x3c, 12 * MD)); CK(cudaMemset(bhh, 0, 12 * D)); CK(cudaMemset(w, 0x11, 6 * (size_t)D * D));
-    const char *names[] = { "full step", "no copy+MMA", "no gate math", "no grid barrier", "barrier only",
-                            "copy+MMA only", "gate math only" };
-    const int masks[] = { 0, 1, 2, 4, 3, 6, 5 };
-    cudaEvent_t a, b;
-    cudaEventCreate(&a); cudaEventCreate(&b);
-    const int grids[] = { 16, 32, 64, 128 };
-    for (int gi = 0; gi < 4; gi++) {
-    caps.sm_count = sms < grids[gi] ? sms : grids[gi]; /* the block limit: one block per SM */
-    if (!gru_persistent_supported(&caps, B, T, D)) continue;
-    printf("persistent GRU forward, B=%d T=%d D=%d, at most %d blocks: us per step (median of 5)\n", B, T, D, grids[gi]);
-    for (int v = 0; v < 7; v++) {
-        float best[5];
-        for (int r = 0; r < 5; r++) {
-            cudaEventRecord(a, 0);
-            launch_gru_forward_persistent_probe(h, gates, ghn, hp, gx, w, bhh, B, T, D, masks[v], &caps, 0);
-            cudaEventRecord(b, 0);
-            CK(cudaEventSynchronize(b));
-            cudaEventElapsedTime(&best[r], a, b);
-        }
-        for (int i = 0; i < 5; i++) for (int j = i + 1; j < 5; j++) if (best[j] < best[i]) { float t = best[i]; best[i] = best[j]; best[j] = t; }
-        printf("  %-16s %8.2f\n", names[v], best[2] * 1e3 / T);
-    }
-    }
-    return 0;
+    if (argc > 4 && gpu_caps_limit(&caps, NULL, 0, atoi(argv[4]), 0) != 0) return 1;
+    char split[256];
+    if (gru_persistent_describe(&caps, B, T, D, split, sizeof(split))) printf("persistent split: %s\n", split);
+    return time_paths(B, T, D);
 }

@@ -57,4 +57,7 @@ static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)(
 // Scratch for pass 1, grown on demand and kept for the process, one buffer
 // per stream (stream order keeps a stream's reductions apart).
 float *reduce_scratch(cudaStream_t s, size_t floats);
+// The same per-stream store for other kernels' scratch, one buffer per kind.
+enum { SCRATCH_REDUCE, SCRATCH_GRU_FLAGS, SCRATCH_GRU_WT, SCRATCH_KINDS };
+void *stream_scratch(cudaStream_t s, int kind, size_t bytes);
 // Pass 2: launch_sum_chunks_acc (catchat/kernels.h).

@@ -29,37 +29,42 @@ __global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
 #define SCRATCH_STREAMS 64
 static struct {
     cudaStream_t stream;
-    float *buf;
-    size_t cap;
+    void *buf[SCRATCH_KINDS];
+    size_t cap[SCRATCH_KINDS];
     int used;
 } scratch_slot[SCRATCH_STREAMS];
 
-float *reduce_scratch(cudaStream_t s, size_t floats)
+void *stream_scratch(cudaStream_t s, int kind, size_t bytes)
 {
     int i = 0, free_slot = -1;
     for (; i < SCRATCH_STREAMS && !(scratch_slot[i].used && scratch_slot[i].stream == s); i++)
         if (!scratch_slot[i].used && free_slot < 0) free_slot = i;
     if (i == SCRATCH_STREAMS) {
         if (free_slot < 0) {
-            fprintf(stderr, "catchat: more than %d live streams run column reductions\n", SCRATCH_STREAMS);
+            fprintf(stderr, "catchat: more than %d live streams use kernel scratch\n", SCRATCH_STREAMS);
             exit(1);
         }
         i = free_slot;
         scratch_slot[i].used = 1;
         scratch_slot[i].stream = s;
     }
-    if (floats > scratch_slot[i].cap) {
-        if (scratch_slot[i].buf) { // let queued work finish with the old buffer
+    if (bytes > scratch_slot[i].cap[kind]) {
+        if (scratch_slot[i].buf[kind]) { // let queued work finish with the old buffer
             cudaDeviceSynchronize();
-            cudaFree(scratch_slot[i].buf);
+            cudaFree(scratch_slot[i].buf[kind]);
         }
-        if (cudaMalloc((void **)&scratch_slot[i].buf, floats * sizeof(float)) != cudaSuccess) {
-            fprintf(stderr, "catchat: out of GPU memory for a %zu-float reduction scratch\n", floats);
+        if (cudaMalloc(&scratch_slot[i].buf[kind], bytes) != cudaSuccess) {
+            fprintf(stderr, "catchat: out of GPU memory for %zu bytes of kernel scratch\n", bytes);
             exit(1);
         }
-        scratch_slot[i].cap = floats;
+        scratch_slot[i].cap[kind] = bytes;
     }
-    return scratch_slot[i].buf;
+    return scratch_slot[i].buf[kind];
+}
+
+float *reduce_scratch(cudaStream_t s, size_t floats)
+{
+    return (float *)stream_scratch(s, SCRATCH_REDUCE, floats * sizeof(float));
 }
 
 extern "C" void release_reduce_scratch(cudaStream_t s)
@@ -67,9 +72,11 @@ extern "C" void release_reduce_scratch(cudaStream_t s)
     for (int i = 0; i < SCRATCH_STREAMS; i++)
         if (scratch_slot[i].used && scratch_slot[i].stream == s) {
             cudaStreamSynchronize(s);
-            cudaFree(scratch_slot[i].buf);
-            scratch_slot[i].buf = NULL;
-            scratch_slot[i].cap = 0;
+            for (int k = 0; k < SCRATCH_KINDS; k++) {
+                cudaFree(scratch_slot[i].buf[k]);
+                scratch_slot[i].buf[k] = NULL;
+                scratch_slot[i].cap[k] = 0;
+            }
             scratch_slot[i].used = 0;
         }
 }

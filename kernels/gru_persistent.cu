@@ -1,390 +1,532 @@
-// Persistent, weight-stationary GRU recurrence (forward and BPTT): one
-// cooperative launch covers all T steps of a layer. Block k owns hidden units
-// [k·J, (k+1)·J): its slice of W_hh stays in shared memory for the whole
-// launch, and only h (forward) or the gate gradients (backward) move between
-// steps, through L2, with one grid-wide barrier per step.
+// Grid-persistent GRU recurrence (forward and BPTT) for every GPU from sm_80
+// on: no clusters, no grid barrier. One cooperative launch covers all T steps
+// of a layer. The grid is G batch groups × N CTAs; CTA c of a group owns the
+// J = 16·MU hidden units [c·J, (c+1)·J), and its slice of the stationary
+// operand stays on chip for the whole launch: in registers first, then in
+// shared memory, the rest (only where neither holds it: wide models on small
+// GPUs) read from L2 each step.
 //
-// Forward, step t: acc[3J, B] = W_hh[rows of the slice] · h_{t-1}ᵀ on tensor
-//   cores (WMMA 16×16×16, FP16 in, FP32 accumulate), then the gate math for the
-//   block's (b, j) pairs, writing h, gates, ghn (FP32) and FP16 h for step t+1.
-// Backward, step t: acc[J, B] = W_hh[:, slice]ᵀ · dgh_{t+1}ᵀ, then
-//   g = dh_in + z⊙g_{t+1} + acc, the grad_h clamp, and the gate gradients.
-// The arithmetic is that of gru.cu's per-step kernels (same FP16 operands),
-// so the ladder's gru_forward and gru_backward stages hold for both paths.
-#include <cooperative_groups.h>
-#include <cuda_pipeline.h>
-#include <mma.h>
+// Forward, step t: acc[3J, Bg] = W_hh[rows r, z, n of the slice] · h_{t-1}ᵀ.
+// Backward, step t: acc[J, Bg] = W_hhᵀ[slice rows] · dgh_{t+1}ᵀ (K = 3D), from
+//   a transposed FP16 copy of W_hh made by the launcher.
+// The moving operand (h_{t-1} or dgh_{t+1}, FP16, all D or 3D columns of the
+// group's Bg sequences) is read from L2 by every CTA: each warp streams its
+// own K-slice through a small ring of shared memory with cp.async, so the
+// loads of the whole slice are in flight at once and need no registers. The
+// 8 warps split K; their partial sums meet in shared memory and are added in
+// warp order (deterministic), then each thread runs the gate math of its
+// (sequence, unit) pairs: the same gru_cell.cuh functions as every other path.
+//
+// Handshake: after a CTA has stored its slice of step t it adds 1 to its
+// group's counter (release, GPU scope); a CTA starts step t+1 once the counter
+// reaches N·(t+1) (acquire). A CTA waits only for its own group, values never
+// go through atomics, and the sums' order is fixed, so results are
+// bit-reproducible. The cooperative launch guarantees that all CTAs are
+// resident, so the spin cannot wait on a CTA that never runs, and each
+// launch (one per lane) is resident on its own: lanes cannot deadlock each
+// other.
+//
+// The k-pair layout: a lane's 16-byte load of 8 consecutive K values of a row
+// feeds two m16n8k16 steps. Lane (g, c) holds K = kb + 8c .. kb + 8c + 7 of A
+// row g (and g + 8) and of B column g; logical k = 2c, 2c+1 ↔ halfs 0, 1,
+// 2c+8, 2c+9 ↔ halfs 2, 3 in the first step, halfs 4..7 in the second. The
+// same permutation of K on both operands leaves the product unchanged.
+#include <stdint.h>
 #include "catchat/kernels.h"
 #include "common.cuh"
 #include "gru_cell.cuh"
+#include "mma.cuh"
 
-namespace cg = cooperative_groups;
-using namespace nvcuda;
+#define GP_WARPS 8
+#define GP_THREADS (GP_WARPS * 32)
+#define GP_STAGES 3 // ring depth of the moving operand, per warp
+#define GP_RS 20    // floats a column of 16 units takes in the reduction buffer (padded: no bank conflicts)
 
-#define PW 8 // warps per block
-
-#define STAGE_BYTES (112 * 1024) // shared memory for one chunk of the moving operand
-
-struct persist_shape {
-    int J, MT, NT, KS, rows, BC, ldk;
+// What the host chose for one launch; the same struct on both sides.
+struct gp_plan {
+    int D, T, B;   // B: sequences in all (the last group may be partly empty)
+    int K, KP;     // reduction length (D forward, 3D backward) and its 32-wide k-pairs
+    int MU, J, N;  // 16-unit blocks a CTA owns, units a CTA owns, CTAs a group
+    int G, Bg, NT; // groups, sequences a group, 8-sequence tiles a CTA computes (NT·8 ≥ Bg)
+    int ks;        // k-pairs per warp held in shared memory (after the register ones)
 };
 
-// rows: padded rows of the block's A operand (multiple of 16). The moving
-// operand (h or dgh, [B, K]) is staged through shared memory BC batch rows at
-// a time (ldk = K + 8 halfs per row avoids bank conflicts); NT tiles per
-// chunk; KS: K split so that PW warps have work when tiles are few.
-static __host__ __device__ persist_shape make_shape(int D, int B, int J, int rows_real, int K)
+// Register budget: 8 registers per (row tile, k-pair) of A, 4 per accumulator
+// tile; A + accumulators up to 144 so the pairs' state and addresses fit in
+// 255 without spills. 0: all of A in shared memory or L2 (wide slices).
+__host__ __device__ constexpr int gp_kr(int MT, int NT)
 {
-    persist_shape s;
-    s.J = J;
-    s.rows = (rows_real + 15) / 16 * 16;
-    s.MT = s.rows / 16;
-    s.ldk = K + 8;
-    s.BC = 16;
-    while (s.BC * 2 <= B && B % (s.BC * 2) == 0 && (size_t)s.BC * 2 * s.ldk * 2 <= STAGE_BYTES) s.BC *= 2;
-    s.NT = s.BC / 16;
-    const int tiles = s.MT * s.NT;
-    s.KS = 1;
-    while (tiles * s.KS * 2 <= PW && (K / 16) % (s.KS * 2) == 0) s.KS *= 2;
-    return s;
+    return (144 - 4 * MT * NT) / (8 * MT) < 0 ? 0
+           : (144 - 4 * MT * NT) / (8 * MT) < 12 / MT ? (144 - 4 * MT * NT) / (8 * MT)
+                                                      : 12 / MT;
 }
 
-#define AREG 32  // A fragments a warp can keep in registers (K-part ≤ 512)
-#define NI_MAX 4 // (b, j) pairs per thread whose operands are prefetched into registers
-
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> afrag;
-
-// The stationary operand A (the block's slice of W_hh, [rows, K] in shared
-// memory with row stride lda = K + 8 halfs so fragment rows fall in different
-// banks) is, when every warp has one job and its K-part is short enough, also
-// held in registers as fragments for the whole launch.
-struct mma_plan {
-    int tiles, jobs, kpart, nk;
-    bool reg;
-};
-
-__device__ __forceinline__ mma_plan make_plan(const persist_shape &s, int K)
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
 {
-    mma_plan m;
-    m.tiles = s.MT * s.NT;
-    m.jobs = m.tiles * s.KS;
-    m.kpart = K / s.KS;
-    m.nk = m.kpart / 16;
-    m.reg = m.jobs <= PW && m.nk <= AREG;
-    return m;
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// One thread of the CTA, after a __syncthreads that follows every store of the step.
+__device__ __forceinline__ void gp_signal(unsigned *flag)
+{
+    __threadfence();
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(flag) : "memory");
 }
 
-__device__ __forceinline__ void preload_a(afrag *afr, const __half *A, int lda, const persist_shape &s, const mma_plan &m)
+__device__ __forceinline__ void gp_wait(const unsigned *flag, unsigned target)
 {
-    const int warp = threadIdx.x / 32;
-    if (!m.reg || warp >= m.jobs) return;
-    const int mt = (warp % m.tiles) % s.MT, ks = warp / m.tiles;
+    unsigned v;
+    do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+    } while (v < target);
+}
+
+// The per-warp ring of the moving operand: stage i holds k-pair kp = warp + 8·i
+// of the NT·8 sequences, one 16-byte chunk per (tile, lane).
+template <int NT>
+__device__ __forceinline__ void gp_issue(uint4 *ring, int i, int kpw, const __half *Bm, size_t ldb, int nvalid,
+                                         int warp, int lane)
+{
+    if (i < kpw) {
+        const int kp = warp + GP_WARPS * i, g = lane >> 2, c = lane & 3;
+        uint4 *st = ring + (i % GP_STAGES) * NT * 32;
 #pragma unroll
-    for (int kk = 0; kk < AREG; kk++)
-        if (kk < m.nk) wmma::load_matrix_sync(afr[kk], A + (size_t)mt * 16 * lda + ks * m.kpart + kk * 16, lda);
+        for (int nt = 0; nt < NT; nt++) {
+            const int n = nt * 8 + g;
+            const __half *src = Bm + (size_t)(n < nvalid ? n : 0) * ldb + kp * 32 + 8 * c;
+            cp_async16(st + nt * 32 + lane, src, n < nvalid);
+        }
+    }
+    cp_async_commit(); // empty groups keep the count the waits rely on
 }
 
-// partial[ks][row][b] = A[rows, K-part] · Bᵀ where B is [B rows, K] FP16 in
-// global memory with row stride ldb. Each chunk of BC rows is first copied to
-// shared memory by asynchronous 16-byte copies from all threads at once (one
-// L2 round trip, not one per fragment nor one per copy: a plain load followed
-// by its shared store would stall each thread once per copy), then multiplied
-// on tensor cores.
-__device__ __forceinline__ void block_mma(float *partial, __half *stage, const __half *A, int lda, const afrag *afr,
-                                          const __half *Bm, size_t ldb, const persist_shape &s, const mma_plan &m,
-                                          int K, int B)
+template <int MT, int NT>
+__device__ __forceinline__ void gp_mma_pair(float (&acc)[MT][NT][4], const uint4 (&a)[MT][2], const uint4 *stage,
+                                            int lane)
 {
-    const int warp = threadIdx.x / 32;
-    const int vec_per_row = K / 8;
-    for (int b0 = 0; b0 < B; b0 += s.BC) {
-        for (int i = threadIdx.x; i < s.BC * vec_per_row; i += blockDim.x) {
-            const int r = i / vec_per_row, c = i % vec_per_row;
-            __pipeline_memcpy_async(stage + (size_t)r * s.ldk + c * 8, Bm + (size_t)(b0 + r) * ldb + c * 8, 16);
-        }
-        __pipeline_commit();
-        __pipeline_wait_prior(0);
-        __syncthreads();
-        for (int job = warp; job < m.jobs; job += PW) {
-            const int tile = job % m.tiles, ks = job / m.tiles;
-            const int mt = tile % s.MT, nt = tile / s.MT;
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-            wmma::fill_fragment(c, 0.f);
-            const __half *bbase = stage + (size_t)nt * 16 * s.ldk + ks * m.kpart;
-            if (m.reg) {
 #pragma unroll
-                for (int kk = 0; kk < AREG; kk++) {
-                    if (kk < m.nk) {
-                        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bf;
-                        wmma::load_matrix_sync(bf, bbase + kk * 16, s.ldk);
-                        wmma::mma_sync(c, afr[kk], bf, c);
-                    }
-                }
-            } else {
-                for (int kk = 0; kk < m.nk; kk++) {
-                    afrag af;
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bf;
-                    wmma::load_matrix_sync(af, A + (size_t)mt * 16 * lda + ks * m.kpart + kk * 16, lda);
-                    wmma::load_matrix_sync(bf, bbase + kk * 16, s.ldk);
-                    wmma::mma_sync(c, af, bf, c);
-                }
-            }
-            // partial laid out [ks][rows][B]: row-major with ld = B
-            wmma::store_matrix_sync(partial + ((size_t)ks * s.rows + mt * 16) * B + b0 + nt * 16, c, B,
-                                    wmma::mem_row_major);
+    for (int nt = 0; nt < NT; nt++) {
+        const uint4 b = stage[nt * 32 + lane];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            mma16816(acc[mt][nt], make_uint4(a[mt][0].x, a[mt][1].x, a[mt][0].y, a[mt][1].y), b.x, b.y);
+            mma16816(acc[mt][nt], make_uint4(a[mt][0].z, a[mt][1].z, a[mt][0].w, a[mt][1].w), b.z, b.w);
         }
-        __syncthreads(); // the stage is refilled by the next chunk
     }
 }
 
-__device__ __forceinline__ float sum_parts(const float *partial, const persist_shape &s, int row, int b, int B)
+// A fragments of k-pair kp for the MT row tiles: rows arow[mt] + g and + 8.
+template <int MT>
+__device__ __forceinline__ void gp_load_a(uint4 (&a)[MT][2], const __half *A, const int (&arow)[MT], int lda, int kp,
+                                          int lane)
 {
+    const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        const __half *p = A + (size_t)(arow[mt] + g) * lda + kp * 32 + 8 * c;
+        a[mt][0] = __ldg((const uint4 *)p);
+        a[mt][1] = __ldg((const uint4 *)(p + (size_t)8 * lda));
+    }
+}
+
+// acc = the warp's K-slice of A_slice · Bᵀ for one step. areg: the first KR
+// k-pairs; asm_: the next plan.ks (shared memory, [i][mt][lane][2]); the rest from A.
+template <int MT, int NT, int KR, int KRA>
+__device__ __forceinline__ void gp_step(float (&acc)[MT][NT][4], const uint4 (&areg)[KRA][MT][2], const uint4 *asm_,
+                                        const __half *A, const int (&arow)[MT], int lda, uint4 *ring,
+                                        const __half *Bm, size_t ldb, int nvalid, int kpw, int ks, int warp, int lane)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
+#pragma unroll
+    for (int s = 0; s < GP_STAGES - 1; s++) gp_issue<NT>(ring, s, kpw, Bm, ldb, nvalid, warp, lane);
+#pragma unroll
+    for (int i = 0; i < KR; i++) {
+        if (i < kpw) {
+            cp_async_wait<GP_STAGES - 2>();
+            __syncwarp();
+            gp_issue<NT>(ring, i + GP_STAGES - 1, kpw, Bm, ldb, nvalid, warp, lane);
+            gp_mma_pair<MT, NT>(acc, areg[i], ring + (i % GP_STAGES) * NT * 32, lane);
+        }
+    }
+    for (int i = KR; i < kpw; i++) {
+        cp_async_wait<GP_STAGES - 2>();
+        __syncwarp();
+        gp_issue<NT>(ring, i + GP_STAGES - 1, kpw, Bm, ldb, nvalid, warp, lane);
+        uint4 a[MT][2];
+        if (i - KR < ks) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                a[mt][0] = asm_[(((i - KR) * MT + mt) * 32 + lane) * 2];
+                a[mt][1] = asm_[(((i - KR) * MT + mt) * 32 + lane) * 2 + 1];
+            }
+        } else {
+            gp_load_a<MT>(a, A, arow, lda, warp + GP_WARPS * i, lane);
+        }
+        gp_mma_pair<MT, NT>(acc, a, ring + (i % GP_STAGES) * NT * 32, lane);
+    }
+    cp_async_wait<0>();
+    __syncwarp(); // the ring is refilled by the next step
+}
+
+// Loads the stationary operand: registers, then this warp's shared memory tier.
+template <int MT, int KR, int KRA>
+__device__ __forceinline__ void gp_load_stationary(uint4 (&areg)[KRA][MT][2], uint4 *asm_, const __half *A,
+                                                   const int (&arow)[MT], int lda, int kpw, int ks, int warp, int lane)
+{
+#pragma unroll
+    for (int i = 0; i < KR; i++)
+        if (i < kpw) gp_load_a<MT>(areg[i], A, arow, lda, warp + GP_WARPS * i, lane);
+    for (int i = KR; i < kpw && i - KR < ks; i++) {
+        uint4 a[MT][2];
+        gp_load_a<MT>(a, A, arow, lda, warp + GP_WARPS * i, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            asm_[(((i - KR) * MT + mt) * 32 + lane) * 2] = a[mt][0];
+            asm_[(((i - KR) * MT + mt) * 32 + lane) * 2 + 1] = a[mt][1];
+        }
+    }
+}
+
+// Each warp has one region of shared memory: its ring while it multiplies,
+// then its partial sums red[mt][column n][unit row] (row stride GP_RS) once
+// its ring is drained. Other warps read the partials only after a barrier, and
+// the ring is refilled only after the next one, so the two never meet.
+__host__ __device__ constexpr size_t gp_warp_bytes(int MT, int NT)
+{
+    return (size_t)MT * NT * 8 * GP_RS * sizeof(float) > (size_t)GP_STAGES * NT * 32 * 16
+               ? (size_t)MT * NT * 8 * GP_RS * sizeof(float)
+               : (size_t)GP_STAGES * NT * 32 * 16;
+}
+
+template <int MT, int NT>
+__device__ __forceinline__ void gp_store_partial(float *red, const float (&acc)[MT][NT][4], int lane)
+{
+    const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            float *r = red + ((size_t)mt * NT * 8 + nt * 8 + 2 * c) * GP_RS;
+            r[g] = acc[mt][nt][0];
+            r[GP_RS + g] = acc[mt][nt][1];
+            r[g + 8] = acc[mt][nt][2];
+            r[GP_RS + g + 8] = acc[mt][nt][3];
+        }
+}
+
+// The warps' partials of (row tile mt, column n, row) added in warp order.
+template <int MT, int NT>
+__device__ __forceinline__ float gp_sum(const unsigned char *regions, int mt, int n, int row)
+{
+    constexpr size_t wb = gp_warp_bytes(MT, NT);
+    const size_t off = ((size_t)mt * NT * 8 + n) * GP_RS + row;
     float v = 0.f;
-    for (int ks = 0; ks < s.KS; ks++) v += partial[((size_t)ks * s.rows + row) * B + b];
+#pragma unroll
+    for (int w = 0; w < GP_WARPS; w++) v += ((const float *)(regions + w * wb))[off];
     return v;
 }
 
-// B is the batch group's row count (the launch has D/J slices × groups blocks).
-// skip: workbench knob for bench/gru_probe (bit 0: no copy+MMA, bit 1: no gate
-// math, bit 2: no grid barrier); 0 in training.
-__global__ void __launch_bounds__(PW * 32) gru_forward_persistent_kernel(
-    float *h, float *gates, float *ghn, __half *hprev16, const float *gx, const __half *whh, const float *bhh, int B,
-    int T, int D, int J, int skip)
+// Shared memory of a launch, in bytes: the warps' regions, the A tier, the pairs' state.
+static __host__ __device__ size_t gp_smem_bytes(int MT, int NT, int ks, int J)
 {
-    cg::grid_group grid = cg::this_grid();
+    return (size_t)GP_WARPS * gp_warp_bytes(MT, NT) + (size_t)GP_WARPS * ks * MT * 32 * 32 +
+           (size_t)NT * 8 * J * sizeof(float);
+}
+
+struct gp_smem {
+    unsigned char *regions; // the warps' regions
+    uint4 *ring;            // this warp's region as a ring
+    float *red;             // this warp's region as partial sums
+    uint4 *asm_;            // this warp's A tier
+    float *state;           // [NT·8][J]: h_{t-1} (forward) or z ⊙ g of the step after (backward), FP32
+};
+
+template <int MT, int NT> __device__ __forceinline__ gp_smem gp_carve(unsigned char *smem, int ks, int J, int warp)
+{
+    constexpr size_t wb = gp_warp_bytes(MT, NT);
+    gp_smem m;
+    m.regions = smem;
+    m.ring = (uint4 *)(smem + warp * wb);
+    m.red = (float *)(smem + warp * wb);
+    uint4 *atier = (uint4 *)(smem + GP_WARPS * wb);
+    m.asm_ = atier + (size_t)warp * ks * MT * 32 * 2;
+    m.state = (float *)(atier + (size_t)GP_WARPS * ks * MT * 32 * 2);
+    return m;
+}
+
+// PP pairs (sequence n, unit j) per thread: pair p = threadIdx.x + 256·i, j = p % J, n = p / J.
+template <int MU, int NT> struct gp_pairs {
+    static constexpr int PP = MU * NT / 2; // NT·8·16·MU pairs over 256 threads
+};
+
+template <int MU, int NT>
+__global__ void __launch_bounds__(GP_THREADS, 1)
+    gru_forward_grid_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx, const __half *whh,
+                            const float *bhh, unsigned *flags, gp_plan P)
+{
+    constexpr int MT = 3 * MU, KR = gp_kr(MT, NT), KRA = KR > 0 ? KR : 1, PP = gp_pairs<MU, NT>::PP;
     extern __shared__ __align__(16) unsigned char smem[];
-    // Block = (unit slice, batch group): sequences are independent, so a block
-    // needs h_{t-1} of its own B rows only. Shift the tensors to the group.
-    const int nslices = D / J, slice = blockIdx.x % nslices;
-    const size_t shift = (size_t)(blockIdx.x / nslices) * B * T;
-    h += shift * D; gates += shift * 3 * D; ghn += shift * D; hprev16 += shift * D; gx += shift * 3 * D;
-    const persist_shape s = make_shape(D, B, J, 3 * J, D);
-    const int lda = D + 8;
-    __half *W = (__half *)smem;                            // [rows, lda]: r rows, z rows, n rows of the slice
-    float *partial = (float *)(W + (size_t)s.rows * lda);  // [KS][rows][B]
-    __half *stage = (__half *)(partial + (size_t)s.KS * s.rows * B); // [BC][ldk]
-    const int u0 = slice * J, BJ = B * J;
-    for (int idx = threadIdx.x; idx < s.rows * lda; idx += blockDim.x) {
-        const int lr = idx / lda, k = idx % lda;
-        const int gate = lr / J, j = lr % J;
-        W[idx] = lr < 3 * J && k < D ? whh[((size_t)gate * D + u0 + j) * D + k] : __float2half(0.f);
-    }
-    // h_{-1} = 0 for the FP16 copy at t = 0
-    for (int idx = threadIdx.x; idx < BJ; idx += blockDim.x)
-        hprev16[(size_t)(idx / J) * T * D + u0 + idx % J] = __float2half(0.f);
-    __syncthreads();
-    const mma_plan m = make_plan(s, D);
-    afrag afr[AREG];
-    preload_a(afr, W, lda, s, m);
-    // per-thread state for its first NI_MAX pairs: biases, h_{t-1}, prefetched gx
-    float bh[NI_MAX][3], hpv[NI_MAX], gxv[NI_MAX][3];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int slice = blockIdx.x % P.N, group = blockIdx.x / P.N;
+    const int b0 = group * P.Bg, nvalid = min(P.Bg, P.B - b0);
+    const int u0 = slice * P.J, D = P.D, T = P.T, J = P.J;
+    const int kpw = (P.KP - warp + GP_WARPS - 1) / GP_WARPS;
+    gp_smem m = gp_carve<MT, NT>(smem, P.ks, J, warp);
+    int arow[MT]; // row tile (mu, gate) = W_hh rows gate·D + u0 + 16·mu ...
 #pragma unroll
-    for (int ii = 0; ii < NI_MAX; ii++) {
-        const int idx = threadIdx.x + ii * blockDim.x, u = u0 + idx % J;
-        hpv[ii] = 0.f;
-        for (int g = 0; g < 3; g++) bh[ii][g] = idx < BJ ? bhh[g * D + u] : 0.f;
+    for (int mt = 0; mt < MT; mt++) arow[mt] = (mt % 3) * D + u0 + 16 * (mt / 3);
+    uint4 areg[KRA][MT][2];
+    gp_load_stationary<MT, KR, KRA>(areg, m.asm_, whh, arow, D, kpw, P.ks, warp, lane);
+    unsigned *flag = flags + group;
+#pragma unroll
+    for (int i = 0; i < PP; i++) {
+        const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+        m.state[p] = 0.f;
+        if (n < nvalid) hprev16[(size_t)(b0 + n) * T * D + u0 + j] = __float2half(0.f); // h_{-1}
     }
+    float acc[MT][NT][4];
     for (int t = 0; t < T; t++) {
+        float gxv[PP][3]; // issued before the wait, used after it
 #pragma unroll
-        for (int ii = 0; ii < NI_MAX; ii++) { // issued now, used after the MMA: the load latency hides
-            const int idx = threadIdx.x + ii * blockDim.x;
-            if (idx < BJ) {
-                const float *gxr = gx + ((size_t)(idx / J) * T + t) * 3 * D + u0 + idx % J;
-                gxv[ii][0] = gxr[0];
-                gxv[ii][1] = gxr[D];
-                gxv[ii][2] = gxr[2 * D];
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+            if (n < nvalid) {
+                const float *gr = gx + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
+                gxv[i][0] = gr[0];
+                gxv[i][1] = gr[D];
+                gxv[i][2] = gr[2 * D];
             }
         }
-        if (t > 0 && !(skip & 1))
-            block_mma(partial, stage, W, lda, afr, hprev16 + (size_t)t * D, (size_t)T * D, s, m, D, B);
+        if (t > 0) {
+            if (threadIdx.x == 0) gp_wait(flag, (unsigned)(P.N * t));
+            __syncthreads();
+            gp_step<MT, NT, KR, KRA>(acc, areg, m.asm_, whh, arow, D, m.ring, hprev16 + (size_t)b0 * T * D + (size_t)t * D,
+                                (size_t)T * D, nvalid, kpw, P.ks, warp, lane);
+            gp_store_partial<MT, NT>(m.red, acc, lane);
+        }
         __syncthreads();
-        if (!(skip & 2)) {
 #pragma unroll
-            for (int ii = 0; ii < NI_MAX; ii++) {
-                const int idx = threadIdx.x + ii * blockDim.x;
-                if (idx >= BJ) break;
-                const int b = idx / J, j = idx % J;
-                const float ar = t > 0 ? sum_parts(partial, s, j, b, B) : 0.f;
-                const float az = t > 0 ? sum_parts(partial, s, J + j, b, B) : 0.f;
-                const float an = t > 0 ? sum_parts(partial, s, 2 * J + j, b, B) : 0.f;
-                hpv[ii] = gru_fwd_cell(h, gates, ghn, hprev16, gxv[ii], bh[ii], ar, az, an, hpv[ii], (size_t)b * T + t,
-                                   u0 + j, D, T, t);
-            }
-            for (int idx = threadIdx.x + NI_MAX * blockDim.x; idx < BJ; idx += blockDim.x) { // large B·J
-                const int b = idx / J, j = idx % J, u = u0 + j;
-                const size_t row = (size_t)b * T + t;
-                const float g3[3] = { gx[row * 3 * D + u], gx[row * 3 * D + D + u], gx[row * 3 * D + 2 * D + u] };
-                const float b3[3] = { bhh[u], bhh[D + u], bhh[2 * D + u] };
-                const float ar = t > 0 ? sum_parts(partial, s, j, b, B) : 0.f;
-                const float az = t > 0 ? sum_parts(partial, s, J + j, b, B) : 0.f;
-                const float an = t > 0 ? sum_parts(partial, s, 2 * J + j, b, B) : 0.f;
-                gru_fwd_cell(h, gates, ghn, hprev16, g3, b3, ar, az, an, t > 0 ? h[(row - 1) * D + u] : 0.f, row, u, D, T, t);
-            }
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+            if (n >= nvalid) continue;
+            const int mu = j / 16, r = j % 16;
+            const float ar = t > 0 ? gp_sum<MT, NT>(m.regions, 3 * mu, n, r) : 0.f;
+            const float az = t > 0 ? gp_sum<MT, NT>(m.regions, 3 * mu + 1, n, r) : 0.f;
+            const float an = t > 0 ? gp_sum<MT, NT>(m.regions, 3 * mu + 2, n, r) : 0.f;
+            const float bh[3] = { __ldg(bhh + u0 + j), __ldg(bhh + D + u0 + j), __ldg(bhh + 2 * D + u0 + j) };
+            m.state[p] = gru_fwd_cell(h, gates, ghn, hprev16, gxv[i], bh, ar, az, an, m.state[p],
+                                      (size_t)(b0 + n) * T + t, u0 + j, D, T, t);
         }
-        if (!(skip & 4)) grid.sync(); // h_t of every block is written before anyone reads it
+        __syncthreads(); // every store of the step precedes the signal; red is free again
+        if (threadIdx.x == 0 && t + 1 < T) gp_signal(flag);
     }
 }
 
-__global__ void __launch_bounds__(PW * 32) gru_backward_persistent_kernel(
-    __half *dgx16, __half *dgh16, const float *dh_in, const float *h, const float *gates, const float *ghn,
-    const __half *whh, int B, int T, int D, int J, float clamp_limit)
+template <int MU, int NT>
+__global__ void __launch_bounds__(GP_THREADS, 1)
+    gru_backward_grid_kernel(__half *dgx16, __half *dgh16, const float *dh_in, const float *h, const float *gates,
+                             const float *ghn, const __half *whh_t, float clamp_limit, unsigned *flags, gp_plan P)
 {
-    cg::grid_group grid = cg::this_grid();
+    constexpr int MT = MU, KR = gp_kr(MT, NT), KRA = KR > 0 ? KR : 1, PP = gp_pairs<MU, NT>::PP;
     extern __shared__ __align__(16) unsigned char smem[];
-    const int nslices = D / J, slice = blockIdx.x % nslices;
-    const size_t shift = (size_t)(blockIdx.x / nslices) * B * T; // this block's batch group, as in the forward
-    dgx16 += shift * 3 * D; dgh16 += shift * 3 * D; dh_in += shift * D; h += shift * D; gates += shift * 3 * D;
-    ghn += shift * D;
-    const persist_shape s = make_shape(D, B, J, J, 3 * D);
-    const int lda = 3 * D + 8;
-    __half *Wt = (__half *)smem;                            // [rows, lda] = W_hh[:, slice]ᵀ
-    float *partial = (float *)(Wt + (size_t)s.rows * lda);  // [KS][rows][B]
-    float *zg = partial + (size_t)s.KS * s.rows * B;        // [B, J]: z ⊙ g of the step after (pairs past NI_MAX)
-    __half *stage = (__half *)(zg + (size_t)B * J);         // [BC][ldk]
-    const int u0 = slice * J, BJ = B * J;
-    for (int idx = threadIdx.x; idx < s.rows * lda; idx += blockDim.x) {
-        const int j = idx / lda, r = idx % lda;
-        Wt[idx] = j < J && r < 3 * D ? whh[(size_t)r * D + u0 + j] : __float2half(0.f);
-    }
-    for (int idx = threadIdx.x; idx < BJ; idx += blockDim.x) zg[idx] = 0.f;
-    __syncthreads();
-    const mma_plan m = make_plan(s, 3 * D);
-    afrag afr[AREG];
-    preload_a(afr, Wt, lda, s, m);
-    float zgv[NI_MAX], pre[NI_MAX][6]; // z⊙g carried; prefetched dh_in, r, z, n, ghn, h_{t-1}
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int slice = blockIdx.x % P.N, group = blockIdx.x / P.N;
+    const int b0 = group * P.Bg, nvalid = min(P.Bg, P.B - b0);
+    const int u0 = slice * P.J, D = P.D, T = P.T, J = P.J, K = 3 * D;
+    const int kpw = (P.KP - warp + GP_WARPS - 1) / GP_WARPS;
+    gp_smem m = gp_carve<MT, NT>(smem, P.ks, J, warp);
+    int arow[MT]; // W_hhᵀ rows = units u0 + 16·mu ...
 #pragma unroll
-    for (int ii = 0; ii < NI_MAX; ii++) zgv[ii] = 0.f;
+    for (int mt = 0; mt < MT; mt++) arow[mt] = u0 + 16 * mt;
+    uint4 areg[KRA][MT][2];
+    gp_load_stationary<MT, KR, KRA>(areg, m.asm_, whh_t, arow, K, kpw, P.ks, warp, lane);
+    unsigned *flag = flags + group;
+#pragma unroll
+    for (int i = 0; i < PP; i++) m.state[threadIdx.x + GP_THREADS * i] = 0.f;
+    float acc[MT][NT][4];
     for (int t = T - 1; t >= 0; t--) {
+        float pre[PP][6]; // dh_in, r, z, n, ghn, h_{t-1}: issued before the wait
 #pragma unroll
-        for (int ii = 0; ii < NI_MAX; ii++) {
-            const int idx = threadIdx.x + ii * blockDim.x;
-            if (idx < BJ) {
-                gru_bwd_operands(pre[ii], dh_in, gates, ghn, h, (size_t)(idx / J) * T + t, u0 + idx % J, D, t);
-            }
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+            if (n < nvalid) gru_bwd_operands(pre[i], dh_in, gates, ghn, h, (size_t)(b0 + n) * T + t, u0 + j, D, t);
         }
-        if (t < T - 1)
-            block_mma(partial, stage, Wt, lda, afr, dgh16 + (size_t)(t + 1) * 3 * D, (size_t)T * 3 * D, s, m, 3 * D, B);
+        if (t < T - 1) {
+            if (threadIdx.x == 0) gp_wait(flag, (unsigned)(P.N * (T - 1 - t)));
+            __syncthreads();
+            gp_step<MT, NT, KR, KRA>(acc, areg, m.asm_, whh_t, arow, K, m.ring,
+                                dgh16 + (size_t)b0 * T * K + (size_t)(t + 1) * K, (size_t)T * K, nvalid, kpw, P.ks,
+                                warp, lane);
+            gp_store_partial<MT, NT>(m.red, acc, lane);
+        }
         __syncthreads();
 #pragma unroll
-        for (int ii = 0; ii < NI_MAX; ii++) {
-            const int idx = threadIdx.x + ii * blockDim.x;
-            if (idx >= BJ) break;
-            const int b = idx / J, j = idx % J;
-            float g = pre[ii][0] + zgv[ii];
-            if (t < T - 1) g += sum_parts(partial, s, j, b, B);
-            zgv[ii] = gru_bwd_cell(dgx16, dgh16, g, clamp_limit, pre[ii][1], pre[ii][2], pre[ii][3], pre[ii][4], pre[ii][5],
-                               (size_t)b * T + t, u0 + j, D);
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+            if (n >= nvalid) continue;
+            float g = pre[i][0] + m.state[p];
+            if (t < T - 1) g += gp_sum<MT, NT>(m.regions, j / 16, n, j % 16);
+            m.state[p] = gru_bwd_cell(dgx16, dgh16, g, clamp_limit, pre[i][1], pre[i][2], pre[i][3], pre[i][4],
+                                      pre[i][5], (size_t)(b0 + n) * T + t, u0 + j, D);
         }
-        for (int idx = threadIdx.x + NI_MAX * blockDim.x; idx < BJ; idx += blockDim.x) { // large B·J
-            const int b = idx / J, j = idx % J, u = u0 + j;
-            const size_t row = (size_t)b * T + t;
-            float g = dh_in[row * D + u] + zg[idx];
-            if (t < T - 1) g += sum_parts(partial, s, j, b, B);
-            const float *gt = gates + row * 3 * D;
-            zg[idx] = gru_bwd_cell(dgx16, dgh16, g, clamp_limit, gt[u], gt[D + u], gt[2 * D + u], ghn[row * D + u],
-                               t > 0 ? h[(row - 1) * D + u] : 0.f, row, u, D);
-        }
-        grid.sync(); // dgh_t of every block is written before step t-1 reads it
+        __syncthreads();
+        if (threadIdx.x == 0 && t > 0) gp_signal(flag);
     }
 }
 
-// The grid: D/J unit slices × B/Bl batch groups, one block per SM. Every block
-// reads its group's h (or dgh) each step, so small groups mean small copies;
-// J is then the fewest units that keep the grid within the block limit: one
-// block per SM, at most 128 (bench/gru_probe sweeps the limit by lowering
-// caps->sm_count).
-#define PERSIST_MAX_BLOCKS 128
-
-static size_t fwd_smem(int D, int B, int J)
+// W_hh [3D, D] → W_hhᵀ [D, 3D] (FP16), 32×32 tiles through shared memory.
+__global__ void transpose_whh_kernel(__half *out, const __half *in, int rows, int cols)
 {
-    persist_shape s = make_shape(D, B, J, 3 * J, D);
-    return (size_t)s.rows * (D + 8) * sizeof(__half) + (size_t)s.KS * s.rows * B * sizeof(float) +
-           (size_t)s.BC * s.ldk * sizeof(__half);
+    __shared__ __half tile[32][33];
+    const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+        const int r = r0 + i, c = c0 + threadIdx.x;
+        tile[i][threadIdx.x] = r < rows && c < cols ? in[(size_t)r * cols + c] : __float2half(0.f);
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+        const int c = c0 + i, r = r0 + threadIdx.x;
+        if (c < cols && r < rows) out[(size_t)c * rows + r] = tile[threadIdx.x][i];
+    }
 }
 
-static size_t bwd_smem(int D, int B, int J)
+// ---- host side: the plan ----
+
+// Template instances: MU ∈ {1, 2, 4} with NT ∈ {2, 4, 8} while MU·NT ≤ 8.
+static int gp_nt_max(int MU) { return 8 / MU; }
+
+static int gp_round_nt(int tiles)
 {
-    persist_shape s = make_shape(D, B, J, J, 3 * D);
-    return (size_t)s.rows * (3 * D + 8) * sizeof(__half) + (size_t)s.KS * s.rows * B * sizeof(float) +
-           (size_t)B * J * sizeof(float) + (size_t)s.BC * s.ldk * sizeof(__half);
+    int nt = 2;
+    while (nt < tiles) nt *= 2;
+    return nt;
 }
 
-// Returns 0 when no split fits (the caller then takes the per-step path).
-static int pick_split(const gpu_caps *caps, int B, int D, int *J_out, int *Bl_out)
+// Chooses the split for B sequences of width D on this GPU (fwd: K = D, row
+// tiles 3·MU; else K = 3D, MU). Prefers the fewest units a CTA (the most CTAs
+// sharing the work) and, for them, the most groups that stay resident with
+// one CTA an SM. Returns 0 when nothing fits.
+static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_plan *out)
 {
-    const size_t smax = (size_t)caps->smem_per_block_optin;
-    const int sms = caps->cooperative_launch ? caps->sm_count : 0;
-    if (sms == 0 || B % 16 != 0 || D % 16 != 0) return 0;
-    const int limit = sms < PERSIST_MAX_BLOCKS ? sms : PERSIST_MAX_BLOCKS;
-    for (int Bl = 16; Bl <= B; Bl += 16) {
-        if (B % Bl) continue;
-        const int groups = B / Bl;
-        if (groups > limit) continue;
-        int J = 0;
-        for (int j = 1; j <= D; j++)
-            if (D % j == 0 && (D / j) * groups <= limit) { J = j; break; }
-        if (!J || 3 * J > 48) continue; // keep the forward slice within three MMA row tiles
-        if (fwd_smem(D, Bl, J) > smax || bwd_smem(D, Bl, J) > smax) continue;
-        *J_out = J;
-        *Bl_out = Bl;
-        return 1;
+    if (!caps->cooperative_launch || B < 1 || T < 1 || D % 32 != 0 || caps->cc_major < 8) return 0;
+    const int ctas = caps->sm_count;
+    for (int MU = 1; MU <= 4; MU *= 2) {
+        const int J = 16 * MU;
+        if (D % J) continue;
+        const int N = D / J;
+        if (N > ctas) continue;
+        const int MT = fwd ? 3 * MU : MU;
+        const int K = fwd ? D : 3 * D, KP = K / 32;
+        const int kpw = (KP + GP_WARPS - 1) / GP_WARPS;
+        for (int G = ctas / N < (B + 7) / 8 ? ctas / N : (B + 7) / 8; G >= 1; G--) {
+            const int Bg = (B + G - 1) / G;
+            const int NT = gp_round_nt((Bg + 7) / 8);
+            if (NT > gp_nt_max(MU)) break; // fewer groups only make NT larger
+            if ((G - 1) * Bg >= B) continue; // an empty last group
+            const size_t smax = (size_t)caps->smem_per_block_optin;
+            if (gp_smem_bytes(MT, NT, 0, J) > smax) break;
+            // the shared memory tier: what registers do not hold, as far as it fits
+            int ks = kpw > gp_kr(MT, NT) ? kpw - gp_kr(MT, NT) : 0;
+            while (ks > 0 && gp_smem_bytes(MT, NT, ks, J) > smax) ks--;
+            out->D = D; out->T = T; out->B = B; out->K = K; out->KP = KP;
+            out->MU = MU; out->J = J; out->N = N; out->G = G; out->Bg = Bg; out->NT = NT; out->ks = ks;
+            return 1;
+        }
     }
     return 0;
 }
 
 extern "C" int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D)
 {
-    int J, Bl;
-    return T >= 1 && pick_split(caps, B, D, &J, &Bl);
+    gp_plan f, b;
+    return gp_make_plan(caps, B, T, D, 1, &f) && gp_make_plan(caps, B, T, D, 0, &b);
 }
 
-extern "C" void launch_gru_forward_persistent_probe(float *h, float *gates, float *ghn, void *hprev16,
-                                                    const float *gx, const void *whh16, const float *bhh, int B, int T,
-                                                    int D, int skip, const gpu_caps *caps, cudaStream_t s)
+extern "C" int gru_persistent_describe(const gpu_caps *caps, int B, int T, int D, char *buf, int len)
 {
-    int J, Bl;
-    if (!pick_split(caps, B, D, &J, &Bl)) {
-        fprintf(stderr, "catchat: persistent GRU forward: unsupported shape B=%d D=%d\n", B, D);
-        exit(1);
-    }
-    const size_t smem = fwd_smem(D, Bl, J);
-    cudaFuncSetAttribute(gru_forward_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    const __half *w = (const __half *)whh16;
-    __half *hp = (__half *)hprev16;
-    void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &Bl, &T, &D, (void *)&J, &skip };
-    cudaError_t e = cudaLaunchCooperativeKernel((void *)gru_forward_persistent_kernel, dim3(D / J * (B / Bl)),
-                                                dim3(PW * 32), args, smem, s);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "catchat: persistent GRU forward launch failed: %s\n", cudaGetErrorString(e));
-        exit(1);
-    }
+    gp_plan f, b;
+    if (!gp_make_plan(caps, B, T, D, 1, &f) || !gp_make_plan(caps, B, T, D, 0, &b)) return 0;
+    snprintf(buf, len, "%d groups x %d CTAs of %d units (%d sequences a group); W_hh slice on chip: %s forward, %s BPTT",
+             f.G, f.N, f.J, f.Bg,
+             (f.KP + 7) / 8 <= gp_kr(3 * f.MU, f.NT) + f.ks ? "all" : "part (rest from L2)",
+             (b.KP + 7) / 8 <= gp_kr(b.MU, b.NT) + b.ks ? "all" : "part (rest from L2)");
+    return 1;
+}
+
+// Scratch of a launch on stream s: the groups' counters (cleared here) and,
+// for the backward, W_hhᵀ.
+static unsigned *gp_flags(int G, cudaStream_t s)
+{
+    unsigned *f = (unsigned *)stream_scratch(s, SCRATCH_GRU_FLAGS, (size_t)G * sizeof(unsigned));
+    cudaMemsetAsync(f, 0, (size_t)G * sizeof(unsigned), s);
+    return f;
+}
+
+typedef void (*gp_fwd_fn)(float *, float *, float *, __half *, const float *, const __half *, const float *,
+                          unsigned *, gp_plan);
+typedef void (*gp_bwd_fn)(__half *, __half *, const float *, const float *, const float *, const float *,
+                          const __half *, float, unsigned *, gp_plan);
+
+#define GP_PICK(KERNEL, MU, NT)                                                                                      \
+    ((MU) == 1 ? ((NT) == 2 ? KERNEL<1, 2> : (NT) == 4 ? KERNEL<1, 4> : KERNEL<1, 8>)                              \
+     : (MU) == 2 ? ((NT) == 2 ? KERNEL<2, 2> : KERNEL<2, 4>)                                                         \
+                 : KERNEL<4, 2>)
+
+static void gp_fail(const char *what, cudaError_t e)
+{
+    fprintf(stderr, "catchat: persistent GRU %s: %s\n", what, cudaGetErrorString(e));
+    exit(1);
 }
 
 extern "C" void launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                               const void *whh16, const float *bhh, int B, int T, int D,
                                               const gpu_caps *caps, cudaStream_t s)
 {
-    launch_gru_forward_persistent_probe(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, 0, caps, s);
+    gp_plan P;
+    if (!gp_make_plan(caps, B, T, D, 1, &P)) {
+        fprintf(stderr, "catchat: persistent GRU forward: unsupported shape B=%d D=%d\n", B, D);
+        exit(1);
+    }
+    const gp_fwd_fn fn = GP_PICK(gru_forward_grid_kernel, P.MU, P.NT);
+    const size_t smem = gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J);
+    cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) gp_fail("forward: shared memory", e);
+    unsigned *flags = gp_flags(P.G, s);
+    __half *hp = (__half *)hprev16;
+    const __half *w = (const __half *)whh16;
+    void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &flags, &P };
+    e = cudaLaunchCooperativeKernel((const void *)fn, dim3(P.G * P.N), dim3(GP_THREADS), args, smem, s);
+    if (e != cudaSuccess) gp_fail("forward launch", e);
 }
 
 extern "C" void launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
                                                const float *gates, const float *ghn, const void *whh16, int B, int T,
                                                int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s)
 {
-    int J, Bl;
-    if (!pick_split(caps, B, D, &J, &Bl)) {
+    gp_plan P;
+    if (!gp_make_plan(caps, B, T, D, 0, &P)) {
         fprintf(stderr, "catchat: persistent GRU backward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
-    const size_t smem = bwd_smem(D, Bl, J);
-    cudaFuncSetAttribute(gru_backward_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    __half *wt = (__half *)stream_scratch(s, SCRATCH_GRU_WT, (size_t)3 * D * D * sizeof(__half));
+    transpose_whh_kernel<<<dim3(ceil_div(D, 32), ceil_div(3 * D, 32)), dim3(32, 8), 0, s>>>(
+        wt, (const __half *)whh16, 3 * D, D);
+    LAUNCH_CHECK();
+    const gp_bwd_fn fn = GP_PICK(gru_backward_grid_kernel, P.MU, P.NT);
+    const size_t smem = gp_smem_bytes(P.MU, P.NT, P.ks, P.J);
+    cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) gp_fail("backward: shared memory", e);
+    unsigned *flags = gp_flags(P.G, s);
     __half *dx = (__half *)dgx16, *dh = (__half *)dgh16;
-    const __half *w = (const __half *)whh16;
-    void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w, &Bl, &T, &D,
-                     (void *)&J, &clamp_limit };
-    cudaError_t e = cudaLaunchCooperativeKernel((void *)gru_backward_persistent_kernel, dim3(D / J * (B / Bl)),
-                                                dim3(PW * 32), args, smem, s);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "catchat: persistent GRU backward launch failed: %s\n", cudaGetErrorString(e));
-        exit(1);
-    }
+    const __half *w = wt;
+    void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w, &clamp_limit,
+                     &flags, &P };
+    e = cudaLaunchCooperativeKernel((const void *)fn, dim3(P.G * P.N), dim3(GP_THREADS), args, smem, s);
+    if (e != cudaSuccess) gp_fail("backward launch", e);
 }

@@ -109,10 +109,11 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     const double rec_f = ph[PH_REC_FWD] * 1e3 / (T * L), rec_b = ph[PH_BPTT] * 1e3 / (T * L);
     const gpu_gru_path path = gpu_gru_path_named(cfg->gpu_recurrence);
     gpu_caps caps;
-    if (have_gpu && gpu_caps_query(&caps) != 0) have_gpu = 0;
-    if (have_gpu) gpu_caps_limit(&caps, cfg->gpu_smem_per_block, strcmp(cfg->gpu_clusters, "off") == 0);
+    if (have_gpu && gpu_caps_for_config(&caps, cfg) != 0) have_gpu = 0;
     const char *rec_impl = have_gpu ? gpu_gru_impl_name(gpu_gru_impl_for(&caps, path, B, T, cfg->d_model)) : "none";
     const int rec_wide = have_gpu && gpu_gru_wide_for(&caps, path, B, T, cfg->d_model); /* forward clusters of 16 sequences */
+    char rec_why[320] = "";
+    if (have_gpu) gpu_gru_impl_why(&caps, path, B, T, cfg->d_model, rec_why, sizeof(rec_why));
     if (o->json) {
         /* What was not measured is null, never a zero that reads as a measurement. */
         json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:s,s:b}", "B", B, "T", T, "D", cfg->d_model, "L", L, "W",
@@ -121,6 +122,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         json_object_set_new(j, "tok_per_s", have_gpu ? json_real(tokens / (gpu_ms * 1e-3)) : json_null());
         json_object_set_new(j, "lanes", have_gpu ? json_integer(lanes) : json_null());
         json_object_set_new(j, "rec_impl", have_gpu ? json_string(rec_impl) : json_null());
+        json_object_set_new(j, "rec_why", have_gpu ? json_string(rec_why) : json_null());
+        json_object_set_new(j, "gpu_profile", json_string(cfg->gpu_profile));
         json_object_set_new(j, "rec_fwd_wide", have_gpu ? json_integer(rec_wide) : json_null());
         json_object_set_new(j, "rec_fwd_us_per_step_layer", have_gpu ? json_real(rec_f) : json_null());
         json_object_set_new(j, "bptt_us_per_step_layer", have_gpu ? json_real(rec_b) : json_null());
@@ -137,6 +140,9 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         fprintf(out, "catchat bench: D=%d L=%d H=%d W=%d T=%d B=%d V=%d\n", cfg->d_model, L, cfg->n_heads,
                 cfg->ctx_window, T, B, cfg->vocab_size);
         if (have_gpu) {
+            fprintf(out, "GPU: %s (sm_%d%d), run as %s: %d SMs, %d KB shared memory a block, clusters %s\n", caps.name,
+                    caps.cc_major, caps.cc_minor, strcmp(cfg->gpu_profile, "native") ? cfg->gpu_profile : "itself",
+                    caps.sm_count, caps.smem_per_block_optin / 1024, caps.cluster_launch ? "on" : "off");
             fprintf(out, "GPU step: %.3f ms median of %d (after %d warm-up) | %.0f tokens/s | %d lane%s\n", gpu_ms,
                     o->steps, o->warmup, tokens / (gpu_ms * 1e-3), lanes, lanes == 1 ? "" : "s");
             fprintf(out, "breakdown (device time per step, CUDA events, %d more steps in one lane%s):\n", o->steps,
@@ -147,6 +153,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
                     mem_mb * 1048576.0 / tokens);
             fprintf(out, "recurrence (%s kernels%s): %.2f us forward + %.2f us BPTT = %.2f us per timestep per layer\n",
                     rec_impl, rec_wide ? ", forward 16 sequences a cluster" : "", rec_f, rec_b, rec_f + rec_b);
+            fprintf(out, "  why: %s\n", rec_why);
         } else {
             fprintf(out, "GPU: none visible (device = %s)\n", cfg->device);
         }

@@ -36,6 +36,8 @@ typedef struct cc_config {
     int lane_trace;
     int gpu_smem_per_block;  /* KB a block may use, 0 = the GPU's */
     char gpu_clusters[8];    /* auto, off */
+    char gpu_profile[8];     /* native, sm80, sm86, sm89, sm90, sm100, sm120 */
+    int gpu_sm_count;        /* SMs the recurrence may use, 0 = the GPU's */
 } cc_config;
 
 /* Fill every key with its default. */

@@ -28,10 +28,19 @@ extern "C" {
 /* Fill c from the current CUDA device; checked (one-line error, -1). */
 int gpu_caps_query(gpu_caps *c);
 
-/* Narrow c to a smaller GPU's limits, to run here what it would run: at most
- * smem_kb KB of shared memory a block (0 = leave it), and no clusters when
- * no_clusters. */
-void gpu_caps_limit(gpu_caps *c, int smem_kb, int no_clusters);
+/* Narrow c to another GPU's limits, to run here what it would run: first
+ * the family profile ("native" or NULL: none; "sm86", "sm89", ...: its
+ * shared memory a block, clusters and SM count, gpu_caps_profile_names()),
+ * then at most smem_kb KB of shared memory a block (0 = leave it), at most
+ * sm_count SMs (0 = leave it) and no clusters when no_clusters. Never
+ * widens what this GPU has. -1 for an unknown profile (one-line error). */
+int gpu_caps_limit(gpu_caps *c, const char *profile, int smem_kb, int sm_count, int no_clusters);
+/* gpu_caps_query, then gpu_caps_limit by the config's [gpu] profile,
+ * smem_per_block, sm_count and clusters keys. */
+struct cc_config;
+int gpu_caps_for_config(gpu_caps *c, const struct cc_config *cfg);
+/* "native|sm80|sm86|sm89|sm90|sm100|sm120" */
+const char *gpu_caps_profile_names(void);
 
 /* Whether kernels that need sm_90 features (clusters, DSMEM, bulk copies)
  * were compiled in for this device and the device has them: the code that

@@ -21,6 +21,9 @@ gpu_gru_path gpu_gru_path_named(const char *name);
 /* The implementation gpu_gru_forward/backward take on `path` for this shape. */
 gpu_gru_impl gpu_gru_impl_for(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D);
 const char *gpu_gru_impl_name(gpu_gru_impl impl);
+/* Why that implementation, in one line (for bench): the reason the faster
+ * ones do not apply, and the persistent kernels' split. */
+void gpu_gru_impl_why(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D, char *buf, size_t len);
 
 /* Whether a step over B_total sequences (all lanes together) should run the
  * forward's cluster kernels wide (16 sequences a cluster): when its clusters

@@ -49,8 +49,9 @@ void launch_add(float *y, const float *a, const float *b, size_t n, cudaStream_t
 void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s);
 /* out[N] += the rows of partial[nchunks][N], added in row order (deterministic) */
 void launch_sum_chunks_acc(float *out, const float *partial, int nchunks, int N, cudaStream_t s);
-/* The column reductions (colsum, RMSNorm gain gradients) keep one scratch
- * buffer per stream; call before destroying a stream that ran them. */
+/* Kernel scratch (the column reductions' partials, the persistent GRU's
+ * counters and W_hhᵀ) is kept per stream; call before destroying a stream
+ * that ran them. */
 void release_reduce_scratch(cudaStream_t s);
 
 /* embedding.cu: out[M,D] = table[x]; dtable += scatter of dout (repeats add).
@@ -88,10 +89,16 @@ void launch_gru_cell_backward(void *dgx16, void *dgh16, float *dhrec, const floa
                               int D, int t, float clamp_limit, cudaStream_t s);
 
 /* gru_persistent.cu: the whole recurrence of a layer in one cooperative
- * launch (weights stationary in shared memory, one grid barrier per step).
+ * launch on any GPU from sm_80 on (no clusters): W_hh spread over a grid of
+ * batch groups × CTAs sized from caps (SMs, shared memory) and D, held on
+ * chip; steps handed over through per-group counters in L2, no grid barrier.
  * Same inputs and outputs as a loop over the per-step kernels above plus the
- * W_hh GEMMs; supported when B and D are multiples of 16 and the slice fits. */
+ * W_hh GEMMs; supported when D is a multiple of 32 and a split fits the GPU
+ * (caps->sm_count CTAs at most: lanes pass their share). */
 int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D);
+/* One line on the split the launchers take for this shape (for bench and
+ * docs); 0 when unsupported. */
+int gru_persistent_describe(const gpu_caps *caps, int B, int T, int D, char *buf, int len);
 void launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
                                    const void *whh16, const float *bhh, int B, int T, int D, const gpu_caps *caps,
                                    cudaStream_t s);

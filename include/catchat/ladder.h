@@ -12,6 +12,7 @@ typedef struct cc_ladder_opts {
     int only_stage; /* 0 = all, else a stage's number (cc_ladder_find_stage) */
     int markdown;   /* print the table as Markdown */
     struct cc_dist *dist; /* with a communicator, grad_reduce also checks the NCCL all-reduce */
+    const char *gpu_profile; /* NULL or "native", else run as that GPU family ([gpu] profile) */
 } cc_ladder_opts;
 
 /* Stages by verdict. A WARNed stage passed its hard gates with a diagnostic

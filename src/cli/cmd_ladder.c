@@ -7,11 +7,13 @@
 #include "cli/cli.h"
 #include "catchat/device.h"
 #include "catchat/dist.h"
+#include "catchat/gpu_caps.h"
 #include "catchat/ladder.h"
 #include "catchat/util.h"
 
 static const char *HELP_HEAD =
-    "usage: catchat ladder [--seed N] [--stage NAME|N] [--markdown] [--dist MODE] [--dist-id F]\n\n"
+    "usage: catchat ladder [--seed N] [--stage NAME|N] [--markdown] [--gpu-profile P]\n"
+    "                      [--dist MODE] [--dist-id F]\n\n"
     "The GPU-vs-CPU parity ladder (docs/ladder.md): each GPU op against its CPU twin\n"
     "on the same random inputs (outputs poisoned first), in the order the training\n"
     "step runs. One row per stage: max |gpu - ref|, relative error, tolerance and\n"
@@ -26,6 +28,10 @@ static const char *HELP_TAIL =
     "  --stage NAME|N    run one stage only, named by op name, title or number; its\n"
     "                    inputs then differ from a full run's (the seed's draws start at it)\n"
     "  --markdown        print the table as Markdown\n"
+    "  --gpu-profile P   run as another GPU family would on this GPU (its shared memory a\n"
+    "                    block, clusters and SM count; [gpu] profile): native (default),\n"
+    "                    sm80, sm86, sm89, sm90, sm100, sm120; cases that family cannot\n"
+    "                    take are named as not run\n"
     "  --dist MODE       auto (default), mpi, env, none: with a communicator (mpirun, or\n"
     "                    RANK/WORLD_SIZE), grad_reduce also checks the NCCL all-reduce;\n"
     "                    rank 0 prints the table\n"
@@ -65,8 +71,9 @@ int cmd_ladder(int argc, char **argv)
                                           { "markdown", no_argument, 0, 'm' },
                                           { "dist", required_argument, 0, 'd' },
                                           { "dist-id", required_argument, 0, 'i' },
+                                          { "gpu-profile", required_argument, 0, 'p' },
                                           { 0, 0, 0, 0 } };
-    cc_ladder_opts o = { 1234, 0, 0, NULL };
+    cc_ladder_opts o = { 1234, 0, 0, NULL, "native" };
     const char *dist_mode = "auto", *dist_id = NULL;
     unsigned long long seed;
     int c;
@@ -79,10 +86,12 @@ int cmd_ladder(int argc, char **argv)
         case 'm': o.markdown = 1; break;
         case 'd': dist_mode = optarg; break;
         case 'i': dist_id = optarg; break;
+        case 'p': o.gpu_profile = optarg; break;
         }
     }
     if (c < 0) return parser.status;
     if (cli_check_choice("ladder", "--dist", dist_mode, "auto|mpi|env|none")) return 2;
+    if (cli_check_choice("ladder", "--gpu-profile", o.gpu_profile, gpu_caps_profile_names())) return 2;
     if (cc_gpu_count() == 0) {
         fprintf(stderr, "catchat: ladder: no CUDA device visible: skipped (exit %d)\n", CC_EXIT_SKIP);
         return CC_EXIT_SKIP;

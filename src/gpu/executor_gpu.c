@@ -292,6 +292,7 @@ static void gpu_destroy(cc_executor *ex)
         cudaEvent_t evs[] = { ln->ev_wgrad[0], ln->ev_wgrad[1],
                               ln->ev_finished, ln->ev_to_rec, ln->ev_from_rec, ln->ev_side, ln->ev_top_wgrad };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) cudaEventDestroy(evs[i]);
+        release_reduce_scratch(ln->rec_stream);
         cudaStreamDestroy(ln->rec_stream);
         release_reduce_scratch(ln->wgrad_stream);
         cudaStreamDestroy(ln->wgrad_stream);
@@ -350,12 +351,11 @@ static int lanes_for(const cc_config *cfg, const gpu_caps *caps, gpu_gru_path pa
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
 {
     gpu_caps caps;
-    if (gpu_caps_query(&caps) != 0) return NULL;
-    gpu_caps_limit(&caps, cfg->gpu_smem_per_block, strcmp(cfg->gpu_clusters, "off") == 0);
-    if (caps.cc_major < 9) {
-        cc_error("GPU '%s' is sm_%d%d; this build targets sm_%s and its kernels need sm_90 or newer "
-                 "(tensor-core and shared-memory sizes); use device = cpu", caps.name, caps.cc_major, caps.cc_minor,
-                 CATCHAT_CUDA_ARCHS);
+    if (gpu_caps_for_config(&caps, cfg) != 0) return NULL;
+    if (caps.cc_major < 8) {
+        cc_error("GPU '%s' is sm_%d%d; catchat's kernels need sm_80 (Ampere) or newer: FP16 tensor-core "
+                 "mma.sync m16n8k16 with FP32 accumulation and asynchronous copies; use device = cpu",
+                 caps.name, caps.cc_major, caps.cc_minor);
         return NULL;
     }
     if (cfg->d_model % 8 != 0) {
@@ -375,6 +375,10 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->caps = caps;
     g->gru_path = gpu_gru_path_named(cfg->gpu_recurrence);
     g->nlanes = lanes_for(cfg, &g->caps, g->gru_path, B, T, d.D);
+    /* The lanes' recurrences run at once: a persistent one sizes its grid to
+     * its lane's share of the SMs, so every lane's stays resident. */
+    g->rec_caps = g->caps;
+    if (g->nlanes > 1) g->rec_caps.sm_count = g->caps.sm_count / g->nlanes;
     g->attn_tc = attention_tc_supported(&g->caps, d.D, d.H, d.W);
     g->gru_wide = gpu_gru_wide_for(&g->caps, g->gru_path, B, T, d.D);
     if (g->nlanes < 1) {

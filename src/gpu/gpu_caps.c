@@ -1,5 +1,6 @@
 /* gpu_caps_query: one read of the device's attributes (gpu_caps.h). */
 #include "catchat/gpu_caps.h"
+#include "catchat/config.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -42,9 +43,43 @@ int gpu_caps_query(gpu_caps *c)
     return 0;
 }
 
-void gpu_caps_limit(gpu_caps *c, int smem_kb, int no_clusters)
+/* What a family's best-known card gives a block (opt-in shared memory),
+ * whether it has clusters, and its SM count. */
+static const struct {
+    const char *name;
+    int smem_kb, clusters, sms;
+} PROFILES[] = {
+    { "sm80", 163, 0, 108 },  /* A100 */
+    { "sm86", 99, 0, 82 },    /* RTX 3090 (A6000: 84) */
+    { "sm89", 99, 0, 128 },   /* RTX 4090 (6000 Ada: 142) */
+    { "sm90", 227, 1, 132 },  /* H100 SXM, H200 */
+    { "sm100", 227, 1, 148 }, /* B200 */
+    { "sm120", 99, 1, 170 },  /* RTX 5090 */
+};
+
+const char *gpu_caps_profile_names(void) { return "native|sm80|sm86|sm89|sm90|sm100|sm120"; }
+
+int gpu_caps_limit(gpu_caps *c, const char *profile, int smem_kb, int sm_count, int no_clusters)
 {
+    if (profile && *profile && strcmp(profile, "native") != 0) {
+        size_t i = 0;
+        while (i < sizeof(PROFILES) / sizeof(PROFILES[0]) && strcmp(PROFILES[i].name, profile) != 0) i++;
+        if (i == sizeof(PROFILES) / sizeof(PROFILES[0]))
+            return cc_error("[gpu] profile: '%s' is not one of %s", profile, gpu_caps_profile_names());
+        if (PROFILES[i].smem_kb * 1024 < c->smem_per_block_optin) c->smem_per_block_optin = PROFILES[i].smem_kb * 1024;
+        if (!PROFILES[i].clusters) c->cluster_launch = 0;
+        if (PROFILES[i].sms < c->sm_count) c->sm_count = PROFILES[i].sms;
+    }
     if (smem_kb > 0 && smem_kb * 1024 < c->smem_per_block_optin) c->smem_per_block_optin = smem_kb * 1024;
     if (c->smem_per_block > c->smem_per_block_optin) c->smem_per_block = c->smem_per_block_optin;
+    if (sm_count > 0 && sm_count < c->sm_count) c->sm_count = sm_count;
     if (no_clusters) c->cluster_launch = 0;
+    return 0;
+}
+
+int gpu_caps_for_config(gpu_caps *c, const cc_config *cfg)
+{
+    if (gpu_caps_query(c) != 0) return -1;
+    return gpu_caps_limit(c, cfg->gpu_profile, cfg->gpu_smem_per_block, cfg->gpu_sm_count,
+                          strcmp(cfg->gpu_clusters, "off") == 0);
 }

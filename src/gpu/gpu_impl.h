@@ -44,6 +44,7 @@ typedef struct {
     int attn_tc; /* attention on tensor cores (attention_tc_supported) */
     gpu_gru_path gru_path; /* [gpu] recurrence */
     gpu_caps caps;         /* what the GPU can do, read once at creation; every kernel choice reads it */
+    gpu_caps rec_caps;     /* the same with a lane's share of the SMs: what the recurrence kernels choose by */
     int gru_wide; /* the forward recurrence 16 sequences a cluster (gpu_gru_wide_for the whole batch) */
     /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;

@@ -27,6 +27,27 @@ const char *gpu_gru_impl_name(gpu_gru_impl impl)
     return impl == GRU_IMPL_CLUSTER ? "cluster" : impl == GRU_IMPL_PERSISTENT ? "persistent" : "per-step";
 }
 
+void gpu_gru_impl_why(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D, char *buf, size_t len)
+{
+    const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
+    char split[160] = "";
+    if (impl == GRU_IMPL_CLUSTER) {
+        snprintf(buf, len, "W_hh fits one cluster of 8 CTAs (sm_90 clusters, D <= 512)");
+        return;
+    }
+    if (impl == GRU_IMPL_PERSISTENT) {
+        gru_persistent_describe(caps, B, T, D, split, sizeof(split));
+        const char *no_cluster = path != GPU_GRU_AUTO ? "forced by [gpu] recurrence"
+                                 : !gpu_caps_has_sm90_features(caps) ? "no sm_90 clusters on this GPU, profile or build"
+                                 : D > 512 || (D != 128 && D != 256 && D != 512) ? "W_hh does not fit one cluster at this D"
+                                 : "the cluster kernels do not fit this GPU's limits or B";
+        snprintf(buf, len, "%s; %s", no_cluster, split);
+        return;
+    }
+    snprintf(buf, len, "%s", path == GPU_GRU_STEPWISE ? "forced by [gpu] recurrence"
+                             : "no persistent split fits this GPU (D not a multiple of 32, too few SMs or too little shared memory)");
+}
+
 /* Wide pays where the recurrences hold the SMs for longer than the rest of
  * the step needs them, which takes two waves of clusters of 8 or more
  * (measured faster at B=256 on the H200, slower at B=128, where each lane's

@@ -86,7 +86,7 @@ static void forward_layer(lane_ctx *c, int l)
     gpu_matmul_fwd(c->ln->gemm, gxl, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
     check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
     mark(c, PH_INPUT);
-    gpu_gru_forward(c->ln->gemm, &g->caps, g->gru_path, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]),
+    gpu_gru_forward(c->ln->gemm, &g->rec_caps, g->gru_path, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]),
                     P32(ex, lay->gru_bhh[l]),
                     g->gh + (size_t)c->ln->b0 * 3 * D, c->B, T, D, g->gru_wide, to_rec(c->ln));
     from_rec(c->ln);
@@ -280,7 +280,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     uint16_t *dgx = LROWS(c, g->dgx16, par, 3 * D), *dgh = LROWS(c, g->dgh16, par, 3 * D);
     if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
-    const int nparts = gpu_gru_bptt(ln->gemm, &g->caps, g->gru_path, dgx, dgh, g->dhrec + (size_t)ln->b0 * D,
+    const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, dgx, dgh, g->dhrec + (size_t)ln->b0 * D,
                                     bias_part(c, par), du, hl,
                                     gatesl, ghnl, P16(ex, lay->gru_whh[l]), c->B, T, D, clamp_limit, to_rec(ln));
     from_rec(ln);

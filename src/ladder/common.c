@@ -41,6 +41,13 @@ void check_flag(stage *st, const char *what, int ok)
     }
 }
 
+void stage_skip_part(stage *st, const char *why)
+{
+    const size_t len = strlen(st->part_skipped);
+    if (!strstr(st->part_skipped, why))
+        snprintf(st->part_skipped + len, sizeof(st->part_skipped) - len, "%s%s", len ? "; " : "", why);
+}
+
 void stage_skip(stage *st, const char *why)
 {
     if (!st->skip) snprintf(st->why, sizeof(st->why), "%s", why);
@@ -107,9 +114,10 @@ float *rand_vec(cc_rng *r, size_t n, double sd, int f16)
 }
 
 /* ---- the executor stages ---- */
-void small_config(cc_config *c)
+void small_config(const ladder_ctx *cx, cc_config *c)
 {
     cc_config_tiny(c);
+    snprintf(c->gpu_profile, sizeof(c->gpu_profile), "%s", cx->gpu_profile);
     c->loss_scale = 128;
     c->grad_h_clamp = 1000;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include "catchat/cpu_ref.h"
 #include "catchat/gpu_ops.h"
+#include "catchat/kernels.h"
 #include "catchat/util.h"
 #include "ladder/ladder.h"
 
@@ -25,26 +26,40 @@ void gru_case_init(gru_case *c, cc_rng *r, int B, int T, int D)
 
 void gru_case_free(gru_case *c) { FREE_ALL(c->whh, c->bhh, c->gx, c->h, c->gates, c->ghn, c->scratch); }
 
-/* Each implementation on shapes it supports: the cluster kernels at D=512
- * (two clusters: part of W_hh in shared memory) and D=128 (four clusters, an
- * odd T), the persistent ones at D=64 (two batch groups of 16), and the
- * per-step loop. gru_backward takes the same cases; its cluster kernels have
- * one width, so `wide` (the forward's 16 sequences a cluster) only matters
- * in gru_forward, which adds its wide case (stage_gru_forward.c). */
+/* Each implementation on shapes it supports. The persistent kernels (every
+ * GPU from sm_80 on) at D=64 (four CTAs a group), D=512 with B=20 over an odd
+ * T (groups of 7, 7 and 6 sequences on 132 SMs: the last CTA's tile is not
+ * full), D=1024 and D=2048 (where a 99 KB profile holds part of W_hh in L2 or
+ * takes 32 units a CTA); the per-step loop; the cluster kernels at D=512 (two
+ * clusters: part of W_hh in shared memory) and D=128 (four clusters, an odd
+ * T). gru_backward takes the same cases; its cluster kernels have one width,
+ * so `wide` (the forward's 16 sequences a cluster) only matters in
+ * gru_forward, which adds its wide case (stage_gru_forward.c). */
 const gru_path_case k_gru_paths[N_GRU_PATHS] = {
     /* the cluster cases last: compute-sanitizer's memcheck stops at their bulk copies (docs/ladder.md) */
     { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 32, 48, 64, 0 },
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 20, 37, 512, 0 },
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 24, 21, 1024, 0 },
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 12, 9, 2048, 0 },
     { GPU_GRU_STEPWISE, GRU_IMPL_STEPWISE, 32, 48, 64, 0 },
     { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 16, 48, 512, 0 },
     { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 128, 0 }, /* odd T: the step handshake's buffer parity */
 };
 
-const char *gru_path_begin(const ladder_ctx *cx, stage *st, int i, char *name, size_t n)
+int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, char *name, size_t n)
 {
-    const gru_path_case *pc = &k_gru_paths[i];
-    snprintf(name, n, "%s D=%d", gpu_gru_impl_name(pc->impl), pc->D);
-    char what[64];
+    snprintf(name, n, "%s D=%d B=%d T=%d", gpu_gru_impl_name(pc->impl), pc->D, pc->B, pc->T);
+    const int taken = gpu_gru_impl_for(cx->caps, pc->path, pc->B, pc->T, pc->D) == pc->impl;
+    if (!taken && pc->impl == GRU_IMPL_CLUSTER && !gpu_caps_has_sm90_features(cx->caps)) {
+        stage_skip_part(st, "cluster cases (no clusters on this GPU or profile)");
+        return 0;
+    }
+    if (!taken && pc->impl == GRU_IMPL_CLUSTER && !gru_cluster_supported(cx->caps, pc->B, pc->T, pc->D)) {
+        stage_skip_part(st, "cluster cases (they need more shared memory a block)");
+        return 0;
+    }
+    char what[96];
     snprintf(what, sizeof(what), "%s path taken", name);
-    check_flag(st, what, gpu_gru_impl_for(cx->caps, pc->path, pc->B, pc->T, pc->D) == pc->impl);
-    return name;
+    check_flag(st, what, taken);
+    return taken;
 }

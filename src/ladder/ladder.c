@@ -51,7 +51,8 @@ static const char *verdict(const stage *st)
 
 static void print_row(FILE *out, const stage *st, int markdown)
 {
-    char label[64], err[3][16], tail[sizeof(st->worst) + sizeof(st->note) + sizeof(st->why) + 16];
+    char label[64], err[3][16],
+        tail[sizeof(st->worst) + sizeof(st->note) + sizeof(st->why) + sizeof(st->part_skipped) + 40];
     snprintf(label, sizeof(label), "%s (%s)", st->name, st->title);
     if (st->worst[0]) { /* at least one tensor was compared */
         snprintf(err[0], sizeof(err[0]), "%.3e", st->max_abs);
@@ -63,6 +64,10 @@ static void print_row(FILE *out, const stage *st, int markdown)
     snprintf(tail, sizeof(tail), "%s%s%s%s%s", st->worst, st->worst[0] && st->note[0] ? "; " : "", st->note,
              (st->worst[0] || st->note[0]) && st->skip ? "; " : "", st->skip ? "skipped: " : "");
     if (st->skip) strncat(tail, st->why, sizeof(tail) - strlen(tail) - 1);
+    if (st->part_skipped[0]) {
+        strncat(tail, tail[0] ? "; not run here: " : "not run here: ", sizeof(tail) - strlen(tail) - 1);
+        strncat(tail, st->part_skipped, sizeof(tail) - strlen(tail) - 1);
+    }
     if (markdown)
         fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", st->num, label, st->shape, err[0], err[1], err[2],
                 verdict(st), tail);
@@ -132,10 +137,14 @@ cc_ladder_counts cc_ladder_run(const cc_ladder_opts *o, FILE *out)
     cc_rng r;
     cc_rng_seed(&r, o->seed);
     gpu_caps caps;
-    if (gpu_caps_query(&caps) != 0) exit(1);
-    const ladder_ctx cx = { &r, gpu_matmul_create(), o->dist, &caps };
+    const char *profile = o->gpu_profile ? o->gpu_profile : "native";
+    if (gpu_caps_query(&caps) != 0 || gpu_caps_limit(&caps, profile, 0, 0, 0) != 0) exit(1);
+    const ladder_ctx cx = { &r, gpu_matmul_create(), o->dist, &caps, profile };
     fprintf(out, "catchat ladder: %s (sm_%d%d, code for sm_%d from PTX %d), seed %llu\n", caps.name, caps.cc_major,
             caps.cc_minor, caps.binary_version, caps.ptx_version, (unsigned long long)o->seed);
+    if (strcmp(profile, "native") != 0)
+        fprintf(out, "run as profile %s: %d SMs, %d KB shared memory a block, clusters %s\n", profile, caps.sm_count,
+                caps.smem_per_block_optin / 1024, caps.cluster_launch ? "on" : "off");
     print_header(out, o->markdown);
     tally t;
     memset(&t, 0, sizeof(t));

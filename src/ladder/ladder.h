@@ -37,6 +37,7 @@ typedef struct stage {
     int fail, warn, skip;
     char note[96]; /* the first failed flag */
     char why[96];  /* why the stage skipped (stage_skip) */
+    char part_skipped[128]; /* the cases it could not take here (stage_skip_part) */
 } stage;
 
 /* What every stage may use. The one RNG is seeded once per ladder run and
@@ -46,7 +47,8 @@ typedef struct ladder_ctx {
     cc_rng *rng;
     gpu_matmul_ctx *gemm; /* cuBLASLt on the default stream */
     cc_dist *dist;     /* NULL, or a communicator: grad_reduce also checks the all-reduce */
-    const gpu_caps *caps; /* the device's, read once: what the launchers choose by */
+    const gpu_caps *caps; /* the device's, read once and narrowed to the profile: what the launchers choose by */
+    const char *gpu_profile; /* [gpu] profile the executor stages run as ("native": none) */
 } ladder_ctx;
 
 typedef void (*ladder_run_fn)(const ladder_ctx *cx, stage *st);
@@ -64,10 +66,12 @@ typedef struct ladder_stage {
 void check(stage *st, const char *what, const float *gpu, const float *ref, size_t n, double tol, int warn_only);
 /* A yes/no property: FAILs the stage when !ok, naming `what`. */
 void check_flag(stage *st, const char *what, int ok);
-/* This GPU cannot take the path the stage (or a part of it) tests: the stage
- * reports SKIP with the reason, unless something FAILed. The first reason is
- * kept. */
+/* This GPU cannot take the path the stage tests: the stage reports SKIP with
+ * the reason, unless something FAILed. The first reason is kept. */
 void stage_skip(stage *st, const char *why);
+/* This GPU (or profile) cannot take one of the stage's cases: the others
+ * still decide the verdict, and the row names what was left out. */
+void stage_skip_part(stage *st, const char *why);
 /* The CPU and GPU executors of one config; 0 (and the stage SKIPs) where the
  * GPU executor does not run on this GPU. */
 int executor_pair(stage *st, const cc_config *c, int B, int T, cc_executor **cpu, cc_executor **gpu);
@@ -98,8 +102,9 @@ float *rand_vec(cc_rng *r, size_t n, double sd, int f16);
     } while (0)
 
 /* ---- the executor stages: model, grad_reduce, adamw (common.c) ---- */
-/* The tiny config with loss_scale 128 and grad_h_clamp 1000. */
-void small_config(cc_config *c);
+/* The tiny config with loss_scale 128 and grad_h_clamp 1000, run as the
+ * ladder's GPU profile. */
+void small_config(const ladder_ctx *cx, cc_config *c);
 /* Random gradients in each executor's units; returns them unscaled. */
 float *plant_grads(cc_rng *r, cc_executor *a, cc_executor *b, double unit_a, double unit_b);
 
@@ -118,10 +123,14 @@ typedef struct {
     gpu_gru_impl impl;
     int B, T, D, wide;
 } gru_path_case;
-#define N_GRU_PATHS 4
+#define N_GRU_PATHS 7
 extern const gru_path_case k_gru_paths[N_GRU_PATHS];
-/* Checks that case i's path takes the implementation it means to test;
- * writes its name with the shape into name[n], for the checks, and returns it. */
-const char *gru_path_begin(const ladder_ctx *cx, stage *st, int i, char *name, size_t n);
+/* Whether case i's path takes the implementation it means to test here:
+ * writes its name with the shape into name[n], for the checks; returns 0 (a
+ * part skipped, with the reason) where this GPU or profile cannot take it
+ * and the case does not apply (only the cluster cases, where the GPU has no
+ * clusters or too little shared memory; a persistent case that falls back is
+ * a FAIL). */
+int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, char *name, size_t n);
 
 #endif

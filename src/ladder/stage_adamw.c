@@ -14,7 +14,7 @@ static void run_adamw(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
     cc_config c;
-    small_config(&c);
+    small_config(cx, &c);
     c.loss_scale_dynamic = 1;
     c.init_scale = 1024;
     c.scale_growth_interval = 2;

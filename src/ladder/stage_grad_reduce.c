@@ -38,7 +38,7 @@ static void run_grad_reduce(const ladder_ctx *cx, stage *st)
     cc_rng *r = cx->rng;
     cc_dist *d = cx->dist;
     cc_config c;
-    small_config(&c);
+    small_config(cx, &c);
     c.max_grad_norm = 0.5;
     snprintf(st->shape, sizeof(st->shape), "unscale S*N=128*96, clip to 0.5, planted NaN; world size %d%s",
              d ? d->world : 1, d && d->active ? " (NCCL)" : "");

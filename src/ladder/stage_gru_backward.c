@@ -59,7 +59,7 @@ static void gru_backward_path(stage *st, cc_rng *r, gpu_matmul_ctx *gm, const gp
     }
     snprintf(st->shape, sizeof(st->shape), "the shapes of gru_forward, S=128, the clamp moves dW_hh %.0f%% at D=%d",
              100 * sqrt(diff / nrm), D);
-    char what[64];
+    char what[128];
     snprintf(what, sizeof(what), "clamp binds (%s shape)", path);
     check_flag(st, what, sqrt(diff / nrm) > 1e-2);
     float *gdgx, *gdw, *gdb, *g1dgx, *g1dw, *g1db;
@@ -85,8 +85,8 @@ static void run_gru_backward(const ladder_ctx *cx, stage *st)
     cc_rng *r = cx->rng;
     gpu_matmul_ctx *gm = cx->gemm;
     for (int i = 0; i < N_GRU_PATHS; i++) {
-        char name[32];
-        gru_path_begin(cx, st, i, name, sizeof(name));
+        char name[64];
+        if (!gru_path_begin(cx, st, &k_gru_paths[i], name, sizeof(name))) continue;
         gru_backward_path(st, r, gm, cx->caps, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D,
                           name);
     }

@@ -14,10 +14,10 @@
 /* ctx_clamp > 0 also runs the per-token context guard (model.md's ctx_grad_clamp).
  * wide: the shape the default config's kernels run (head size 64 on tensor
  * cores, cluster recurrence, the batch in two lanes), on a batch of 16. */
-static void full_step_case(stage *st, cc_rng *r, double ctx_clamp, int wide)
+static void full_step_case(const ladder_ctx *cx, stage *st, cc_rng *r, double ctx_clamp, int wide)
 {
     cc_config c;
-    small_config(&c);
+    small_config(cx, &c);
     c.ctx_grad_clamp = ctx_clamp;
     if (wide) {
         c.d_model = 128;
@@ -105,9 +105,9 @@ static void full_step_case(stage *st, cc_rng *r, double ctx_clamp, int wide)
 static void run_model(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
-    full_step_case(st, r, 0.0, 0);
-    full_step_case(st, r, 2e-4, 0); /* per-token L2 cap on dL/dc (mean loss): binds on most tokens here */
-    full_step_case(st, r, 0.0, 1);
+    full_step_case(cx, st, r, 0.0, 0);
+    full_step_case(cx, st, r, 2e-4, 0); /* per-token L2 cap on dL/dc (mean loss): binds on most tokens here */
+    full_step_case(cx, st, r, 0.0, 1);
 }
 
 const ladder_stage ladder_stage_model = { "model", "full step", run_model };
