@@ -1,5 +1,5 @@
 // Sliding-window attention on tensor cores, for head size 64 (the default
-// D=512, H=8) and windows up to 129, FP16 operands and FP32 accumulation.
+// D=512, H=8; 128 and 256 in 64-column chunks, below) and windows up to 129, FP16 operands and FP32 accumulation.
 // Each warp owns 16 queries (or keys) and keeps its whole band in registers
 // (mma.sync m16n8k16, flash-attention style): the scores never go through
 // shared memory, and the probabilities become the A operand of P·V without
@@ -72,10 +72,8 @@ __device__ __forceinline__ void rows_afrag(uint4 a[4], const __half *A, int lane
 
 // acc[n] (16 rows × 8 columns, n = 0, 1) = A · Bᵀ over the head's 64
 // columns, for the 16 rows of B starting at staged row r.
-__device__ __forceinline__ void tile_scores(float acc[2][4], const uint4 a[4], const __half *Bs, int r, int lane)
+__device__ __forceinline__ void tile_scores_acc(float acc[2][4], const uint4 a[4], const __half *Bs, int r, int lane)
 {
-    acc[0][0] = acc[0][1] = acc[0][2] = acc[0][3] = 0.f;
-    acc[1][0] = acc[1][1] = acc[1][2] = acc[1][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
         uint32_t b[4]; // rows 0-7 cols 0-7, rows 0-7 cols 8-15, rows 8-15 cols 0-7, rows 8-15 cols 8-15
@@ -83,6 +81,13 @@ __device__ __forceinline__ void tile_scores(float acc[2][4], const uint4 a[4], c
         mma16816(acc[0], a[kk], b[0], b[1]);
         mma16816(acc[1], a[kk], b[2], b[3]);
     }
+}
+
+__device__ __forceinline__ void tile_scores(float acc[2][4], const uint4 a[4], const __half *Bs, int r, int lane)
+{
+    acc[0][0] = acc[0][1] = acc[0][2] = acc[0][3] = 0.f;
+    acc[1][0] = acc[1][1] = acc[1][2] = acc[1][3] = 0.f;
+    tile_scores_acc(acc, a, Bs, r, lane);
 }
 
 // acc[2·kt + n] = the band's tile kt: A[16 rows of the warp] · Bᵀ, B's rows
@@ -370,9 +375,278 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     store_tile(dqkv, dqkv16, dv, b, k0, T, (size_t)3 * D, 2 * D + j * HD, lane);
 }
 
+// ---- Head sizes 128 and 256: the same kernels over 64-column chunks ----
+// A wider head does not fit the staged tiles (and not at all in a 99 KB
+// block at 256), so each kernel walks the head in nch chunks of 64 columns
+// through the same shared memory: the band's products accumulate over the
+// chunks (S = Σ_c Q_c·K_cᵀ, dP = Σ_c dO_c·V_cᵀ), and the outputs, which are
+// per column, are written chunk by chunk (O_c = P·V_c, dQ_c = dS·K_c, ...).
+// Both bands (S and dP) stay in registers at once, so these use two blocks
+// an SM (more registers a thread). The output pass walks the chunks in
+// reverse so the last chunk staged is used before any is staged again.
+#define ATT_MINB_WIDE 2
+
+template <int KT>
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
+    attention_forward_mma_wide(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int T, int D, int H,
+                               int W, int nch)
+{
+    extern __shared__ __align__(16) unsigned char sm[];
+    const int RS = staged_rows(KT), hd = HD * nch;
+    __half *Q = (__half *)sm, *K = Q + QB * LDH, *V = K + RS * LDH;
+    const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int q0 = t0 + 16 * warp;
+    const bool active = q0 < T; // inactive warps still stage and meet the barriers
+    float s[2 * KT][4];
+#pragma unroll
+    for (int n = 0; n < 2 * KT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    for (int c = 0; c < nch; c++) {
+        if (c) __syncthreads();
+        stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, t0, QB, T);
+        stage_rows(K, qkv, 3 * D, D + j * hd + c * HD, b, t0 - W + 1, RS, T);
+        if (c == nch - 1) stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T);
+        __syncthreads();
+        if (active) {
+            uint4 a[4];
+            rows_afrag(a, Q + 16 * warp * LDH, lane);
+#pragma unroll
+            for (int kt = 0; kt < KT; kt++) tile_scores_acc(&s[2 * kt], a, K, 16 * warp + 16 * kt, lane);
+        }
+    }
+    const size_t head = ((size_t)b * H + j) * T;
+    const float sc = rsqrtf((float)hd);
+    uint4 pa[KT];
+    if (active) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int i = g + 8 * h, q = q0 + i;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < 2 * KT; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const bool ok = query_band_ok(8 * n + c2 + e - i, q, W);
+                    s[n][2 * h + e] = ok ? s[n][2 * h + e] * sc : -INFINITY;
+                    mx = fmaxf(mx, s[n][2 * h + e]);
+                }
+            mx = quad_max(mx);
+            float sum = 0.f;
+#pragma unroll
+            for (int n = 0; n < 2 * KT; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const float v = __expf(s[n][2 * h + e] - mx);
+                    s[n][2 * h + e] = v;
+                    sum += v;
+                }
+            sum = quad_sum(sum);
+            const float inv = 1.f / sum;
+            if (q < T && (lane & 3) == 0) lse[head + q] = mx + __logf(sum);
+            float *pr = p ? p + (head + q) * W : NULL;
+#pragma unroll
+            for (int n = 0; n < 2 * KT; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int w = 8 * n + c2 + e - i;
+                    s[n][2 * h + e] *= inv;
+                    if (pr && q < T && w >= 0 && w < W) pr[w] = s[n][2 * h + e];
+                }
+        }
+#pragma unroll
+        for (int kt = 0; kt < KT; kt++) pa[kt] = tile_afrag(&s[2 * kt]);
+    }
+    for (int c = nch - 1; c >= 0; c--) {
+        if (c < nch - 1) {
+            __syncthreads();
+            stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T);
+            __syncthreads();
+        }
+        if (active) {
+            float o[8][4] = {};
+            band_times<KT>(o, pa, V, 16 * warp, lane);
+            store_tile(o32, o16, o, b, q0, T, D, j * hd + c * HD, lane);
+        }
+    }
+}
+
+template <int KT>
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
+    attention_backward_query_mma_wide(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
+                                      const __half *qkv, int T, int D, int H, int W, int nch)
+{
+    extern __shared__ __align__(16) unsigned char sm[];
+    const int RS = staged_rows(KT), hd = HD * nch;
+    __half *Q = (__half *)sm, *dO = Q + QB * LDH, *K = dO + QB * LDH, *V = K + RS * LDH;
+    const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int q0 = t0 + 16 * warp;
+    const bool active = q0 < T;
+    float d[2 * KT][4], sb[2 * KT][4]; // dP and S over the band
+#pragma unroll
+    for (int n = 0; n < 2 * KT; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) d[n][e] = sb[n][e] = 0.f;
+    for (int c = 0; c < nch; c++) {
+        if (c) __syncthreads();
+        stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, t0, QB, T);
+        stage_rows(dO, dout, D, j * hd + c * HD, b, t0, QB, T);
+        stage_rows(K, qkv, 3 * D, D + j * hd + c * HD, b, t0 - W + 1, RS, T);
+        stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T);
+        __syncthreads();
+        if (active) {
+            uint4 a[4];
+            rows_afrag(a, dO + 16 * warp * LDH, lane);
+#pragma unroll
+            for (int kt = 0; kt < KT; kt++) tile_scores_acc(&d[2 * kt], a, V, 16 * warp + 16 * kt, lane);
+            rows_afrag(a, Q + 16 * warp * LDH, lane);
+#pragma unroll
+            for (int kt = 0; kt < KT; kt++) tile_scores_acc(&sb[2 * kt], a, K, 16 * warp + 16 * kt, lane);
+        }
+    }
+    const size_t head = ((size_t)b * H + j) * T;
+    const float sc = rsqrtf((float)hd);
+    uint4 da[KT];
+    if (active) {
+        float lq[2], pdp[2] = { 0.f, 0.f };
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int q = q0 + g + 8 * h;
+            lq[h] = q < T ? __ldg(lse + head + q) : 0.f;
+        }
+#pragma unroll
+        for (int kt = 0; kt < KT; kt++)
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int i = g + 8 * h, q = q0 + i;
+                        const bool ok = q < T && query_band_ok(16 * kt + 8 * n + c2 + e - i, q, W);
+                        float &pv = sb[2 * kt + n][2 * h + e];
+                        pv = ok ? __expf(pv * sc - lq[h]) : 0.f;
+                        pdp[h] += pv * d[2 * kt + n][2 * h + e];
+                    }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            pdp[h] = quad_sum(pdp[h]);
+            const int q = q0 + g + 8 * h;
+            if (q < T && (lane & 3) == 0) delta[head + q] = pdp[h];
+        }
+#pragma unroll
+        for (int kt = 0; kt < KT; kt++) {
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        float &v = d[2 * kt + n][2 * h + e];
+                        v = sb[2 * kt + n][2 * h + e] * (v - pdp[h]) * sc;
+                    }
+            da[kt] = tile_afrag(&d[2 * kt]);
+        }
+    }
+    for (int c = nch - 1; c >= 0; c--) {
+        if (c < nch - 1) {
+            __syncthreads();
+            stage_rows(K, qkv, 3 * D, D + j * hd + c * HD, b, t0 - W + 1, RS, T);
+            __syncthreads();
+        }
+        if (active) {
+            float dq[8][4] = {};
+            band_times<KT>(dq, da, K, 16 * warp, lane);
+            store_tile(dqkv, dqkv16, dq, b, q0, T, (size_t)3 * D, j * hd + c * HD, lane);
+        }
+    }
+}
+
+template <int KT>
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
+    attention_backward_key_mma_wide(float *dqkv, __half *dqkv16, const float *delta, const __half *dout,
+                                    const float *lse, const __half *qkv, int T, int D, int H, int W, int nch)
+{
+    extern __shared__ __align__(16) unsigned char sm[];
+    const int RS = staged_rows(KT), hd = HD * nch;
+    __half *Ks = (__half *)sm, *Vs = Ks + QB * LDH, *Q = Vs + QB * LDH, *dO = Q + RS * LDH;
+    float *lse_s = (float *)(dO + RS * LDH), *delta_s = lse_s + RS;
+    const int kb0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const size_t head = ((size_t)b * H + j) * T;
+    for (int r = threadIdx.x; r < RS; r += blockDim.x) {
+        const bool in = kb0 + r < T;
+        lse_s[r] = in ? __ldg(lse + head + kb0 + r) : 0.f;
+        delta_s[r] = in ? __ldg(delta + head + kb0 + r) : 0.f;
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int k0 = kb0 + 16 * warp;
+    const bool active = k0 < T;
+    float sb[2 * KT][4], dp[2 * KT][4]; // Sᵀ and dPᵀ over the band
+#pragma unroll
+    for (int n = 0; n < 2 * KT; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) sb[n][e] = dp[n][e] = 0.f;
+    for (int c = 0; c < nch; c++) {
+        if (c) __syncthreads();
+        stage_rows(Ks, qkv, 3 * D, D + j * hd + c * HD, b, kb0, QB, T);
+        stage_rows(Vs, qkv, 3 * D, 2 * D + j * hd + c * HD, b, kb0, QB, T);
+        stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, kb0, RS, T);
+        stage_rows(dO, dout, D, j * hd + c * HD, b, kb0, RS, T);
+        __syncthreads();
+        if (active) {
+            uint4 a[4];
+            rows_afrag(a, Ks + 16 * warp * LDH, lane);
+#pragma unroll
+            for (int kt = 0; kt < KT; kt++) tile_scores_acc(&sb[2 * kt], a, Q, 16 * warp + 16 * kt, lane);
+            rows_afrag(a, Vs + 16 * warp * LDH, lane);
+#pragma unroll
+            for (int kt = 0; kt < KT; kt++) tile_scores_acc(&dp[2 * kt], a, dO, 16 * warp + 16 * kt, lane);
+        }
+    }
+    const float sc = rsqrtf((float)hd);
+    uint4 dsa[KT], pa[KT];
+    if (active) {
+#pragma unroll
+        for (int kt = 0; kt < KT; kt++) {
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int col = 16 * kt + 8 * n + c2 + e, r = 16 * warp + col;
+                    const float lq = lse_s[r], dl = delta_s[r];
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int w = g + 8 * h - col + W - 1;
+                        const bool ok = k0 + col < T && w >= 0 && w < W;
+                        const float pv = ok ? __expf(sb[2 * kt + n][2 * h + e] * sc - lq) : 0.f;
+                        sb[2 * kt + n][2 * h + e] = pv;
+                        dp[2 * kt + n][2 * h + e] = pv * (dp[2 * kt + n][2 * h + e] - dl) * sc;
+                    }
+                }
+            pa[kt] = tile_afrag(&sb[2 * kt]);
+            dsa[kt] = tile_afrag(&dp[2 * kt]);
+        }
+    }
+    for (int c = nch - 1; c >= 0; c--) {
+        if (c < nch - 1) {
+            __syncthreads();
+            stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, kb0, RS, T);
+            stage_rows(dO, dout, D, j * hd + c * HD, b, kb0, RS, T);
+            __syncthreads();
+        }
+        if (active) {
+            float dk[8][4] = {}, dv[8][4] = {};
+            band_times<KT>(dk, dsa, Q, 16 * warp, lane);
+            band_times<KT>(dv, pa, dO, 16 * warp, lane);
+            store_tile(dqkv, dqkv16, dk, b, k0, T, (size_t)3 * D, D + j * hd + c * HD, lane);
+            store_tile(dqkv, dqkv16, dv, b, k0, T, (size_t)3 * D, 2 * D + j * hd + c * HD, lane);
+        }
+    }
+}
+
 extern "C" int attention_tc_supported(const gpu_caps *caps, int D, int H, int W)
 {
-    if (D % H || D / H != HD || W < 1 || band_tiles(W) > MAX_KT) return 0;
+    if (D % H || (D / H != HD && D / H != 2 * HD && D / H != 4 * HD) || W < 1 || band_tiles(W) > MAX_KT) return 0;
     return smem_backward(band_tiles(W)) <= (size_t)caps->smem_per_block_optin;
 }
 
@@ -404,6 +678,31 @@ template <int KT> struct attention_mma {
                                                                           W);
         LAUNCH_CHECK();
     }
+    static void forward_wide(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int B, int T, int D,
+                             int H, int W, cudaStream_t s)
+    {
+        const size_t smem = smem_forward(KT);
+        cudaFuncSetAttribute(attention_forward_mma_wide<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        attention_forward_mma_wide<KT><<<dim3(ceil_div(T, QB), H, B), ATT_WARPS * 32, smem, s>>>(
+            o32, o16, p, lse, qkv, T, D, H, W, D / H / HD);
+        LAUNCH_CHECK();
+    }
+    static void backward_wide(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
+                              const __half *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
+    {
+        const size_t smem = smem_backward(KT);
+        cudaFuncSetAttribute(attention_backward_query_mma_wide<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem);
+        cudaFuncSetAttribute(attention_backward_key_mma_wide<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem);
+        const dim3 grid(ceil_div(T, QB), H, B);
+        attention_backward_query_mma_wide<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, delta, dout, lse, qkv,
+                                                                                 T, D, H, W, D / H / HD);
+        LAUNCH_CHECK();
+        attention_backward_key_mma_wide<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, delta, dout, lse, qkv,
+                                                                               T, D, H, W, D / H / HD);
+        LAUNCH_CHECK();
+    }
 };
 
 #define BAND_DISPATCH(call)                                                                                        \
@@ -424,13 +723,18 @@ template <int KT> struct attention_mma {
 extern "C" void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, const void *qkv16, int B,
                                             int T, int D, int H, int W, cudaStream_t s)
 {
-    BAND_DISPATCH(forward(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, s));
+    if (D / H == HD) BAND_DISPATCH(forward(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, s))
+    else BAND_DISPATCH(forward_wide(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, s))
 }
 
 extern "C" void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const void *dout16,
                                              const float *lse, const void *qkv16, int B, int T, int D, int H, int W,
                                              cudaStream_t s)
 {
-    BAND_DISPATCH(backward(dqkv, (__half *)dqkv16, delta, (const __half *)dout16, lse, (const __half *)qkv16, B, T, D,
-                           H, W, s));
+    if (D / H == HD)
+        BAND_DISPATCH(backward(dqkv, (__half *)dqkv16, delta, (const __half *)dout16, lse, (const __half *)qkv16, B, T,
+                               D, H, W, s))
+    else
+        BAND_DISPATCH(backward_wide(dqkv, (__half *)dqkv16, delta, (const __half *)dout16, lse,
+                                    (const __half *)qkv16, B, T, D, H, W, s))
 }

@@ -49,6 +49,7 @@ struct gp_plan {
     int MU, J, N;  // 16-unit blocks a CTA owns, units a CTA owns, CTAs a group
     int G, Bg, NT; // groups, sequences a group, 8-sequence tiles a CTA computes (NT·8 ≥ Bg)
     int ks;        // k-pairs per warp held in shared memory (after the register ones)
+    int l2_bytes;  // what a CTA reads from L2 a step: the moving operand and any streamed part of A
 };
 
 // Register budget: 8 registers per (row tile, k-pair) of A, 4 per accumulator
@@ -311,6 +312,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             gp_store_partial<MT, NT>(m.red, acc, lane);
         }
         __syncthreads();
+        gru_fwd_vals v[PP];
 #pragma unroll
         for (int i = 0; i < PP; i++) {
             const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
@@ -320,11 +322,26 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             const float az = t > 0 ? gp_sum<MT, NT>(m.regions, 3 * mu + 1, n, r) : 0.f;
             const float an = t > 0 ? gp_sum<MT, NT>(m.regions, 3 * mu + 2, n, r) : 0.f;
             const float bh[3] = { __ldg(bhh + u0 + j), __ldg(bhh + D + u0 + j), __ldg(bhh + 2 * D + u0 + j) };
-            m.state[p] = gru_fwd_cell(h, gates, ghn, hprev16, gxv[i], bh, ar, az, an, m.state[p],
-                                      (size_t)(b0 + n) * T + t, u0 + j, D, T, t);
+            v[i] = gru_fwd_math(gxv[i], bh, ar, az, an, m.state[p]);
+            m.state[p] = v[i].h;
+            // the peers need only the FP16 h_t: published first, so the signal waits for nothing else
+            if (t + 1 < T) hprev16[((size_t)(b0 + n) * T + t + 1) * D + u0 + j] = __float2half_rn(v[i].h);
         }
-        __syncthreads(); // every store of the step precedes the signal; red is free again
+        __syncthreads(); // every h_t store of the CTA precedes the signal; red is free again
         if (threadIdx.x == 0 && t + 1 < T) gp_signal(flag);
+#pragma unroll
+        for (int i = 0; i < PP; i++) { // what only the backward reads, after the signal
+            const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+            if (n >= nvalid) continue;
+            const size_t row = (size_t)(b0 + n) * T + t;
+            const int u = u0 + j;
+            float *gt = gates + row * 3 * D;
+            gt[u] = v[i].r;
+            gt[D + u] = v[i].z;
+            gt[2 * D + u] = v[i].n;
+            ghn[row * D + u] = v[i].hn;
+            h[row * D + u] = v[i].h;
+        }
     }
 }
 
@@ -366,17 +383,32 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             gp_store_partial<MT, NT>(m.red, acc, lane);
         }
         __syncthreads();
+        gru_bwd_vals v[PP];
 #pragma unroll
         for (int i = 0; i < PP; i++) {
             const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
             if (n >= nvalid) continue;
             float g = pre[i][0] + m.state[p];
             if (t < T - 1) g += gp_sum<MT, NT>(m.regions, j / 16, n, j % 16);
-            m.state[p] = gru_bwd_cell(dgx16, dgh16, g, clamp_limit, pre[i][1], pre[i][2], pre[i][3], pre[i][4],
-                                      pre[i][5], (size_t)(b0 + n) * T + t, u0 + j, D);
+            v[i] = gru_bwd_math(g, clamp_limit, pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5]);
+            m.state[p] = v[i].zg;
+            // the peers need only dgh_t: published first, so the signal waits for nothing else
+            __half *dh = dgh16 + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
+            dh[0] = __float2half_rn(v[i].dr);
+            dh[D] = __float2half_rn(v[i].dz);
+            dh[2 * D] = __float2half_rn(v[i].dnr);
         }
         __syncthreads();
         if (threadIdx.x == 0 && t > 0) gp_signal(flag);
+#pragma unroll
+        for (int i = 0; i < PP; i++) { // the input-side gradients, after the signal
+            const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+            if (n >= nvalid) continue;
+            __half *dx = dgx16 + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
+            dx[0] = __float2half_rn(v[i].dr);
+            dx[D] = __float2half_rn(v[i].dz);
+            dx[2 * D] = __float2half_rn(v[i].dn);
+        }
     }
 }
 
@@ -409,13 +441,20 @@ static int gp_round_nt(int tiles)
 }
 
 // Chooses the split for B sequences of width D on this GPU (fwd: K = D, row
-// tiles 3·MU; else K = 3D, MU). Prefers the fewest units a CTA (the most CTAs
-// sharing the work) and, for them, the most groups that stay resident with
-// one CTA an SM. Returns 0 when nothing fits.
+// tiles 3·MU; else K = 3D, MU). Every candidate (units a CTA, groups) whose
+// CTAs are all resident (one an SM) and whose buffers fit is scored by what a
+// CTA reads in a step: its group's moving operand from L2 (Bg·K·2 bytes),
+// the part of its W_hh slice neither registers nor shared memory hold (L2
+// again), and its shared-memory tier at an eighth (an SM reads shared memory
+// about ten times faster than it gets data from L2). More units a CTA means
+// fewer CTAs a group and so less of the broadcast, as long as the slice stays
+// on chip. Returns 0 when nothing fits.
 static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_plan *out)
 {
     if (!caps->cooperative_launch || B < 1 || T < 1 || D % 32 != 0 || caps->cc_major < 8) return 0;
     const int ctas = caps->sm_count;
+    const size_t smax = (size_t)caps->smem_per_block_optin;
+    double best = -1;
     for (int MU = 1; MU <= 4; MU *= 2) {
         const int J = 16 * MU;
         if (D % J) continue;
@@ -429,31 +468,47 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
             const int NT = gp_round_nt((Bg + 7) / 8);
             if (NT > gp_nt_max(MU)) break; // fewer groups only make NT larger
             if ((G - 1) * Bg >= B) continue; // an empty last group
-            const size_t smax = (size_t)caps->smem_per_block_optin;
             if (gp_smem_bytes(MT, NT, 0, J) > smax) break;
             // the shared memory tier: what registers do not hold, as far as it fits
-            int ks = kpw > gp_kr(MT, NT) ? kpw - gp_kr(MT, NT) : 0;
+            const int kr = gp_kr(MT, NT);
+            int ks = kpw > kr ? kpw - kr : 0;
             while (ks > 0 && gp_smem_bytes(MT, NT, ks, J) > smax) ks--;
-            out->D = D; out->T = T; out->B = B; out->K = K; out->KP = KP;
-            out->MU = MU; out->J = J; out->N = N; out->G = G; out->Bg = Bg; out->NT = NT; out->ks = ks;
-            return 1;
+            const int streamed = kpw - kr - ks > 0 ? kpw - kr - ks : 0;
+            const double frag = (double)GP_WARPS * MT * 1024; // bytes of one k-pair of A over the warps
+            const double cost = (double)Bg * K * 2 + streamed * frag + ks * frag / 8;
+            if (best < 0 || cost < best) {
+                best = cost;
+                out->D = D; out->T = T; out->B = B; out->K = K; out->KP = KP;
+                out->MU = MU; out->J = J; out->N = N; out->G = G; out->Bg = Bg; out->NT = NT; out->ks = ks;
+                out->l2_bytes = (int)((double)Bg * K * 2 + streamed * frag);
+            }
         }
     }
-    return 0;
+    return best >= 0;
 }
+
+// Every CTA reads its group's whole moving operand each step, so the L2
+// traffic of a step is N·B·K·2 bytes (N CTAs a group). Past ~256 KB a CTA
+// (the BPTT at D=2048, B=64: 768 KB a CTA, 100 MB a step) the broadcast costs
+// more than the per-step loop's GEMM, which reads W_hh (24 MB) from L2 once a
+// step: measured 37 µs against 18 µs on the H200 (CHANGELOG.md). Those
+// shapes take the per-step loop.
+#define GP_MAX_STEP_READ (256 * 1024)
 
 extern "C" int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D)
 {
     gp_plan f, b;
-    return gp_make_plan(caps, B, T, D, 1, &f) && gp_make_plan(caps, B, T, D, 0, &b);
+    return gp_make_plan(caps, B, T, D, 1, &f) && gp_make_plan(caps, B, T, D, 0, &b) &&
+           f.l2_bytes < GP_MAX_STEP_READ && b.l2_bytes < GP_MAX_STEP_READ;
 }
 
 extern "C" int gru_persistent_describe(const gpu_caps *caps, int B, int T, int D, char *buf, int len)
 {
     gp_plan f, b;
     if (!gp_make_plan(caps, B, T, D, 1, &f) || !gp_make_plan(caps, B, T, D, 0, &b)) return 0;
-    snprintf(buf, len, "%d groups x %d CTAs of %d units (%d sequences a group); W_hh slice on chip: %s forward, %s BPTT",
-             f.G, f.N, f.J, f.Bg,
+    snprintf(buf, len, "forward %d groups x %d CTAs of %d units (%d sequences a group), BPTT %d x %d of %d (%d); "
+             "W_hh slice on chip: %s forward, %s BPTT",
+             f.G, f.N, f.J, f.Bg, b.G, b.N, b.J, b.Bg,
              (f.KP + 7) / 8 <= gp_kr(3 * f.MU, f.NT) + f.ks ? "all" : "part (rest from L2)",
              (b.KP + 7) / 8 <= gp_kr(b.MU, b.NT) + b.ks ? "all" : "part (rest from L2)");
     return 1;

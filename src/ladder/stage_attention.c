@@ -1,5 +1,6 @@
 /* attention (context attention): sliding-window forward and backward, on the
- * FP32 kernels (head size 16) and the tensor-core ones (head size 64), with
+ * FP32 kernels (head size 16) and the tensor-core ones (head size 64, and
+ * 128 and 256 in chunks of 64 columns), with
  * windows shorter and longer than T, against the CPU reference. */
 #include <math.h>
 #include <stdio.h>
@@ -36,7 +37,7 @@ static void ref_attention_lse(float *lse, const float *qkv, int B, int T, int D,
 }
 
 
-/* hd = 16 runs the FP32 kernels; hd = 64 the tensor-core ones (FP16 operands),
+/* hd = 16 runs the FP32 kernels; hd = 64, 128, 256 the tensor-core ones (FP16 operands),
  * whose backward recomputes the probabilities from the forward's lse. The
  * last case is the default window over several blocks of queries, the last
  * one partial. */
@@ -46,9 +47,10 @@ static void run_attention(const ladder_ctx *cx, stage *st)
     const int B = 2;
     static const struct { int D, H, T, W; } cases[] = {
         { 64, 4, 40, 16 }, { 64, 4, 40, 64 }, { 128, 2, 40, 16 }, { 128, 2, 40, 64 }, { 128, 2, 300, 128 },
+        { 256, 2, 40, 16 }, { 256, 2, 150, 128 }, { 512, 2, 70, 64 }, /* hd 128 and 256: 64-column chunks */
     };
     snprintf(st->shape, sizeof(st->shape),
-             "B=%d T=40, hd 16 (FP32) and 64 (tensor cores), W=16 and 64; hd 64 T=300 W=128", B);
+             "B=%d, hd 16 (FP32), 64/128/256 (tensor cores) W=16..128, T up to 300", B);
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         const int D = cases[ci].D, H = cases[ci].H, T = cases[ci].T, W = cases[ci].W;
         const int tc = attention_tc_supported(cx->caps, D, H, W);
@@ -86,7 +88,10 @@ static void run_attention(const ladder_ctx *cx, stage *st)
         check(st, what, gd, rd, 3 * MD, tol, 0);
         snprintf(what, sizeof(what), "dqkv FP16 (hd %d, T %d, W %d)", D / H, T, W);
         check(st, what, gd16, rd, 3 * MD, tol > 1e-3 ? tol : 1e-3, 0); /* FP16 storage */
-        if (D / H == 64) check_flag(st, "tensor-core path taken for hd 64", tc);
+        if (D / H == 64 || D / H == 128 || D / H == 256) {
+            snprintf(what, sizeof(what), "tensor-core path taken for hd %d", D / H);
+            check_flag(st, what, tc);
+        }
         FREE_ALL(qkv, dout, go, gp, gd, gd16, glse, ro, rp, rd, rlse);
         DFREE_ALL(dq, ddo, o, p, dqkv, ds, dqkv16, lse, delta, dq16, ddo16);
     }
