@@ -49,6 +49,7 @@ struct gp_plan {
     int MU, J, N;  // 16-unit blocks a CTA owns, units a CTA owns, CTAs a group
     int G, Bg, NT; // groups, sequences a group, 8-sequence tiles a CTA computes (NT·8 ≥ Bg)
     int ks;        // k-pairs per warp held in shared memory (after the register ones)
+    int rounds;    // 1, or 2 where the warps' partial sums would not fit at once: half the tiles a round
     int l2_bytes;  // what a CTA reads from L2 a step: the moving operand and any streamed part of A
 };
 
@@ -57,7 +58,8 @@ struct gp_plan {
 // 255 without spills. 0: all of A in shared memory or L2 (wide slices).
 __host__ __device__ constexpr int gp_kr(int MT, int NT)
 {
-    return (144 - 4 * MT * NT) / (8 * MT) < 0 ? 0
+    return MT >= 6 && MT * NT >= 24 ? 0 // wide slices at 24 tiles: a register k-pair would spill
+           : (144 - 4 * MT * NT) / (8 * MT) < 0 ? 0
            : (144 - 4 * MT * NT) / (8 * MT) < 12 / MT ? (144 - 4 * MT * NT) / (8 * MT)
                                                       : 12 / MT;
 }
@@ -197,23 +199,26 @@ __device__ __forceinline__ void gp_load_stationary(uint4 (&areg)[KRA][MT][2], ui
 // Each warp has one region of shared memory: its ring while it multiplies,
 // then its partial sums red[mt][column n][unit row] (row stride GP_RS) once
 // its ring is drained. Other warps read the partials only after a barrier, and
-// the ring is refilled only after the next one, so the two never meet.
-__host__ __device__ constexpr size_t gp_warp_bytes(int MT, int NT)
+// the ring is refilled only after the next one, so the two never meet. Where
+// all of a warp's partials would not fit (a 99 KB block, 24 tiles), they go
+// in two rounds of half the sequence tiles each.
+__host__ __device__ inline size_t gp_warp_bytes(int MT, int NT, int rounds)
 {
-    return (size_t)MT * NT * 8 * GP_RS * sizeof(float) > (size_t)GP_STAGES * NT * 32 * 16
-               ? (size_t)MT * NT * 8 * GP_RS * sizeof(float)
-               : (size_t)GP_STAGES * NT * 32 * 16;
+    const size_t red = (size_t)MT * (NT / rounds) * 8 * GP_RS * sizeof(float), ring = (size_t)GP_STAGES * NT * 32 * 16;
+    return red > ring ? red : ring;
 }
 
+// Stores the tiles of round hf (all of them when rounds = 1).
 template <int MT, int NT>
-__device__ __forceinline__ void gp_store_partial(float *red, const float (&acc)[MT][NT][4], int lane)
+__device__ __forceinline__ void gp_store_partial(float *red, const float (&acc)[MT][NT][4], int lane, int rounds, int hf)
 {
-    const int g = lane >> 2, c = lane & 3;
+    const int g = lane >> 2, c = lane & 3, ntr = NT / rounds;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
-            float *r = red + ((size_t)mt * NT * 8 + nt * 8 + 2 * c) * GP_RS;
+            if (nt / ntr != hf) continue;
+            float *r = red + ((size_t)mt * ntr * 8 + (nt - hf * ntr) * 8 + 2 * c) * GP_RS;
             r[g] = acc[mt][nt][0];
             r[GP_RS + g] = acc[mt][nt][1];
             r[g + 8] = acc[mt][nt][2];
@@ -221,12 +226,10 @@ __device__ __forceinline__ void gp_store_partial(float *red, const float (&acc)[
         }
 }
 
-// The warps' partials of (row tile mt, column n, row) added in warp order.
-template <int MT, int NT>
-__device__ __forceinline__ float gp_sum(const unsigned char *regions, int mt, int n, int row)
+// The warps' partials of (row tile mt, column n of the round, row) added in warp order.
+__device__ __forceinline__ float gp_sum(const unsigned char *regions, size_t wb, int cols, int mt, int n, int row)
 {
-    constexpr size_t wb = gp_warp_bytes(MT, NT);
-    const size_t off = ((size_t)mt * NT * 8 + n) * GP_RS + row;
+    const size_t off = ((size_t)mt * cols + n) * GP_RS + row;
     float v = 0.f;
 #pragma unroll
     for (int w = 0; w < GP_WARPS; w++) v += ((const float *)(regions + w * wb))[off];
@@ -234,28 +237,30 @@ __device__ __forceinline__ float gp_sum(const unsigned char *regions, int mt, in
 }
 
 // Shared memory of a launch, in bytes: the warps' regions, the A tier, the pairs' state.
-static __host__ __device__ size_t gp_smem_bytes(int MT, int NT, int ks, int J)
+static __host__ __device__ size_t gp_smem_bytes(int MT, int NT, int ks, int J, int rounds)
 {
-    return (size_t)GP_WARPS * gp_warp_bytes(MT, NT) + (size_t)GP_WARPS * ks * MT * 32 * 32 +
+    return (size_t)GP_WARPS * gp_warp_bytes(MT, NT, rounds) + (size_t)GP_WARPS * ks * MT * 32 * 32 +
            (size_t)NT * 8 * J * sizeof(float);
 }
 
 struct gp_smem {
     unsigned char *regions; // the warps' regions
+    size_t wb;              // bytes of one
     uint4 *ring;            // this warp's region as a ring
     float *red;             // this warp's region as partial sums
     uint4 *asm_;            // this warp's A tier
     float *state;           // [NT·8][J]: h_{t-1} (forward) or z ⊙ g of the step after (backward), FP32
 };
 
-template <int MT, int NT> __device__ __forceinline__ gp_smem gp_carve(unsigned char *smem, int ks, int J, int warp)
+template <int MT, int NT>
+__device__ __forceinline__ gp_smem gp_carve(unsigned char *smem, int ks, int J, int rounds, int warp)
 {
-    constexpr size_t wb = gp_warp_bytes(MT, NT);
     gp_smem m;
+    m.wb = gp_warp_bytes(MT, NT, rounds);
     m.regions = smem;
-    m.ring = (uint4 *)(smem + warp * wb);
-    m.red = (float *)(smem + warp * wb);
-    uint4 *atier = (uint4 *)(smem + GP_WARPS * wb);
+    m.ring = (uint4 *)(smem + warp * m.wb);
+    m.red = (float *)(smem + warp * m.wb);
+    uint4 *atier = (uint4 *)(smem + GP_WARPS * m.wb);
     m.asm_ = atier + (size_t)warp * ks * MT * 32 * 2;
     m.state = (float *)(atier + (size_t)GP_WARPS * ks * MT * 32 * 2);
     return m;
@@ -265,6 +270,24 @@ template <int MT, int NT> __device__ __forceinline__ gp_smem gp_carve(unsigned c
 template <int MU, int NT> struct gp_pairs {
     static constexpr int PP = MU * NT / 2; // NT·8·16·MU pairs over 256 threads
 };
+
+// Partial sums in two rounds where a warp holds 24 tiles (15 KB of partials a
+// warp would not fit a 99 KB block beside the rest). Those kernels also
+// store a step's outputs as they go: holding them until after the signal
+// would spill.
+__host__ __device__ constexpr int gp_rounds(int MT, int NT) { return MT * NT >= 24 ? 2 : 1; }
+
+// The FP32 states of (row, u) the backward reads.
+__device__ __forceinline__ void gp_fwd_states(float *h, float *gates, float *ghn, const gru_fwd_vals &v, size_t row,
+                                              int u, int D)
+{
+    float *gt = gates + row * 3 * D;
+    gt[u] = v.r;
+    gt[D + u] = v.z;
+    gt[2 * D + u] = v.n;
+    ghn[row * D + u] = v.hn;
+    h[row * D + u] = v.h;
+}
 
 template <int MU, int NT>
 __global__ void __launch_bounds__(GP_THREADS, 1)
@@ -278,7 +301,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
     const int b0 = group * P.Bg, nvalid = min(P.Bg, P.B - b0);
     const int u0 = slice * P.J, D = P.D, T = P.T, J = P.J;
     const int kpw = (P.KP - warp + GP_WARPS - 1) / GP_WARPS;
-    gp_smem m = gp_carve<MT, NT>(smem, P.ks, J, warp);
+    gp_smem m = gp_carve<MT, NT>(smem, P.ks, J, P.rounds, warp);
     int arow[MT]; // row tile (mu, gate) = W_hh rows gate·D + u0 + 16·mu ...
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) arow[mt] = (mt % 3) * D + u0 + 16 * (mt / 3);
@@ -309,38 +332,41 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             __syncthreads();
             gp_step<MT, NT, KR, KRA>(acc, areg, m.asm_, whh, arow, D, m.ring, hprev16 + (size_t)b0 * T * D + (size_t)t * D,
                                 (size_t)T * D, nvalid, kpw, P.ks, warp, lane);
-            gp_store_partial<MT, NT>(m.red, acc, lane);
         }
-        __syncthreads();
-        gru_fwd_vals v[PP];
+        constexpr int ROUNDS = gp_rounds(MT, NT);
+        constexpr bool DEFER = ROUNDS == 1; // outputs the peers do not read go after the signal
+        gru_fwd_vals v[DEFER ? PP : 1];
+        const int cols = NT * 8 / ROUNDS; // sequences a round
 #pragma unroll
-        for (int i = 0; i < PP; i++) {
-            const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
-            if (n >= nvalid) continue;
-            const int mu = j / 16, r = j % 16;
-            const float ar = t > 0 ? gp_sum<MT, NT>(m.regions, 3 * mu, n, r) : 0.f;
-            const float az = t > 0 ? gp_sum<MT, NT>(m.regions, 3 * mu + 1, n, r) : 0.f;
-            const float an = t > 0 ? gp_sum<MT, NT>(m.regions, 3 * mu + 2, n, r) : 0.f;
-            const float bh[3] = { __ldg(bhh + u0 + j), __ldg(bhh + D + u0 + j), __ldg(bhh + 2 * D + u0 + j) };
-            v[i] = gru_fwd_math(gxv[i], bh, ar, az, an, m.state[p]);
-            m.state[p] = v[i].h;
-            // the peers need only the FP16 h_t: published first, so the signal waits for nothing else
-            if (t + 1 < T) hprev16[((size_t)(b0 + n) * T + t + 1) * D + u0 + j] = __float2half_rn(v[i].h);
+        for (int hf = 0; hf < ROUNDS; hf++) {
+            if (hf) __syncthreads(); // the first round's partials are read
+            if (t > 0) gp_store_partial<MT, NT>(m.red, acc, lane, ROUNDS, hf);
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < PP; i++) {
+                const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+                if (n >= nvalid || n / cols != hf) continue;
+                const int mu = j / 16, r = j % 16, nl = n - hf * cols;
+                const float ar = t > 0 ? gp_sum(m.regions, m.wb, cols, 3 * mu, nl, r) : 0.f;
+                const float az = t > 0 ? gp_sum(m.regions, m.wb, cols, 3 * mu + 1, nl, r) : 0.f;
+                const float an = t > 0 ? gp_sum(m.regions, m.wb, cols, 3 * mu + 2, nl, r) : 0.f;
+                const float bh[3] = { __ldg(bhh + u0 + j), __ldg(bhh + D + u0 + j), __ldg(bhh + 2 * D + u0 + j) };
+                const gru_fwd_vals vi = gru_fwd_math(gxv[i], bh, ar, az, an, m.state[p]);
+                m.state[p] = vi.h;
+                // the peers need only the FP16 h_t: published first, so the signal waits for nothing else
+                if (t + 1 < T) hprev16[((size_t)(b0 + n) * T + t + 1) * D + u0 + j] = __float2half_rn(vi.h);
+                if constexpr (DEFER) v[i] = vi;
+                else gp_fwd_states(h, gates, ghn, vi, (size_t)(b0 + n) * T + t, u0 + j, D);
+            }
         }
         __syncthreads(); // every h_t store of the CTA precedes the signal; red is free again
         if (threadIdx.x == 0 && t + 1 < T) gp_signal(flag);
+        if constexpr (DEFER) {
 #pragma unroll
-        for (int i = 0; i < PP; i++) { // what only the backward reads, after the signal
-            const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
-            if (n >= nvalid) continue;
-            const size_t row = (size_t)(b0 + n) * T + t;
-            const int u = u0 + j;
-            float *gt = gates + row * 3 * D;
-            gt[u] = v[i].r;
-            gt[D + u] = v[i].z;
-            gt[2 * D + u] = v[i].n;
-            ghn[row * D + u] = v[i].hn;
-            h[row * D + u] = v[i].h;
+            for (int i = 0; i < PP; i++) { // what only the backward reads, after the signal
+                const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+                if (n < nvalid) gp_fwd_states(h, gates, ghn, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
+            }
         }
     }
 }
@@ -357,7 +383,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
     const int b0 = group * P.Bg, nvalid = min(P.Bg, P.B - b0);
     const int u0 = slice * P.J, D = P.D, T = P.T, J = P.J, K = 3 * D;
     const int kpw = (P.KP - warp + GP_WARPS - 1) / GP_WARPS;
-    gp_smem m = gp_carve<MT, NT>(smem, P.ks, J, warp);
+    gp_smem m = gp_carve<MT, NT>(smem, P.ks, J, P.rounds, warp);
     int arow[MT]; // W_hhᵀ rows = units u0 + 16·mu ...
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) arow[mt] = u0 + 16 * mt;
@@ -380,23 +406,29 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             gp_step<MT, NT, KR, KRA>(acc, areg, m.asm_, whh_t, arow, K, m.ring,
                                 dgh16 + (size_t)b0 * T * K + (size_t)(t + 1) * K, (size_t)T * K, nvalid, kpw, P.ks,
                                 warp, lane);
-            gp_store_partial<MT, NT>(m.red, acc, lane);
         }
-        __syncthreads();
+        constexpr int ROUNDS = gp_rounds(MT, NT);
         gru_bwd_vals v[PP];
+        const int cols = NT * 8 / ROUNDS; // sequences a round
 #pragma unroll
-        for (int i = 0; i < PP; i++) {
-            const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
-            if (n >= nvalid) continue;
-            float g = pre[i][0] + m.state[p];
-            if (t < T - 1) g += gp_sum<MT, NT>(m.regions, j / 16, n, j % 16);
-            v[i] = gru_bwd_math(g, clamp_limit, pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5]);
-            m.state[p] = v[i].zg;
-            // the peers need only dgh_t: published first, so the signal waits for nothing else
-            __half *dh = dgh16 + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
-            dh[0] = __float2half_rn(v[i].dr);
-            dh[D] = __float2half_rn(v[i].dz);
-            dh[2 * D] = __float2half_rn(v[i].dnr);
+        for (int hf = 0; hf < ROUNDS; hf++) {
+            if (hf) __syncthreads(); // the first round's partials are read
+            if (t < T - 1) gp_store_partial<MT, NT>(m.red, acc, lane, ROUNDS, hf);
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < PP; i++) {
+                const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+                if (n >= nvalid || n / cols != hf) continue;
+                float g = pre[i][0] + m.state[p];
+                if (t < T - 1) g += gp_sum(m.regions, m.wb, cols, j / 16, n - hf * cols, j % 16);
+                v[i] = gru_bwd_math(g, clamp_limit, pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5]);
+                m.state[p] = v[i].zg;
+                // the peers need only dgh_t: published first, so the signal waits for nothing else
+                __half *dh = dgh16 + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
+                dh[0] = __float2half_rn(v[i].dr);
+                dh[D] = __float2half_rn(v[i].dz);
+                dh[2 * D] = __float2half_rn(v[i].dnr);
+            }
         }
         __syncthreads();
         if (threadIdx.x == 0 && t > 0) gp_signal(flag);
@@ -442,13 +474,15 @@ static int gp_round_nt(int tiles)
 
 // Chooses the split for B sequences of width D on this GPU (fwd: K = D, row
 // tiles 3·MU; else K = 3D, MU). Every candidate (units a CTA, groups) whose
-// CTAs are all resident (one an SM) and whose buffers fit is scored by what a
-// CTA reads in a step: its group's moving operand from L2 (Bg·K·2 bytes),
-// the part of its W_hh slice neither registers nor shared memory hold (L2
-// again), and its shared-memory tier at an eighth (an SM reads shared memory
-// about ten times faster than it gets data from L2). More units a CTA means
-// fewer CTAs a group and so less of the broadcast, as long as the slice stays
-// on chip. Returns 0 when nothing fits.
+// CTAs are all resident (one an SM) and whose buffers fit is scored by an
+// estimate of a step in bytes a CTA reads from L2: its group's moving
+// operand (Bg·K·2), the part of its W_hh slice that neither registers nor
+// shared memory hold, its shared-memory tier at half (a loop that is not
+// unrolled), and 384 bytes per mma.sync a warp issues (tiles of sequences
+// past B included). The weights come from the H200 (CHANGELOG.md): at D=512
+// 16 units a CTA won the forward and 32 the BPTT, at D=1024 the same. More
+// units a CTA means fewer CTAs a group and less of the broadcast, as long as
+// the slice stays on chip. Returns 0 when nothing fits.
 static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_plan *out)
 {
     if (!caps->cooperative_launch || B < 1 || T < 1 || D % 32 != 0 || caps->cc_major < 8) return 0;
@@ -468,19 +502,22 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
             const int NT = gp_round_nt((Bg + 7) / 8);
             if (NT > gp_nt_max(MU)) break; // fewer groups only make NT larger
             if ((G - 1) * Bg >= B) continue; // an empty last group
-            if (gp_smem_bytes(MT, NT, 0, J) > smax) break;
+            const int rounds = gp_rounds(MT, NT);
+            if (gp_smem_bytes(MT, NT, 0, J, rounds) > smax) break;
             // the shared memory tier: what registers do not hold, as far as it fits
             const int kr = gp_kr(MT, NT);
             int ks = kpw > kr ? kpw - kr : 0;
-            while (ks > 0 && gp_smem_bytes(MT, NT, ks, J) > smax) ks--;
+            while (ks > 0 && gp_smem_bytes(MT, NT, ks, J, rounds) > smax) ks--;
             const int streamed = kpw - kr - ks > 0 ? kpw - kr - ks : 0;
             const double frag = (double)GP_WARPS * MT * 1024; // bytes of one k-pair of A over the warps
-            const double cost = (double)Bg * K * 2 + streamed * frag + ks * frag / 8;
+            const double l2 = (double)Bg * K * 2 + streamed * frag;
+            const double cost = l2 + ks * frag / 2 + 384.0 * MT * NT * kpw * 2;
             if (best < 0 || cost < best) {
                 best = cost;
                 out->D = D; out->T = T; out->B = B; out->K = K; out->KP = KP;
                 out->MU = MU; out->J = J; out->N = N; out->G = G; out->Bg = Bg; out->NT = NT; out->ks = ks;
-                out->l2_bytes = (int)((double)Bg * K * 2 + streamed * frag);
+                out->rounds = rounds;
+                out->l2_bytes = (int)l2;
             }
         }
     }
@@ -488,12 +525,12 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
 }
 
 // Every CTA reads its group's whole moving operand each step, so the L2
-// traffic of a step is N·B·K·2 bytes (N CTAs a group). Past ~256 KB a CTA
+// traffic of a step is N·B·K·2 bytes (N CTAs a group). Past ~320 KB a CTA
 // (the BPTT at D=2048, B=64: 768 KB a CTA, 100 MB a step) the broadcast costs
 // more than the per-step loop's GEMM, which reads W_hh (24 MB) from L2 once a
 // step: measured 37 µs against 18 µs on the H200 (CHANGELOG.md). Those
 // shapes take the per-step loop.
-#define GP_MAX_STEP_READ (256 * 1024)
+#define GP_MAX_STEP_READ (320 * 1024)
 
 extern "C" int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D)
 {
@@ -549,7 +586,7 @@ extern "C" void launch_gru_forward_persistent(float *h, float *gates, float *ghn
         exit(1);
     }
     const gp_fwd_fn fn = GP_PICK(gru_forward_grid_kernel, P.MU, P.NT);
-    const size_t smem = gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J);
+    const size_t smem = gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J, P.rounds);
     cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) gp_fail("forward: shared memory", e);
     unsigned *flags = gp_flags(P.G, s);
@@ -574,7 +611,7 @@ extern "C" void launch_gru_backward_persistent(void *dgx16, void *dgh16, const f
         wt, (const __half *)whh16, 3 * D, D);
     LAUNCH_CHECK();
     const gp_bwd_fn fn = GP_PICK(gru_backward_grid_kernel, P.MU, P.NT);
-    const size_t smem = gp_smem_bytes(P.MU, P.NT, P.ks, P.J);
+    const size_t smem = gp_smem_bytes(P.MU, P.NT, P.ks, P.J, P.rounds);
     cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) gp_fail("backward: shared memory", e);
     unsigned *flags = gp_flags(P.G, s);
