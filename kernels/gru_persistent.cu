@@ -525,12 +525,14 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
 }
 
 // Every CTA reads its group's whole moving operand each step, so the L2
-// traffic of a step is N·B·K·2 bytes (N CTAs a group). Past ~320 KB a CTA
-// (the BPTT at D=2048, B=64: 768 KB a CTA, 100 MB a step) the broadcast costs
-// more than the per-step loop's GEMM, which reads W_hh (24 MB) from L2 once a
-// step: measured 37 µs against 18 µs on the H200 (CHANGELOG.md). Those
-// shapes take the per-step loop.
-#define GP_MAX_STEP_READ (320 * 1024)
+// traffic of a step is N·B·K·2 bytes (N CTAs a group), plus any part of W_hh
+// streamed from L2. From ~256 KB a CTA the per-step loop, whose GEMM reads
+// W_hh from L2 once a step, is as fast or faster: on the H200 the BPTT at
+// D=2048, B=64 (768 KB a CTA) took 37 µs a step against 18 µs, its forward
+// (316 KB) 13.9 against 12.6, and under the sm86 profile D=1024 (208 and
+// 256 KB) the whole step 39.7 ms against 34.2 ms (CHANGELOG.md). Those shapes
+// take the per-step loop.
+#define GP_MAX_STEP_READ (256 * 1024)
 
 extern "C" int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D)
 {

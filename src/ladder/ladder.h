@@ -37,7 +37,7 @@ typedef struct stage {
     int fail, warn, skip;
     char note[96]; /* the first failed flag */
     char why[96];  /* why the stage skipped (stage_skip) */
-    char part_skipped[128]; /* the cases it could not take here (stage_skip_part) */
+    char part_skipped[192]; /* the cases it could not take here (stage_skip_part) */
 } stage;
 
 /* What every stage may use. The one RNG is seeded once per ladder run and
@@ -125,12 +125,10 @@ typedef struct {
 } gru_path_case;
 #define N_GRU_PATHS 7
 extern const gru_path_case k_gru_paths[N_GRU_PATHS];
-/* Whether case i's path takes the implementation it means to test here:
- * writes its name with the shape into name[n], for the checks; returns 0 (a
- * part skipped, with the reason) where this GPU or profile cannot take it
- * and the case does not apply (only the cluster cases, where the GPU has no
- * clusters or too little shared memory; a persistent case that falls back is
- * a FAIL). */
+/* Whether the case's path takes the implementation it means to test here:
+ * writes its name with the shape into name[n], for the checks. Where this
+ * GPU (or profile) takes another implementation for the shape, the case does
+ * not apply: 0, and the row names it as not run here. */
 int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, char *name, size_t n);
 
 #endif
