@@ -92,6 +92,8 @@ Test(config, bad_values_are_errors)
     expect_error("[model]\nd_model = 64\nn_heads = 5\n", "n_heads");
     expect_error("[precision]\nloss_scale = sometimes\n", "loss_scale");
     expect_error("[run]\ndevice = tpu\n", "device");
+    expect_error("[gpu]\nprofile = sm70\n", "profile");
+    expect_error("[gpu]\nsm_count = -1\n", "sm_count");
     expect_error("[train]\nbogus = 1\n", "bogus");
     expect_error("[nosuch]\nlr = 1\n", "nosuch");
     expect_error("this is not ini\n", "syntax");
