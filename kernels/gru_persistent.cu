@@ -72,13 +72,18 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool vali
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// One thread of the CTA, after a __syncthreads that follows every store of the step.
+// One thread of the CTA, after a __syncthreads that follows every store the
+// peers read. The release is cumulative: the CTA's stores, ordered before it
+// by the barrier, are visible to whoever acquires the count (no separate
+// fence; the same pattern as CUTLASS's inter-CTA barrier).
 __device__ __forceinline__ void gp_signal(unsigned *flag)
 {
-    __threadfence();
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(flag) : "memory");
 }
 
+// Lane 0 of each warp, then __syncwarp: a warp starts its loads as soon as
+// the count is reached, without waiting for the CTA's other warps (the
+// partial sums they read last step were read before the signal's barrier).
 __device__ __forceinline__ void gp_wait(const unsigned *flag, unsigned target)
 {
     unsigned v;
@@ -328,8 +333,8 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             }
         }
         if (t > 0) {
-            if (threadIdx.x == 0) gp_wait(flag, (unsigned)(P.N * t));
-            __syncthreads();
+            if (lane == 0) gp_wait(flag, (unsigned)(P.N * t));
+            __syncwarp();
             gp_step<MT, NT, KR, KRA>(acc, areg, m.asm_, whh, arow, D, m.ring, hprev16 + (size_t)b0 * T * D + (size_t)t * D,
                                 (size_t)T * D, nvalid, kpw, P.ks, warp, lane);
         }
@@ -401,8 +406,8 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             if (n < nvalid) gru_bwd_operands(pre[i], dh_in, gates, ghn, h, (size_t)(b0 + n) * T + t, u0 + j, D, t);
         }
         if (t < T - 1) {
-            if (threadIdx.x == 0) gp_wait(flag, (unsigned)(P.N * (T - 1 - t)));
-            __syncthreads();
+            if (lane == 0) gp_wait(flag, (unsigned)(P.N * (T - 1 - t)));
+            __syncwarp();
             gp_step<MT, NT, KR, KRA>(acc, areg, m.asm_, whh_t, arow, K, m.ring,
                                 dgh16 + (size_t)b0 * T * K + (size_t)(t + 1) * K, (size_t)T * K, nvalid, kpw, P.ks,
                                 warp, lane);
