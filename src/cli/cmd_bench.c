@@ -13,8 +13,8 @@ static const char *HELP =
     "median of --steps after --warmup, tokens/s and the number of lanes (groups of\n"
     "sequences on their own streams) the step ran in; then --steps more steps in one lane\n"
     "for the device time per phase (CUDA events) and microseconds per timestep per layer\n"
-    "of the recurrence; then the CPU reference on the same batch (--cpu-steps, 0 to skip)\n"
-    "and the GPU's speedup over it.\n\n"
+    "of the recurrence, with which implementation ran and why; then the CPU reference on\n"
+    "the same batch (--cpu-steps, 0 to skip) and the GPU's speedup over it.\n\n"
     "  --steps N       timed steps (default 30)\n"
     "  --warmup N      untimed steps first (default 5)\n"
     "  --cpu-steps N   CPU reference steps (default 1)\n"
@@ -26,7 +26,9 @@ static const char *HELP =
     "  lane_trace=1 (CATCHAT_LANE_TRACE=1)  print when each lane's recurrences ran, after every step\n"
     "  cuda_graph=on|off (CATCHAT_CUDA_GRAPH=1|0)  replay the step as one CUDA graph (default auto:\n"
     "                                       where the recurrence's clusters all fit at once)\n"
-    "  recurrence=persistent|stepwise       force a GRU recurrence implementation\n";
+    "  recurrence=persistent|stepwise       force a GRU recurrence implementation\n"
+    "  profile=sm80|sm86|sm89|sm100|sm120   run as that GPU family would (docs/gpus.md)\n"
+    "  sm_count=N, smem_per_block=KB, clusters=off  the same limits one at a time\n";
 
 int cmd_bench(int argc, char **argv)
 {
