@@ -10,6 +10,7 @@
 #endif
 #include "cli/cli.h"
 #include "catchat/version.h"
+#include "catchat_git_revision.h" /* generated at build time (cmake/git_revision.cmake) */
 
 static void print_cuda_version(const char *what, int v)
 {
