@@ -90,15 +90,24 @@ __device__ __forceinline__ void tile_scores(float acc[2][4], const uint4 a[4], c
     tile_scores_acc(acc, a, Bs, r, lane);
 }
 
-// acc[2·kt + n] = the band's tile kt: A[16 rows of the warp] · Bᵀ, B's rows
-// r0 .. r0 + 16·KT of staged memory.
+// acc[2·kt + n] += the band's tile kt: A[16 rows of the warp] · Bᵀ, B's rows
+// r0 .. r0 + 16·KT of staged memory (the wide kernels sum 64-column chunks).
 template <int KT>
-__device__ __forceinline__ void band_scores(float acc[2 * KT][4], const __half *A, const __half *Bs, int r0, int lane)
+__device__ __forceinline__ void band_scores_acc(float acc[2 * KT][4], const __half *A, const __half *Bs, int r0, int lane)
 {
     uint4 a[4];
     rows_afrag(a, A, lane);
 #pragma unroll
-    for (int kt = 0; kt < KT; kt++) tile_scores(&acc[2 * kt], a, Bs, r0 + 16 * kt, lane);
+    for (int kt = 0; kt < KT; kt++) tile_scores_acc(&acc[2 * kt], a, Bs, r0 + 16 * kt, lane);
+}
+
+// The same into a cleared band.
+template <int KT>
+__device__ __forceinline__ void band_scores(float acc[2 * KT][4], const __half *A, const __half *Bs, int r0, int lane)
+{
+#pragma unroll
+    for (int n = 0; n < 2 * KT; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    band_scores_acc<KT>(acc, A, Bs, r0, lane);
 }
 
 // out[8][4] (16 rows × 64 columns) += P · Bs[r0 .. r0 + 16·KT), P given as
@@ -175,25 +184,14 @@ static size_t smem_backward(int KT)
 // slot w = 8n + 2c + e − i of query q0 + i (keys staged from q0 − W + 1).
 __device__ __forceinline__ bool query_band_ok(int w, int q, int W) { return w >= 0 && w < W && q - W + 1 + w >= 0; }
 
+// The forward's softmax over the warp's band s (scores of 16 queries from
+// q0): scale, band mask, max, exp, sum; each query's lse = max + log Σ exp
+// and p[W] (when asked for); s becomes P.
 template <int KT>
-__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
-    attention_forward_mma(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int T, int D, int H, int W)
+__device__ __forceinline__ void band_softmax(float s[2 * KT][4], int q0, int W, int T, float sc, float *lse, float *p,
+                                             size_t head, int lane)
 {
-    extern __shared__ __align__(16) unsigned char sm[];
-    const int RS = staged_rows(KT);
-    __half *Q = (__half *)sm, *K = Q + QB * LDH, *V = K + RS * LDH;
-    const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
-    stage_rows(Q, qkv, 3 * D, j * HD, b, t0, QB, T);
-    stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T);
-    stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T);
-    __syncthreads();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
-    const int q0 = t0 + 16 * warp;
-    if (q0 >= T) return;
-    const size_t head = ((size_t)b * H + j) * T;
-    float s[2 * KT][4];
-    band_scores<KT>(s, Q + 16 * warp * LDH, K, 16 * warp, lane);
-    const float sc = rsqrtf((float)HD);
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int i = g + 8 * h, q = q0 + i;
@@ -229,6 +227,84 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
                 if (pr && q < T && w >= 0 && w < W) pr[w] = s[n][2 * h + e];
             }
     }
+}
+
+// Query side, band tile kt: S (in s) becomes P = exp(S·sc − lse), and
+// Σ P·dP (dP in d) accumulates into pdp of the thread's two query rows.
+__device__ __forceinline__ void query_tile_probs(float s[2][4], const float d[2][4], int kt, int q0, int W, int T,
+                                                 float sc, const float lq[2], float pdp[2], int lane)
+{
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = g + 8 * h, q = q0 + i;
+                const bool ok = q < T && query_band_ok(16 * kt + 8 * n + c2 + e - i, q, W);
+                const float pv = ok ? __expf(s[n][2 * h + e] * sc - lq[h]) : 0.f;
+                pdp[h] += pv * d[n][2 * h + e];
+                s[n][2 * h + e] = pv;
+            }
+}
+
+// Query side, band tile: dS = P ⊙ (dP − δ)·sc from P's FP16 fragment, in place of dP.
+__device__ __forceinline__ void query_tile_ds(float d[2][4], const uint4 &pa, const float pdp[2], float sc)
+{
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float &v = d[n][2 * h + e];
+                v = afrag_elem(pa, n, h, e) * (v - pdp[h]) * sc;
+            }
+}
+
+// Key side, band tile kt: Sᵀ (in s) becomes P, dPᵀ (in dp) becomes dS, with
+// the queries' lse and δ staged per row.
+__device__ __forceinline__ void key_tile_grads(float s[2][4], float dp[2][4], int kt, int warp, int k0, int W, int T,
+                                               float sc, const float *lse_s, const float *delta_s, int lane)
+{
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int col = 16 * kt + 8 * n + c2 + e, r = 16 * warp + col;
+            const float lq = lse_s[r], dl = delta_s[r];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int w = g + 8 * h - col + W - 1;
+                const bool ok = k0 + col < T && w >= 0 && w < W;
+                const float pv = ok ? __expf(s[n][2 * h + e] * sc - lq) : 0.f;
+                s[n][2 * h + e] = pv;
+                dp[n][2 * h + e] = pv * (dp[n][2 * h + e] - dl) * sc;
+            }
+        }
+}
+
+template <int KT>
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
+    attention_forward_mma(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int T, int D, int H, int W)
+{
+    extern __shared__ __align__(16) unsigned char sm[];
+    const int RS = staged_rows(KT);
+    __half *Q = (__half *)sm, *K = Q + QB * LDH, *V = K + RS * LDH;
+    const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    stage_rows(Q, qkv, 3 * D, j * HD, b, t0, QB, T);
+    stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T);
+    stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T);
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int q0 = t0 + 16 * warp;
+    if (q0 >= T) return;
+    const size_t head = ((size_t)b * H + j) * T;
+    float s[2 * KT][4];
+    band_scores<KT>(s, Q + 16 * warp * LDH, K, 16 * warp, lane);
+    band_softmax<KT>(s, q0, W, T, rsqrtf((float)HD), lse, p, head, lane);
     uint4 pa[KT];
 #pragma unroll
     for (int kt = 0; kt < KT; kt++) pa[kt] = tile_afrag(&s[2 * kt]);
@@ -254,7 +330,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T);
     stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T);
     __syncthreads();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
     const int q0 = t0 + 16 * warp;
     if (q0 >= T) return;
     const size_t head = ((size_t)b * H + j) * T;
@@ -273,18 +349,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     for (int kt = 0; kt < KT; kt++) {
         float s[2][4];
         tile_scores(s, qa, K, 16 * warp + 16 * kt, lane);
-#pragma unroll
-        for (int n = 0; n < 2; n++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int i = g + 8 * h, q = q0 + i;
-                    const bool ok = q < T && query_band_ok(16 * kt + 8 * n + c2 + e - i, q, W);
-                    const float pv = ok ? __expf(s[n][2 * h + e] * sc - lq[h]) : 0.f;
-                    pdp[h] += pv * d[2 * kt + n][2 * h + e];
-                    s[n][2 * h + e] = pv;
-                }
+        query_tile_probs(s, &d[2 * kt], kt, q0, W, T, sc, lq, pdp, lane);
         pa[kt] = tile_afrag(s);
     }
 #pragma unroll
@@ -296,15 +361,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     uint4 da[KT];
 #pragma unroll
     for (int kt = 0; kt < KT; kt++) {
-#pragma unroll
-        for (int n = 0; n < 2; n++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float &v = d[2 * kt + n][2 * h + e];
-                    v = afrag_elem(pa[kt], n, h, e) * (v - pdp[h]) * sc;
-                }
+        query_tile_ds(&d[2 * kt], pa[kt], pdp, sc);
         da[kt] = tile_afrag(&d[2 * kt]);
     }
     float dq[8][4] = {};
@@ -338,7 +395,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
         delta_s[r] = in ? __ldg(delta + head + kb0 + r) : 0.f;
     }
     __syncthreads();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int k0 = kb0 + 16 * warp;
     if (k0 >= T) return;
     const float sc = rsqrtf((float)HD);
@@ -350,21 +407,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
         float s[2][4], dp[2][4];
         tile_scores(s, ka, Q, 16 * warp + 16 * kt, lane);
         tile_scores(dp, va, dO, 16 * warp + 16 * kt, lane);
-#pragma unroll
-        for (int n = 0; n < 2; n++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int col = 16 * kt + 8 * n + c2 + e, r = 16 * warp + col;
-                const float lq = lse_s[r], dl = delta_s[r];
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int w = g + 8 * h - col + W - 1;
-                    const bool ok = k0 + col < T && w >= 0 && w < W;
-                    const float pv = ok ? __expf(s[n][2 * h + e] * sc - lq) : 0.f;
-                    s[n][2 * h + e] = pv;
-                    dp[n][2 * h + e] = pv * (dp[n][2 * h + e] - dl) * sc;
-                }
-            }
+        key_tile_grads(s, dp, kt, warp, k0, W, T, sc, lse_s, delta_s, lane);
         pa[kt] = tile_afrag(s);
         dsa[kt] = tile_afrag(dp);
     }
@@ -395,7 +438,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     const int RS = staged_rows(KT), hd = HD * nch;
     __half *Q = (__half *)sm, *K = Q + QB * LDH, *V = K + RS * LDH;
     const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int q0 = t0 + 16 * warp;
     const bool active = q0 < T; // inactive warps still stage and meet the barriers
     float s[2 * KT][4];
@@ -408,51 +451,14 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
         if (c == nch - 1) stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T);
         __syncthreads();
         if (active) {
-            uint4 a[4];
-            rows_afrag(a, Q + 16 * warp * LDH, lane);
-#pragma unroll
-            for (int kt = 0; kt < KT; kt++) tile_scores_acc(&s[2 * kt], a, K, 16 * warp + 16 * kt, lane);
+            band_scores_acc<KT>(s, Q + 16 * warp * LDH, K, 16 * warp, lane);
         }
     }
     const size_t head = ((size_t)b * H + j) * T;
     const float sc = rsqrtf((float)hd);
     uint4 pa[KT];
     if (active) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int i = g + 8 * h, q = q0 + i;
-            float mx = -INFINITY;
-#pragma unroll
-            for (int n = 0; n < 2 * KT; n++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const bool ok = query_band_ok(8 * n + c2 + e - i, q, W);
-                    s[n][2 * h + e] = ok ? s[n][2 * h + e] * sc : -INFINITY;
-                    mx = fmaxf(mx, s[n][2 * h + e]);
-                }
-            mx = quad_max(mx);
-            float sum = 0.f;
-#pragma unroll
-            for (int n = 0; n < 2 * KT; n++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const float v = __expf(s[n][2 * h + e] - mx);
-                    s[n][2 * h + e] = v;
-                    sum += v;
-                }
-            sum = quad_sum(sum);
-            const float inv = 1.f / sum;
-            if (q < T && (lane & 3) == 0) lse[head + q] = mx + __logf(sum);
-            float *pr = p ? p + (head + q) * W : NULL;
-#pragma unroll
-            for (int n = 0; n < 2 * KT; n++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int w = 8 * n + c2 + e - i;
-                    s[n][2 * h + e] *= inv;
-                    if (pr && q < T && w >= 0 && w < W) pr[w] = s[n][2 * h + e];
-                }
-        }
+        band_softmax<KT>(s, q0, W, T, sc, lse, p, head, lane);
 #pragma unroll
         for (int kt = 0; kt < KT; kt++) pa[kt] = tile_afrag(&s[2 * kt]);
     }
@@ -479,7 +485,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     const int RS = staged_rows(KT), hd = HD * nch;
     __half *Q = (__half *)sm, *dO = Q + QB * LDH, *K = dO + QB * LDH, *V = K + RS * LDH;
     const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
     const int q0 = t0 + 16 * warp;
     const bool active = q0 < T;
     float d[2 * KT][4], sb[2 * KT][4]; // dP and S over the band
@@ -495,13 +501,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
         stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T);
         __syncthreads();
         if (active) {
-            uint4 a[4];
-            rows_afrag(a, dO + 16 * warp * LDH, lane);
-#pragma unroll
-            for (int kt = 0; kt < KT; kt++) tile_scores_acc(&d[2 * kt], a, V, 16 * warp + 16 * kt, lane);
-            rows_afrag(a, Q + 16 * warp * LDH, lane);
-#pragma unroll
-            for (int kt = 0; kt < KT; kt++) tile_scores_acc(&sb[2 * kt], a, K, 16 * warp + 16 * kt, lane);
+            band_scores_acc<KT>(d, dO + 16 * warp * LDH, V, 16 * warp, lane);
+            band_scores_acc<KT>(sb, Q + 16 * warp * LDH, K, 16 * warp, lane);
         }
     }
     const size_t head = ((size_t)b * H + j) * T;
@@ -514,20 +515,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
             const int q = q0 + g + 8 * h;
             lq[h] = q < T ? __ldg(lse + head + q) : 0.f;
         }
+        uint4 pa[KT];
 #pragma unroll
-        for (int kt = 0; kt < KT; kt++)
-#pragma unroll
-            for (int n = 0; n < 2; n++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const int i = g + 8 * h, q = q0 + i;
-                        const bool ok = q < T && query_band_ok(16 * kt + 8 * n + c2 + e - i, q, W);
-                        float &pv = sb[2 * kt + n][2 * h + e];
-                        pv = ok ? __expf(pv * sc - lq[h]) : 0.f;
-                        pdp[h] += pv * d[2 * kt + n][2 * h + e];
-                    }
+        for (int kt = 0; kt < KT; kt++) {
+            query_tile_probs(&sb[2 * kt], &d[2 * kt], kt, q0, W, T, sc, lq, pdp, lane);
+            pa[kt] = tile_afrag(&sb[2 * kt]);
+        }
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             pdp[h] = quad_sum(pdp[h]);
@@ -536,15 +529,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
         }
 #pragma unroll
         for (int kt = 0; kt < KT; kt++) {
-#pragma unroll
-            for (int n = 0; n < 2; n++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        float &v = d[2 * kt + n][2 * h + e];
-                        v = sb[2 * kt + n][2 * h + e] * (v - pdp[h]) * sc;
-                    }
+            query_tile_ds(&d[2 * kt], pa[kt], pdp, sc);
             da[kt] = tile_afrag(&d[2 * kt]);
         }
     }
@@ -578,7 +563,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
         lse_s[r] = in ? __ldg(lse + head + kb0 + r) : 0.f;
         delta_s[r] = in ? __ldg(delta + head + kb0 + r) : 0.f;
     }
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int k0 = kb0 + 16 * warp;
     const bool active = k0 < T;
     float sb[2 * KT][4], dp[2 * KT][4]; // Sᵀ and dPᵀ over the band
@@ -594,13 +579,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
         stage_rows(dO, dout, D, j * hd + c * HD, b, kb0, RS, T);
         __syncthreads();
         if (active) {
-            uint4 a[4];
-            rows_afrag(a, Ks + 16 * warp * LDH, lane);
-#pragma unroll
-            for (int kt = 0; kt < KT; kt++) tile_scores_acc(&sb[2 * kt], a, Q, 16 * warp + 16 * kt, lane);
-            rows_afrag(a, Vs + 16 * warp * LDH, lane);
-#pragma unroll
-            for (int kt = 0; kt < KT; kt++) tile_scores_acc(&dp[2 * kt], a, dO, 16 * warp + 16 * kt, lane);
+            band_scores_acc<KT>(sb, Ks + 16 * warp * LDH, Q, 16 * warp, lane);
+            band_scores_acc<KT>(dp, Vs + 16 * warp * LDH, dO, 16 * warp, lane);
         }
     }
     const float sc = rsqrtf((float)hd);
@@ -608,21 +588,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     if (active) {
 #pragma unroll
         for (int kt = 0; kt < KT; kt++) {
-#pragma unroll
-            for (int n = 0; n < 2; n++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int col = 16 * kt + 8 * n + c2 + e, r = 16 * warp + col;
-                    const float lq = lse_s[r], dl = delta_s[r];
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const int w = g + 8 * h - col + W - 1;
-                        const bool ok = k0 + col < T && w >= 0 && w < W;
-                        const float pv = ok ? __expf(sb[2 * kt + n][2 * h + e] * sc - lq) : 0.f;
-                        sb[2 * kt + n][2 * h + e] = pv;
-                        dp[2 * kt + n][2 * h + e] = pv * (dp[2 * kt + n][2 * h + e] - dl) * sc;
-                    }
-                }
+            key_tile_grads(&sb[2 * kt], &dp[2 * kt], kt, warp, k0, W, T, sc, lse_s, delta_s, lane);
             pa[kt] = tile_afrag(&sb[2 * kt]);
             dsa[kt] = tile_afrag(&dp[2 * kt]);
         }
@@ -650,58 +616,44 @@ extern "C" int attention_tc_supported(const gpu_caps *caps, int D, int H, int W)
     return smem_backward(band_tiles(W)) <= (size_t)caps->smem_per_block_optin;
 }
 
-// One instantiation per band width; the launchers pick it from W.
+// One kernel of a band width, its shared memory opted in first.
+template <typename Kernel, typename... Args>
+static void launch_band(Kernel k, size_t smem, int B, int T, int H, cudaStream_t s, Args... args)
+{
+    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    k<<<dim3(ceil_div(T, QB), H, B), ATT_WARPS * 32, smem, s>>>(args...);
+    LAUNCH_CHECK();
+}
+
+// One instantiation per band width; the launchers pick it from W. The wide
+// kernels (head sizes 128, 256) take the number of 64-column chunks.
 template <int KT> struct attention_mma {
     static void forward(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int B, int T, int D, int H,
                         int W, cudaStream_t s)
     {
-        const size_t smem = smem_forward(KT);
-        cudaFuncSetAttribute(attention_forward_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)smem);
-        attention_forward_mma<KT><<<dim3(ceil_div(T, QB), H, B), ATT_WARPS * 32, smem, s>>>(o32, o16, p, lse, qkv, T,
-                                                                                          D, H, W);
-        LAUNCH_CHECK();
+        launch_band(attention_forward_mma<KT>, smem_forward(KT), B, T, H, s, o32, o16, p, lse, qkv, T, D, H, W);
     }
     static void backward(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
                          const __half *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
     {
-        const size_t smem = smem_backward(KT);
-        cudaFuncSetAttribute(attention_backward_query_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)smem);
-        cudaFuncSetAttribute(attention_backward_key_mma<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)smem);
-        const dim3 grid(ceil_div(T, QB), H, B);
-        attention_backward_query_mma<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, delta, dout, lse, qkv, T, D,
-                                                                            H, W);
-        LAUNCH_CHECK();
-        attention_backward_key_mma<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, delta, dout, lse, qkv, T, D, H,
-                                                                          W);
-        LAUNCH_CHECK();
+        launch_band(attention_backward_query_mma<KT>, smem_backward(KT), B, T, H, s, dqkv, dqkv16, delta, dout, lse,
+                    qkv, T, D, H, W);
+        launch_band(attention_backward_key_mma<KT>, smem_backward(KT), B, T, H, s, dqkv, dqkv16,
+                    (const float *)delta, dout, lse, qkv, T, D, H, W);
     }
     static void forward_wide(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int B, int T, int D,
                              int H, int W, cudaStream_t s)
     {
-        const size_t smem = smem_forward(KT);
-        cudaFuncSetAttribute(attention_forward_mma_wide<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        attention_forward_mma_wide<KT><<<dim3(ceil_div(T, QB), H, B), ATT_WARPS * 32, smem, s>>>(
-            o32, o16, p, lse, qkv, T, D, H, W, D / H / HD);
-        LAUNCH_CHECK();
+        launch_band(attention_forward_mma_wide<KT>, smem_forward(KT), B, T, H, s, o32, o16, p, lse, qkv, T, D, H, W,
+                    D / H / HD);
     }
     static void backward_wide(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
                               const __half *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
     {
-        const size_t smem = smem_backward(KT);
-        cudaFuncSetAttribute(attention_backward_query_mma_wide<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem);
-        cudaFuncSetAttribute(attention_backward_key_mma_wide<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem);
-        const dim3 grid(ceil_div(T, QB), H, B);
-        attention_backward_query_mma_wide<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, delta, dout, lse, qkv,
-                                                                                 T, D, H, W, D / H / HD);
-        LAUNCH_CHECK();
-        attention_backward_key_mma_wide<KT><<<grid, ATT_WARPS * 32, smem, s>>>(dqkv, dqkv16, delta, dout, lse, qkv,
-                                                                               T, D, H, W, D / H / HD);
-        LAUNCH_CHECK();
+        launch_band(attention_backward_query_mma_wide<KT>, smem_backward(KT), B, T, H, s, dqkv, dqkv16, delta, dout,
+                    lse, qkv, T, D, H, W, D / H / HD);
+        launch_band(attention_backward_key_mma_wide<KT>, smem_backward(KT), B, T, H, s, dqkv, dqkv16,
+                    (const float *)delta, dout, lse, qkv, T, D, H, W, D / H / HD);
     }
 };
 

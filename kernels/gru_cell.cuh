@@ -26,10 +26,9 @@ __device__ __forceinline__ gru_fwd_vals gru_fwd_math(const float gxv[3], const f
     return v;
 }
 
-// Every output of (b, t, u): the FP32 states the backward reads and the FP16
-// h_t that is the next step's (and dW_hh's) GEMM operand.
-__device__ __forceinline__ void gru_fwd_store(float *h, float *gates, float *ghn, __half *hprev16,
-                                              const gru_fwd_vals &v, size_t row, int u, int D, int T, int t)
+// The FP32 states of (b, t, u) the backward reads.
+__device__ __forceinline__ void gru_fwd_store_states(float *h, float *gates, float *ghn, const gru_fwd_vals &v,
+                                                     size_t row, int u, int D)
 {
     float *gt = gates + row * 3 * D;
     gt[u] = v.r;
@@ -37,6 +36,14 @@ __device__ __forceinline__ void gru_fwd_store(float *h, float *gates, float *ghn
     gt[2 * D + u] = v.n;
     ghn[row * D + u] = v.hn;
     h[row * D + u] = v.h;
+}
+
+// Every output of (b, t, u): the FP32 states and the FP16 h_t that is the
+// next step's (and dW_hh's) GEMM operand.
+__device__ __forceinline__ void gru_fwd_store(float *h, float *gates, float *ghn, __half *hprev16,
+                                              const gru_fwd_vals &v, size_t row, int u, int D, int T, int t)
+{
+    gru_fwd_store_states(h, gates, ghn, v, row, u, D);
     if (t + 1 < T) hprev16[(row + 1) * D + u] = __float2half_rn(v.h);
 }
 

@@ -282,18 +282,6 @@ template <int MU, int NT> struct gp_pairs {
 // would spill.
 __host__ __device__ constexpr int gp_rounds(int MT, int NT) { return MT * NT >= 24 ? 2 : 1; }
 
-// The FP32 states of (row, u) the backward reads.
-__device__ __forceinline__ void gp_fwd_states(float *h, float *gates, float *ghn, const gru_fwd_vals &v, size_t row,
-                                              int u, int D)
-{
-    float *gt = gates + row * 3 * D;
-    gt[u] = v.r;
-    gt[D + u] = v.z;
-    gt[2 * D + u] = v.n;
-    ghn[row * D + u] = v.hn;
-    h[row * D + u] = v.h;
-}
-
 template <int MU, int NT>
 __global__ void __launch_bounds__(GP_THREADS, 1)
     gru_forward_grid_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx, const __half *whh,
@@ -361,7 +349,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
                 // the peers need only the FP16 h_t: published first, so the signal waits for nothing else
                 if (t + 1 < T) hprev16[((size_t)(b0 + n) * T + t + 1) * D + u0 + j] = __float2half_rn(vi.h);
                 if constexpr (DEFER) v[i] = vi;
-                else gp_fwd_states(h, gates, ghn, vi, (size_t)(b0 + n) * T + t, u0 + j, D);
+                else gru_fwd_store_states(h, gates, ghn, vi, (size_t)(b0 + n) * T + t, u0 + j, D);
             }
         }
         __syncthreads(); // every h_t store of the CTA precedes the signal; red is free again
@@ -370,7 +358,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
 #pragma unroll
             for (int i = 0; i < PP; i++) { // what only the backward reads, after the signal
                 const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
-                if (n < nvalid) gp_fwd_states(h, gates, ghn, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
+                if (n < nvalid) gru_fwd_store_states(h, gates, ghn, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
             }
         }
     }
