@@ -15,7 +15,9 @@
 // loads of the whole slice are in flight at once and need no registers. The
 // 8 warps split K; their partial sums meet in shared memory and are added in
 // warp order (deterministic), then each thread runs the gate math of its
-// (sequence, unit) pairs: the same gru_cell.cuh functions as every other path.
+// (sequence, unit) pairs: the same gru_cell.cuh functions as every other path
+// (the sums' order differs from the per-step loop's, so the paths agree to
+// rounding, each one bit-reproducible on its own).
 //
 // Handshake: after a CTA has stored its slice of step t it adds 1 to its
 // group's counter (release, GPU scope); a CTA starts step t+1 once the counter
@@ -277,9 +279,10 @@ template <int MU, int NT> struct gp_pairs {
 };
 
 // Partial sums in two rounds where a warp holds 24 tiles (15 KB of partials a
-// warp would not fit a 99 KB block beside the rest). Those kernels also
-// store a step's outputs as they go: holding them until after the signal
-// would spill.
+// warp: a 99 KB block takes the 6·4 and 12·2 tile shapes only this way; at 3·8
+// the ring, 12 KB a warp, still keeps that shape off 99 KB parts). Those
+// kernels also store a step's outputs as they go: holding them until after
+// the signal would spill.
 __host__ __device__ constexpr int gp_rounds(int MT, int NT) { return MT * NT >= 24 ? 2 : 1; }
 
 template <int MU, int NT>
@@ -548,10 +551,21 @@ extern "C" int gru_persistent_describe(const gpu_caps *caps, int B, int T, int D
 
 // Scratch of a launch on stream s: the groups' counters (cleared here) and,
 // for the backward, W_hhᵀ.
+// The counters take a fixed size, never regrown: a CUDA graph captured on the
+// stream keeps the buffer's address (G ≤ the GPU's SMs).
+#define GP_MAX_GROUPS 1024
 static unsigned *gp_flags(int G, cudaStream_t s)
 {
-    unsigned *f = (unsigned *)stream_scratch(s, SCRATCH_GRU_FLAGS, (size_t)G * sizeof(unsigned));
-    cudaMemsetAsync(f, 0, (size_t)G * sizeof(unsigned), s);
+    if (G > GP_MAX_GROUPS) {
+        fprintf(stderr, "catchat: persistent GRU: %d batch groups over the %d counters\n", G, GP_MAX_GROUPS);
+        exit(1);
+    }
+    unsigned *f = (unsigned *)stream_scratch(s, SCRATCH_GRU_FLAGS, GP_MAX_GROUPS * sizeof(unsigned));
+    const cudaError_t e = cudaMemsetAsync(f, 0, (size_t)G * sizeof(unsigned), s);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "catchat: persistent GRU: clearing the step counters: %s\n", cudaGetErrorString(e));
+        exit(1);
+    }
     return f;
 }
 
@@ -560,6 +574,12 @@ typedef void (*gp_fwd_fn)(float *, float *, float *, __half *, const float *, co
 typedef void (*gp_bwd_fn)(__half *, __half *, const float *, const float *, const float *, const float *,
                           const __half *, float, unsigned *, gp_plan);
 
+// The instances: (MU, NT) ∈ {(1,2), (1,4), (1,8), (2,2), (2,4), (4,2)}, what
+// gp_make_plan returns (gp_nt_max, gp_round_nt); anything else is refused.
+static bool gp_instance(int MU, int NT)
+{
+    return (MU == 1 && (NT == 2 || NT == 4 || NT == 8)) || (MU == 2 && (NT == 2 || NT == 4)) || (MU == 4 && NT == 2);
+}
 #define GP_PICK(KERNEL, MU, NT)                                                                                      \
     ((MU) == 1 ? ((NT) == 2 ? KERNEL<1, 2> : (NT) == 4 ? KERNEL<1, 4> : KERNEL<1, 8>)                              \
      : (MU) == 2 ? ((NT) == 2 ? KERNEL<2, 2> : KERNEL<2, 4>)                                                         \
@@ -580,6 +600,7 @@ extern "C" void launch_gru_forward_persistent(float *h, float *gates, float *ghn
         fprintf(stderr, "catchat: persistent GRU forward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
+    if (!gp_instance(P.MU, P.NT)) gp_fail("forward: no kernel for this split", cudaErrorInvalidValue);
     const gp_fwd_fn fn = GP_PICK(gru_forward_grid_kernel, P.MU, P.NT);
     const size_t smem = gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J, P.rounds);
     cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -605,6 +626,7 @@ extern "C" void launch_gru_backward_persistent(void *dgx16, void *dgh16, const f
     transpose_whh_kernel<<<dim3(ceil_div(D, 32), ceil_div(3 * D, 32)), dim3(32, 8), 0, s>>>(
         wt, (const __half *)whh16, 3 * D, D);
     LAUNCH_CHECK();
+    if (!gp_instance(P.MU, P.NT)) gp_fail("backward: no kernel for this split", cudaErrorInvalidValue);
     const gp_bwd_fn fn = GP_PICK(gru_backward_grid_kernel, P.MU, P.NT);
     const size_t smem = gp_smem_bytes(P.MU, P.NT, P.ks, P.J, P.rounds);
     cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
