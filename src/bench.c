@@ -155,7 +155,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
                     rec_impl, rec_wide ? ", forward 16 sequences a cluster" : "", rec_f, rec_b, rec_f + rec_b);
             fprintf(out, "  why: %s\n", rec_why);
         } else {
-            fprintf(out, "GPU: none visible (device = %s)\n", cfg->device);
+            fprintf(out, "GPU: not measured (%s)\n", strcmp(cfg->device, "cpu") == 0 ? "[run] device = cpu in this config; --set device=gpu to measure it" : "no CUDA device visible");
         }
         if (cpu_ms > 0) {
             fprintf(out, "CPU reference: %.1f ms per step (%d step%s, same batch) | %.0f tokens/s", cpu_ms,

@@ -19,15 +19,16 @@ static const char *HELP =
     "  --warmup N      untimed steps first (default 5)\n"
     "  --cpu-steps N   CPU reference steps (default 1)\n"
     "  --json          one JSON object; what was not measured (no GPU, --cpu-steps 0) is null\n\n"
-    "Exit status: 0, 1 on error, 77 (skipped) when nothing could be measured: no GPU and\n"
-    "--cpu-steps 0.\n\n"
+    "Exit status: 0, 1 on error, 2 on a bad option, 77 (skipped) when nothing could be\n"
+    "measured: no GPU and --cpu-steps 0.\n\n"
     "How the GPU runs the step ([gpu] keys, also for training; --set or the environment):\n"
     "  lanes=N (CATCHAT_GPU_LANES)          lanes per step, 1..8 dividing batch_size (0: up to 4)\n"
     "  lane_trace=1 (CATCHAT_LANE_TRACE=1)  print when each lane's recurrences ran, after every step\n"
     "  cuda_graph=on|off (CATCHAT_CUDA_GRAPH=1|0)  replay the step as one CUDA graph (default auto:\n"
     "                                       where the recurrence's clusters all fit at once)\n"
-    "  recurrence=persistent|stepwise       force a GRU recurrence implementation\n"
-    "  profile=sm80|sm86|sm89|sm100|sm120   run as that GPU family would (docs/gpus.md)\n"
+    "  recurrence=persistent|stepwise       force a GRU recurrence implementation (stepwise is\n"
+    "                                       what bench calls per-step)\n"
+    "  profile=sm80|sm86|sm89|sm90|sm100|sm120  run as that GPU family would (docs/gpus.md)\n"
     "  sm_count=N, smem_per_block=KB, clusters=off  the same limits one at a time\n";
 
 int cmd_bench(int argc, char **argv)
@@ -53,5 +54,9 @@ int cmd_bench(int argc, char **argv)
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_WINS) != 0) return 1;
     const int rc = cc_bench(&cfg, &o, stdout);
-    return rc == CC_BENCH_NOTHING_MEASURED ? 77 : rc == 0 ? 0 : 1;
+    if (rc == CC_BENCH_NOTHING_MEASURED) {
+        fprintf(stderr, "catchat: bench: no GPU measured and --cpu-steps 0: nothing measured (skipped, exit 77)\n");
+        return 77;
+    }
+    return rc == 0 ? 0 : 1;
 }

@@ -19,7 +19,7 @@ static const char *HELP_HEAD =
     "step runs. One row per stage: max |gpu - ref|, relative error, tolerance and\n"
     "PASS, WARN (a diagnostic over its bound), SKIP (this GPU cannot take the\n"
     "stage's path; the reason is shown) or FAIL; then a summary line. Exit status:\n"
-    "0 no stage failed, 1 a stage failed, 77 no GPU (skipped).\n\n"
+    "0 no stage failed, 1 a stage failed, 2 a bad option, 77 no GPU (skipped).\n\n"
     "Stages (number, op name, title; --stage takes any of the three):\n";
 
 static const char *HELP_TAIL =

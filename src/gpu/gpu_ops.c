@@ -12,7 +12,9 @@
 gpu_gru_path gpu_gru_path_named(const char *name)
 {
     return strcmp(name, "persistent") == 0 ? GPU_GRU_PERSISTENT
-                                           : strcmp(name, "stepwise") == 0 ? GPU_GRU_STEPWISE : GPU_GRU_AUTO;
+                                           : strcmp(name, "stepwise") == 0 || strcmp(name, "per-step") == 0
+                                               ? GPU_GRU_STEPWISE
+                                               : GPU_GRU_AUTO;
 }
 
 gpu_gru_impl gpu_gru_impl_for(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D)
