@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plot a catchat telemetry CSV: loss (and running loss, eval loss), eval
-top-1/top-5, gradient norm (before and after clipping) and loss scale against
-the step, as one PNG.
+top-1/top-5, the learning rate ([train] lr_schedule), gradient norm (before
+and after clipping), loss scale and tokens/s against the step, as one PNG.
    scripts/plot.py runs/x/telemetry.csv [-o out.png] [--title TEXT]"""
 import argparse, csv
 
@@ -24,7 +24,7 @@ def main():
     step = col("step")
     ev = [r for r in rows if r["eval_loss"]]
     es = [float(r["step"]) for r in ev]
-    fig, ax = plt.subplots(2, 2, figsize=(11, 7), dpi=110)
+    fig, ax = plt.subplots(2, 3, figsize=(15, 7), dpi=110)
     ax[0][0].plot(step, col("loss"), lw=0.6, alpha=0.5, label="loss")
     ax[0][0].plot(step, col("running_loss"), lw=1.2, label="running loss")
     ax[0][0].plot(es, [float(r["eval_loss"]) for r in ev], "o-", label="eval loss")
@@ -44,6 +44,10 @@ def main():
         ax[1][1].plot(skipped, [float(r["loss_scale"]) for r in rows if r["skipped"] == "1"], "rx", label="skipped step")
     ax[1][1].set_yscale("log")
     ax[1][1].legend()
+    ax[0][2].plot(step, col("lr"), lw=1.2, label="learning rate")
+    ax[0][2].legend()
+    ax[1][2].plot(step, col("tok_per_s"), lw=0.6, label="tokens/s")
+    ax[1][2].legend()
     for a_ in ax.flat:
         a_.set_xlabel("step")
         a_.grid(alpha=0.3)

@@ -1,5 +1,6 @@
 /* The CPU reference as an executor: FP32 parameters, gradients and AdamW
  * moments in three buffers laid out by the parameter table. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/executor.h"
@@ -106,6 +107,9 @@ static const cc_executor_ops CPU_OPS = {
 
 cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T)
 {
+    /* [run] threads: OpenMP's team size for the whole process (the reference
+     * is the only OpenMP user); 0 leaves OpenMP's default, all cores. */
+    if (cfg->threads > 0) omp_set_num_threads(cfg->threads);
     cc_executor *ex = cc_calloc(1, sizeof(*ex));
     ex->ops = &CPU_OPS;
     ex->name = "cpu";

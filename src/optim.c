@@ -8,6 +8,7 @@
 #include "catchat/optim.h"
 
 #include <math.h>
+#include <string.h>
 
 void cc_scaler_init(cc_scaler *s, const cc_config *cfg)
 {
@@ -21,9 +22,15 @@ double cc_lr_at(const cc_config *cfg, long step)
 {
     if (step < cfg->warmup_steps) return cfg->lr * (double)(step + 1) / (double)cfg->warmup_steps;
     const long span = cfg->max_steps - cfg->warmup_steps;
-    if (span <= 0) return cfg->lr;
+    if (span <= 0 || strcmp(cfg->lr_schedule, "constant") == 0) return cfg->lr;
     double progress = (double)(step - cfg->warmup_steps) / (double)span;
     if (progress > 1) progress = 1;
+    if (strcmp(cfg->lr_schedule, "linear") == 0) return cfg->lr + (cfg->lr_min - cfg->lr) * progress;
+    if (strcmp(cfg->lr_schedule, "wsd") == 0) {
+        const double decay_from = 1.0 - cfg->decay_fraction; /* stable until here, then linear to lr_min */
+        if (progress <= decay_from) return cfg->lr;
+        return cfg->lr + (cfg->lr_min - cfg->lr) * (progress - decay_from) / cfg->decay_fraction;
+    }
     return cfg->lr_min + 0.5 * (cfg->lr - cfg->lr_min) * (1.0 + cos(3.14159265358979323846 * progress));
 }
 

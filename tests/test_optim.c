@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 #include "catchat/optim.h"
 #include "helpers.h"
 
@@ -211,4 +212,44 @@ Test(optim, warmup_then_cosine)
     cr_expect(fabs(cc_lr_at(&c, 10) - 1.0) < 1e-12);
     cr_expect(fabs(cc_lr_at(&c, 60) - 0.55) < 1e-12);
     cr_expect(fabs(cc_lr_at(&c, 110) - 0.1) < 1e-12);
+}
+
+/* The other schedules on the same steps: after warmup (step 10) the decay
+ * spans 100 steps to lr_min at max_steps. */
+Test(optim, linear_constant_and_wsd_schedules)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    c.lr = 1.0;
+    c.lr_min = 0.1;
+    c.warmup_steps = 10;
+    c.max_steps = 110;
+    strcpy(c.lr_schedule, "linear");
+    cr_expect(fabs(cc_lr_at(&c, 9) - 1.0) < 1e-12, "warmup is shared");
+    cr_expect(fabs(cc_lr_at(&c, 35) - 0.775) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, 60) - 0.55) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, 110) - 0.1) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, 500) - 0.1) < 1e-12, "held at lr_min past max_steps");
+    strcpy(c.lr_schedule, "constant");
+    cr_expect(fabs(cc_lr_at(&c, 0) - 0.1) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, 60) - 1.0) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, 110) - 1.0) < 1e-12);
+    strcpy(c.lr_schedule, "wsd");
+    c.decay_fraction = 0.2; /* stable to step 90, then linear to 0.1 at 110 */
+    cr_expect(fabs(cc_lr_at(&c, 60) - 1.0) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, 90) - 1.0) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, 100) - 0.55) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, 110) - 0.1) < 1e-12);
+}
+
+/* [run] threads sets the CPU reference's OpenMP team. */
+Test(optim, threads_key_sets_the_cpu_team)
+{
+    cc_config c;
+    cc_executor *ex = make(&c);
+    ex->ops->destroy(ex);
+    c.threads = 1;
+    ex = cc_cpu_executor_create(&c, c.batch_size, c.seq_len);
+    cr_expect_eq(omp_get_max_threads(), 1);
+    ex->ops->destroy(ex);
 }

@@ -13,6 +13,7 @@
 #      (and, where torch is there, are honoured).
 #   C. scripts/prepare_data.sh writes its corpus files readable by others (0666
 #      less the umask), not mktemp's 0600.
+#   D. scripts/plot.py draws a telemetry CSV, the learning rate included.
 #   tests/test_scripts.sh [REPO_ROOT]      (exit 77 = skipped: no Python at all)
 # The Python it runs the scripts with is the project's one: REPO/.venv/bin/python
 # (what install_deps.sh makes) where it exists, else python3.
@@ -190,6 +191,26 @@ for mask in 022 002; do
     else bad "C prepare_data.sh under umask $mask: modes $modes(want $want), $nval val entries (want 2)"; fi
   else bad "C prepare_data.sh failed: $(tail -1 "$tmp/err")"; fi
 done
+
+# ----------------------------------------------------------------- D: plot.py
+# The plot draws the learning rate ([train] lr_schedule) beside loss, norms and
+# scale: a telemetry CSV with a wsd-shaped lr column gives a PNG, and one
+# without the lr column is an error (the plot does not silently drop it).
+if "$py" -c "import matplotlib" 2>/dev/null; then
+  {
+    echo "step,tokens,loss,running_loss,lr,loss_scale,grad_norm,grad_norm_clipped,skipped,step_ms,tok_per_s,seq_per_s,eval_loss,eval_top1,eval_top5"
+    for i in $(seq 1 20); do
+      lr=$(awk -v i=$i 'BEGIN { print (i <= 15 ? 0.001 : 0.001 - (i - 15) * 0.00018) }')
+      ev=""; [ $((i % 10)) -eq 0 ] && ev="2.5,0.4,0.7" || ev=",,"
+      echo "$i,512,3.$i,3.$i,$lr,1,0.5,0.5,0,10,51200,100,$ev"
+    done
+  } >"$tmp/tel.csv"
+  if "$py" "$root/scripts/plot.py" "$tmp/tel.csv" -o "$tmp/tel.png" >/dev/null 2>"$tmp/err" && [ -s "$tmp/tel.png" ]; then ok
+  else bad "D plot.py on a telemetry CSV: $(tail -1 "$tmp/err")"; fi
+  cut -d, -f1-4,6- "$tmp/tel.csv" >"$tmp/nolr.csv"
+  if "$py" "$root/scripts/plot.py" "$tmp/nolr.csv" -o "$tmp/nolr.png" >/dev/null 2>&1; then bad "D plot.py without an lr column: exit 0"
+  else ok; fi
+else skip "D plot.py: no matplotlib"; fi
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

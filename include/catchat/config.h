@@ -18,6 +18,8 @@ typedef struct cc_config {
     long max_skipped_steps; /* consecutive skipped steps that stop the run (0 = never) */
     double lr, lr_min, weight_decay, beta1, beta2, adam_eps, max_grad_norm;
     double grad_h_clamp, ctx_grad_clamp;
+    char lr_schedule[12];   /* cosine, linear, constant, wsd */
+    double decay_fraction;  /* wsd: the share of the steps after warmup spent decaying */
     uint64_t seed;
     /* [precision] */
     int loss_scale_dynamic; /* 1: GradScaler-style; 0: static loss_scale */
@@ -28,6 +30,7 @@ typedef struct cc_config {
     char data_format[8]; /* auto, text, shard */
     /* [run] */
     char device[8]; /* auto, cpu, gpu */
+    int threads;    /* CPU threads for the reference executor, 0 = all cores */
     char out_dir[CC_PATH_MAX];
     /* [gpu]: how the GPU executor runs a step (no effect on the numbers) */
     char gpu_recurrence[16]; /* auto, persistent, stepwise */

@@ -24,7 +24,8 @@ typedef struct cc_step_report {
 } cc_step_report;
 
 void cc_scaler_init(cc_scaler *s, const cc_config *cfg);
-/* Learning rate at `step` (0-based): linear warmup, then cosine to lr_min. */
+/* Learning rate at `step` (0-based): linear warmup, then [train] lr_schedule
+ * (cosine, linear or wsd to lr_min at max_steps, or constant). */
 double cc_lr_at(const cc_config *cfg, long step);
 /* One optimizer step on the gradients the executor holds (of loss·S). */
 void cc_optimizer_step(cc_executor *ex, const cc_config *cfg, cc_scaler *sc, cc_opt_counts *oc,
