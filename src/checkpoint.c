@@ -13,7 +13,7 @@
 #include "catchat/util.h"
 #include "catchat/version.h"
 
-#define N_META 11
+#define N_META 12
 
 int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *lay,
                        const float *params, const float *m, const float *v,
@@ -39,23 +39,27 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
         }
     }
     char *cfg_json = cc_config_to_json(cfg);
-    char vals[N_META][128];
+    char vals[N_META][256];
     const char *keys[N_META] = { "format", "config", "catchat_version", "step", "applied_steps", "skipped_steps",
-                                 "loss_scale", "scale_growth_count", "data_pos", "rng_state", "running_loss" };
+                                 "loss_scale", "scale_growth_count", "data_pos", "rng_state", "running_loss",
+                                 "eval_track" };
     const char *valp[N_META];
     snprintf(vals[0], sizeof(vals[0]), "catchat-v1");
     snprintf(vals[2], sizeof(vals[2]), "%s", cc_version());
     int n_meta = 3; /* format, config, version; then the run state, when there is one */
     if (state) {
-        snprintf(vals[3], 128, "%ld", state->step);
-        snprintf(vals[4], 128, "%ld", state->counts.applied);
-        snprintf(vals[5], 128, "%ld", state->counts.skipped);
-        snprintf(vals[6], 128, "%.17g", state->scaler.scale);
-        snprintf(vals[7], 128, "%ld", state->scaler.growth_count);
-        snprintf(vals[8], 128, "%" PRIu64, state->data_pos);
-        snprintf(vals[9], 128, "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
+        snprintf(vals[3], 256, "%ld", state->step);
+        snprintf(vals[4], 256, "%ld", state->counts.applied);
+        snprintf(vals[5], 256, "%ld", state->counts.skipped);
+        snprintf(vals[6], 256, "%.17g", state->scaler.scale);
+        snprintf(vals[7], 256, "%ld", state->scaler.growth_count);
+        snprintf(vals[8], 256, "%" PRIu64, state->data_pos);
+        snprintf(vals[9], 256, "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
                  state->rng.s[0], state->rng.s[1], state->rng.s[2], state->rng.s[3]);
-        snprintf(vals[10], 128, "%.17g", state->running_loss);
+        snprintf(vals[10], 256, "%.17g", state->running_loss);
+        /* best eval loss, its step, then the overfitting watch (checkpoint.h) */
+        snprintf(vals[11], 256, "%.17g,%ld,%d,%.17g,%.17g,%.17g,%.17g", state->best_eval, state->best_step, state->rising,
+                 state->last_eval, state->last_train, state->rise_from_eval, state->rise_from_train);
         n_meta = N_META;
     }
     for (int i = 0; i < N_META; i++) valp[i] = vals[i];
@@ -142,6 +146,13 @@ static int load_state(const cc_st_file *f, cc_run_state *st)
         return cc_error("%s: metadata 'rng_state' missing or invalid", f->path);
     const char *rl = cc_st_meta(f, "running_loss");
     st->running_loss = rl ? strtod(rl, NULL) : 0.0;
+    /* absent before catchat 0.6: no eval seen yet */
+    const char *et = cc_st_meta(f, "eval_track");
+    st->best_step = 0;
+    st->rising = 0;
+    if (et && sscanf(et, "%lf,%ld,%d,%lf,%lf,%lf,%lf", &st->best_eval, &st->best_step, &st->rising, &st->last_eval,
+                     &st->last_train, &st->rise_from_eval, &st->rise_from_train) != 7)
+        return cc_error("%s: metadata 'eval_track' invalid", f->path);
     return 0;
 }
 

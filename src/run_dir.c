@@ -24,6 +24,9 @@ static const char *const RUN_FILES[] = { "telemetry.csv", "grad_norms.csv", "sam
 static int is_run_file(const char *name)
 {
     if (strncmp(name, EVENTS_PREFIX, strlen(EVENTS_PREFIX)) == 0) return 1;
+    if (strcmp(name, CC_CHECKPOINT_BEST_NAME) == 0) return 1;
+    const size_t np = strlen(CC_CHECKPOINT_STEP_PREFIX);
+    if (strncmp(name, CC_CHECKPOINT_STEP_PREFIX, np) == 0 && name[np] >= '0' && name[np] <= '9') return 1;
     for (int i = 0; i < N_RUN_FILES; i++)
         if (strcmp(name, RUN_FILES[i]) == 0) return 1;
     return 0;

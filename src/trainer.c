@@ -3,6 +3,7 @@
  * progress line; evaluation and checkpoints at their intervals and at the end,
  * then a sample. All state a resumed run needs is in the checkpoint. */
 #define _DEFAULT_SOURCE
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <unistd.h>
@@ -46,7 +47,7 @@ static void run_free(run_ctx *r)
     free(r->y);
 }
 
-static int save_checkpoint(const cc_config *cfg, cc_executor *ex, const cc_run_state *st)
+static int save_checkpoint_as(const cc_config *cfg, cc_executor *ex, const cc_run_state *st, const char *name)
 {
     const size_t n = ex->lay.total;
     float *p = cc_malloc(sizeof(float) * n), *m = cc_malloc(sizeof(float) * n),
@@ -54,12 +55,48 @@ static int save_checkpoint(const cc_config *cfg, cc_executor *ex, const cc_run_s
     ex->ops->get_params(ex, p);
     ex->ops->get_moments(ex, m, v);
     char path[CC_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/%s", cfg->out_dir, CC_CHECKPOINT_NAME);
+    snprintf(path, sizeof(path), "%s/%s", cfg->out_dir, name);
     int rc = cc_checkpoint_save(path, cfg, &ex->lay, p, m, v, st);
     free(p);
     free(m);
     free(v);
     return rc;
+}
+
+static int save_checkpoint(const cc_config *cfg, cc_executor *ex, const cc_run_state *st)
+{
+    return save_checkpoint_as(cfg, ex, st, CC_CHECKPOINT_NAME);
+}
+
+static int step_name_filter(const struct dirent *e)
+{
+    const size_t n = strlen(CC_CHECKPOINT_STEP_PREFIX);
+    return strncmp(e->d_name, CC_CHECKPOINT_STEP_PREFIX, n) == 0 && e->d_name[n] >= '0' && e->d_name[n] <= '9' &&
+           !strstr(e->d_name, ".tmp.");
+}
+
+/* [train] keep_last: the checkpoint just written is also kept as
+ * checkpoint_step<N>.safetensors (a hard link, a copy where links fail), and
+ * the oldest such files beyond keep_last are removed. */
+static int keep_step_copy(const cc_config *cfg, long step)
+{
+    if (cfg->keep_last <= 0) return 0;
+    char cur[CC_PATH_MAX + 32], kept[CC_PATH_MAX + 300];
+    snprintf(cur, sizeof(cur), "%s/%s", cfg->out_dir, CC_CHECKPOINT_NAME);
+    snprintf(kept, sizeof(kept), "%s/%s%08ld.safetensors", cfg->out_dir, CC_CHECKPOINT_STEP_PREFIX, step);
+    unlink(kept);
+    if (link(cur, kept) != 0 && cc_copy_file(cur, kept) != 0) return -1;
+    struct dirent **names;
+    const int n = scandir(cfg->out_dir, &names, step_name_filter, alphasort); /* zero-padded: oldest first */
+    for (int i = 0; i < n; i++) {
+        if (i < n - cfg->keep_last) {
+            snprintf(kept, sizeof(kept), "%s/%s", cfg->out_dir, names[i]->d_name);
+            unlink(kept);
+        }
+        free(names[i]);
+    }
+    if (n >= 0) free(names);
+    return 0;
 }
 
 static int restore(const cc_train_opts *o, cc_executor *ex, cc_run_state *st)
@@ -285,30 +322,76 @@ static int nonfinite_found(run_ctx *r, const cc_config *cfg, const cc_train_opts
     return 1;
 }
 
-/* The step's row to telemetry.csv and TensorBoard (lead rank). */
-static int log_row(run_ctx *r, const cc_telemetry_row *row)
+/* Where the run is beside its telemetry row: epochs of the training data
+ * consumed, seconds since this invocation started, and (at an eval) how many
+ * evals in a row the overfitting watch has counted. */
+typedef struct {
+    double epoch, elapsed_s;
+    int rising;
+} run_progress;
+
+/* The step's row to telemetry.csv and TensorBoard (lead rank); TensorBoard
+ * also gets the epoch, the elapsed time and the overfitting count. */
+static int log_row(run_ctx *r, const cc_telemetry_row *row, const run_progress *pr)
 {
     if (!r->lead) return 0;
     if (cc_telemetry_write(&r->tel, row) != 0) return -1;
-    static const char *const tags[] = { "train/loss", "train/running_loss", "train/lr", "train/loss_scale",
-                                        "train/grad_norm", "train/grad_norm_clipped", "perf/tokens_per_s",
-                                        "eval/loss", "eval/top1", "eval/top5" };
+    static const char *const tags[] = { "train/loss",   "train/running_loss", "train/lr",
+                                        "train/loss_scale", "train/grad_norm", "train/grad_norm_clipped",
+                                        "perf/tokens_per_s", "train/epoch", "perf/elapsed_s",
+                                        "eval/loss", "eval/top1", "eval/top5", "eval/overfitting_evals" };
     const float vals[] = { (float)row->loss, (float)row->running_loss, (float)row->lr, (float)row->loss_scale,
                            (float)row->grad_norm, (float)row->grad_norm_clipped, (float)row->tok_per_s,
-                           (float)row->eval_loss, (float)row->eval_top1, (float)row->eval_top5 };
-    return cc_tfevents_scalars(&r->tfe, row->step, tags, vals, row->has_eval ? 10 : 7);
+                           (float)pr->epoch, (float)pr->elapsed_s, (float)row->eval_loss, (float)row->eval_top1,
+                           (float)row->eval_top5, (float)pr->rising };
+    return cc_tfevents_scalars(&r->tfe, row->step, tags, vals, row->has_eval ? 13 : 9);
+}
+
+/* After an eval: the best checkpoint (lowest eval loss so far) and the
+ * overfitting watch: eval loss up while the running train loss went down,
+ * [train] patience evals in a row, warns once per streak (and stops the run
+ * with early_stop). Returns 1 to stop, -1 on a write error, else 0. */
+static int track_eval(run_ctx *r, const cc_config *cfg, cc_run_state *st, const cc_telemetry_row *row)
+{
+    const double ev = row->eval_loss, tr = st->running_loss;
+    if (st->best_step == 0 || ev < st->best_eval) {
+        st->best_eval = ev;
+        st->best_step = row->step;
+        if (r->lead && save_checkpoint_as(cfg, r->ex, st, CC_CHECKPOINT_BEST_NAME) != 0) return -1;
+    }
+    if (st->last_eval > 0 && ev > st->last_eval && tr < st->last_train) {
+        if (st->rising == 0) {
+            st->rise_from_eval = st->last_eval;
+            st->rise_from_train = st->last_train;
+        }
+        st->rising++;
+    } else {
+        st->rising = 0;
+    }
+    st->last_eval = ev;
+    st->last_train = tr;
+    if (cfg->patience <= 0 || st->rising < cfg->patience) return 0;
+    if (r->lead && st->rising == cfg->patience)
+        fprintf(stderr, "catchat: overfitting: eval loss rose for %d evals in a row (%.4f -> %.4f) while the train "
+                        "loss fell (%.4f -> %.4f); the best eval loss, %.4f at step %ld, is in %s/%s%s\n",
+                st->rising, st->rise_from_eval, ev, st->rise_from_train, tr, st->best_eval, st->best_step,
+                cfg->out_dir, CC_CHECKPOINT_BEST_NAME,
+                cfg->early_stop ? "; stopping ([train] early_stop = 1)" : " ([train] early_stop = 1 stops here)");
+    return cfg->early_stop ? 1 : 0;
 }
 
 static void print_progress(const run_ctx *r, const cc_config *cfg, const cc_telemetry_row *row, long first, long end,
-                           double t_start)
+                           const run_progress *pr)
 {
     if (r->quiet) return;
-    const double per = (cc_now_ms() - t_start) / (double)(row->step - first);
-    char eta[32];
-    fmt_duration(eta, sizeof(eta), per * (double)(end - row->step) * 1e-3);
-    printf("step %ld/%ld | loss %.4f | lr %.2e | scale %g | norm %.3f%s | %.1f ms | %.0f tok/s | ETA %s", row->step,
-           cfg->max_steps, row->loss, row->lr, row->loss_scale, row->grad_norm, row->skipped ? " SKIPPED" : "",
-           row->step_ms, row->tok_per_s, eta);
+    const double per = pr->elapsed_s / (double)(row->step - first);
+    char eta[32], took[32];
+    fmt_duration(eta, sizeof(eta), per * (double)(end - row->step));
+    fmt_duration(took, sizeof(took), pr->elapsed_s);
+    printf("step %ld/%ld | epoch %.2f | loss %.4f | lr %.2e | scale %g | norm %.3f%s | %.1f ms | %.0f tok/s | %s, "
+           "ETA %s",
+           row->step, cfg->max_steps, pr->epoch, row->loss, row->lr, row->loss_scale, row->grad_norm,
+           row->skipped ? " SKIPPED" : "", row->step_ms, row->tok_per_s, took, eta);
     if (row->has_eval)
         printf(" | eval loss %.4f top1 %.2f%% top5 %.2f%%", row->eval_loss, 100 * row->eval_top1, 100 * row->eval_top5);
     putchar('\n');
@@ -403,16 +486,26 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     const long first = st.step;
     long skipped_in_a_row = 0;
     int rc = 0;
+    const double tokens_per_batch = (double)cfg->batch_size * cfg->seq_len * r.dist.world;
+    int early = 0;
     while (st.step < end) {
         cc_telemetry_row row;
         if (train_step(&r, cfg, o, &st, res, &row) != 0) { rc = -1; break; }
-        if (log_row(&r, &row) != 0) { rc = -1; break; }
-        print_progress(&r, cfg, &row, first, end, t_start);
+        if (row.has_eval && (early = track_eval(&r, cfg, &st, &row)) < 0) { rc = -1; break; }
+        const run_progress pr = { (double)st.data_pos * tokens_per_batch / (double)(r.train_tok.n ? r.train_tok.n : 1),
+                                  (cc_now_ms() - t_start) * 1e-3, st.rising };
+        if (log_row(&r, &row, &pr) != 0) { rc = -1; break; }
+        print_progress(&r, cfg, &row, first, end, &pr);
         /* Under NCCL the step's all-reduce told every rank whether any was signalled. */
         const int stop = ex->dist ? r.dist.stop_agreed > 0 : (o->stop_signal && *o->stop_signal);
-        if (r.lead && ((cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0) || st.step == end ||
-                       stop)) {
+        const int periodic = cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0;
+        if (r.lead && (periodic || st.step == end || stop || early)) {
             if (save_checkpoint(cfg, ex, &st) != 0) { rc = -1; break; }
+            if (periodic && keep_step_copy(cfg, st.step) != 0) { rc = -1; break; }
+        }
+        if (early) {
+            res->early_stopped = 1;
+            break;
         }
         if (stop) {
             res->stopped_by = o->stop_signal && *o->stop_signal ? (int)*o->stop_signal : SIGTERM;
@@ -433,10 +526,23 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     }
     res->steps_run = st.step - first;
     res->skipped = st.counts.skipped;
+    res->best_eval = st.best_eval;
+    res->best_step = st.best_step;
     cc_telemetry_close(&r.tel);
     cc_tfevents_close(&r.tfe);
     if (rc == 0 && !res->stopped_by && r.lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0)
         write_sample(&r, cfg, o);
+    if (r.lead && rc == 0 && !res->stopped_by) { /* the summary, --quiet too */
+        char took[32];
+        fmt_duration(took, sizeof(took), (cc_now_ms() - t_start) * 1e-3);
+        printf("catchat train: %s after step %ld (%ld steps in %s), last loss %.4f", early ? "stopped early" : "done",
+               st.step, res->steps_run, took, res->last_loss);
+        if (st.best_step > 0)
+            printf("; best eval loss %.4f at step %ld: %s/%s", st.best_eval, st.best_step, cfg->out_dir,
+                   CC_CHECKPOINT_BEST_NAME);
+        printf("; checkpoint %s/%s\n", cfg->out_dir, CC_CHECKPOINT_NAME);
+        fflush(stdout);
+    }
     run_free(&r);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int cc_error_quiet = 0;
 
@@ -95,6 +96,32 @@ int cc_mkdir_p(const char *path)
     }
     if (mkdir(buf, 0755) != 0 && errno != EEXIST)
         return cc_error("cannot create directory '%s': %s", buf, strerror(errno));
+    return 0;
+}
+
+int cc_copy_file(const char *from, const char *to)
+{
+    char tmp[CC_PATH_MAX + 32];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", to, (long)getpid());
+    FILE *in = fopen(from, "rb");
+    if (!in) return cc_error("cannot read '%s': %s", from, strerror(errno));
+    FILE *out = fopen(tmp, "wb");
+    if (!out) {
+        fclose(in);
+        return cc_error("cannot write '%s': %s", tmp, strerror(errno));
+    }
+    char buf[1 << 16];
+    size_t n;
+    int ok = 1;
+    while (ok && (n = fread(buf, 1, sizeof(buf), in)) > 0) ok = fwrite(buf, 1, n, out) == n;
+    ok = ok && !ferror(in) && fflush(out) == 0 && fsync(fileno(out)) == 0;
+    fclose(in);
+    if (fclose(out) != 0) ok = 0;
+    if (!ok || rename(tmp, to) != 0) {
+        const int e = errno;
+        unlink(tmp);
+        return cc_error("cannot copy '%s' to '%s': %s", from, to, strerror(e));
+    }
     return 0;
 }
 

@@ -36,6 +36,13 @@ Test(checkpoint, round_trip_with_state)
     st.scaler.growth_count = 5;
     st.data_pos = 17;
     st.running_loss = 2.345678901234;
+    st.best_eval = 1.9876543210987;
+    st.best_step = 12;
+    st.rising = 1;
+    st.last_eval = 2.0123456789;
+    st.last_train = 1.7;
+    st.rise_from_eval = 1.99;
+    st.rise_from_train = 1.8;
     cc_rng_seed(&st.rng, 77);
     char path[512];
     th_tmp_path(path, sizeof(path), "ck.safetensors");
@@ -56,6 +63,13 @@ Test(checkpoint, round_trip_with_state)
     cr_expect_eq(st2.scaler.growth_count, 5);
     cr_expect_eq(st2.data_pos, 17);
     cr_expect_eq(st2.running_loss, st.running_loss);
+    cr_expect_eq(st2.best_eval, st.best_eval);
+    cr_expect_eq(st2.best_step, 12);
+    cr_expect_eq(st2.rising, 1);
+    cr_expect_eq(st2.last_eval, st.last_eval);
+    cr_expect_eq(st2.last_train, st.last_train);
+    cr_expect_eq(st2.rise_from_eval, st.rise_from_eval);
+    cr_expect_eq(st2.rise_from_train, st.rise_from_train);
     cr_expect_eq(memcmp(&st.rng, &st2.rng, sizeof(st.rng)), 0);
     cc_config c2;
     cc_config_defaults(&c2);

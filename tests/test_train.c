@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "catchat/train.h"
 #include "helpers.h"
 
@@ -88,4 +89,81 @@ Test(train, tiny_model_learns)
     cr_expect(r.eval_loss < 2.5, "eval loss %.3f after 60 steps", r.eval_loss);
     cr_expect(r.eval_top5 > 0.5, "eval top-5 %.3f", r.eval_top5);
     free(r.losses);
+}
+
+/* Text made of one short phrase repeated: a model memorises it quickly. */
+static void write_repeated(const char *path, const char *phrase, size_t bytes)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    for (size_t n = 0; n < bytes; n += strlen(phrase)) fputs(phrase, f);
+    fclose(f);
+}
+
+/* A model that memorises one phrase gets worse on another: the eval loss
+ * rises while the train loss falls. The best checkpoint is the lowest eval
+ * so far, the warning fires after [train] patience such evals, and with
+ * early_stop the run ends there (checkpoint written, success). */
+Test(train, best_checkpoint_overfitting_warning_and_early_stop)
+{
+    cc_config c;
+    char dir[256];
+    setup(&c, dir, sizeof(dir));
+    write_repeated(c.train, "the cat sat on the mat. ", 20000);
+    write_repeated(c.val, "QUIZ: JOX VEX BY WYNG? ", 3000);
+    c.max_steps = 200;
+    c.eval_interval = 5;
+    c.lr = 1e-2;
+    c.warmup_steps = 5;
+    c.patience = 2;
+    c.early_stop = 1;
+    c.keep_last = 0;
+    snprintf(c.out_dir, sizeof(c.out_dir), "%s/overfit", dir);
+    cc_train_opts o = { .quiet = 1 };
+    cc_train_result res;
+    th_stderr_begin();
+    cr_assert_eq(cc_train(&c, &o, &res), 0);
+    const char *err = th_stderr_end();
+    cr_expect(res.early_stopped, "the run did not stop early; stderr: %s", err);
+    cr_expect_lt(res.steps_run, 200);
+    cr_expect(strstr(err, "catchat: overfitting: eval loss rose for 2 evals in a row") != NULL, "stderr: %s", err);
+    cr_expect_gt(res.best_step, 0);
+    cr_expect_lt(res.best_step, res.steps_run, "the best eval came before the rise");
+    cr_expect_gt(res.eval_loss, res.best_eval);
+    char best[1100];
+    snprintf(best, sizeof(best), "%s/checkpoint_best.safetensors", c.out_dir);
+    FILE *f = fopen(best, "rb");
+    cr_expect(f != NULL, "no %s", best);
+    if (f) fclose(f);
+    free(res.losses);
+}
+
+/* keep_last = 2 keeps the two newest periodic checkpoints as
+ * checkpoint_step<N>.safetensors; --force clears them with the rest. */
+Test(train, keep_last_keeps_the_newest_periodic_checkpoints)
+{
+    cc_config c;
+    char dir[256], path[1200];
+    setup(&c, dir, sizeof(dir));
+    c.max_steps = 12;
+    c.checkpoint_interval = 3;
+    c.keep_last = 2;
+    snprintf(c.out_dir, sizeof(c.out_dir), "%s/keep", dir);
+    cc_train_opts o = { .quiet = 1 };
+    cc_train_result res;
+    cr_assert_eq(cc_train(&c, &o, &res), 0);
+    free(res.losses);
+    const long want[] = { 9, 12 }, gone[] = { 3, 6 };
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/checkpoint_step%08ld.safetensors", c.out_dir, want[i]);
+        cr_expect(access(path, F_OK) == 0, "missing %s", path);
+        snprintf(path, sizeof(path), "%s/checkpoint_step%08ld.safetensors", c.out_dir, gone[i]);
+        cr_expect(access(path, F_OK) != 0, "kept %s", path);
+    }
+    o.force = 1;
+    c.keep_last = 0;
+    cr_assert_eq(cc_train(&c, &o, &res), 0);
+    free(res.losses);
+    snprintf(path, sizeof(path), "%s/checkpoint_step%08ld.safetensors", c.out_dir, 12L);
+    cr_expect(access(path, F_OK) != 0, "--force left %s", path);
 }

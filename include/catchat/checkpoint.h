@@ -15,6 +15,13 @@ typedef struct cc_run_state {
     cc_scaler scaler;
     uint64_t data_pos; /* batches consumed */
     double running_loss; /* telemetry's running mean, so a resumed CSV continues it */
+    /* The evals so far: the best (lowest) eval loss and its step (best_step 0:
+     * none yet), and the overfitting watch (train.c): how many evals in a
+     * row rose while the train loss fell, from which eval and train loss. */
+    double best_eval;
+    long best_step;
+    int rising;
+    double last_eval, last_train, rise_from_eval, rise_from_train;
     cc_rng rng;
 } cc_run_state;
 

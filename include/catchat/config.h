@@ -16,6 +16,9 @@ typedef struct cc_config {
     int batch_size;
     long max_steps, warmup_steps, eval_interval, eval_batches, checkpoint_interval;
     long max_skipped_steps; /* consecutive skipped steps that stop the run (0 = never) */
+    int keep_last;          /* periodic checkpoints kept besides the current one */
+    int patience;           /* evals of rising eval loss (train loss falling) that mean overfitting */
+    int early_stop;         /* 1: stop the run there */
     double lr, lr_min, weight_decay, beta1, beta2, adam_eps, max_grad_norm;
     double grad_h_clamp, ctx_grad_clamp;
     char lr_schedule[12];   /* cosine, linear, constant, wsd */

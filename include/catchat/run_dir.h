@@ -6,6 +6,10 @@
 #define CATCHAT_RUN_DIR_H
 
 #define CC_CHECKPOINT_NAME "checkpoint.safetensors"
+/* The checkpoint of the lowest eval loss so far, and (with [train]
+ * keep_last) copies of earlier periodic checkpoints, checkpoint_step<N>. */
+#define CC_CHECKPOINT_BEST_NAME "checkpoint_best.safetensors"
+#define CC_CHECKPOINT_STEP_PREFIX "checkpoint_step"
 
 typedef struct cc_run_dir_info {
     int has_checkpoint;   /* <dir>/checkpoint.safetensors exists */

@@ -38,6 +38,9 @@ typedef struct cc_train_result {
     long nonfinite_step;  /* with check_finite: the step that went non-finite (0 = none) */
     int stopped_by;       /* the signal that stopped the run (checkpoint written), 0 = none */
     int nothing_to_do;    /* --resume of a run already at max_steps: no step taken, nothing written */
+    int early_stopped;    /* [train] early_stop ended the run at the overfitting warning */
+    double best_eval;     /* the lowest eval loss of the run and its step (0: no eval yet) */
+    long best_step;
     cc_finite_report provenance;
 } cc_train_result;
 

@@ -33,6 +33,10 @@ double cc_now_ms(void);
 /* Create a directory and its parents; 0 on success. */
 int cc_mkdir_p(const char *path);
 
+/* Copy a file: written to `to`.tmp.<pid>, flushed, then renamed over `to`
+ * (a crash leaves `to` as it was). 0 on success, one-line error otherwise. */
+int cc_copy_file(const char *from, const char *to);
+
 /* Shortest "%g" text that parses back to the same double. */
 void cc_format_real(char *buf, size_t cap, double v);
 
