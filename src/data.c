@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/data.h"
 
+#include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -88,8 +89,14 @@ int cc_tokens_from_bytes_as(cc_tokens *t, const uint8_t *buf, size_t len, const 
                         "nanoGPT's train.bin?): convert it with scripts/prepare.py, or set [data] format = "
                         "text to read its bytes as text", name, CC_SHARD_MAGIC);
     int rc = t->is_shard ? load_shard(t, buf, len, vocab_size) : load_text(t, buf, len, vocab_size);
-    if (rc != 0) cc_tokens_free(t);
-    return rc;
+    if (rc != 0) {
+        cc_tokens_free(t);
+        return rc;
+    }
+    t->nfiles = 1;
+    t->file_end = cc_malloc(sizeof(size_t));
+    t->file_end[0] = t->n;
+    return 0;
 }
 
 int cc_tokens_from_bytes(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size)
@@ -97,7 +104,53 @@ int cc_tokens_from_bytes(cc_tokens *t, const uint8_t *buf, size_t len, const cha
     return cc_tokens_from_bytes_as(t, buf, len, name, vocab_size, "auto");
 }
 
-int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char *format)
+int cc_data_files(const char *spec, char ***files, int *n)
+{
+    *files = NULL;
+    *n = 0;
+    char *copy = cc_malloc(strlen(spec) + 1), *save = NULL;
+    strcpy(copy, spec);
+    int cap = 0, rc = 0;
+    for (char *part = strtok_r(copy, ",", &save); part && rc == 0; part = strtok_r(NULL, ",", &save)) {
+        while (*part == ' ') part++;
+        if (!*part) continue;
+        glob_t g;
+        memset(&g, 0, sizeof(g));
+        const int pattern = strpbrk(part, "*?[") != NULL;
+        if (pattern) {
+            const int gr = glob(part, 0, NULL, &g); /* sorted */
+            if (gr == GLOB_NOMATCH) rc = cc_error("%s: the pattern matches no file", part);
+            else if (gr != 0) rc = cc_error("%s: cannot expand the pattern", part);
+        }
+        const size_t m = pattern ? (rc == 0 ? g.gl_pathc : 0) : 1;
+        for (size_t i = 0; i < m; i++) {
+            if (*n == cap) {
+                cap = cap ? 2 * cap : 8;
+                *files = cc_realloc(*files, sizeof(char *) * (size_t)cap);
+            }
+            const char *p = pattern ? g.gl_pathv[i] : part;
+            (*files)[*n] = cc_malloc(strlen(p) + 1);
+            strcpy((*files)[(*n)++], p);
+        }
+        if (pattern) globfree(&g);
+    }
+    free(copy);
+    if (rc == 0 && *n == 0) rc = cc_error("'%s': names no data file", spec);
+    if (rc != 0) {
+        cc_data_files_free(*files, *n);
+        *files = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+void cc_data_files_free(char **files, int n)
+{
+    for (int i = 0; i < n; i++) free(files[i]);
+    free(files);
+}
+
+static int load_one(cc_tokens *t, const char *path, int vocab_size, const char *format)
 {
     size_t len;
     uint8_t *buf = cc_read_file_what(path, "data file", &len);
@@ -110,6 +163,33 @@ int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char
     return rc;
 }
 
+int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char *format)
+{
+    char **files;
+    int n;
+    memset(t, 0, sizeof(*t));
+    if (cc_data_files(path, &files, &n) != 0) return -1;
+    int rc = load_one(t, files[0], vocab_size, format);
+    if (rc == 0 && n > 1) { /* the rest appended in order; the dataset is named by the spec */
+        snprintf(t->path, sizeof(t->path), "%s", path);
+        t->file_end = cc_realloc(t->file_end, sizeof(size_t) * (size_t)n);
+        for (int i = 1; i < n && rc == 0; i++) {
+            cc_tokens one;
+            if ((rc = load_one(&one, files[i], vocab_size, format)) != 0) break;
+            t->tok = cc_realloc(t->tok, sizeof(uint16_t) * (t->n + one.n));
+            memcpy(t->tok + t->n, one.tok, sizeof(uint16_t) * one.n);
+            t->n += one.n;
+            t->file_end[i] = t->n;
+            t->nfiles = i + 1;
+            t->is_shard = t->is_shard && one.is_shard;
+            cc_tokens_free(&one);
+        }
+    }
+    cc_data_files_free(files, n);
+    if (rc != 0) cc_tokens_free(t);
+    return rc;
+}
+
 int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size)
 {
     return cc_tokens_load_as(t, path, vocab_size, "auto");
@@ -118,8 +198,11 @@ int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size)
 void cc_tokens_free(cc_tokens *t)
 {
     free(t->tok);
+    free(t->file_end);
     t->tok = NULL;
+    t->file_end = NULL;
     t->n = 0;
+    t->nfiles = 0;
 }
 
 int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffle, uint64_t seed)
@@ -131,7 +214,17 @@ int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffl
     ld->shuffle = shuffle;
     ld->seed = seed;
     ld->perm_epoch = -1;
-    ld->nwin = src->n > 0 ? (src->n - 1) / (size_t)T : 0;
+    /* each file's windows, in file order (one file: window k at token k·T) */
+    const int nf = src->nfiles > 0 ? src->nfiles : 1;
+    ld->win_end = cc_malloc(sizeof(size_t) * (size_t)nf);
+    size_t begin = 0;
+    ld->nwin = 0;
+    for (int f = 0; f < nf; f++) {
+        const size_t end = src->nfiles > 0 ? src->file_end[f] : src->n, len = end - begin;
+        ld->nwin += len > 0 ? (len - 1) / (size_t)T : 0;
+        ld->win_end[f] = ld->nwin;
+        begin = end;
+    }
     if (ld->nwin == 0)
         return cc_error("%s: %zu tokens is shorter than one window of seq_len+1 = %d tokens",
                         src->path, src->n, T + 1);
@@ -143,7 +236,23 @@ int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffl
 void cc_loader_free(cc_loader *ld)
 {
     free(ld->perm);
+    free(ld->win_end);
     ld->perm = NULL;
+    ld->win_end = NULL;
+}
+
+/* First token of window k: its file's start plus its index in the file times T. */
+static size_t window_start(const cc_loader *ld, size_t k)
+{
+    const int nf = ld->src->nfiles > 0 ? ld->src->nfiles : 1;
+    int lo = 0, hi = nf - 1; /* the first file whose windows end past k */
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (ld->win_end[mid] > k) hi = mid;
+        else lo = mid + 1;
+    }
+    const size_t file_begin = lo > 0 ? ld->src->file_end[lo - 1] : 0, first_win = lo > 0 ? ld->win_end[lo - 1] : 0;
+    return file_begin + (k - first_win) * (size_t)ld->T;
 }
 
 /* Window visited at global position `w` (counting windows, not batches). */
@@ -173,7 +282,7 @@ void cc_loader_batch_part(cc_loader *ld, uint64_t index, int part, int nparts, i
     const int T = ld->T;
     const uint64_t first = (index * (uint64_t)nparts + (uint64_t)part) * (uint64_t)ld->B;
     for (int b = 0; b < ld->B; b++) {
-        const size_t start = window_at(ld, first + (uint64_t)b) * (size_t)T;
+        const size_t start = window_start(ld, window_at(ld, first + (uint64_t)b));
         const uint16_t *w = ld->src->tok + start;
         for (int t = 0; t < T; t++) {
             x[(size_t)b * T + t] = w[t];
@@ -184,9 +293,21 @@ void cc_loader_batch_part(cc_loader *ld, uint64_t index, int part, int nparts, i
 
 int cc_data_check_split(const char *train, const char *val)
 {
-    struct stat a, b;
-    if (stat(train, &a) == 0 && stat(val, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return cc_error("[data] train and val are the same file ('%s'): they must not overlap",
-                        train);
-    return 0;
+    char **tf, **vf;
+    int nt, nv;
+    if (cc_data_files(train, &tf, &nt) != 0) return -1;
+    if (cc_data_files(val, &vf, &nv) != 0) {
+        cc_data_files_free(tf, nt);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < nt && rc == 0; i++)
+        for (int j = 0; j < nv && rc == 0; j++) {
+            struct stat a, b;
+            if (stat(tf[i], &a) == 0 && stat(vf[j], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+                rc = cc_error("[data] train and val share the file '%s': they must not overlap", tf[i]);
+        }
+    cc_data_files_free(tf, nt);
+    cc_data_files_free(vf, nv);
+    return rc;
 }

@@ -34,6 +34,16 @@ void *cc_malloc(size_t bytes)
     return p;
 }
 
+void *cc_realloc(void *p, size_t bytes)
+{
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) {
+        cc_error("out of host memory growing a buffer to %zu bytes", bytes);
+        exit(1);
+    }
+    return q;
+}
+
 void *cc_calloc(size_t count, size_t size)
 {
     void *p = calloc(count ? count : 1, size ? size : 1);

@@ -146,3 +146,96 @@ Test(data, batches_reproducible_and_cover_an_epoch)
     cc_loader_free(&c);
     cc_tokens_free(&t);
 }
+
+/* n bytes of `ch` into dir/name. */
+static void write_fill(const char *dir, const char *name, char ch, size_t n, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    char *buf = malloc(n);
+    memset(buf, ch, n);
+    th_write_file(path, buf, n);
+    free(buf);
+}
+
+/* A glob reads its files in sorted order, a comma list in the order given;
+ * each window lies inside one file (the files' bytes differ, so a window that
+ * crossed a boundary would mix them), and every window of every file is
+ * visited once an epoch. */
+Test(data, several_files_as_one_dataset)
+{
+    char dir[256], p[512];
+    th_tmpdir(dir, sizeof(dir));
+    write_fill(dir, "part_b.txt", 'b', 45, p, sizeof(p)); /* lengths that leave partial windows */
+    write_fill(dir, "part_a.txt", 'a', 30, p, sizeof(p));
+    write_fill(dir, "part_c.txt", 'c', 61, p, sizeof(p));
+    char spec[600];
+    snprintf(spec, sizeof(spec), "%s/part_*.txt", dir);
+    cc_tokens t;
+    cr_assert_eq(cc_tokens_load(&t, spec, 256), 0);
+    cr_expect_eq(t.nfiles, 3);
+    cr_expect_eq(t.n, 136);
+    cr_expect_eq(t.file_end[0], 30);
+    cr_expect_eq(t.file_end[1], 75);
+    cr_expect_eq(t.tok[0], 'a');
+    cr_expect_eq(t.tok[30], 'b');
+    cr_expect_eq(t.tok[75], 'c');
+    const int T = 8, B = 1;
+    cc_loader ld;
+    cr_assert_eq(cc_loader_init(&ld, &t, B, T, 1, 5), 0);
+    cr_expect_eq(ld.nwin, (29 / 8) + (44 / 8) + (60 / 8)); /* 3 + 5 + 7 */
+    int x[8], y[8], seen[3] = { 0 };
+    for (uint64_t i = 0; i < ld.nwin; i++) {
+        cc_loader_batch(&ld, i, x, y);
+        for (int k = 1; k < T; k++) cr_assert_eq(x[k], x[0], "window %llu crosses files", (unsigned long long)i);
+        cr_assert_eq(y[T - 1], x[0], "window %llu crosses files", (unsigned long long)i);
+        seen[x[0] - 'a']++;
+    }
+    cr_expect(seen[0] == 3 && seen[1] == 5 && seen[2] == 7, "windows per file: %d %d %d", seen[0], seen[1], seen[2]);
+    cc_loader_free(&ld);
+    cc_tokens_free(&t);
+    /* a list keeps its order */
+    snprintf(spec, sizeof(spec), "%s/part_c.txt,%s/part_a.txt", dir, dir);
+    cr_assert_eq(cc_tokens_load(&t, spec, 256), 0);
+    cr_expect_eq(t.nfiles, 2);
+    cr_expect_eq(t.tok[0], 'c');
+    cr_expect_eq(t.tok[61], 'a');
+    cc_tokens_free(&t);
+}
+
+/* Shards (what scripts/prepare.py writes, several of them) through a glob. */
+Test(data, shards_through_a_glob)
+{
+    char dir[256], p[512], spec[600];
+    th_tmpdir(dir, sizeof(dir));
+    uint16_t a[20], b[20];
+    for (int i = 0; i < 20; i++) a[i] = (uint16_t)i, b[i] = (uint16_t)(100 + i);
+    snprintf(p, sizeof(p), "%s/train_000001.bin", dir);
+    write_shard(p, b, 20, 20, CC_SHARD_MAGIC, 1);
+    snprintf(p, sizeof(p), "%s/train_000000.bin", dir);
+    write_shard(p, a, 20, 20, CC_SHARD_MAGIC, 1);
+    snprintf(spec, sizeof(spec), "%s/train_*.bin", dir);
+    cc_tokens t;
+    cr_assert_eq(cc_tokens_load(&t, spec, 1024), 0);
+    cr_expect(t.is_shard);
+    cr_expect_eq(t.n, 40);
+    cr_expect_eq(t.tok[0], 0);
+    cr_expect_eq(t.tok[20], 100);
+    cc_tokens_free(&t);
+}
+
+Test(data, bad_file_sets_are_errors, .init = cr_redirect_stderr)
+{
+    char dir[256], p[512], spec[1200], val[600];
+    th_tmpdir(dir, sizeof(dir));
+    cc_tokens t;
+    snprintf(spec, sizeof(spec), "%s/nothing_*.txt", dir);
+    cr_expect_neq(cc_tokens_load(&t, spec, 256), 0, "a pattern that matches nothing");
+    write_fill(dir, "x1.txt", 'x', 40, p, sizeof(p));
+    write_fill(dir, "x2.txt", 'y', 40, p, sizeof(p));
+    snprintf(spec, sizeof(spec), "%s/x*.txt", dir);
+    snprintf(val, sizeof(val), "%s/x2.txt", dir);
+    cr_expect_neq(cc_data_check_split(spec, val), 0, "val is one of the train files");
+    snprintf(val, sizeof(val), "%s/x1.txt", dir);
+    snprintf(spec, sizeof(spec), "%s/x2.txt", dir);
+    cr_expect_eq(cc_data_check_split(spec, val), 0);
+}

@@ -18,9 +18,21 @@ typedef struct cc_tokens {
     size_t n;
     int is_shard;
     char path[1024];
+    /* Several files read as one dataset: file i's tokens end at file_end[i]
+     * (nfiles = 1 for a single file; windows never cross a file's end). */
+    int nfiles;
+    size_t *file_end;
 } cc_tokens;
 
-/* Load a file as `format` (auto, text or shard); every id must be <
+/* The data files a [data] train or val value names: a path, a glob
+ * (data/shards/train_*.bin, in sorted order) or a comma-separated list of
+ * either (in that order). *files is malloc'd (free with cc_data_files_free);
+ * a pattern that matches nothing is an error naming it. */
+int cc_data_files(const char *spec, char ***files, int *n);
+void cc_data_files_free(char **files, int n);
+
+/* Load a file (or every file of a glob or list, concatenated in order, each
+ * by the same rules) as `format` (auto, text or shard); every id must be <
  * vocab_size. One-line errors name the file. */
 int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char *format);
 /* The same with format auto. */
@@ -32,7 +44,8 @@ int cc_tokens_from_bytes_as(cc_tokens *t, const uint8_t *buf, size_t len, const 
 int cc_tokens_from_bytes(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size);
 
 /* Batches of B windows of T+1 tokens (x = first T, y = last T). Window k
- * starts at token k·T. Training visits the windows in an order shuffled per
+ * starts at token k·T of its file (the windows of the next file follow; a
+ * file's last partial window is dropped). Training visits the windows in an order shuffled per
  * epoch from the seed; the batch is a pure function of (seed, position), so a
  * resumed run sees exactly the data the straight run would. */
 typedef struct cc_loader {
@@ -43,6 +56,7 @@ typedef struct cc_loader {
     uint64_t seed;
     long perm_epoch;  /* epoch whose permutation is in perm, -1 none */
     uint32_t *perm;
+    size_t *win_end;  /* windows before the end of each file (nfiles of them) */
 } cc_loader;
 
 int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffle, uint64_t seed);
@@ -53,7 +67,7 @@ void cc_loader_batch(cc_loader *ld, uint64_t index, int *x, int *y);
  * rank's part (windows part·B .. part·B+B-1 of it). nparts = 1 is cc_loader_batch. */
 void cc_loader_batch_part(cc_loader *ld, uint64_t index, int part, int nparts, int *x, int *y);
 
-/* Refuse a train/val pair that is the same file (they must never overlap). */
+/* Refuse a train/val pair that share a file (they must never overlap). */
 int cc_data_check_split(const char *train, const char *val);
 
 #endif

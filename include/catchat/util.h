@@ -19,6 +19,7 @@ extern int cc_error_quiet;
 /* Checked allocation: aborts with a one-line message naming the size. */
 void *cc_malloc(size_t bytes);
 void *cc_calloc(size_t count, size_t size);
+void *cc_realloc(void *p, size_t bytes);
 
 /* Whole file into memory (NUL-terminated for convenience). Returns NULL and
  * reports a one-line error naming the path on failure. */
