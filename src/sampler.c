@@ -1,6 +1,9 @@
 /* Generation: streaming, constant memory per token (cpu_decoder), sampling
- * with temperature and top-k; temperature 0 is greedy. Prompt and
- * continuation go out as text as they are produced. */
+ * with temperature, top-k, top-p (nucleus) and a repetition penalty;
+ * temperature 0 is greedy. Prompt and continuation go out as text as they
+ * are produced, or as one JSON object at the end (text, token ids, each
+ * generated token's log-probability under the model). */
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,15 +12,63 @@
 #include "catchat/util.h"
 #include "catchat/vocab.h"
 
-static void emit(FILE *out, int token, const cc_vocab *vocab)
+/* The output so far as bytes: for --stop and --json. */
+typedef struct {
+    char *buf;
+    size_t n, cap;
+} text_buf;
+
+static void text_add(text_buf *t, const char *bytes, size_t n)
 {
-    if (vocab && token < vocab->n) fwrite(vocab->bytes[token], 1, (size_t)vocab->len[token], out);
-    else if (!vocab && token < 256) fputc(token, out);
-    else fprintf(out, "<%d>", token); /* an id the vocabulary does not cover */
-    fflush(out);
+    if (t->n + n + 1 > t->cap) {
+        t->cap = (t->n + n + 1) * 2;
+        t->buf = cc_realloc(t->buf, t->cap);
+    }
+    memcpy(t->buf + t->n, bytes, n);
+    t->n += n;
+    t->buf[t->n] = 0;
 }
 
-static int pick(const float *logits, int V, const cc_sample_opts *o, cc_rng *rng, float *work)
+/* Token `token` as text: its vocabulary bytes, the byte itself, or <id>. */
+static void emit(FILE *out, text_buf *text, int token, const cc_vocab *vocab)
+{
+    char tmp[32];
+    const char *b;
+    size_t n;
+    if (vocab && token < vocab->n) {
+        b = (const char *)vocab->bytes[token];
+        n = (size_t)vocab->len[token];
+    } else if (!vocab && token < 256) {
+        tmp[0] = (char)token;
+        b = tmp;
+        n = 1;
+    } else {
+        n = (size_t)snprintf(tmp, sizeof(tmp), "<%d>", token); /* an id the vocabulary does not cover */
+        b = tmp;
+    }
+    text_add(text, b, n);
+    if (out) {
+        fwrite(b, 1, n, out);
+        fflush(out);
+    }
+}
+
+/* Repetition penalty (CTRL): every token already in the context is made
+ * less likely, once however often it occurred. */
+static void penalize(float *logits, int V, const unsigned char *seen, double penalty)
+{
+    if (!(penalty > 1)) return;
+    for (int v = 0; v < V; v++)
+        if (seen[v]) logits[v] = logits[v] > 0 ? (float)(logits[v] / penalty) : (float)(logits[v] * penalty);
+}
+
+static int desc_by_prob(const void *a, const void *b)
+{
+    const double pa = ((const double *)a)[0], pb = ((const double *)b)[0];
+    return pa < pb ? 1 : pa > pb ? -1 : 0;
+}
+
+static int pick(const float *logits, int V, const cc_sample_opts *o, cc_rng *rng, float *work, double *pairs)
 {
     int best = 0;
     for (int v = 1; v < V; v++) if (logits[v] > logits[best]) best = v;
@@ -38,6 +89,26 @@ static int pick(const float *logits, int V, const cc_sample_opts *o, cc_rng *rng
     double sum = 0;
     for (int v = 0; v < V; v++)
         sum += logits[v] >= cut ? exp((logits[v] - logits[best]) / o->temperature) : 0.0;
+    if (o->top_p > 0 && o->top_p < 1) {
+        /* nucleus: the most likely tokens until their probability reaches top_p */
+        int m = 0;
+        for (int v = 0; v < V; v++)
+            if (logits[v] >= cut) {
+                pairs[2 * m] = exp((logits[v] - logits[best]) / o->temperature) / sum;
+                pairs[2 * m + 1] = v;
+                m++;
+            }
+        qsort(pairs, (size_t)m, 2 * sizeof(double), desc_by_prob);
+        int keep = 0;
+        double mass = 0;
+        while (keep < m && (keep == 0 || mass < o->top_p)) mass += pairs[2 * keep++];
+        double u = cc_rng_uniform(rng) * mass, acc = 0;
+        for (int i = 0; i < keep; i++) {
+            acc += pairs[2 * i];
+            if (acc > u) return (int)pairs[2 * i + 1];
+        }
+        return (int)pairs[2 * (keep - 1) + 1];
+    }
     double u = cc_rng_uniform(rng) * sum, acc = 0;
     for (int v = 0; v < V; v++) {
         if (logits[v] < cut) continue;
@@ -45,6 +116,52 @@ static int pick(const float *logits, int V, const cc_sample_opts *o, cc_rng *rng
         if (acc > u) return v;
     }
     return best;
+}
+
+/* log softmax(logits)[token], in double. */
+static double log_prob(const float *logits, int V, int token)
+{
+    double mx = logits[0], sum = 0;
+    for (int v = 1; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    for (int v = 0; v < V; v++) sum += exp(logits[v] - mx);
+    return logits[token] - mx - log(sum);
+}
+
+/* The bytes as UTF-8 for JSON: a byte that does not start a valid sequence
+ * becomes U+FFFD (the token ids beside it stay exact). */
+static char *valid_utf8(const text_buf *t)
+{
+    char *out = cc_malloc(t->n * 3 + 1);
+    size_t o = 0;
+    const unsigned char *s = (const unsigned char *)(t->buf ? t->buf : "");
+    for (size_t i = 0; i < t->n;) {
+        const unsigned c = s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        int ok = len > 0 && i + len <= t->n && (len > 1 || c != 0) && c != 0xC0 && c != 0xC1 && c < 0xF5;
+        for (size_t k = 1; ok && k < len; k++) ok = (s[i + k] & 0xC0) == 0x80;
+        if (ok && len > 2) { /* no overlong forms, surrogates or code points past U+10FFFF */
+            const unsigned c1 = s[i + 1];
+            ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0) && !(c == 0xF0 && c1 < 0x90) &&
+                 !(c == 0xF4 && c1 >= 0x90);
+        }
+        if (ok) {
+            memcpy(out + o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = 0;
+    return out;
+}
+
+static int ends_with_text(const text_buf *t, size_t from, const char *stop)
+{
+    const size_t n = strlen(stop);
+    return n > 0 && t->n >= from + n && memcmp(t->buf + t->n - n, stop, n) == 0;
 }
 
 int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o, FILE *out)
@@ -74,14 +191,22 @@ int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o
     }
     cpu_decoder dec;
     cpu_decoder_init(&dec, &lay->dims);
-    float *logits = cc_malloc(sizeof(float) * V), *work = cc_malloc(sizeof(float) * V);
+    float *logits = cc_malloc(sizeof(float) * V), *work = cc_malloc(sizeof(float) * V),
+          *scored = cc_malloc(sizeof(float) * V);
+    double *pairs = cc_malloc(sizeof(double) * 2 * V);
+    unsigned char *seen = cc_calloc((size_t)V, 1);
+    FILE *stream = o->json ? NULL : out;
+    text_buf prompt_text = { 0 }, text = { 0 };
+    json_t *gen_ids = json_array(), *logprobs = json_array();
     cc_rng rng;
     cc_rng_seed(&rng, o->seed);
     int rc = 0;
+    const char *reason = "length";
     for (int i = 0; i < n_ids; i++) {
         const int tok = ids[i];
         if (tok < 0 || tok >= V) { rc = cc_error("sample: prompt token %d is not below vocab_size %d", tok, V); break; }
-        emit(out, tok, o->vocab);
+        emit(o->no_echo ? NULL : stream, &prompt_text, tok, o->vocab);
+        seen[tok] = 1;
         cpu_decoder_step(&dec, lay, params, tok, logits);
     }
     for (int i = 0; rc == 0 && i < o->tokens; i++) {
@@ -92,13 +217,44 @@ int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o
                 break;
             }
         if (rc) break;
-        const int tok = pick(logits, V, o, &rng, work);
-        emit(out, tok, o->vocab);
+        memcpy(scored, logits, sizeof(float) * V);
+        penalize(scored, V, seen, o->repetition_penalty);
+        const int tok = pick(scored, V, o, &rng, work, pairs);
+        json_array_append_new(gen_ids, json_integer(tok));
+        json_array_append_new(logprobs, json_real(log_prob(logits, V, tok)));
+        seen[tok] = 1;
+        emit(stream, &text, tok, o->vocab);
+        if (o->stop && ends_with_text(&text, 0, o->stop)) {
+            reason = "stop";
+            break;
+        }
         if (i + 1 < o->tokens) cpu_decoder_step(&dec, lay, params, tok, logits);
     }
+    if (rc == 0 && o->json) {
+        json_t *pids = json_array();
+        for (int i = 0; i < n_ids; i++) json_array_append_new(pids, json_integer(ids[i]));
+        char *pt = valid_utf8(&prompt_text), *tt = valid_utf8(&text);
+        json_t *j = json_pack("{s:s,s:s,s:o,s:o,s:o,s:s}", "prompt", pt, "text", tt, "prompt_tokens", pids,
+                              "tokens", gen_ids, "logprobs", logprobs, "stop_reason", reason);
+        free(pt);
+        free(tt);
+        gen_ids = logprobs = NULL; /* owned by j */
+        char *dump = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
+        if (dump) fprintf(out, "%s", dump);
+        else rc = cc_error("sample: --json: the output could not be encoded");
+        free(dump);
+        json_decref(j);
+    }
+    json_decref(gen_ids);
+    json_decref(logprobs);
+    free(prompt_text.buf);
+    free(text.buf);
     free(ids);
     free(logits);
     free(work);
+    free(scored);
+    free(pairs);
+    free(seen);
     cpu_decoder_free(&dec);
     return rc;
 }

@@ -43,6 +43,12 @@ a=$("$bin" sample --ckpt "$tmp/run/checkpoint.safetensors" --prompt "the " --tok
 b=$("$bin" sample --ckpt "$tmp/run/checkpoint.safetensors" --prompt "the " --tokens 30 --temperature 0 --seed 9)
 [ "$a" = "$b" ] || bad "greedy sample not deterministic"
 case "$a" in "the "*) ok ;; *) bad "sample does not start with the prompt" ;; esac
+# the prompt from standard input, without echo, as JSON: the same continuation
+printf 'the ' >"$tmp/prompt.txt"
+c=$("$bin" sample --ckpt "$tmp/run/checkpoint.safetensors" --prompt-file - --tokens 30 --temperature 0 --no-echo <"$tmp/prompt.txt")
+[ "the $c" = "$a" ] && ok || bad "--prompt-file - --no-echo: '$c' is not the continuation of '$a'"
+j=$("$bin" sample --ckpt "$tmp/run/checkpoint.safetensors" --prompt-file "$tmp/prompt.txt" --tokens 5 --temperature 0 --json)
+case "$j" in '{"prompt":"the ",'*'"tokens":['*'"logprobs":['*'"stop_reason":"length"}') ok ;; *) bad "--json: $j" ;; esac
 before=$(md5sum <"$tmp/run/checkpoint.safetensors")
 "$bin" dump-state --config "$root/configs/tiny.ini" "${sets[@]}" --ckpt "$tmp/run/checkpoint.safetensors" \
   --out "$tmp/state.safetensors" --device cpu >/dev/null || bad "dump-state"

@@ -63,6 +63,12 @@ typedef struct cc_sample_opts {
     const struct cc_vocab *vocab; /* decode ids with this vocabulary (NULL: ids are bytes) */
     const int *prompt_ids;        /* exact prompt ids instead of `prompt` (NULL: encode the text) */
     int n_prompt_ids;
+    double top_p;                 /* nucleus: the fewest tokens whose probability reaches top_p (0 or 1: off) */
+    double repetition_penalty;    /* > 1: logits of tokens already in the context divided (positive) or
+                                   * multiplied (negative) by it (0 or 1: off) */
+    int no_echo;                  /* the prompt is not written out */
+    const char *stop;             /* generation ends once the output ends with this text (NULL: none) */
+    int json;                     /* one JSON object at the end instead of streamed text */
 } cc_sample_opts;
 /* Stream prompt + continuation as bytes to `out`. */
 int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o, FILE *out);

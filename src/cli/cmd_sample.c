@@ -11,15 +11,27 @@
 #include "catchat/vocab.h"
 
 static const char *HELP =
-    "usage: catchat sample --ckpt CKPT [--prompt TEXT | --prompt-ids L] [--tokens N] [--temperature T]\n"
-    "                      [--top-k K] [--seed N] [--vocab FILE] [--config F] [--set key=value]...\n\n"
+    "usage: catchat sample --ckpt CKPT [--prompt TEXT | --prompt-file F | --prompt-ids L] [--tokens N]\n"
+    "                      [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]\n"
+    "                      [--stop TEXT] [--no-echo] [--json] [--seed N] [--vocab FILE]\n"
+    "                      [--config F] [--set key=value]...\n\n"
     "Streams the prompt and a continuation to stdout, one token at a time, with constant\n"
     "memory per token (one GRU state per layer and a ring of the last ctx_window keys\n"
     "and values).\n\n"
     "  --prompt TEXT      bytes to start from (default \"The \")\n"
+    "  --prompt-file F    the prompt is the whole file F (- reads standard input)\n"
     "  --tokens N         tokens to generate (default 200)\n"
     "  --temperature T    softmax temperature; 0 = greedy argmax (default 0.8)\n"
     "  --top-k K          sample among the K most likely tokens; 0 = all (default 40)\n"
+    "  --top-p P          then among the most likely tokens whose probability reaches P\n"
+    "                     (nucleus sampling); 1 = off (default 1)\n"
+    "  --repetition-penalty R  tokens already in the prompt or output are made less likely:\n"
+    "                     positive logits divided by R, negative ones multiplied; 1 = off (default 1)\n"
+    "  --stop TEXT        stop once the generated text ends with TEXT (it is written)\n"
+    "  --no-echo          write only the continuation, not the prompt\n"
+    "  --json             one JSON object at the end instead of streamed text: prompt, text,\n"
+    "                     prompt_tokens, tokens (ids), logprobs (each generated token's log-probability\n"
+    "                     under the model, before temperature and penalties), stop_reason (stop|length)\n"
     "  --seed N           sampling seed (default 1)\n"
     "  --vocab FILE       token vocabulary (scripts/prepare.py's .vocab) to decode ids with and to\n"
     "                     encode the prompt (greedy longest match); default: ids are bytes\n"
@@ -32,10 +44,15 @@ int cmd_sample(int argc, char **argv)
         { "tokens", required_argument, 0, 'n' }, { "temperature", required_argument, 0, 't' },
         { "top-k", required_argument, 0, 'K' }, { "seed", required_argument, 0, 'S' },
         { "vocab", required_argument, 0, 'V' }, { "prompt-ids", required_argument, 0, 'I' },
+        { "prompt-file", required_argument, 0, 'F' }, { "top-p", required_argument, 0, 'P' },
+        { "repetition-penalty", required_argument, 0, 'R' }, { "stop", required_argument, 0, 'X' },
+        { "no-echo", no_argument, 0, 'E' }, { "json", no_argument, 0, 'J' },
         { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
-    const char *ckpt = NULL, *vocab_path = NULL, *ids_text = NULL;
-    cc_sample_opts so = { "The ", 200, 0.8, 40, 1, NULL, NULL, 0 };
+    const char *ckpt = NULL, *vocab_path = NULL, *ids_text = NULL, *prompt_file = NULL;
+    cc_sample_opts so = { .prompt = "The ", .tokens = 200, .temperature = 0.8, .top_k = 40, .seed = 1,
+                          .top_p = 1, .repetition_penalty = 1 };
+    int prompt_given = 0;
     long v;
     unsigned long long seed;
     int c;
@@ -44,7 +61,13 @@ int cmd_sample(int argc, char **argv)
     while ((c = cli_next_opt(&parser, argc, argv)) > 0) {
         switch (c) {
         case 'k': ckpt = optarg; break;
-        case 'p': so.prompt = optarg; break;
+        case 'p': so.prompt = optarg; prompt_given = 1; break;
+        case 'F': prompt_file = optarg; break;
+        case 'P': if (cli_parse_double("--top-p", optarg, 1e-9, 1, &so.top_p)) return 2; break;
+        case 'R': if (cli_parse_double("--repetition-penalty", optarg, 1, 1e6, &so.repetition_penalty)) return 2; break;
+        case 'X': so.stop = optarg; break;
+        case 'E': so.no_echo = 1; break;
+        case 'J': so.json = 1; break;
         case 'n': if (cli_parse_long("--tokens", optarg, 0, 1L << 30, &v)) return 2; so.tokens = (int)v; break;
         case 't': if (cli_parse_double("--temperature", optarg, 0, 1e6, &so.temperature)) return 2; break;
         case 'K': if (cli_parse_long("--top-k", optarg, 0, 1 << 20, &v)) return 2; so.top_k = (int)v; break;
@@ -55,6 +78,9 @@ int cmd_sample(int argc, char **argv)
     }
     if (c < 0) return parser.status;
     if (!ckpt) return cli_usage_error("sample", "--ckpt is required");
+    if ((prompt_given != 0) + (prompt_file != NULL) + (ids_text != NULL) > 1)
+        return cli_usage_error("sample", "--prompt, --prompt-file and --prompt-ids exclude each other");
+    if (so.stop && !*so.stop) return cli_usage_error("sample", "--stop: empty text");
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
     cc_vocab vocab;
@@ -70,11 +96,36 @@ int cmd_sample(int argc, char **argv)
         char buf[16384];
         snprintf(buf, sizeof(buf), "%s", ids_text);
         for (char *t = strtok(buf, ","); t && n_ids < 4096; t = strtok(NULL, ",")) {
-            if (cli_parse_long("--prompt-ids", t, 0, 65535, &v)) return 2;
+            if (cli_parse_long("--prompt-ids", t, 0, 65535, &v)) {
+                if (vocab_path) cc_vocab_free(&vocab);
+                return 2;
+            }
             ids[n_ids++] = (int)v;
         }
         so.prompt_ids = ids;
         so.n_prompt_ids = n_ids;
+    }
+    char *file_prompt = NULL;
+    if (prompt_file) { /* the whole file (or standard input) as the prompt */
+        size_t len = 0;
+        if (strcmp(prompt_file, "-") == 0) {
+            size_t cap = 4096;
+            file_prompt = cc_malloc(cap);
+            size_t got;
+            while ((got = fread(file_prompt + len, 1, cap - len - 1, stdin)) > 0)
+                if ((len += got) + 1 >= cap) file_prompt = cc_realloc(file_prompt, cap *= 2);
+        } else if (!(file_prompt = (char *)cc_read_file_what(prompt_file, "prompt file", &len))) {
+            if (vocab_path) cc_vocab_free(&vocab);
+            return 1;
+        }
+        file_prompt[len] = 0;
+        if (strlen(file_prompt) != len) {
+            free(file_prompt);
+            if (vocab_path) cc_vocab_free(&vocab);
+            fprintf(stderr, "catchat: %s: the prompt holds a NUL byte; use --prompt-ids for such ids\n", prompt_file);
+            return 1;
+        }
+        so.prompt = file_prompt;
     }
     cc_dims d = cc_dims_from_config(&cfg);
     cc_layout lay;
@@ -84,6 +135,7 @@ int cmd_sample(int argc, char **argv)
     if (rc == 0) rc = cc_sample(&lay, p, &so, stdout);
     if (rc == 0) putchar('\n');
     free(p);
+    free(file_prompt);
     if (vocab_path) cc_vocab_free(&vocab);
     return rc == 0 ? 0 : 1;
 }
