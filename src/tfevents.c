@@ -120,6 +120,47 @@ int cc_tfevents_scalars(cc_tfevents *t, long step, const char *const *tags, cons
     return write_record(t, &ev);
 }
 
+int cc_tfevents_text(cc_tfevents *t, long step, const char *tag, const char *text)
+{
+    if (!t->f) return 0;
+    size_t n = strlen(text);
+    if (n > CC_TFEVENTS_TEXT_MAX) n = CC_TFEVENTS_TEXT_MAX; /* the record is built in one fixed buffer */
+    static const char plugin[] = "text";
+    pb plugin_data = { .n = 0 }, metadata = { .n = 0 }, tensor = { .n = 0 }, value = { .n = 0 }, summary = { .n = 0 };
+    pb_tag(&plugin_data, 1, 2); /* PluginData.plugin_name */
+    pb_varint(&plugin_data, sizeof(plugin) - 1);
+    pb_bytes(&plugin_data, plugin, sizeof(plugin) - 1);
+    pb_tag(&metadata, 1, 2); /* SummaryMetadata.plugin_data */
+    pb_varint(&metadata, plugin_data.n);
+    pb_bytes(&metadata, plugin_data.buf, plugin_data.n);
+    pb_tag(&tensor, 1, 0); /* TensorProto.dtype = DT_STRING */
+    pb_varint(&tensor, 7);
+    pb_tag(&tensor, 2, 2); /* tensor_shape: a scalar (empty shape) */
+    pb_varint(&tensor, 0);
+    pb_tag(&tensor, 8, 2); /* string_val */
+    pb_varint(&tensor, n);
+    pb_bytes(&tensor, text, n);
+    const size_t tl = strlen(tag);
+    pb_tag(&value, 1, 2); /* Summary.Value.tag */
+    pb_varint(&value, tl);
+    pb_bytes(&value, tag, tl);
+    pb_tag(&value, 9, 2); /* metadata */
+    pb_varint(&value, metadata.n);
+    pb_bytes(&value, metadata.buf, metadata.n);
+    pb_tag(&value, 8, 2); /* tensor */
+    pb_varint(&value, tensor.n);
+    pb_bytes(&value, tensor.buf, tensor.n);
+    pb_tag(&summary, 1, 2);
+    pb_varint(&summary, value.n);
+    pb_bytes(&summary, value.buf, value.n);
+    pb ev = { .n = 0 };
+    event_head(&ev, step);
+    pb_tag(&ev, 5, 2);
+    pb_varint(&ev, summary.n);
+    pb_bytes(&ev, summary.buf, summary.n);
+    return write_record(t, &ev);
+}
+
 void cc_tfevents_close(cc_tfevents *t)
 {
     if (t->f) fclose(t->f);

@@ -30,6 +30,7 @@ typedef struct {
     cc_tfevents tfe;
     cc_finite_report check; /* --check-finite's record of this step */
     int lead, quiet;        /* rank 0 writes; nothing printed when quiet */
+    int live, live_open;    /* progress rewritten in place; a line is on screen without its newline */
     int norms_header;       /* grad_norms.csv still needs its header */
 } run_ctx;
 
@@ -250,6 +251,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     if (cc_dist_init(&r->dist, o->dist_mode ? o->dist_mode : "auto", o->dist_id, o->launch) != 0) return -1;
     r->lead = r->dist.rank == 0; /* rank 0 writes checkpoints, telemetry and progress */
     r->quiet = o->quiet || !r->lead;
+    r->live = o->live && !r->quiet;
     if (r->dist.active && strcmp(cfg->device, "cpu") == 0)
         return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
     if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
@@ -347,6 +349,16 @@ static int log_row(run_ctx *r, const cc_telemetry_row *row, const run_progress *
     return cc_tfevents_scalars(&r->tfe, row->step, tags, vals, row->has_eval ? 13 : 9);
 }
 
+/* Ends a progress line left open in place, before anything else is printed. */
+static void live_break(run_ctx *r)
+{
+    if (r->live_open) {
+        putchar('\n');
+        fflush(stdout);
+        r->live_open = 0;
+    }
+}
+
 /* After an eval: the best checkpoint (lowest eval loss so far) and the
  * overfitting watch: eval loss up while the running train loss went down,
  * [train] patience evals in a row, warns once per streak (and stops the run
@@ -371,6 +383,7 @@ static int track_eval(run_ctx *r, const cc_config *cfg, cc_run_state *st, const 
     st->last_eval = ev;
     st->last_train = tr;
     if (cfg->patience <= 0 || st->rising < cfg->patience) return 0;
+    live_break(r);
     if (r->lead && st->rising == cfg->patience)
         fprintf(stderr, "catchat: overfitting: eval loss rose for %d evals in a row (%.4f -> %.4f) while the train "
                         "loss fell (%.4f -> %.4f); the best eval loss, %.4f at step %ld, is in %s/%s%s\n",
@@ -380,7 +393,7 @@ static int track_eval(run_ctx *r, const cc_config *cfg, cc_run_state *st, const 
     return cfg->early_stop ? 1 : 0;
 }
 
-static void print_progress(const run_ctx *r, const cc_config *cfg, const cc_telemetry_row *row, long first, long end,
+static void print_progress(run_ctx *r, const cc_config *cfg, const cc_telemetry_row *row, long first, long end,
                            const run_progress *pr)
 {
     if (r->quiet) return;
@@ -388,13 +401,20 @@ static void print_progress(const run_ctx *r, const cc_config *cfg, const cc_tele
     char eta[32], took[32];
     fmt_duration(eta, sizeof(eta), per * (double)(end - row->step));
     fmt_duration(took, sizeof(took), pr->elapsed_s);
+    if (r->live) printf("\r");
     printf("step %ld/%ld | epoch %.2f | loss %.4f | lr %.2e | scale %g | norm %.3f%s | %.1f ms | %.0f tok/s | %s, "
            "ETA %s",
            row->step, cfg->max_steps, pr->epoch, row->loss, row->lr, row->loss_scale, row->grad_norm,
            row->skipped ? " SKIPPED" : "", row->step_ms, row->tok_per_s, took, eta);
     if (row->has_eval)
         printf(" | eval loss %.4f top1 %.2f%% top5 %.2f%%", row->eval_loss, 100 * row->eval_top1, 100 * row->eval_top5);
-    putchar('\n');
+    if (r->live) printf("\033[K"); /* clear what a longer line before left */
+    if (r->live && !row->has_eval) {
+        r->live_open = 1; /* rewritten by the next step; eval steps stay on screen */
+    } else {
+        putchar('\n');
+        r->live_open = 0;
+    }
     fflush(stdout);
 }
 
@@ -444,26 +464,32 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
     return 0;
 }
 
-/* The sample at the end of a run: <out_dir>/sample.txt, and on stdout. */
-static void write_sample(const run_ctx *r, const cc_config *cfg, const cc_train_opts *o)
+/* The sample at the end of a run: <out_dir>/sample.txt, TensorBoard's text
+ * tab (tag "sample", at the last step) and stdout. */
+static void write_sample(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, long step)
 {
     cc_executor *ex = r->ex;
     float *p = cc_malloc(sizeof(float) * ex->lay.total);
     ex->ops->get_params(ex, p);
     char path[CC_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/sample.txt", cfg->out_dir);
-    FILE *sf = fopen(path, "w");
     cc_sample_opts so = { .prompt = o->sample_prompt, .tokens = o->sample_tokens, .temperature = 0.8, .top_k = 40,
                           .seed = cfg->seed };
-    if (sf) {
-        cc_sample(&ex->lay, p, &so, sf);
-        fclose(sf);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    const int rc = mem ? cc_sample(&ex->lay, p, &so, mem) : -1;
+    if (mem) fclose(mem);
+    if (rc == 0) {
+        FILE *sf = fopen(path, "w");
+        if (sf) {
+            fwrite(text, 1, len, sf);
+            fclose(sf);
+        }
+        cc_tfevents_text(&r->tfe, step, "sample", text);
+        if (!r->quiet) printf("sample (%s):\n%s\n", path, text);
     }
-    if (!r->quiet) {
-        printf("sample (%s):\n", path);
-        cc_sample(&ex->lay, p, &so, stdout);
-        printf("\n");
-    }
+    free(text);
     free(p);
 }
 
@@ -509,6 +535,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         }
         if (stop) {
             res->stopped_by = o->stop_signal && *o->stop_signal ? (int)*o->stop_signal : SIGTERM;
+            live_break(&r);
             if (r.lead)
                 fprintf(stderr, "catchat: stopped by %s after step %ld; checkpoint written. Resume with:\n"
                                 "  catchat train --resume %s/%s\n",
@@ -518,20 +545,22 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         }
         skipped_in_a_row = row.skipped ? skipped_in_a_row + 1 : 0;
         if (cfg->max_skipped_steps > 0 && skipped_in_a_row >= cfg->max_skipped_steps) {
+            live_break(&r);
             rc = cc_error("%ld steps in a row were skipped (non-finite gradients at every loss scale tried): "
                           "training has diverged or the weights are broken; the last checkpoint is kept "
                           "(see docs/stability.md; [train] max_skipped_steps = 0 never stops)", skipped_in_a_row);
             break;
         }
     }
+    live_break(&r);
     res->steps_run = st.step - first;
     res->skipped = st.counts.skipped;
     res->best_eval = st.best_eval;
     res->best_step = st.best_step;
+    if (rc == 0 && !res->stopped_by && r.lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0)
+        write_sample(&r, cfg, o, st.step);
     cc_telemetry_close(&r.tel);
     cc_tfevents_close(&r.tfe);
-    if (rc == 0 && !res->stopped_by && r.lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0)
-        write_sample(&r, cfg, o);
     if (r.lead && rc == 0 && !res->stopped_by) { /* the summary, --quiet too */
         char took[32];
         fmt_duration(took, sizeof(took), (cc_now_ms() - t_start) * 1e-3);

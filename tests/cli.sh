@@ -33,6 +33,27 @@ sets=(--set train="$tmp/train.txt" --set val="$tmp/val.txt" --set out_dir="$tmp/
 [ -f "$tmp/run/checkpoint.safetensors" ] || bad "no checkpoint"
 [ -f "$tmp/run/sample.txt" ] || bad "no sample"
 [ "$(wc -l <"$tmp/run/telemetry.csv")" -eq 9 ] || bad "telemetry rows"
+# progress into a log: a line per step, then the summary
+[ "$(grep -c '^step [0-9]*/8 | epoch ' "$tmp/train.log")" -eq 8 ] || bad "a log holds a progress line per step"
+grep -q '^catchat train: done after step 8 .*checkpoint ' "$tmp/train.log" || bad "no summary line in the log"
+# --quiet: the summary only
+"$bin" train --config "$root/configs/tiny.ini" "${sets[@]}" --set max_steps=3 --force --quiet --sample-tokens 0 \
+  >"$tmp/quiet.log" 2>&1 || bad "quiet train"
+{ [ "$(wc -l <"$tmp/quiet.log")" -eq 1 ] && grep -q '^catchat train: done after step 3 ' "$tmp/quiet.log"; } \
+  || bad "--quiet printed: $(head -3 "$tmp/quiet.log")"
+# on a terminal: one line rewritten in place (carriage returns, no line per step)
+if command -v script >/dev/null 2>&1; then
+  script -qec "'$bin' train --config '$root/configs/tiny.ini' --set train='$tmp/train.txt' --set val='$tmp/val.txt' \
+    --set out_dir='$tmp/live' --set max_steps=8 --set eval_interval=0 --sample-tokens 0" /dev/null >"$tmp/live.log" 2>&1 \
+    || bad "train on a terminal"
+  crs=$(tr -cd '\r' <"$tmp/live.log" | wc -c)
+  lines=$(grep -c 'step [0-9]*/8 | epoch' "$tmp/live.log")
+  { [ "$crs" -ge 8 ] && [ "$lines" -le 2 ]; } || bad "terminal progress: $crs carriage returns, $lines lines with steps"
+else
+  echo "skip: no script(1) for the terminal progress check"
+fi
+"$bin" train --config "$root/configs/tiny.ini" "${sets[@]}" --set max_steps=8 --force >"$tmp/train.log" 2>&1 \
+  || bad "tiny train again: $(tail -3 "$tmp/train.log")"
 head -1 "$tmp/run/telemetry.csv" | grep -q '^step,tokens,loss,running_loss,lr,loss_scale,grad_norm,grad_norm_clipped,skipped,step_ms,tok_per_s,seq_per_s,eval_loss,eval_top1,eval_top5$' \
   || bad "telemetry header"
 "$bin" eval --ckpt "$tmp/run/checkpoint.safetensors" --data "$tmp/val.txt" --json >"$tmp/eval.json" \

@@ -16,7 +16,9 @@ typedef struct cc_train_opts {
     /* Set (to the signal number) by the caller's SIGINT/SIGTERM handler: the
      * step in flight finishes, the checkpoint is written and the run stops. */
     volatile sig_atomic_t *stop_signal;
-    int quiet;             /* no per-step progress lines */
+    int quiet;             /* no per-step progress lines (the summary at the end is still printed) */
+    int live;              /* stdout is a terminal: one progress line rewritten in place (eval steps
+                            * stay as lines) instead of a line per step */
     long stop_after;       /* run at most this many steps now, then checkpoint (0 = to max_steps) */
     const char *sample_prompt; /* sample written at the end ("" = none) */
     int sample_tokens;

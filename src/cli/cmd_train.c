@@ -1,6 +1,7 @@
 /* catchat train */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <unistd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -33,7 +34,10 @@ static const char *HELP =
     "  --force             out_dir holds an earlier run: delete what it wrote (checkpoint, telemetry,\n"
     "                      grad norms, TensorBoard events, sample) and start over\n"
     "  --steps N           stop after N steps of this invocation (checkpoint written)\n"
-    "  --quiet             no per-step lines\n"
+    "  --quiet             no progress; the summary at the end (steps, best eval loss, checkpoints,\n"
+    "                      time) is still printed\n"
+    "Progress: on a terminal one line is rewritten in place each step (eval steps stay on screen);\n"
+    "otherwise (a log file, CI) a line per step.\n"
     "  --sample-prompt T   prompt of the sample written at the end (default \"The \")\n"
     "  --sample-tokens N   length of that sample (default 300, 0 = none)\n"
     "  --check-finite      NaN provenance: scan every stage's output as the step runs; stop at the\n"
@@ -146,6 +150,7 @@ int cmd_train(int argc, char **argv)
     cli_dist_launch(&launch);
     o.launch = &launch;
     cc_train_result res;
+    o.live = isatty(STDOUT_FILENO); /* one line rewritten in place on a terminal, a line per step in a log */
     int rc = cc_train(&cfg, &o, &res);
     free(res.losses);
     if (rc == 0 && res.stopped_by) return 128 + res.stopped_by;
