@@ -10,6 +10,7 @@
 typedef struct {
     float *params, *grads, *m, *v;
     cpu_acts acts;
+    float *acc; /* gradient accumulation: the step's gradient so far (allocated on first use) */
 } cpu_impl;
 
 #define IMPL(ex) ((cpu_impl *)(ex)->impl)
@@ -17,13 +18,30 @@ typedef struct {
 static double cpu_forward_backward(cc_executor *ex, const int *x, const int *y, double scale)
 {
     cpu_impl *c = IMPL(ex);
-    memset(c->grads, 0, sizeof(float) * ex->lay.total);
+    const size_t n = ex->lay.total;
+    memset(c->grads, 0, sizeof(float) * n);
     c->acts.check = ex->check;
     double loss = cpu_model_forward(&ex->lay, c->params, &c->acts, x, y, NULL);
-    /* the CPU reference differentiates the mean loss: one summed position */
-    cpu_model_backward(&ex->lay, c->params, c->grads, &c->acts, x, y, scale,
+    /* The CPU reference differentiates the mean loss: one summed position.
+     * A micro-batch of n_k of the step's N scored positions scales its loss
+     * by S·n_k/N: its per-position gradients are then those of the whole
+     * step's mean, which the clamps (at c·S) see as in one batch. */
+    double loss_scale = scale;
+    if (ex->accum.n > 0) {
+        long nk = 0;
+        for (int i = 0; i < ex->B * ex->T; i++) nk += y[i] >= 0;
+        loss_scale = scale * (double)nk / (double)ex->accum.n;
+    }
+    cpu_model_backward(&ex->lay, c->params, c->grads, &c->acts, x, y, loss_scale,
                        cc_clamp_dispatch_limit(ex->cfg.grad_h_clamp, scale, 1),
                        cc_clamp_dispatch_limit(ex->cfg.ctx_grad_clamp, scale, 1));
+    if (ex->accum.n > 0) { /* the step's gradient so far, in its own buffer */
+        if (!c->acc) c->acc = cc_malloc(sizeof(float) * n);
+        if (ex->accum.index == 0) memcpy(c->acc, c->grads, sizeof(float) * n);
+        else
+            for (size_t i = 0; i < n; i++) c->acc[i] += c->grads[i];
+        if (ex->accum.index == ex->accum.count - 1) memcpy(c->grads, c->acc, sizeof(float) * n);
+    }
     ex->grad_unit = scale;
     return loss;
 }
@@ -83,6 +101,7 @@ static void cpu_destroy(cc_executor *ex)
     cpu_acts_free(&c->acts);
     free(c->params);
     free(c->grads);
+    free(c->acc);
     free(c->m);
     free(c->v);
     free(c);

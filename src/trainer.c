@@ -289,8 +289,8 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     if (r->lead && (cc_telemetry_open(&r->tel, path, o->resume ? st->step : -1) != 0 ||
                     cc_tfevents_open(&r->tfe, cfg->out_dir) != 0))
         return -1;
-    r->x = cc_malloc(sizeof(int) * B * T);
-    r->y = cc_malloc(sizeof(int) * B * T);
+    r->x = cc_malloc(sizeof(int) * B * T * cfg->grad_accum); /* every micro-batch of a step */
+    r->y = cc_malloc(sizeof(int) * B * T * cfg->grad_accum);
     if (o->plant_nan && plant_nan(ex, o->plant_nan) != 0) return -1;
     if (o->check_finite) ex->check = &r->check;
     r->norms_header = !o->resume;
@@ -418,6 +418,13 @@ static void print_progress(run_ctx *r, const cc_config *cfg, const cc_telemetry_
     fflush(stdout);
 }
 
+static long scored_in(const int *y, size_t n)
+{
+    long k = 0;
+    for (size_t i = 0; i < n; i++) k += y[i] >= 0;
+    return k;
+}
+
 /* One optimizer step: batch, forward/backward, optimizer, evaluation at its
  * interval; fills the telemetry row. 1: stop (non-finite value found). */
 static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc_run_state *st,
@@ -427,11 +434,33 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
     const int B = cfg->batch_size, T = cfg->seq_len, world = r->dist.world;
     const double t0 = cc_now_ms();
     r->dist.stop_request = o->stop_signal ? *o->stop_signal : 0;
-    cc_loader_batch_part(&r->train, st->data_pos, r->dist.rank, world, r->x, r->y);
-    st->data_pos++;
+    /* [train] grad_accum micro-batches, consecutive in the data order: the
+     * windows of one batch of batch_size·grad_accum sequences */
+    const int A = cfg->grad_accum;
+    const size_t BT = (size_t)B * T;
+    long n_step = 0;
+    for (int k = 0; k < A; k++) {
+        cc_loader_batch_part(&r->train, st->data_pos + (uint64_t)k, r->dist.rank, world, r->x + k * BT, r->y + k * BT);
+        n_step += scored_in(r->y + k * BT, BT);
+    }
+    st->data_pos += (uint64_t)A;
     memset(&r->check, 0, sizeof(r->check));
-    const double loss = ex->ops->forward_backward(ex, r->x, r->y, st->scaler.scale);
-    if (nonfinite_found(r, cfg, o, st->step + 1, res)) return 1;
+    double loss = 0;
+    for (int k = 0; k < A; k++) {
+        if (A > 1) {
+            ex->accum.n = n_step > 0 ? n_step : 1;
+            ex->accum.index = k;
+            ex->accum.count = A;
+        }
+        const double lk = ex->ops->forward_backward(ex, r->x + k * BT, r->y + k * BT, st->scaler.scale);
+        /* the step's loss: the micro-batches' means weighted by their scored positions */
+        loss += A == 1 ? lk : lk * (double)scored_in(r->y + k * BT, BT) / (double)(n_step > 0 ? n_step : A);
+        if (nonfinite_found(r, cfg, o, st->step + 1, res)) {
+            ex->accum.n = 0;
+            return 1;
+        }
+    }
+    ex->accum.n = 0;
     if (o->plant_overflow_step == st->step + 1) {
         float *g = cc_malloc(sizeof(float) * ex->lay.total);
         ex->ops->get_grads(ex, g);
@@ -448,12 +477,13 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
     st->step++;
     res->losses[res->n_losses++] = loss;
     res->last_loss = loss;
-    *row = (cc_telemetry_row){ st->step, (long)st->step * B * T * world, loss, st->running_loss, rep.lr,
+    *row = (cc_telemetry_row){ st->step, (long)st->step * B * T * world * A, loss, st->running_loss, rep.lr,
                                rep.scale_used, rep.norm, rep.norm_clipped, rep.skipped, ms,
-                               (double)B * T * world / (ms * 1e-3), (double)B * world / (ms * 1e-3), 0, 0, 0, 0 };
+                               (double)B * T * world * A / (ms * 1e-3), (double)B * world * A / (ms * 1e-3), 0, 0, 0,
+                               0 };
     if ((cfg->eval_interval > 0 && st->step % cfg->eval_interval == 0) || st->step == cfg->max_steps) {
         cc_eval_result ev;
-        cc_evaluate(ex, &r->val, cfg->eval_batches, &ev);
+        cc_evaluate(ex, &r->val, cfg->eval_batches * cfg->grad_accum, &ev); /* batches of the step's size */
         row->has_eval = 1;
         row->eval_loss = res->eval_loss = ev.loss;
         row->eval_top1 = res->eval_top1 = ev.top1;

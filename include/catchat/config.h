@@ -14,6 +14,7 @@ typedef struct cc_config {
     double rms_eps, rms_floor, inv_rms_max;
     /* [train] */
     int batch_size;
+    int grad_accum;         /* micro-batches of batch_size per optimizer step */
     long max_steps, warmup_steps, eval_interval, eval_batches, checkpoint_interval;
     long max_skipped_steps; /* consecutive skipped steps that stop the run (0 = never) */
     int keep_last;          /* periodic checkpoints kept besides the current one */

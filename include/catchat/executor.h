@@ -18,7 +18,10 @@ typedef struct cc_executor_ops {
     /* Zero gradients, run forward and backward on x, y [B,T] with loss scale
      * S. The gradient buffer then holds ex->grad_unit × the gradient of the
      * mean loss (S on the CPU; S·N on the GPU, see kernels.h). Returns the
-     * mean loss. */
+     * mean loss. With ex->accum set (gradient accumulation), the gradient is
+     * instead added to the step's so far: after the last micro-batch the
+     * buffer holds the gradient of the mean loss over every scored position
+     * of all of them, and the clamps act as in one batch of them all. */
     double (*forward_backward)(cc_executor *ex, const int *x, const int *y, double loss_scale);
     /* Forward only; adds loss sum, scored, top-1, top-5 into *score. */
     void (*score)(cc_executor *ex, const int *x, const int *y, cc_score *score);
@@ -53,6 +56,14 @@ struct cc_executor {
     /* Data parallelism (GPU): when non-NULL with a communicator, gradients,
      * the scored-position count and the loss are summed over ranks. */
     cc_dist *dist;
+    /* Gradient accumulation, set by the caller around each micro-batch of an
+     * optimizer step: n = scored positions of all the step's micro-batches on
+     * this rank (0: off), index and count = this micro-batch's place. Under
+     * NCCL the gradients are all-reduced once, after the last one. */
+    struct {
+        long n;
+        int index, count;
+    } accum;
     void *impl;
 };
 

@@ -68,24 +68,38 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
 {
     gpu_impl *g = IMPL(ex);
     const int M = ex->B * ex->T;
-    /* scored positions here, then over all ranks; the stop request rides along (dist.h) */
-    double counts[2] = { 0, ex->dist ? ex->dist->stop_request : 0 };
+    /* scored positions here, then over all ranks; the stop request rides
+     * along (dist.h), and so does, at an accumulated step's first
+     * micro-batch, the step's own count */
+    const int accum = ex->accum.n > 0, first = !accum || ex->accum.index == 0;
+    const int last = !accum || ex->accum.index == ex->accum.count - 1;
+    double counts[3] = { 0, ex->dist ? ex->dist->stop_request : 0, accum && first ? (double)ex->accum.n : 0 };
     for (int i = 0; i < M; i++) counts[0] += y[i] >= 0;
-    cc_dist_allreduce_host(ex->dist, counts, 2, g->stream);
+    cc_dist_allreduce_host(ex->dist, counts, 3, g->stream);
     if (ex->dist) ex->dist->stop_agreed = counts[1];
+    if (accum && first) g->accum_total = (long)counts[2];
     const long scored = (long)counts[0];
+    /* the units of the gradients and clamps: the whole step's scored positions */
+    const long units = accum ? g->accum_total : scored;
     g->nmarks = 0;
     cudaCheck(cudaMemsetAsync(g->g32, 0, sizeof(float) * ex->lay.total, g->stream));
     const int lanes = gpu_step_lanes(ex);
     upload_batch(ex, x, y, lanes);
-    gpu_passes(ex, loss_scale, scored, lanes);
-    if (scored > 0) {
+    gpu_passes(ex, loss_scale, units, lanes);
+    if (accum && units > 0) { /* the step's gradient so far: acc32 (a fixed order of sums) */
+        const size_t bytes = sizeof(float) * ex->lay.total;
+        if (!g->acc32) cudaCheck(cudaMalloc((void **)&g->acc32, bytes));
+        if (first && !last) cudaCheck(cudaMemcpyAsync(g->acc32, g->g32, bytes, cudaMemcpyDeviceToDevice, g->stream));
+        else if (!last) launch_add(g->acc32, g->acc32, g->g32, ex->lay.total, g->stream);
+        else if (!first) launch_add(g->g32, g->acc32, g->g32, ex->lay.total, g->stream);
+    }
+    if (units > 0 && last) {
         if (ex->dist && ex->dist->active) {
-            /* one lane reduced the tail (ctx.*, final_norm, lm_head) during the BPTT;
-             * otherwise the whole buffer is reduced here */
-            const size_t tail = lanes == 1 ? ex->lay.t[ex->lay.ctx_norm].offset : ex->lay.total;
+            /* one lane reduced the tail (ctx.*, final_norm, lm_head) during the BPTT (not when
+             * accumulating: once, here, after the last micro-batch); otherwise the whole buffer */
+            const size_t tail = lanes == 1 && !accum ? ex->lay.t[ex->lay.ctx_norm].offset : ex->lay.total;
             cc_dist_allreduce_f32(ex->dist, g->g32, tail, g->stream);
-            if (lanes == 1) {
+            if (lanes == 1 && !accum) {
                 cudaCheck(cudaEventRecord(g->ev_done, g->comm_stream));
                 cudaCheck(cudaStreamWaitEvent(g->stream, g->ev_done, 0));
             }
@@ -96,7 +110,9 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
             gpu_check_dev(ex, "parameter_gradients", name, -1, G32(ex, i), ex->lay.t[i].numel, 0, 0);
         }
         gpu_mark(g, PH_WGRAD);
-        ex->grad_unit = loss_scale * (double)scored;
+        ex->grad_unit = loss_scale * (double)units;
+    } else if (units > 0) {
+        ex->grad_unit = loss_scale * (double)units; /* a micro-batch before the last: partial */
     } else {
         ex->grad_unit = loss_scale;
     }
@@ -285,6 +301,7 @@ static void gpu_destroy(cc_executor *ex)
     cudaDeviceSynchronize(); /* every lane's streams */
     if (g->graph_exec) cudaGraphExecDestroy(g->graph_exec);
     for (int i = 0; i < nb; i++) cudaFree(*bufs[i].slot);
+    cudaFree(g->acc32);
     for (int l = 0; l < g->nlanes; l++) {
         gpu_lane *ln = &g->lane[l];
         gpu_matmul_destroy(ln->gemm);

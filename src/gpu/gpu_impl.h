@@ -55,6 +55,8 @@ typedef struct {
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
     float *p32, *g32, *m, *v;
     float *g32_lanes; /* lanes 1.. : (nlanes − 1) gradient buffers */
+    float *acc32;     /* gradient accumulation: the step's gradient before its last micro-batch (on first use) */
+    long accum_total; /* gradient accumulation: the step's scored positions over all ranks */
     uint16_t *p16;
     /* activations */
     int *x, *y;

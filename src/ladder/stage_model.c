@@ -28,7 +28,7 @@ static void full_step_case(const ladder_ctx *cx, stage *st, cc_rng *r, double ct
     }
     const int B = c.batch_size, T = c.seq_len, M = B * T;
     if (!wide)
-        snprintf(st->shape, sizeof(st->shape), "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on; D=128 B=16 2 lanes",
+        snprintf(st->shape, sizeof(st->shape), "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on; D=128 B=16 2 lanes; 2x2 accumulated",
                  c.d_model, c.n_layers, c.n_heads, c.ctx_window, T, B);
     cc_executor *cpu, *gpu;
     if (!executor_pair(st, &c, B, T, &cpu, &gpu)) return;
@@ -103,12 +103,68 @@ static void full_step_case(const ladder_ctx *cx, stage *st, cc_rng *r, double ct
     gpu->ops->destroy(gpu);
 }
 
+/* Gradient accumulation ([train] grad_accum): two micro-batches of 2
+ * sequences on the GPU against one batch of 4 on the CPU, every gradient. */
+static void accum_step_case(const ladder_ctx *cx, stage *st, cc_rng *r)
+{
+    cc_config c;
+    small_config(cx, &c);
+    const int A = 2, Bm = 2, B = Bm * A, T = c.seq_len, M = B * T, Mm = Bm * T;
+    cc_executor *cpu = cc_cpu_executor_create(&c, B, T), *gpu = cc_gpu_executor_create(&c, Bm, T);
+    if (!gpu) {
+        cpu->ops->destroy(cpu);
+        stage_skip(st, "the GPU executor does not run on this GPU");
+        return;
+    }
+    const size_t n = cpu->lay.total;
+    float *p = cc_malloc(4 * n), *gc = cc_malloc(4 * n), *gg = cc_malloc(4 * n);
+    cc_layout_init_params(&cpu->lay, p, cc_rng_next(r));
+    for (size_t i = 0; i < n; i++) p[i] = cc_half_to_float(cc_float_to_half(p[i]));
+    cpu->ops->set_params(cpu, p);
+    gpu->ops->set_params(gpu, p);
+    int *x = cc_malloc(sizeof(int) * M), *y = cc_malloc(sizeof(int) * M);
+    long scored = 0;
+    for (int i = 0; i < M; i++) {
+        x[i] = (int)cc_rng_below(r, 256);
+        y[i] = i % 5 == 4 ? -1 : (int)cc_rng_below(r, 256); /* ignored targets, unevenly over the micro-batches */
+        scored += y[i] >= 0;
+    }
+    float lc = (float)cpu->ops->forward_backward(cpu, x, y, c.loss_scale), lg = 0;
+    for (int k = 0; k < A; k++) {
+        gpu->accum.n = scored;
+        gpu->accum.index = k;
+        gpu->accum.count = A;
+        long nk = 0;
+        for (int i = 0; i < Mm; i++) nk += y[k * Mm + i] >= 0;
+        lg += (float)(gpu->ops->forward_backward(gpu, x + k * Mm, y + k * Mm, c.loss_scale) * (double)nk /
+                      (double)scored);
+    }
+    gpu->accum.n = 0;
+    check(st, "loss (grad_accum 2)", &lg, &lc, 1, 1e-3, 0);
+    cpu->ops->get_grads(cpu, gc);
+    gpu->ops->get_grads(gpu, gg);
+    for (size_t i = 0; i < n; i++) {
+        gc[i] = (float)(gc[i] / cpu->grad_unit);
+        gg[i] = (float)(gg[i] / gpu->grad_unit);
+    }
+    char what[64];
+    for (int i = 0; i < cpu->lay.n; i++) {
+        const cc_tensor_info *t = &cpu->lay.t[i];
+        snprintf(what, sizeof(what), "%s (grad_accum 2)", t->name);
+        check(st, what, gg + t->offset, gc + t->offset, t->numel, 2e-2, 0);
+    }
+    FREE_ALL(p, gc, gg, x, y);
+    cpu->ops->destroy(cpu);
+    gpu->ops->destroy(gpu);
+}
+
 static void run_model(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
     full_step_case(cx, st, r, 0.0, 0);
     full_step_case(cx, st, r, 2e-4, 0); /* per-token L2 cap on dL/dc (mean loss): binds on most tokens here */
     full_step_case(cx, st, r, 0.0, 1);
+    accum_step_case(cx, st, r);
 }
 
 const ladder_stage ladder_stage_model = { "model", "full step", run_model };
