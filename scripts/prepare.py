@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Tokenize a file into .bin token shards (header of 256 int32: magic 20240520,
+"""Tokenize a file (or a folder of .txt files) into .bin token shards (header of 256 int32: magic 20240520,
 version 1, token count; then uint16 tokens), the layout other C trainers use,
 plus a vocabulary file that `catchat sample --vocab` decodes with.
 
    scripts/prepare.py INPUT OUT_PREFIX [--tokenizer bytes|gpt2|PATH/tokenizer.json]
                       [--val-fraction 0.05] [--shard-tokens 100000000]
+
+INPUT is a file, or a folder whose *.txt files (sorted by name, each ending
+in a newline) are read as one text.
 
 Writes OUT_PREFIX_train_000.bin ..., OUT_PREFIX_val_000.bin ... and
 OUT_PREFIX.vocab (one line per token id: its bytes in hex) and prints the
@@ -22,7 +25,7 @@ last --val-fraction of its bytes (bytes) or of its characters (the others).
 least 1, and both splits must come out non-empty; a bad value, or an input too
 short for both splits, is one line on stderr naming the option, a non-zero
 exit, and no file written."""
-import argparse, struct, sys
+import argparse, glob, os, struct, sys
 
 MAGIC, VERSION = 20240520, 1
 
@@ -74,10 +77,21 @@ def main():
     if a.shard_tokens < 1:
         ap.error(f"--shard-tokens must be at least 1 (got {a.shard_tokens})")
     try:
-        with open(a.input, "rb") as f:
-            data = f.read()
+        if os.path.isdir(a.input):  # a folder: its .txt files in name order, as one text
+            names = sorted(glob.glob(os.path.join(a.input, "*.txt")))
+            if not names:
+                sys.exit(f"prepare: {a.input}: a folder without .txt files")
+            parts = []
+            for n in names:
+                with open(n, "rb") as f:
+                    b = f.read()
+                parts.append(b if b.endswith(b"\n") else b + b"\n")
+            data = b"".join(parts)
+        else:
+            with open(a.input, "rb") as f:
+                data = f.read()
     except OSError as e:
-        sys.exit(f"prepare: {a.input}: {e.strerror}")
+        sys.exit(f"prepare: {e.filename or a.input}: {e.strerror}")
     if a.tokenizer != "bytes":
         try:  # the text tokenizers: strict UTF-8, no silent U+FFFD
             data = data.decode("utf-8")

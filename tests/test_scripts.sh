@@ -192,6 +192,17 @@ for mask in 022 002; do
   else bad "C prepare_data.sh failed: $(tail -1 "$tmp/err")"; fi
 done
 
+# A folder of .txt files is one text in name order; catchat reads the shards it
+# writes through a glob, all of them.
+mkdir -p "$tmp/folder"
+printf 'alpha\n' >"$tmp/folder/b.txt"; printf 'first' >"$tmp/folder/a.txt"; printf 'skip me' >"$tmp/folder/c.md"
+if prep "$tmp/folder" "$tmp/f" --val-fraction 0.25 --shard-tokens 4 >/dev/null 2>"$tmp/err"; then
+  got=$(shard_tokens "$tmp"/f_train_*.bin "$tmp"/f_val_*.bin)
+  want=$("$py" -c 'print(list(b"first\nalpha\n"))')
+  n=$(ls "$tmp"/f_train_*.bin | wc -l)
+  if [ "$got" = "$want" ] && [ "$n" -gt 1 ]; then ok; else bad "A3 folder: $got ($n train shards; want $want, several)"; fi
+else bad "A3 prepare.py on a folder failed: $(tail -1 "$tmp/err")"; fi
+
 # ----------------------------------------------------------------- D: plot.py
 # The plot draws the learning rate ([train] lr_schedule) beside loss, norms and
 # scale: a telemetry CSV with a wsd-shaped lr column gives a PNG, and one
