@@ -26,7 +26,7 @@
 // bench/cluster_probe measures the exchange: a push to 16 peers costs more
 // than twice a push to 8, hence clusters of 8; bulk copies and mbarriers
 // (below) cost less than plain DSMEM stores and a barrier
-// (docs/results/cluster_probe.txt, docs/performance.md).
+// (docs/results/cluster_probe_2026-11-29.txt, docs/performance.md).
 #include <cooperative_groups.h>
 #include <stdint.h>
 #include "catchat/kernels.h"
