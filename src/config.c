@@ -55,7 +55,7 @@ static const key_spec KEYS[] = {
     { "train", "eval_interval", K_LONG, OFF(eval_interval), 0, 1e12, "100", "steps between evaluations (0 = only at the end)", NULL },
     { "train", "eval_batches", K_LONG, OFF(eval_batches), 1, 1e9, "4", "validation batches per evaluation (of batch_size × grad_accum sequences)", NULL },
     { "train", "max_skipped_steps", K_LONG, OFF(max_skipped_steps), 0, 1e12, "50", "stop with an error after this many skipped steps in a row (0 = never)", NULL },
-    { "train", "keep_last", K_INT, OFF(keep_last), 0, 100000, "0", "earlier periodic checkpoints kept as checkpoint_step<N>.safetensors besides checkpoint.safetensors (0 = none); checkpoint_best.safetensors (lowest eval loss) is always kept", NULL },
+    { "train", "keep_last", K_INT, OFF(keep_last), 0, 100000, "0", "the N newest periodic checkpoints also kept as checkpoint_step<N>.safetensors (the newest is the one checkpoint.safetensors held at that step; 0 = none); checkpoint_best.safetensors (lowest eval loss) is always kept", NULL },
     { "train", "patience", K_INT, OFF(patience), 0, 100000, "3", "evals in a row whose eval loss rose while the train loss fell before the run warns of overfitting (0 = never)", NULL },
     { "train", "early_stop", K_INT, OFF(early_stop), 0, 1, "0", "1: stop the run (checkpoint written) when the overfitting warning fires", NULL },
     { "train", "checkpoint_interval", K_LONG, OFF(checkpoint_interval), 0, 1e12, "500", "steps between checkpoints (0 = only at the end)", NULL },

@@ -3,6 +3,7 @@
 #include "catchat/data.h"
 
 #include <glob.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -225,10 +226,18 @@ int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffl
         ld->win_end[f] = ld->nwin;
         begin = end;
     }
-    if (ld->nwin == 0)
-        return cc_error("%s: %zu tokens is shorter than one window of seq_len+1 = %d tokens",
-                        src->path, src->n, T + 1);
-    if (ld->nwin > UINT32_MAX) return cc_error("%s: too many windows", src->path);
+    if (ld->nwin == 0 || ld->nwin > UINT32_MAX) {
+        const size_t nwin = ld->nwin;
+        cc_loader_free(ld);
+        if (nwin > UINT32_MAX) return cc_error("%s: too many windows", src->path);
+        if (nf > 1) return cc_error("%s: no file holds a window of seq_len+1 = %d tokens", src->path, T + 1);
+        return cc_error("%s: %zu tokens is shorter than one window of seq_len+1 = %d tokens", src->path, src->n,
+                        T + 1);
+    }
+    for (int f = 0; shuffle && nf > 1 && f < nf; f++) /* the training set says which files it cannot use */
+        if (ld->win_end[f] == (f ? ld->win_end[f - 1] : 0))
+            fprintf(stderr, "catchat: %s: file %d of %d is shorter than one window of seq_len+1 = %d tokens: "
+                            "not used\n", src->path, f + 1, nf, T + 1);
     if (shuffle) ld->perm = cc_malloc(sizeof(uint32_t) * ld->nwin);
     return 0;
 }

@@ -78,6 +78,22 @@ int cc_run_dir_clear(const char *dir)
     return rc;
 }
 
+int cc_run_dir_holds(const char *dir, const char *path)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    char p[CC_PATH_MAX + 300];
+    int held = 0;
+    while (!held && (e = readdir(d)))
+        if (is_run_file(e->d_name)) {
+            snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+            held = cc_same_file(p, path);
+        }
+    closedir(d);
+    return held;
+}
+
 void cc_run_dir_clear_temporaries(const char *dir)
 {
     DIR *d = opendir(dir);

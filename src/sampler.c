@@ -127,37 +127,6 @@ static double log_prob(const float *logits, int V, int token)
     return logits[token] - mx - log(sum);
 }
 
-/* The bytes as UTF-8 for JSON: a byte that does not start a valid sequence
- * becomes U+FFFD (the token ids beside it stay exact). */
-static char *valid_utf8(const text_buf *t)
-{
-    char *out = cc_malloc(t->n * 3 + 1);
-    size_t o = 0;
-    const unsigned char *s = (const unsigned char *)(t->buf ? t->buf : "");
-    for (size_t i = 0; i < t->n;) {
-        const unsigned c = s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        int ok = len > 0 && i + len <= t->n && (len > 1 || c != 0) && c != 0xC0 && c != 0xC1 && c < 0xF5;
-        for (size_t k = 1; ok && k < len; k++) ok = (s[i + k] & 0xC0) == 0x80;
-        if (ok && len > 2) { /* no overlong forms, surrogates or code points past U+10FFFF */
-            const unsigned c1 = s[i + 1];
-            ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0) && !(c == 0xF0 && c1 < 0x90) &&
-                 !(c == 0xF4 && c1 >= 0x90);
-        }
-        if (ok) {
-            memcpy(out + o, s + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
-    }
-    out[o] = 0;
-    return out;
-}
-
 static int ends_with_text(const text_buf *t, size_t from, const char *stop)
 {
     const size_t n = strlen(stop);
@@ -233,7 +202,7 @@ int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o
     if (rc == 0 && o->json) {
         json_t *pids = json_array();
         for (int i = 0; i < n_ids; i++) json_array_append_new(pids, json_integer(ids[i]));
-        char *pt = valid_utf8(&prompt_text), *tt = valid_utf8(&text);
+        char *pt = cc_valid_utf8(prompt_text.buf, prompt_text.n), *tt = cc_valid_utf8(text.buf, text.n);
         json_t *j = json_pack("{s:s,s:s,s:o,s:o,s:o,s:s}", "prompt", pt, "text", tt, "prompt_tokens", pids,
                               "tokens", gen_ids, "logprobs", logprobs, "stop_reason", reason);
         free(pt);

@@ -124,7 +124,10 @@ int cc_tfevents_text(cc_tfevents *t, long step, const char *tag, const char *tex
 {
     if (!t->f) return 0;
     size_t n = strlen(text);
-    if (n > CC_TFEVENTS_TEXT_MAX) n = CC_TFEVENTS_TEXT_MAX; /* the record is built in one fixed buffer */
+    if (n > CC_TFEVENTS_TEXT_MAX) { /* the record is built in one fixed buffer; cut between characters */
+        n = CC_TFEVENTS_TEXT_MAX;
+        while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80) n--;
+    }
     static const char plugin[] = "text";
     pb plugin_data = { .n = 0 }, metadata = { .n = 0 }, tensor = { .n = 0 }, value = { .n = 0 }, summary = { .n = 0 };
     pb_tag(&plugin_data, 1, 2); /* PluginData.plugin_name */

@@ -30,7 +30,7 @@ typedef struct {
     cc_tfevents tfe;
     cc_finite_report check; /* --check-finite's record of this step */
     int lead, quiet;        /* rank 0 writes; nothing printed when quiet */
-    int live, live_open;    /* progress rewritten in place; a line is on screen without its newline */
+    int live, live_open;    /* progress rewritten in place (the terminal's width); a line is open on screen */
     int norms_header;       /* grad_norms.csv still needs its header */
 } run_ctx;
 
@@ -84,7 +84,7 @@ static int keep_step_copy(const cc_config *cfg, long step)
     if (cfg->keep_last <= 0) return 0;
     char cur[CC_PATH_MAX + 32], kept[CC_PATH_MAX + 300];
     snprintf(cur, sizeof(cur), "%s/%s", cfg->out_dir, CC_CHECKPOINT_NAME);
-    snprintf(kept, sizeof(kept), "%s/%s%08ld.safetensors", cfg->out_dir, CC_CHECKPOINT_STEP_PREFIX, step);
+    snprintf(kept, sizeof(kept), "%s/%s%012ld.safetensors", cfg->out_dir, CC_CHECKPOINT_STEP_PREFIX, step);
     unlink(kept);
     if (link(cur, kept) != 0 && cc_copy_file(cur, kept) != 0) return -1;
     struct dirent **names;
@@ -137,6 +137,16 @@ static int plant_nan(cc_executor *ex, const char *name)
 }
 
 /* Keep the batch that went non-finite for replay: x, y and the provenance. */
+/* Ends a progress line left open in place, before anything else is printed. */
+static void live_break(run_ctx *r)
+{
+    if (r->live_open) {
+        putchar('\n');
+        fflush(stdout);
+        r->live_open = 0;
+    }
+}
+
 static void keep_batch(const cc_config *cfg, const int *x, const int *y, long step, const char *desc, char *path,
                        size_t cap)
 {
@@ -189,9 +199,13 @@ static int prepare_out_dir(const cc_config *cfg, const cc_train_opts *o, const c
         cc_run_dir_info info;
         cc_run_dir_probe(cfg->out_dir, &info);
         const int resuming_own = o->resume && info.has_checkpoint && cc_same_file(o->resume, own);
+        const char *input = o->init_ckpt ? o->init_ckpt : o->resume;
         if (o->init_ckpt && cc_same_file(o->init_ckpt, own) && o->force)
             refused = cc_error("--init %s is the checkpoint this run would replace: copy it elsewhere first, "
                                "or --resume it", o->init_ckpt);
+        else if (o->force && input && !resuming_own && cc_run_dir_holds(cfg->out_dir, input))
+            refused = cc_error("%s is one of the files --force would delete from %s: copy it elsewhere first",
+                               input, cfg->out_dir);
         else if (!resuming_own && !o->force && info.has_checkpoint) {
             char at[48] = "";
             if (info.checkpoint_step >= 0) snprintf(at, sizeof(at), " at step %ld", info.checkpoint_step);
@@ -222,13 +236,14 @@ static int prepare_out_dir(const cc_config *cfg, const cc_train_opts *o, const c
 /* Inputs the run reads must not be among the files it writes. */
 static int check_inputs_not_outputs(const cc_config *cfg, const cc_train_opts *o)
 {
-    static const char *const written[] = { "telemetry.csv", "grad_norms.csv", "sample.txt", CC_CHECKPOINT_NAME };
+    static const char *const written[] = { "telemetry.csv", "grad_norms.csv", "sample.txt", CC_CHECKPOINT_BEST_NAME,
+                                           CC_CHECKPOINT_NAME };
     const char *inputs[] = { cfg->train, cfg->val, o->init_ckpt };
     const char *names[] = { "[data] train", "[data] val", "--init" };
     char path[CC_PATH_MAX + 64];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) { /* the data never; the checkpoint only as --resume (the last one) */
         snprintf(path, sizeof(path), "%s/%s", cfg->out_dir, written[i]);
-        if (cc_refuse_output_over_input("the run's output", path, inputs, names, i == 3 ? 2 : 3) != 0) return -1;
+        if (cc_refuse_output_over_input("the run's output", path, inputs, names, i == 4 ? 2 : 3) != 0) return -1;
     }
     return 0;
 }
@@ -251,7 +266,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     if (cc_dist_init(&r->dist, o->dist_mode ? o->dist_mode : "auto", o->dist_id, o->launch) != 0) return -1;
     r->lead = r->dist.rank == 0; /* rank 0 writes checkpoints, telemetry and progress */
     r->quiet = o->quiet || !r->lead;
-    r->live = o->live && !r->quiet;
+    r->live = r->quiet ? 0 : o->live;
     if (r->dist.active && strcmp(cfg->device, "cpu") == 0)
         return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
     if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
@@ -283,6 +298,11 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
         return 1;
     }
     if (check_inputs_not_outputs(cfg, o) != 0 || prepare_out_dir(cfg, o, st, r->lead, &r->dist) != 0) return -1;
+    if (st->best_step > 0) { /* resumed into a folder without that run's best checkpoint: the next eval writes one */
+        char best[CC_PATH_MAX + 64];
+        snprintf(best, sizeof(best), "%s/%s", cfg->out_dir, CC_CHECKPOINT_BEST_NAME);
+        if (access(best, F_OK) != 0) st->best_step = 0;
+    }
     char path[CC_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/telemetry.csv", cfg->out_dir);
     /* TensorBoard events beside the CSV (a resumed run starts a new event file, as TensorBoard expects) */
@@ -307,7 +327,8 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
 
 /* --check-finite: every rank learns whether any found a non-finite value in
  * this step (or the next all-reduce hangs); 1 when the run stops here. */
-static int nonfinite_found(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, long step, cc_train_result *res)
+static int nonfinite_found(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, long step, int micro,
+                           cc_train_result *res)
 {
     if (!o->check_finite) return 0;
     double any_found = r->check.found;
@@ -316,7 +337,9 @@ static int nonfinite_found(run_ctx *r, const cc_config *cfg, const cc_train_opts
     char desc[256], kept[CC_PATH_MAX + 64];
     if (r->check.found) cc_finite_describe(&r->check, desc, sizeof(desc));
     else snprintf(desc, sizeof(desc), "another rank (see its message)");
-    if (r->lead) keep_batch(cfg, r->x, r->y, step, desc, kept, sizeof(kept));
+    live_break(r);
+    const size_t off = (size_t)micro * cfg->batch_size * cfg->seq_len; /* the micro-batch ([train] grad_accum) */
+    if (r->lead) keep_batch(cfg, r->x + off, r->y + off, step, desc, kept, sizeof(kept));
     else snprintf(kept, sizeof(kept), "rank 0's out_dir");
     cc_error("non-finite value at step %ld, first in %s; batch kept in %s", step, desc, kept);
     res->nonfinite_step = step;
@@ -347,16 +370,6 @@ static int log_row(run_ctx *r, const cc_telemetry_row *row, const run_progress *
                            (float)pr->epoch, (float)pr->elapsed_s, (float)row->eval_loss, (float)row->eval_top1,
                            (float)row->eval_top5, (float)pr->rising };
     return cc_tfevents_scalars(&r->tfe, row->step, tags, vals, row->has_eval ? 13 : 9);
-}
-
-/* Ends a progress line left open in place, before anything else is printed. */
-static void live_break(run_ctx *r)
-{
-    if (r->live_open) {
-        putchar('\n');
-        fflush(stdout);
-        r->live_open = 0;
-    }
 }
 
 /* After an eval: the best checkpoint (lowest eval loss so far) and the
@@ -401,14 +414,18 @@ static void print_progress(run_ctx *r, const cc_config *cfg, const cc_telemetry_
     char eta[32], took[32];
     fmt_duration(eta, sizeof(eta), per * (double)(end - row->step));
     fmt_duration(took, sizeof(took), pr->elapsed_s);
-    if (r->live) printf("\r");
-    printf("step %ld/%ld | epoch %.2f | loss %.4f | lr %.2e | scale %g | norm %.3f%s | %.1f ms | %.0f tok/s | %s, "
-           "ETA %s",
-           row->step, cfg->max_steps, pr->epoch, row->loss, row->lr, row->loss_scale, row->grad_norm,
-           row->skipped ? " SKIPPED" : "", row->step_ms, row->tok_per_s, took, eta);
-    if (row->has_eval)
-        printf(" | eval loss %.4f top1 %.2f%% top5 %.2f%%", row->eval_loss, 100 * row->eval_top1, 100 * row->eval_top5);
-    if (r->live) printf("\033[K"); /* clear what a longer line before left */
+    char line[512];
+    int len = snprintf(line, sizeof(line),
+                       "step %ld/%ld | epoch %.2f | loss %.4f | lr %.2e | scale %g | norm %.3f%s | %.1f ms | %.0f tok/s "
+                       "| %s, ETA %s",
+                       row->step, cfg->max_steps, pr->epoch, row->loss, row->lr, row->loss_scale, row->grad_norm,
+                       row->skipped ? " SKIPPED" : "", row->step_ms, row->tok_per_s, took, eta);
+    if (row->has_eval && len < (int)sizeof(line))
+        snprintf(line + len, sizeof(line) - (size_t)len, " | eval loss %.4f top1 %.2f%% top5 %.2f%%", row->eval_loss,
+                 100 * row->eval_top1, 100 * row->eval_top5);
+    /* rewritten in place: it must fit one row of the terminal, or \r returns to its last row only */
+    if (r->live && !row->has_eval && r->live > 1 && (int)strlen(line) > r->live - 1) line[r->live - 1] = 0;
+    printf("%s%s%s", r->live ? "\r" : "", line, r->live ? "\033[K" : ""); /* \033[K: what a longer line left */
     if (r->live && !row->has_eval) {
         r->live_open = 1; /* rewritten by the next step; eval steps stay on screen */
     } else {
@@ -455,7 +472,7 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
         const double lk = ex->ops->forward_backward(ex, r->x + k * BT, r->y + k * BT, st->scaler.scale);
         /* the step's loss: the micro-batches' means weighted by their scored positions */
         loss += A == 1 ? lk : lk * (double)scored_in(r->y + k * BT, BT) / (double)(n_step > 0 ? n_step : A);
-        if (nonfinite_found(r, cfg, o, st->step + 1, res)) {
+        if (nonfinite_found(r, cfg, o, st->step + 1, k, res)) {
             ex->accum.n = 0;
             return 1;
         }
@@ -516,8 +533,14 @@ static void write_sample(run_ctx *r, const cc_config *cfg, const cc_train_opts *
             fwrite(text, 1, len, sf);
             fclose(sf);
         }
-        cc_tfevents_text(&r->tfe, step, "sample", text);
-        if (!r->quiet) printf("sample (%s):\n%s\n", path, text);
+        char *utf8 = cc_valid_utf8(text, len); /* TensorBoard's text tab takes UTF-8 only */
+        cc_tfevents_text(&r->tfe, step, "sample", utf8);
+        free(utf8);
+        if (!r->quiet) {
+            printf("sample (%s):\n", path);
+            fwrite(text, 1, len, stdout);
+            putchar('\n');
+        }
     }
     free(text);
     free(p);
@@ -542,13 +565,13 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     const long first = st.step;
     long skipped_in_a_row = 0;
     int rc = 0;
-    const double tokens_per_batch = (double)cfg->batch_size * cfg->seq_len * r.dist.world;
+    const double windows_per_batch = (double)cfg->batch_size * r.dist.world; /* an epoch: every training window once */
     int early = 0;
     while (st.step < end) {
         cc_telemetry_row row;
         if (train_step(&r, cfg, o, &st, res, &row) != 0) { rc = -1; break; }
         if (row.has_eval && (early = track_eval(&r, cfg, &st, &row)) < 0) { rc = -1; break; }
-        const run_progress pr = { (double)st.data_pos * tokens_per_batch / (double)(r.train_tok.n ? r.train_tok.n : 1),
+        const run_progress pr = { (double)st.data_pos * windows_per_batch / (double)r.train.nwin,
                                   (cc_now_ms() - t_start) * 1e-3, st.rising };
         if (log_row(&r, &row, &pr) != 0) { rc = -1; break; }
         print_progress(&r, cfg, &row, first, end, &pr);

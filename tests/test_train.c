@@ -156,16 +156,16 @@ Test(train, keep_last_keeps_the_newest_periodic_checkpoints)
     free(res.losses);
     const long want[] = { 9, 12 }, gone[] = { 3, 6 };
     for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof(path), "%s/checkpoint_step%08ld.safetensors", c.out_dir, want[i]);
+        snprintf(path, sizeof(path), "%s/checkpoint_step%012ld.safetensors", c.out_dir, want[i]);
         cr_expect(access(path, F_OK) == 0, "missing %s", path);
-        snprintf(path, sizeof(path), "%s/checkpoint_step%08ld.safetensors", c.out_dir, gone[i]);
+        snprintf(path, sizeof(path), "%s/checkpoint_step%012ld.safetensors", c.out_dir, gone[i]);
         cr_expect(access(path, F_OK) != 0, "kept %s", path);
     }
     o.force = 1;
     c.keep_last = 0;
     cr_assert_eq(cc_train(&c, &o, &res), 0);
     free(res.losses);
-    snprintf(path, sizeof(path), "%s/checkpoint_step%08ld.safetensors", c.out_dir, 12L);
+    snprintf(path, sizeof(path), "%s/checkpoint_step%012ld.safetensors", c.out_dir, 12L);
     cr_expect(access(path, F_OK) != 0, "--force left %s", path);
 }
 
@@ -247,4 +247,38 @@ Test(train, grad_accum_trains_as_the_big_batch)
     cr_expect(fabs(acc.eval_loss - big.eval_loss) <= 1e-5 * big.eval_loss);
     free(big.losses);
     free(acc.losses);
+}
+
+/* A run resumed into another out_dir has no best checkpoint there: it does
+ * not name one until an eval writes it; --force never deletes the checkpoint
+ * the run starts from. */
+Test(train, best_checkpoint_after_resume_elsewhere_and_force)
+{
+    cc_config c;
+    char dir[256], ck[1200], best[1200];
+    setup(&c, dir, sizeof(dir));
+    snprintf(c.out_dir, sizeof(c.out_dir), "%s/first", dir);
+    cc_train_opts o = { .quiet = 1 };
+    cc_train_result res;
+    cr_assert_eq(cc_train(&c, &o, &res), 0);
+    free(res.losses);
+    cr_expect_gt(res.best_step, 0);
+    snprintf(ck, sizeof(ck), "%s/first/checkpoint.safetensors", dir);
+    snprintf(best, sizeof(best), "%s/first/checkpoint_best.safetensors", dir);
+    c.max_steps = 20;
+    snprintf(c.out_dir, sizeof(c.out_dir), "%s/second", dir);
+    o.resume = ck;
+    o.stop_after = 1; /* one step, no eval */
+    cr_assert_eq(cc_train(&c, &o, &res), 0);
+    free(res.losses);
+    cr_expect_eq(res.best_step, 0, "names a best checkpoint the folder does not hold");
+    /* --init of the folder's own best checkpoint with --force: refused, the file kept */
+    cc_train_opts f = { .quiet = 1, .init_ckpt = best, .force = 1 };
+    snprintf(c.out_dir, sizeof(c.out_dir), "%s/first", dir);
+    th_stderr_begin();
+    cr_expect_neq(cc_train(&c, &f, &res), 0);
+    const char *err = th_stderr_end();
+    cr_expect(strstr(err, "checkpoint_best.safetensors") != NULL, "stderr: %s", err);
+    cr_expect(access(best, F_OK) == 0, "--force deleted the --init checkpoint");
+    free(res.losses);
 }

@@ -24,6 +24,8 @@ void cc_run_dir_probe(const char *dir, cc_run_dir_info *info);
  * TensorBoard event files, sample.txt, nonfinite_batch.safetensors);
  * nothing else in dir is touched. */
 int cc_run_dir_clear(const char *dir);
+/* Whether `path` is one of the files cc_run_dir_clear would delete from dir. */
+int cc_run_dir_holds(const char *dir, const char *path);
 
 /* A run killed while writing leaves <file>.tmp.<pid> behind (the file itself
  * is intact: it is replaced by rename). Remove those. */

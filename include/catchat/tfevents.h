@@ -13,8 +13,8 @@ typedef struct cc_tfevents { FILE *f; } cc_tfevents;
 int cc_tfevents_open(cc_tfevents *t, const char *dir);
 /* One event at `step` with n scalar values; flushed (a crash loses no step). */
 int cc_tfevents_scalars(cc_tfevents *t, long step, const char *const *tags, const float *values, int n);
-/* A text summary (TensorBoard's Text tab): the first CC_TFEVENTS_TEXT_MAX
- * bytes of `text` under `tag`. */
+/* A text summary (TensorBoard's Text tab) under `tag`: UTF-8 `text`, cut
+ * between characters to at most CC_TFEVENTS_TEXT_MAX bytes. */
 #define CC_TFEVENTS_TEXT_MAX 3000
 int cc_tfevents_text(cc_tfevents *t, long step, const char *tag, const char *text);
 void cc_tfevents_close(cc_tfevents *t);

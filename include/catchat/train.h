@@ -17,8 +17,9 @@ typedef struct cc_train_opts {
      * step in flight finishes, the checkpoint is written and the run stops. */
     volatile sig_atomic_t *stop_signal;
     int quiet;             /* no per-step progress lines (the summary at the end is still printed) */
-    int live;              /* stdout is a terminal: one progress line rewritten in place (eval steps
-                            * stay as lines) instead of a line per step */
+    int live;              /* stdout is a terminal this many columns wide (0: not a terminal): one
+                            * progress line rewritten in place (eval steps stay as lines), cut to the
+                            * width, instead of a line per step */
     long stop_after;       /* run at most this many steps now, then checkpoint (0 = to max_steps) */
     const char *sample_prompt; /* sample written at the end ("" = none) */
     int sample_tokens;

@@ -38,6 +38,11 @@ int cc_mkdir_p(const char *path);
  * (a crash leaves `to` as it was). 0 on success, one-line error otherwise. */
 int cc_copy_file(const char *from, const char *to);
 
+/* n bytes as valid UTF-8 (malloc'd, NUL-terminated): a byte that does not
+ * start a valid sequence (NUL included) becomes U+FFFD. For JSON and
+ * TensorBoard text, which take only UTF-8. */
+char *cc_valid_utf8(const char *bytes, size_t n);
+
 /* Shortest "%g" text that parses back to the same double. */
 void cc_format_real(char *buf, size_t cap, double v);
 

@@ -21,7 +21,8 @@ static const char *HELP =
     "reported. A loss that is not finite is an error (exit 1), never a result.\n\n"
     "  --ckpt CKPT    safetensors file with the model tensors (F32, F16 or BF16)\n"
     "  --data FILE    text file or .bin shard to score\n"
-    "  --batches N    batches to score (default: the config's eval_batches; at most the file)\n"
+    "  --batches N    batches of batch_size to score (default: the config's eval_batches x\n"
+    "                 grad_accum, as training evaluates; at most the file)\n"
     "  --json         print one JSON object instead of text\n";
 
 int cmd_eval(int argc, char **argv)
@@ -49,7 +50,7 @@ int cmd_eval(int argc, char **argv)
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
     if (!data) data = cfg.val;
-    if (!batches) batches = cfg.eval_batches;
+    if (!batches) batches = cfg.eval_batches * cfg.grad_accum; /* batches of batch_size, as training evaluates */
     cc_tokens tok;
     cc_loader ld;
     if (cc_tokens_load_as(&tok, data, cfg.vocab_size, cfg.data_format) != 0) return 1;

@@ -1,6 +1,7 @@
 /* catchat train */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -150,7 +151,9 @@ int cmd_train(int argc, char **argv)
     cli_dist_launch(&launch);
     o.launch = &launch;
     cc_train_result res;
-    o.live = isatty(STDOUT_FILENO); /* one line rewritten in place on a terminal, a line per step in a log */
+    /* one line rewritten in place on a terminal (cut to its width), a line per step in a log */
+    struct winsize ws;
+    if (isatty(STDOUT_FILENO)) o.live = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20 ? ws.ws_col : 80;
     int rc = cc_train(&cfg, &o, &res);
     free(res.losses);
     if (rc == 0 && res.stopped_by) return 128 + res.stopped_by;
