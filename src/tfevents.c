@@ -72,6 +72,23 @@ static void event_head(pb *p, long step)
     pb_varint(p, (uint64_t)step);
 }
 
+/* Field `field` holding the message m (wire type 2: length, then bytes). */
+static void pb_message(pb *p, int field, const pb *m)
+{
+    pb_tag(p, field, 2);
+    pb_varint(p, m->n);
+    pb_bytes(p, m->buf, m->n);
+}
+
+/* An Event record of `step` carrying the Summary `summary` (field 5). */
+static int write_summary(cc_tfevents *t, long step, const pb *summary)
+{
+    pb ev = { .n = 0 };
+    event_head(&ev, step);
+    pb_message(&ev, 5, summary);
+    return write_record(t, &ev);
+}
+
 int cc_tfevents_open(cc_tfevents *t, const char *dir)
 {
     char path[CC_PATH_MAX + 64];
@@ -108,16 +125,9 @@ int cc_tfevents_scalars(cc_tfevents *t, long step, const char *const *tags, cons
         pb_bytes(&value, tags[i], tl);
         pb_tag(&value, 2, 5); /* simple_value, fixed32 */
         pb_bytes(&value, &values[i], 4);
-        pb_tag(&summary, 1, 2);
-        pb_varint(&summary, value.n);
-        pb_bytes(&summary, value.buf, value.n);
+        pb_message(&summary, 1, &value);
     }
-    pb ev = { .n = 0 };
-    event_head(&ev, step);
-    pb_tag(&ev, 5, 2);
-    pb_varint(&ev, summary.n);
-    pb_bytes(&ev, summary.buf, summary.n);
-    return write_record(t, &ev);
+    return write_summary(t, step, &summary);
 }
 
 int cc_tfevents_text(cc_tfevents *t, long step, const char *tag, const char *text)
@@ -133,9 +143,7 @@ int cc_tfevents_text(cc_tfevents *t, long step, const char *tag, const char *tex
     pb_tag(&plugin_data, 1, 2); /* PluginData.plugin_name */
     pb_varint(&plugin_data, sizeof(plugin) - 1);
     pb_bytes(&plugin_data, plugin, sizeof(plugin) - 1);
-    pb_tag(&metadata, 1, 2); /* SummaryMetadata.plugin_data */
-    pb_varint(&metadata, plugin_data.n);
-    pb_bytes(&metadata, plugin_data.buf, plugin_data.n);
+    pb_message(&metadata, 1, &plugin_data); /* SummaryMetadata.plugin_data */
     pb_tag(&tensor, 1, 0); /* TensorProto.dtype = DT_STRING */
     pb_varint(&tensor, 7);
     pb_tag(&tensor, 2, 2); /* tensor_shape: a scalar (empty shape) */
@@ -147,21 +155,10 @@ int cc_tfevents_text(cc_tfevents *t, long step, const char *tag, const char *tex
     pb_tag(&value, 1, 2); /* Summary.Value.tag */
     pb_varint(&value, tl);
     pb_bytes(&value, tag, tl);
-    pb_tag(&value, 9, 2); /* metadata */
-    pb_varint(&value, metadata.n);
-    pb_bytes(&value, metadata.buf, metadata.n);
-    pb_tag(&value, 8, 2); /* tensor */
-    pb_varint(&value, tensor.n);
-    pb_bytes(&value, tensor.buf, tensor.n);
-    pb_tag(&summary, 1, 2);
-    pb_varint(&summary, value.n);
-    pb_bytes(&summary, value.buf, value.n);
-    pb ev = { .n = 0 };
-    event_head(&ev, step);
-    pb_tag(&ev, 5, 2);
-    pb_varint(&ev, summary.n);
-    pb_bytes(&ev, summary.buf, summary.n);
-    return write_record(t, &ev);
+    pb_message(&value, 9, &metadata); /* Summary.Value.metadata */
+    pb_message(&value, 8, &tensor);   /* Summary.Value.tensor */
+    pb_message(&summary, 1, &value);
+    return write_summary(t, step, &summary);
 }
 
 void cc_tfevents_close(cc_tfevents *t)
