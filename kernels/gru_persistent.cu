@@ -51,7 +51,6 @@ struct gp_plan {
     int MU, J, N;  // 16-unit blocks a CTA owns, units a CTA owns, CTAs a group
     int G, Bg, NT; // groups, sequences a group, 8-sequence tiles a CTA computes (NT·8 ≥ Bg)
     int ks;        // k-pairs per warp held in shared memory (after the register ones)
-    int rounds;    // 1, or 2 where the warps' partial sums would not fit at once: half the tiles a round
     int l2_bytes;  // what a CTA reads from L2 a step: the moving operand and any streamed part of A
 };
 
@@ -203,14 +202,22 @@ __device__ __forceinline__ void gp_load_stationary(uint4 (&areg)[KRA][MT][2], ui
     }
 }
 
+// Partial sums in two rounds where a warp holds 24 tiles (15 KB of partials a
+// warp: a 99 KB block takes the 6·4 and 12·2 tile shapes only this way; at 3·8
+// the ring, 12 KB a warp, still keeps that shape off 99 KB parts). Those
+// kernels also store a step's outputs as they go: holding them until after
+// the signal would spill.
+__host__ __device__ constexpr int gp_rounds(int MT, int NT) { return MT * NT >= 24 ? 2 : 1; }
+
 // Each warp has one region of shared memory: its ring while it multiplies,
 // then its partial sums red[mt][column n][unit row] (row stride GP_RS) once
 // its ring is drained. Other warps read the partials only after a barrier, and
 // the ring is refilled only after the next one, so the two never meet. Where
 // all of a warp's partials would not fit (a 99 KB block, 24 tiles), they go
 // in two rounds of half the sequence tiles each.
-__host__ __device__ inline size_t gp_warp_bytes(int MT, int NT, int rounds)
+__host__ __device__ inline size_t gp_warp_bytes(int MT, int NT)
 {
+    const int rounds = gp_rounds(MT, NT);
     const size_t red = (size_t)MT * (NT / rounds) * 8 * GP_RS * sizeof(float), ring = (size_t)GP_STAGES * NT * 32 * 16;
     return red > ring ? red : ring;
 }
@@ -244,9 +251,9 @@ __device__ __forceinline__ float gp_sum(const unsigned char *regions, size_t wb,
 }
 
 // Shared memory of a launch, in bytes: the warps' regions, the A tier, the pairs' state.
-static __host__ __device__ size_t gp_smem_bytes(int MT, int NT, int ks, int J, int rounds)
+static __host__ __device__ size_t gp_smem_bytes(int MT, int NT, int ks, int J)
 {
-    return (size_t)GP_WARPS * gp_warp_bytes(MT, NT, rounds) + (size_t)GP_WARPS * ks * MT * 32 * 32 +
+    return (size_t)GP_WARPS * gp_warp_bytes(MT, NT) + (size_t)GP_WARPS * ks * MT * 32 * 32 +
            (size_t)NT * 8 * J * sizeof(float);
 }
 
@@ -260,10 +267,10 @@ struct gp_smem {
 };
 
 template <int MT, int NT>
-__device__ __forceinline__ gp_smem gp_carve(unsigned char *smem, int ks, int J, int rounds, int warp)
+__device__ __forceinline__ gp_smem gp_carve(unsigned char *smem, int ks, int J, int warp)
 {
     gp_smem m;
-    m.wb = gp_warp_bytes(MT, NT, rounds);
+    m.wb = gp_warp_bytes(MT, NT);
     m.regions = smem;
     m.ring = (uint4 *)(smem + warp * m.wb);
     m.red = (float *)(smem + warp * m.wb);
@@ -278,12 +285,6 @@ template <int MU, int NT> struct gp_pairs {
     static constexpr int PP = MU * NT / 2; // NT·8·16·MU pairs over 256 threads
 };
 
-// Partial sums in two rounds where a warp holds 24 tiles (15 KB of partials a
-// warp: a 99 KB block takes the 6·4 and 12·2 tile shapes only this way; at 3·8
-// the ring, 12 KB a warp, still keeps that shape off 99 KB parts). Those
-// kernels also store a step's outputs as they go: holding them until after
-// the signal would spill.
-__host__ __device__ constexpr int gp_rounds(int MT, int NT) { return MT * NT >= 24 ? 2 : 1; }
 
 template <int MU, int NT>
 __global__ void __launch_bounds__(GP_THREADS, 1)
@@ -297,7 +298,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
     const int b0 = group * P.Bg, nvalid = min(P.Bg, P.B - b0);
     const int u0 = slice * P.J, D = P.D, T = P.T, J = P.J;
     const int kpw = (P.KP - warp + GP_WARPS - 1) / GP_WARPS;
-    gp_smem m = gp_carve<MT, NT>(smem, P.ks, J, P.rounds, warp);
+    gp_smem m = gp_carve<MT, NT>(smem, P.ks, J, warp);
     int arow[MT]; // row tile (mu, gate) = W_hh rows gate·D + u0 + 16·mu ...
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) arow[mt] = (mt % 3) * D + u0 + 16 * (mt / 3);
@@ -379,7 +380,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
     const int b0 = group * P.Bg, nvalid = min(P.Bg, P.B - b0);
     const int u0 = slice * P.J, D = P.D, T = P.T, J = P.J, K = 3 * D;
     const int kpw = (P.KP - warp + GP_WARPS - 1) / GP_WARPS;
-    gp_smem m = gp_carve<MT, NT>(smem, P.ks, J, P.rounds, warp);
+    gp_smem m = gp_carve<MT, NT>(smem, P.ks, J, warp);
     int arow[MT]; // W_hhᵀ rows = units u0 + 16·mu ...
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) arow[mt] = u0 + 16 * mt;
@@ -498,12 +499,11 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
             const int NT = gp_round_nt((Bg + 7) / 8);
             if (NT > gp_nt_max(MU)) break; // fewer groups only make NT larger
             if ((G - 1) * Bg >= B) continue; // an empty last group
-            const int rounds = gp_rounds(MT, NT);
-            if (gp_smem_bytes(MT, NT, 0, J, rounds) > smax) break;
+            if (gp_smem_bytes(MT, NT, 0, J) > smax) break;
             // the shared memory tier: what registers do not hold, as far as it fits
             const int kr = gp_kr(MT, NT);
             int ks = kpw > kr ? kpw - kr : 0;
-            while (ks > 0 && gp_smem_bytes(MT, NT, ks, J, rounds) > smax) ks--;
+            while (ks > 0 && gp_smem_bytes(MT, NT, ks, J) > smax) ks--;
             const int streamed = kpw - kr - ks > 0 ? kpw - kr - ks : 0;
             const double frag = (double)GP_WARPS * MT * 1024; // bytes of one k-pair of A over the warps
             const double l2 = (double)Bg * K * 2 + streamed * frag;
@@ -512,7 +512,6 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
                 best = cost;
                 out->D = D; out->T = T; out->B = B; out->K = K; out->KP = KP;
                 out->MU = MU; out->J = J; out->N = N; out->G = G; out->Bg = Bg; out->NT = NT; out->ks = ks;
-                out->rounds = rounds;
                 out->l2_bytes = (int)l2;
             }
         }
@@ -602,7 +601,7 @@ extern "C" void launch_gru_forward_persistent(float *h, float *gates, float *ghn
     }
     if (!gp_instance(P.MU, P.NT)) gp_fail("forward: no kernel for this split", cudaErrorInvalidValue);
     const gp_fwd_fn fn = GP_PICK(gru_forward_grid_kernel, P.MU, P.NT);
-    const size_t smem = gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J, P.rounds);
+    const size_t smem = gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J);
     cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) gp_fail("forward: shared memory", e);
     unsigned *flags = gp_flags(P.G, s);
@@ -628,7 +627,7 @@ extern "C" void launch_gru_backward_persistent(void *dgx16, void *dgh16, const f
     LAUNCH_CHECK();
     if (!gp_instance(P.MU, P.NT)) gp_fail("backward: no kernel for this split", cudaErrorInvalidValue);
     const gp_bwd_fn fn = GP_PICK(gru_backward_grid_kernel, P.MU, P.NT);
-    const size_t smem = gp_smem_bytes(P.MU, P.NT, P.ks, P.J, P.rounds);
+    const size_t smem = gp_smem_bytes(P.MU, P.NT, P.ks, P.J);
     cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) gp_fail("backward: shared memory", e);
     unsigned *flags = gp_flags(P.G, s);

@@ -41,7 +41,7 @@ void gpu_gru_impl_why(const gpu_caps *caps, gpu_gru_path path, int B, int T, int
         gru_persistent_describe(caps, B, T, D, split, sizeof(split));
         const char *no_cluster = path != GPU_GRU_AUTO ? "forced by [gpu] recurrence"
                                  : !gpu_caps_has_sm90_features(caps) ? "no sm_90 clusters on this GPU, profile or build"
-                                 : D > 512 || (D != 128 && D != 256 && D != 512) ? "W_hh does not fit one cluster at this D"
+                                 : D != 128 && D != 256 && D != 512 ? "W_hh does not fit one cluster at this D"
                                  : "the cluster kernels do not fit this GPU's limits or B";
         snprintf(buf, len, "%s; %s", no_cluster, split);
         return;
