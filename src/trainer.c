@@ -275,6 +275,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
         cc_loader_init(&r->train, &r->train_tok, B, T, 1, cfg->seed) != 0 ||
         cc_loader_init(&r->val, &r->val_tok, B, T, 0, cfg->seed) != 0)
         return -1;
+    if (o->preflight && o->preflight(cfg, B, T, &r->dist, o->preflight_arg) != 0) return -1;
     if (!(r->ex = cc_executor_create(cfg, B, T))) return -1;
     cc_executor *ex = r->ex;
     if (r->dist.active) {

@@ -24,6 +24,13 @@ expect_error "missing file" "nope.ini" "$bin" train --config "$tmp/nope.ini"
 expect_error "bad --set" "batch_size" "$bin" train --config "$root/configs/tiny.ini" --set batch_size=0
 expect_error "unknown option" "unknown option" "$bin" eval --frobnicate
 expect_error "unknown command" "unknown command" "$bin" frobnicate
+# the preflight's options are checked before anything runs
+for cmd in train "eval --ckpt x" bench "dump-state --out x" "sample --ckpt x"; do
+  expect_error "$cmd --preflight bogus" "--preflight 'bogus': expected one of auto|always|never" \
+    "$bin" $cmd --preflight bogus
+done
+expect_error "--plant-wrong-result bogus" "--plant-wrong-result 'bogus': expected one of gru_forward|" \
+  "$bin" train --plant-wrong-result bogus
 
 # a tiny run on generated text
 make_corpus "$tmp"
@@ -36,8 +43,9 @@ sets=(--set train="$tmp/train.txt" --set val="$tmp/val.txt" --set out_dir="$tmp/
 # progress into a log: a line per step, then the summary
 [ "$(grep -c '^step [0-9]*/8 | epoch ' "$tmp/train.log")" -eq 8 ] || bad "a log holds a progress line per step"
 grep -q '^catchat train: done after step 8 .*checkpoint ' "$tmp/train.log" || bad "no summary line in the log"
-# --quiet: the summary only
+# --quiet: the summary only (and on the CPU the preflight has nothing to check or say)
 "$bin" train --config "$root/configs/tiny.ini" "${sets[@]}" --set max_steps=3 --force --quiet --sample-tokens 0 \
+  --set device=cpu --preflight always \
   >"$tmp/quiet.log" 2>&1 || bad "quiet train"
 { [ "$(wc -l <"$tmp/quiet.log")" -eq 1 ] && grep -q '^catchat train: done after step 3 ' "$tmp/quiet.log"; } \
   || bad "--quiet printed: $(head -3 "$tmp/quiet.log")"

@@ -8,11 +8,14 @@
 #ifndef CATCHAT_MATMUL_H
 #define CATCHAT_MATMUL_H
 
+#include <stddef.h>
 #include <cuda_runtime_api.h>
 
 typedef struct gpu_matmul_ctx gpu_matmul_ctx;
 
 gpu_matmul_ctx *gpu_matmul_create(void);
+/* The device memory a context holds (its cuBLASLt workspace). */
+size_t gpu_matmul_workspace_bytes(void);
 void gpu_matmul_destroy(gpu_matmul_ctx *g);
 
 void gpu_matmul(gpu_matmul_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,

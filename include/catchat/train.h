@@ -30,6 +30,11 @@ typedef struct cc_train_opts {
     /* testing aids (the stability tests plant faults through these) */
     const char *plant_nan; /* set every element of this parameter tensor to NaN before the first step */
     long plant_overflow_step; /* at this step (1-based), set one gradient to +Inf before the optimizer */
+    /* Called once the ranks are up and the data is read, before the executor
+     * exists (the CLI's preflight: preflight.h); non-zero refuses the run.
+     * NULL: none. */
+    int (*preflight)(const cc_config *cfg, int B, int T, struct cc_dist *dist, const void *arg);
+    const void *preflight_arg;
 } cc_train_opts;
 
 typedef struct cc_train_result {

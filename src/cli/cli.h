@@ -12,10 +12,17 @@ typedef struct cli_config_args {
     const char *config_path;
     const char *sets[CLI_MAX_SETS];
     int nsets;
+    const char *preflight; /* --preflight, where the subcommand takes it (CLI_PREFLIGHT_OPTION) */
 } cli_config_args;
 
 /* Options every config-taking subcommand accepts (getopt_long ids). */
-enum { OPT_CONFIG = 1000, OPT_SET, OPT_HELP_ID };
+enum { OPT_CONFIG = 1000, OPT_SET, OPT_HELP_ID, OPT_PREFLIGHT };
+/* --preflight MODE in a subcommand's option list: the parser stores it in ca->preflight. */
+#define CLI_PREFLIGHT_OPTION { "preflight", required_argument, 0, OPT_PREFLIGHT }
+#define CLI_PREFLIGHT_HELP                                                                                  \
+    "  --preflight MODE    auto (default), always or never: before the first GPU step, check this\n"     \
+    "                      run's kernels against the CPU reference on this GPU (docs/gpus.md); auto\n"  \
+    "                      skips a check that passed before on the same GPU, driver and build\n"
 
 #define CLI_MAX_OPTS 32
 
@@ -50,6 +57,14 @@ typedef enum {
 /* defaults → config stored in `ckpt` (if given and no --config) → --config →
  * environment (cli_env.c) → --set, then the stored [model] keys by `policy`. ckpt may be NULL. */
 int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt, cli_ckpt_model policy);
+
+/* The preflight options of a subcommand run (for cc_preflight): --preflight,
+ * checked against auto|always|never (a usage error returns 2), and the
+ * cache directory; 0. */
+struct cc_preflight_opts;
+int cli_preflight_opts(struct cc_preflight_opts *o, const cli_config_args *ca, const char *cmd, int quiet);
+/* $XDG_CACHE_HOME/catchat, else $HOME/.cache/catchat, else NULL (cli_env.c). */
+const char *cli_cache_dir(void);
 
 /* Environment variables that stand for config keys ([gpu] lanes, ...) and
  * library settings, applied over the config (cli_env.c). */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/checkpoint.h"
+#include "catchat/preflight.h"
 #include "catchat/util.h"
 
 int cli_add_set(cli_config_args *a, const char *assignment)
@@ -121,6 +122,7 @@ int cli_next_opt(cli_parser *p, int argc, char **argv)
             }
             return 0;
         case OPT_CONFIG: p->ca->config_path = optarg; break;
+        case OPT_PREFLIGHT: p->ca->preflight = optarg; break;
         case OPT_SET:
             if (cli_add_set(p->ca, optarg)) {
                 p->status = 2;
@@ -164,4 +166,15 @@ int cli_usage_error(const char *cmd, const char *what)
 {
     cc_error("%s: %s (see 'catchat %s --help')", cmd, what, cmd);
     return 2;
+}
+
+int cli_preflight_opts(cc_preflight_opts *o, const cli_config_args *ca, const char *cmd, int quiet)
+{
+    memset(o, 0, sizeof(*o));
+    o->mode = ca->preflight ? ca->preflight : "auto";
+    if (cli_check_choice(cmd, "--preflight", o->mode, "auto|always|never")) return 2;
+    o->cache_dir = cli_cache_dir();
+    o->command = cmd;
+    o->quiet = quiet;
+    return 0;
 }

@@ -4,6 +4,7 @@
  * to the rank bootstrap as a cc_dist_launch: library code reads no
  * environment. (CUDA_DEVICE_MAX_CONNECTIONS is set for CUDA in main.c.) */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
@@ -55,4 +56,17 @@ void cli_dist_launch(cc_dist_launch *l)
     l->mpi_local_rank = env_count("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID");
     if (l->mpi_local_rank < 0) l->mpi_local_rank = env_count("SLURM_LOCALID", NULL);
     l->id_file = getenv("CATCHAT_NCCL_ID_FILE");
+}
+
+/* The XDG cache directory's catchat folder: $XDG_CACHE_HOME/catchat (an
+ * absolute path, as the XDG spec requires), else $HOME/.cache/catchat; NULL
+ * when neither is set. */
+const char *cli_cache_dir(void)
+{
+    static char dir[CC_PATH_MAX];
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0] == '/') snprintf(dir, sizeof(dir), "%s/catchat", xdg);
+    else if (home && *home) snprintf(dir, sizeof(dir), "%s/.cache/catchat", home);
+    else return NULL;
+    return dir;
 }

@@ -4,11 +4,12 @@
 #include <stdio.h>
 #include "cli/cli.h"
 #include "catchat/bench.h"
+#include "catchat/preflight.h"
 #include "catchat/util.h"
 
 static const char *HELP =
     "usage: catchat bench [--config F] [--set key=value]... [--steps N] [--warmup N]\n"
-    "                     [--cpu-steps N] [--json]\n\n"
+    "                     [--cpu-steps N] [--json] [--preflight MODE]\n\n"
     "Times the full training step (forward, backward, optimizer) of the config on the GPU:\n"
     "median of --steps after --warmup, tokens/s and the number of lanes (groups of\n"
     "sequences on their own streams) the step ran in; then --steps more steps in one lane\n"
@@ -18,7 +19,8 @@ static const char *HELP =
     "  --steps N       timed steps (default 30)\n"
     "  --warmup N      untimed steps first (default 5)\n"
     "  --cpu-steps N   CPU reference steps (default 1)\n"
-    "  --json          one JSON object; what was not measured (no GPU, --cpu-steps 0) is null\n\n"
+    "  --json          one JSON object; what was not measured (no GPU, --cpu-steps 0) is null\n"
+    CLI_PREFLIGHT_HELP "\n"
     "Exit status: 0, 1 on error, 2 on a bad option, 77 (skipped) when nothing could be\n"
     "measured: no GPU and --cpu-steps 0.\n\n"
     "How the GPU runs the step ([gpu] keys, also for training; --set or the environment):\n"
@@ -35,7 +37,7 @@ int cmd_bench(int argc, char **argv)
 {
     static const struct option opts[] = { { "steps", required_argument, 0, 'n' }, { "warmup", required_argument, 0, 'w' },
                                           { "cpu-steps", required_argument, 0, 'p' }, { "json", no_argument, 0, 'j' },
-                                          { 0, 0, 0, 0 } };
+                                          CLI_PREFLIGHT_OPTION, { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     cc_bench_opts o = { 30, 5, 1, 0 };
     long v;
@@ -51,8 +53,11 @@ int cmd_bench(int argc, char **argv)
         }
     }
     if (c < 0) return parser.status;
+    cc_preflight_opts po;
+    if (cli_preflight_opts(&po, &ca, "bench", o.json)) return 2;
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_WINS) != 0) return 1;
+    if (cc_preflight(&cfg, cfg.batch_size, cfg.seq_len, NULL, &po) != 0) return 1;
     const int rc = cc_bench(&cfg, &o, stdout);
     if (rc == CC_BENCH_NOTHING_MEASURED) {
         fprintf(stderr, "catchat: bench: no GPU measured and --cpu-steps 0: nothing measured (skipped, exit 77)\n");

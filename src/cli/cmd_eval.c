@@ -8,12 +8,13 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "catchat/checkpoint.h"
+#include "catchat/preflight.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
 
 static const char *HELP =
     "usage: catchat eval --ckpt CKPT [--data FILE] [--config F] [--set key=value]...\n"
-    "                    [--batches N] [--json]\n\n"
+    "                    [--batches N] [--json] [--preflight MODE]\n\n"
     "Loss (nats per token), top-1 and top-5 accuracy of a checkpoint on a data file\n"
     "(default: the config's [data] val). The [model] keys stored in the checkpoint are\n"
     "used (a note names any the config would change). Batches of batch_size x seq_len\n"
@@ -23,14 +24,15 @@ static const char *HELP =
     "  --data FILE    text file or .bin shard to score\n"
     "  --batches N    batches of batch_size to score (default: the config's eval_batches x\n"
     "                 grad_accum, as training evaluates; at most the file)\n"
-    "  --json         print one JSON object instead of text\n";
+    "  --json         print one JSON object instead of text\n"
+    CLI_PREFLIGHT_HELP;
 
 int cmd_eval(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "ckpt", required_argument, 0, 'k' }, { "data", required_argument, 0, 'd' },
         { "batches", required_argument, 0, 'b' }, { "json", no_argument, 0, 'j' },
-        { 0, 0, 0, 0 } };
+        CLI_PREFLIGHT_OPTION, { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     const char *ckpt = NULL, *data = NULL;
     long batches = 0;
@@ -47,6 +49,8 @@ int cmd_eval(int argc, char **argv)
     }
     if (c < 0) return parser.status;
     if (!ckpt) return cli_usage_error("eval", "--ckpt is required");
+    cc_preflight_opts po;
+    if (cli_preflight_opts(&po, &ca, "eval", json)) return 2;
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
     if (!data) data = cfg.val;
@@ -59,7 +63,9 @@ int cmd_eval(int argc, char **argv)
         return 1;
     }
     int rc = 1;
-    cc_executor *ex = cc_executor_create(&cfg, cfg.batch_size, cfg.seq_len);
+    cc_executor *ex = cc_preflight(&cfg, cfg.batch_size, cfg.seq_len, NULL, &po) == 0
+                          ? cc_executor_create(&cfg, cfg.batch_size, cfg.seq_len)
+                          : NULL;
     if (ex) {
         float *p = cc_calloc(ex->lay.total, sizeof(float));
         if (cc_checkpoint_load(ckpt, &ex->lay, p, NULL, NULL, NULL, NULL, NULL) == 0) {

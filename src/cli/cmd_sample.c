@@ -14,7 +14,7 @@ static const char *HELP =
     "usage: catchat sample --ckpt CKPT [--prompt TEXT | --prompt-file F | --prompt-ids L] [--tokens N]\n"
     "                      [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]\n"
     "                      [--stop TEXT] [--no-echo] [--json] [--seed N] [--vocab FILE]\n"
-    "                      [--config F] [--set key=value]...\n\n"
+    "                      [--config F] [--set key=value]... [--preflight MODE]\n\n"
     "Streams the prompt and a continuation to stdout, one token at a time, with constant\n"
     "memory per token (one GRU state per layer and a ring of the last ctx_window keys\n"
     "and values).\n\n"
@@ -35,7 +35,9 @@ static const char *HELP =
     "  --seed N           sampling seed (default 1)\n"
     "  --vocab FILE       token vocabulary (scripts/prepare.py's .vocab) to decode ids with and to\n"
     "                     encode the prompt (greedy longest match); default: ids are bytes\n"
-    "  --prompt-ids L     exact prompt token ids, comma-separated, instead of --prompt\n";
+    "  --prompt-ids L     exact prompt token ids, comma-separated, instead of --prompt\n"
+    "  --preflight MODE   auto|always|never, as train takes it; sampling decodes on the CPU\n"
+    "                     (the reference's own decoder), so it has no GPU kernel to check\n";
 
 int cmd_sample(int argc, char **argv)
 {
@@ -47,7 +49,7 @@ int cmd_sample(int argc, char **argv)
         { "prompt-file", required_argument, 0, 'F' }, { "top-p", required_argument, 0, 'P' },
         { "repetition-penalty", required_argument, 0, 'R' }, { "stop", required_argument, 0, 'X' },
         { "no-echo", no_argument, 0, 'E' }, { "json", no_argument, 0, 'J' },
-        { 0, 0, 0, 0 } };
+        CLI_PREFLIGHT_OPTION, { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     const char *ckpt = NULL, *vocab_path = NULL, *ids_text = NULL, *prompt_file = NULL;
     cc_sample_opts so = { .prompt = "The ", .tokens = 200, .temperature = 0.8, .top_k = 40, .seed = 1,
@@ -77,6 +79,7 @@ int cmd_sample(int argc, char **argv)
         }
     }
     if (c < 0) return parser.status;
+    if (ca.preflight && cli_check_choice("sample", "--preflight", ca.preflight, "auto|always|never")) return 2;
     if (!ckpt) return cli_usage_error("sample", "--ckpt is required");
     if ((prompt_given != 0) + (prompt_file != NULL) + (ids_text != NULL) > 1)
         return cli_usage_error("sample", "--prompt, --prompt-file and --prompt-ids exclude each other");

@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "catchat/checkpoint.h"
 #include "catchat/dist.h"
+#include "catchat/preflight.h"
 #include "catchat/run_dir.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
@@ -19,7 +20,8 @@ static const char *HELP =
     "usage: catchat train [--config F] [--set key=value]... [--resume CKPT|auto | --init CKPT]\n"
     "                     [--force] [--steps N] [--quiet] [--sample-prompt TEXT] [--sample-tokens N]\n"
     "                     [--check-finite] [--dist MODE] [--dist-id FILE]\n"
-    "                     [--plant-nan NAME] [--plant-overflow N]\n\n"
+    "                     [--preflight MODE] [--plant-nan NAME] [--plant-overflow N]\n"
+    "                     [--plant-wrong-result CHECK]\n\n"
     "Trains the model described by the config on [data] train, evaluating on [data] val.\n"
     "Writes <out_dir>/telemetry.csv (one row per step), <out_dir>/checkpoint.safetensors\n"
     "(every checkpoint_interval steps and at the end) and <out_dir>/sample.txt.\n"
@@ -49,8 +51,13 @@ static const char *HELP =
     "                      WORLD_SIZE is set, else none), mpi, env, none; one process per GPU\n"
     "  --dist-id FILE      env bootstrap: file on a shared path for the NCCL unique id\n"
     "                      (or CATCHAT_NCCL_ID_FILE)\n"
+    CLI_PREFLIGHT_HELP
+    "                      (with data parallelism every rank checks its own GPU; all must pass)\n"
     "  --plant-nan NAME    testing aid: fill parameter tensor NAME with NaN before the first step\n"
-    "  --plant-overflow N  testing aid: make one gradient +Inf at step N (the step is skipped)\n";
+    "  --plant-overflow N  testing aid: make one gradient +Inf at step N (the step is skipped)\n"
+    "  --plant-wrong-result CHECK  testing aid: the preflight takes CHECK's GPU results as wrong\n"
+    "                      (gru_forward, gru_backward, attention, model, grad_reduce, adamw), so the\n"
+    "                      run is refused; nothing is remembered\n";
 
 /* First SIGINT/SIGTERM: remember it; the trainer stops after the step in
  * flight. A second: the default action, at once. */
@@ -79,6 +86,15 @@ static void catch_stop_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* The trainer calls this once its ranks are up, before the executor: every
+ * rank checks its own GPU; only rank 0 says that it passed. */
+static int run_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const void *arg)
+{
+    cc_preflight_opts po = *(const cc_preflight_opts *)arg;
+    if (dist && dist->rank != 0) po.quiet = 1;
+    return cc_preflight(cfg, B, T, dist, &po);
+}
+
 int cmd_train(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -88,9 +104,11 @@ int cmd_train(int argc, char **argv)
         { "sample-tokens", required_argument, 0, 't' }, { "check-finite", no_argument, 0, 'F' }, { "plant-nan", required_argument, 0, 'N' },
         { "plant-overflow", required_argument, 0, 'O' }, { "dist", required_argument, 0, 'D' },
         { "dist-id", required_argument, 0, 'I' }, { "force", no_argument, 0, 'f' },
+        { "plant-wrong-result", required_argument, 0, 'W' }, CLI_PREFLIGHT_OPTION,
         { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     cc_train_opts o = { 0 };
+    const char *plant_wrong = NULL;
     o.sample_prompt = "The ";
     o.sample_tokens = 300;
     long v;
@@ -111,9 +129,17 @@ int cmd_train(int argc, char **argv)
         case 'f': o.force = 1; break;
         case 'N': o.plant_nan = optarg; break;
         case 'O': if (cli_parse_long("--plant-overflow", optarg, 1, 1L << 40, &v)) return 2; o.plant_overflow_step = v; break;
+        case 'W': plant_wrong = optarg; break;
         }
     }
     if (c < 0) return parser.status;
+    cc_preflight_opts po;
+    if (cli_preflight_opts(&po, &ca, "train", o.quiet)) return 2;
+    if (plant_wrong && cli_check_choice("train", "--plant-wrong-result", plant_wrong, cc_preflight_check_names()))
+        return 2;
+    po.plant = plant_wrong;
+    o.preflight = run_preflight;
+    o.preflight_arg = &po;
     if (o.resume && o.init_ckpt) return cli_usage_error("train", "--resume and --init exclude each other");
     if (o.resume && o.force && strcmp(o.resume, "auto") != 0)
         return cli_usage_error("train", "--force starts over: it does not go with --resume CKPT");

@@ -9,6 +9,7 @@
 #include <nccl.h>
 #endif
 #include "cli/cli.h"
+#include "catchat/device.h"
 #include "catchat/version.h"
 #include "catchat_git_revision.h" /* generated at build time (cmake/git_revision.cmake) */
 
@@ -21,6 +22,9 @@ static void print_cuda_version(const char *what, int v)
 int cmd_version(void)
 {
     printf("catchat %s (git %s)\n", cc_version(), CATCHAT_GIT_REVISION);
+    char text[128];
+    cc_build_id(text, sizeof(text));
+    printf("build id %s\n", text);
     printf("GPU architectures compiled: %s\n", CATCHAT_CUDA_ARCHS);
     int v = 0;
     if (cudaRuntimeGetVersion(&v) != cudaSuccess) v = 0;
@@ -28,6 +32,10 @@ int cmd_version(void)
     v = 0;
     if (cudaDriverGetVersion(&v) != cudaSuccess) v = 0;
     print_cuda_version("CUDA driver (the newest CUDA it supports)", v);
+    if (v > 0) {
+        cc_driver_version(text, sizeof(text));
+        printf("NVIDIA driver %s\n", text);
+    }
     const size_t lt = cublasLtGetVersion(); /* major*10000 + minor*100 + patch */
     printf("cuBLASLt %zu.%zu.%zu\n", lt / 10000, lt / 100 % 100, lt % 100);
 #ifdef CATCHAT_HAVE_NCCL

@@ -12,6 +12,7 @@
 #include "catchat/matmul.h"
 #include "catchat/dist.h"
 #include "catchat/gpu_ops.h"
+#include "catchat/gpu_plan.h"
 #include "catchat/kernels.h"
 #include "catchat/safetensors.h"
 #include "catchat/util.h"
@@ -365,20 +366,67 @@ static int lanes_for(const cc_config *cfg, const gpu_caps *caps, gpu_gru_path pa
     return 1;
 }
 
+/* Device bytes of the executor at B: its buffer table, each lane's two
+ * cuBLASLt workspaces, the persistent BPTT's W_hhᵀ a lane, and the
+ * accumulated gradient of grad_accum. */
+static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, size_t n, int B, int T)
+{
+    gpu_impl g;
+    memset(&g, 0, sizeof(g));
+    g.nlanes = p->lanes;
+    g.attn_tc = p->attn_tc;
+    gpu_buffer bufs[MAX_BUFFERS];
+    const int nb = buffer_table(&g, d, n, B, T, bufs);
+    size_t bytes = 0;
+    for (int i = 0; i < nb; i++) bytes += bufs[i].bytes;
+    bytes += (size_t)p->lanes * 2 * gpu_matmul_workspace_bytes();
+    if (p->impl == GRU_IMPL_PERSISTENT) bytes += (size_t)p->lanes * 6 * d->D * d->D;
+    if (cfg->grad_accum > 1) bytes += 4 * n;
+    return bytes;
+}
+
+int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
+{
+    memset(p, 0, sizeof(*p));
+    if (gpu_caps_for_config(&p->caps, cfg) != 0) return -1;
+    const gpu_caps *caps = &p->caps;
+    if (caps->cc_major < 8)
+        return cc_error("GPU '%s' is sm_%d%d; catchat's kernels need sm_80 (Ampere) or newer: FP16 tensor-core "
+                        "mma.sync m16n8k16 with FP32 accumulation and asynchronous copies; use device = cpu",
+                        caps->name, caps->cc_major, caps->cc_minor);
+    if (cfg->d_model % 8 != 0)
+        return cc_error("[model] d_model: %d; the GPU path needs a multiple of 8 (16-byte FP16 rows)", cfg->d_model);
+    const cc_dims d = cc_dims_from_config(cfg);
+    p->path = gpu_gru_path_named(cfg->gpu_recurrence);
+    if (!(p->lanes = lanes_for(cfg, caps, p->path, B, T, d.D))) return -1;
+    p->lane_B = B / p->lanes;
+    /* The lanes' recurrences run at once: a persistent one sizes its grid to
+     * its lane's share of the SMs, so every lane's stays resident. */
+    p->rec_caps = *caps;
+    if (p->lanes > 1) p->rec_caps.sm_count = caps->sm_count / p->lanes;
+    p->impl = gpu_gru_impl_for(&p->rec_caps, p->path, p->lane_B, T, d.D);
+    p->eval_impl = gpu_gru_impl_for(&p->rec_caps, p->path, B, T, d.D);
+    p->wide = gpu_gru_wide_for(caps, p->path, B, T, d.D);
+    p->attn_tc = attention_tc_supported(caps, d.D, d.H, d.W);
+    cc_layout lay;
+    cc_layout_build(&lay, &d);
+    p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T);
+    p->bytes_per_seq = (plan_bytes(p, cfg, &d, lay.total, 2 * B, T) - p->device_bytes) / (size_t)B;
+    return 0;
+}
+
+void gpu_step_plan_describe(const gpu_step_plan *p, const cc_config *cfg, int T, char *buf, size_t len)
+{
+    char why[320];
+    gpu_gru_impl_why(&p->rec_caps, p->path, p->lane_B, T, cfg->d_model, why, sizeof(why));
+    snprintf(buf, len, "%s recurrence, %d lane%s of %d sequences%s (%s)", gpu_gru_impl_name(p->impl), p->lanes,
+             p->lanes > 1 ? "s" : "", p->lane_B, p->wide ? ", wide clusters" : "", why);
+}
+
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
 {
-    gpu_caps caps;
-    if (gpu_caps_for_config(&caps, cfg) != 0) return NULL;
-    if (caps.cc_major < 8) {
-        cc_error("GPU '%s' is sm_%d%d; catchat's kernels need sm_80 (Ampere) or newer: FP16 tensor-core "
-                 "mma.sync m16n8k16 with FP32 accumulation and asynchronous copies; use device = cpu",
-                 caps.name, caps.cc_major, caps.cc_minor);
-        return NULL;
-    }
-    if (cfg->d_model % 8 != 0) {
-        cc_error("[model] d_model: %d; the GPU path needs a multiple of 8 (16-byte FP16 rows)", cfg->d_model);
-        return NULL;
-    }
+    gpu_step_plan plan;
+    if (gpu_step_plan_for(&plan, cfg, B, T) != 0) return NULL;
     cc_executor *ex = cc_calloc(1, sizeof(*ex));
     ex->ops = &GPU_OPS;
     ex->name = "gpu";
@@ -389,20 +437,12 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cc_layout_build(&ex->lay, &d);
     gpu_impl *g = cc_calloc(1, sizeof(*g));
     ex->impl = g;
-    g->caps = caps;
-    g->gru_path = gpu_gru_path_named(cfg->gpu_recurrence);
-    g->nlanes = lanes_for(cfg, &g->caps, g->gru_path, B, T, d.D);
-    /* The lanes' recurrences run at once: a persistent one sizes its grid to
-     * its lane's share of the SMs, so every lane's stays resident. */
-    g->rec_caps = g->caps;
-    if (g->nlanes > 1) g->rec_caps.sm_count = g->caps.sm_count / g->nlanes;
-    g->attn_tc = attention_tc_supported(&g->caps, d.D, d.H, d.W);
-    g->gru_wide = gpu_gru_wide_for(&g->caps, g->gru_path, B, T, d.D);
-    if (g->nlanes < 1) {
-        free(g);
-        free(ex);
-        return NULL;
-    }
+    g->caps = plan.caps;
+    g->rec_caps = plan.rec_caps;
+    g->gru_path = plan.path;
+    g->nlanes = plan.lanes;
+    g->attn_tc = plan.attn_tc;
+    g->gru_wide = plan.wide;
     /* Priorities: the recurrences first, then the lanes' own streams, then
      * the side streams (weight gradients, which nothing waits for until the
      * step's end); lane 0's stream is the main one. Side streams below the

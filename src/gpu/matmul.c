@@ -28,6 +28,8 @@ struct gpu_matmul_ctx {
     plan cache[CACHE_SIZE];
 };
 
+size_t gpu_matmul_workspace_bytes(void) { return WORKSPACE_BYTES; }
+
 gpu_matmul_ctx *gpu_matmul_create(void)
 {
     gpu_matmul_ctx *g = cc_calloc(1, sizeof(*g));

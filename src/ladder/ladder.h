@@ -38,6 +38,8 @@ typedef struct stage {
     char note[96]; /* the first failed flag */
     char why[96];  /* why the stage skipped (stage_skip) */
     char part_skipped[192]; /* the cases it could not take here (stage_skip_part) */
+    int plant; /* testing aid (preflight --plant-wrong-result): every GPU result this stage checks is
+                * taken as 1.25 times what the GPU returned, so its checks must fail */
 } stage;
 
 /* What every stage may use. The one RNG is seeded once per ladder run and
@@ -107,6 +109,20 @@ float *rand_vec(cc_rng *r, size_t n, double sd, int f16);
 void small_config(const ladder_ctx *cx, cc_config *c);
 /* Random gradients in each executor's units; returns them unscaled. */
 float *plant_grads(cc_rng *r, cc_executor *a, cc_executor *b, double unit_a, double unit_b);
+
+/* ---- single cases, shared by the stages and the preflight (preflight.c) ---- */
+/* A layer's forward over T steps on `path` (stage_gru_forward.c), its BPTT
+ * with the clamp binding at S = 128 (stage_gru_backward.c), the context
+ * attention's forward and backward (stage_attention.c) and a full step of
+ * config c at its batch_size and seq_len (stage_model.c; lanes > 0: the step
+ * must run that many; guard_binds: a ctx_grad_clamp must change the context
+ * gradients). Each compares with the CPU twin at the stage's tolerances. */
+void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int B, int T, int D, int wide,
+                       const char *name);
+void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int B, int T, int D, const char *name);
+void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T, int W);
+void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *c, const char *tag, int lanes, int guard_binds);
+extern const ladder_stage ladder_stage_grad_reduce, ladder_stage_adamw;
 
 /* ---- the recurrence stages: gru_forward, gru_backward (gru_cases.c) ---- */
 /* A layer's CPU forward from random inputs. */

@@ -37,13 +37,57 @@ static void ref_attention_lse(float *lse, const float *qkv, int B, int T, int D,
 }
 
 
+/* One case: B sequences of T tokens, H heads of D / H, window W, on the
+ * kernels this GPU takes for the shape (attention_tc_supported), forward and
+ * backward against the CPU reference. */
+void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T, int W)
+{
+    cc_rng *r = cx->rng;
+    const int tc = attention_tc_supported(cx->caps, D, H, W);
+    /* FP32 on both sides (__expf vs expf): 1e-5; FP16 P and dS operands: 5e-3 */
+    const double tol = tc ? 5e-3 : 1e-5;
+    const size_t MD = (size_t)B * T * D, PW = (size_t)B * H * T * W, PH = (size_t)B * H * T;
+    /* the tensor-core kernels read FP16 q, k, v and dO: drawn FP16-exact, both sides see the same inputs */
+    float *qkv = rand_vec(r, 3 * MD, 1, tc), *dout = rand_vec(r, MD, 1, tc);
+    float *dq = dev_f32(qkv, 3 * MD), *ddo = dev_f32(dout, MD), *o = dev_f32(NULL, MD), *p = dev_f32(NULL, PW);
+    float *dqkv = dev_f32(NULL, 3 * MD), *ds = dev_f32(NULL, PW), *lse = dev_f32(NULL, PH), *delta = dev_f32(NULL, PH);
+    void *dqkv16 = dev_f16(NULL, 3 * MD), *dq16 = dev_f16(qkv, 3 * MD), *ddo16 = dev_f16(dout, MD);
+    if (tc) {
+        launch_attention_forward_tc(o, NULL, p, lse, dq16, B, T, D, H, W, 0);
+        launch_attention_backward_tc(dqkv, dqkv16, delta, ddo16, lse, dq16, B, T, D, H, W, 0);
+    } else {
+        launch_attention_forward(o, NULL, p, dq, B, T, D, H, W, cx->caps, 0);
+        launch_attention_backward(dqkv, dqkv16, ds, ddo, p, dq, B, T, D, H, W, cx->caps, 0);
+    }
+    float *go = get_f32(o, MD), *gp = get_f32(p, PW), *gd = get_f32(dqkv, 3 * MD), *glse = get_f32(lse, PH);
+    float *gd16 = get_f16(dqkv16, 3 * MD);
+    float *ro = cc_malloc(4 * MD), *rp = cc_malloc(4 * PW), *rd = cc_malloc(12 * MD), *rlse = cc_malloc(4 * PH);
+    cpu_attention_forward(ro, rp, qkv, B, T, D, H, W);
+    cpu_attention_backward(rd, dout, rp, qkv, B, T, D, H, W);
+    ref_attention_lse(rlse, qkv, B, T, D, H, W);
+    char what[64];
+    snprintf(what, sizeof(what), "o (hd %d, T %d, W %d)", D / H, T, W);
+    check(st, what, go, ro, MD, tol, 0);
+    snprintf(what, sizeof(what), "p (hd %d, T %d, W %d)", D / H, T, W);
+    check(st, what, gp, rp, PW, tol, 0);
+    if (tc) { /* FP16 q and k under FP32 statistics */
+        snprintf(what, sizeof(what), "lse (hd %d, T %d, W %d)", D / H, T, W);
+        check(st, what, glse, rlse, PH, tol, 0);
+    }
+    snprintf(what, sizeof(what), "dqkv (hd %d, T %d, W %d)", D / H, T, W);
+    check(st, what, gd, rd, 3 * MD, tol, 0);
+    snprintf(what, sizeof(what), "dqkv FP16 (hd %d, T %d, W %d)", D / H, T, W);
+    check(st, what, gd16, rd, 3 * MD, tol > 1e-3 ? tol : 1e-3, 0); /* FP16 storage */
+    FREE_ALL(qkv, dout, go, gp, gd, gd16, glse, ro, rp, rd, rlse);
+    DFREE_ALL(dq, ddo, o, p, dqkv, ds, dqkv16, lse, delta, dq16, ddo16);
+}
+
 /* hd = 16 runs the FP32 kernels; hd = 64, 128, 256 the tensor-core ones (FP16 operands),
  * whose backward recomputes the probabilities from the forward's lse. The
  * last case is the default window over several blocks of queries, the last
  * one partial. */
 static void run_attention(const ladder_ctx *cx, stage *st)
 {
-    cc_rng *r = cx->rng;
     const int B = 2;
     static const struct { int D, H, T, W; } cases[] = {
         { 64, 4, 40, 16 }, { 64, 4, 40, 64 }, { 128, 2, 40, 16 }, { 128, 2, 40, 64 }, { 128, 2, 300, 128 },
@@ -53,47 +97,12 @@ static void run_attention(const ladder_ctx *cx, stage *st)
              "B=%d, hd 16 (FP32), 64/128/256 (tensor cores) W=16..128, T up to 300", B);
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         const int D = cases[ci].D, H = cases[ci].H, T = cases[ci].T, W = cases[ci].W;
-        const int tc = attention_tc_supported(cx->caps, D, H, W);
-        /* FP32 on both sides (__expf vs expf): 1e-5; FP16 P and dS operands: 5e-3 */
-        const double tol = tc ? 5e-3 : 1e-5;
-        const size_t MD = (size_t)B * T * D, PW = (size_t)B * H * T * W, PH = (size_t)B * H * T;
-        /* the tensor-core kernels read FP16 q, k, v and dO: drawn FP16-exact, both sides see the same inputs */
-        float *qkv = rand_vec(r, 3 * MD, 1, tc), *dout = rand_vec(r, MD, 1, tc);
-        float *dq = dev_f32(qkv, 3 * MD), *ddo = dev_f32(dout, MD), *o = dev_f32(NULL, MD), *p = dev_f32(NULL, PW);
-        float *dqkv = dev_f32(NULL, 3 * MD), *ds = dev_f32(NULL, PW), *lse = dev_f32(NULL, PH), *delta = dev_f32(NULL, PH);
-        void *dqkv16 = dev_f16(NULL, 3 * MD), *dq16 = dev_f16(qkv, 3 * MD), *ddo16 = dev_f16(dout, MD);
-        if (tc) {
-            launch_attention_forward_tc(o, NULL, p, lse, dq16, B, T, D, H, W, 0);
-            launch_attention_backward_tc(dqkv, dqkv16, delta, ddo16, lse, dq16, B, T, D, H, W, 0);
-        } else {
-            launch_attention_forward(o, NULL, p, dq, B, T, D, H, W, cx->caps, 0);
-            launch_attention_backward(dqkv, dqkv16, ds, ddo, p, dq, B, T, D, H, W, cx->caps, 0);
-        }
-        float *go = get_f32(o, MD), *gp = get_f32(p, PW), *gd = get_f32(dqkv, 3 * MD), *glse = get_f32(lse, PH);
-        float *gd16 = get_f16(dqkv16, 3 * MD);
-        float *ro = cc_malloc(4 * MD), *rp = cc_malloc(4 * PW), *rd = cc_malloc(12 * MD), *rlse = cc_malloc(4 * PH);
-        cpu_attention_forward(ro, rp, qkv, B, T, D, H, W);
-        cpu_attention_backward(rd, dout, rp, qkv, B, T, D, H, W);
-        ref_attention_lse(rlse, qkv, B, T, D, H, W);
-        char what[64];
-        snprintf(what, sizeof(what), "o (hd %d, T %d, W %d)", D / H, T, W);
-        check(st, what, go, ro, MD, tol, 0);
-        snprintf(what, sizeof(what), "p (hd %d, T %d, W %d)", D / H, T, W);
-        check(st, what, gp, rp, PW, tol, 0);
-        if (tc) { /* FP16 q and k under FP32 statistics */
-            snprintf(what, sizeof(what), "lse (hd %d, T %d, W %d)", D / H, T, W);
-            check(st, what, glse, rlse, PH, tol, 0);
-        }
-        snprintf(what, sizeof(what), "dqkv (hd %d, T %d, W %d)", D / H, T, W);
-        check(st, what, gd, rd, 3 * MD, tol, 0);
-        snprintf(what, sizeof(what), "dqkv FP16 (hd %d, T %d, W %d)", D / H, T, W);
-        check(st, what, gd16, rd, 3 * MD, tol > 1e-3 ? tol : 1e-3, 0); /* FP16 storage */
+        attention_check(cx, st, B, D, H, T, W);
         if (D / H == 64 || D / H == 128 || D / H == 256) {
+            char what[64];
             snprintf(what, sizeof(what), "tensor-core path taken for hd %d", D / H);
-            check_flag(st, what, tc);
+            check_flag(st, what, attention_tc_supported(cx->caps, D, H, W));
         }
-        FREE_ALL(qkv, dout, go, gp, gd, gd16, glse, ro, rp, rd, rlse);
-        DFREE_ALL(dq, ddo, o, p, dqkv, ds, dqkv16, lse, delta, dq16, ddo16);
     }
 }
 

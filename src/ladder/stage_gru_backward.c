@@ -38,9 +38,11 @@ static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpat
     DFREE_ALL(whh16, hp16, h, gates, ghn, dh, dhrec, bias_part, dgx16, dgh16, dw, db);
 }
 
-static void gru_backward_path(stage *st, cc_rng *r, gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, int B, int T, int D,
-                              const char *path)
+void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int B, int T, int D, const char *path)
 {
+    cc_rng *r = cx->rng;
+    gpu_matmul_ctx *gm = cx->gemm;
+    const gpu_caps *caps = cx->caps;
     const double S = 128, c_user = 0.05;
     gru_case c;
     gru_case_init(&c, r, B, T, D);
@@ -82,13 +84,10 @@ static void gru_backward_path(stage *st, cc_rng *r, gpu_matmul_ctx *gm, const gp
 
 static void run_gru_backward(const ladder_ctx *cx, stage *st)
 {
-    cc_rng *r = cx->rng;
-    gpu_matmul_ctx *gm = cx->gemm;
     for (int i = 0; i < N_GRU_PATHS; i++) {
         char name[64];
         if (!gru_path_begin(cx, st, &k_gru_paths[i], name, sizeof(name))) continue;
-        gru_backward_path(st, r, gm, cx->caps, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D,
-                          name);
+        gru_backward_check(cx, st, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, name);
     }
 }
 

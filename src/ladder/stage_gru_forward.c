@@ -12,16 +12,17 @@
 /* the forward's wide cluster kernels: two clusters of 16 at D=512, an odd T */
 static const gru_path_case k_gru_wide = { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 512, 1 };
 
-static void gru_forward_path(stage *st, cc_rng *r, gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, int B, int T, int D,
-                             int wide, const char *path)
+void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int B, int T, int D, int wide,
+                       const char *path)
 {
+    cc_rng *r = cx->rng;
     gru_case c;
     gru_case_init(&c, r, B, T, D);
     const size_t MD = (size_t)B * T * D;
     void *whh16 = dev_f16(c.whh, (size_t)3 * D * D), *hp16 = dev_f16(NULL, MD);
     float *bhh = dev_f32(c.bhh, 3 * D), *gx = dev_f32(c.gx, 3 * MD), *h = dev_f32(NULL, MD);
     float *gates = dev_f32(NULL, 3 * MD), *ghn = dev_f32(NULL, MD), *gh = dev_f32(NULL, (size_t)B * 3 * D);
-    gpu_gru_forward(gm, caps, gpath, h, gates, ghn, hp16, gx, whh16, bhh, gh, B, T, D, wide, 0);
+    gpu_gru_forward(cx->gemm, cx->caps, gpath, h, gates, ghn, hp16, gx, whh16, bhh, gh, B, T, D, wide, 0);
     float *gh_ = get_f32(h, MD), *gg = get_f32(gates, 3 * MD);
     /* h_{t-1} is FP16 in the recurrent GEMM (rel. 2^-11 per step); the error
      * compounds over T but the GRU is contractive: 5e-3 at T = 48 */
@@ -37,15 +38,12 @@ static void gru_forward_path(stage *st, cc_rng *r, gpu_matmul_ctx *gm, const gpu
 
 static void run_gru_forward(const ladder_ctx *cx, stage *st)
 {
-    cc_rng *r = cx->rng;
-    gpu_matmul_ctx *gm = cx->gemm;
     snprintf(st->shape, sizeof(st->shape),
              "persistent D64/512/1024/2048, per-step D64, cluster D512/128 + wide (gru_cases.c)");
     for (int i = 0; i < N_GRU_PATHS; i++) {
         char name[64];
         if (!gru_path_begin(cx, st, &k_gru_paths[i], name, sizeof(name))) continue;
-        gru_forward_path(st, r, gm, cx->caps, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, 0,
-                         name);
+        gru_forward_check(cx, st, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, 0, name);
     }
     /* Where this GPU cannot place the wide kernels' clusters of 16,
      * launch_gru_forward_cluster runs the clusters of 8 instead and this case
@@ -55,7 +53,7 @@ static void run_gru_forward(const ladder_ctx *cx, stage *st)
     const gru_path_case *w = &k_gru_wide;
     char name[64];
     if (gru_path_begin(cx, st, w, name, sizeof(name)))
-        gru_forward_path(st, r, gm, cx->caps, w->path, w->B, w->T, w->D, w->wide, "cluster wide D=512");
+        gru_forward_check(cx, st, w->path, w->B, w->T, w->D, w->wide, "cluster wide D=512");
 }
 
 const ladder_stage ladder_stage_gru_forward = { "gru_forward", "GRU recurrence", run_gru_forward };

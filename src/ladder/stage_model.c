@@ -11,29 +11,23 @@
 #include "catchat/util.h"
 #include "ladder/ladder.h"
 
-/* ctx_clamp > 0 also runs the per-token context guard (model.md's ctx_grad_clamp).
- * wide: the shape the default config's kernels run (head size 64 on tensor
- * cores, cluster recurrence, the batch in two lanes), on a batch of 16. */
-static void full_step_case(const ladder_ctx *cx, stage *st, cc_rng *r, double ctx_clamp, int wide)
+/* One full step of config c (its batch_size and seq_len) on both executors.
+ * tag names the case in the rows; lanes > 0: the GPU step must run that many
+ * lanes. With c->ctx_grad_clamp > 0 and guard_binds set, the guard must also
+ * change the context gradients (or the case tests nothing). */
+void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *cfg, const char *tag, int lanes, int guard_binds)
 {
-    cc_config c;
-    small_config(cx, &c);
-    c.ctx_grad_clamp = ctx_clamp;
-    if (wide) {
-        c.d_model = 128;
-        c.n_heads = 2;
-        c.seq_len = 40;
-        c.batch_size = 16;
-        c.gpu_lanes = 2; /* as chosen where the recurrence runs on clusters; set so every profile splits */
-    }
-    const int B = c.batch_size, T = c.seq_len, M = B * T;
-    if (!wide)
-        snprintf(st->shape, sizeof(st->shape), "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on; D=128 B=16 2 lanes; 2x2 accumulated",
-                 c.d_model, c.n_layers, c.n_heads, c.ctx_window, T, B);
+    cc_rng *r = cx->rng;
+    const cc_config c = *cfg;
+    const double ctx_clamp = c.ctx_grad_clamp;
+    const int B = c.batch_size, T = c.seq_len, M = B * T, V = c.vocab_size;
     cc_executor *cpu, *gpu;
     if (!executor_pair(st, &c, B, T, &cpu, &gpu)) return;
-    if (wide) check_flag(st, "D=128 B=16 runs two lanes", cc_gpu_lanes(gpu) == 2);
-    const char *tag = wide ? " (2 lanes)" : ctx_clamp > 0 ? " (ctx guard)" : "";
+    char what[96];
+    if (lanes) {
+        snprintf(what, sizeof(what), "the step runs %d lanes%s", lanes, tag);
+        check_flag(st, what, cc_gpu_lanes(gpu) == lanes);
+    }
     const size_t n = cpu->lay.total;
     float *p = cc_malloc(4 * n);
     cc_layout_init_params(&cpu->lay, p, cc_rng_next(r));
@@ -42,13 +36,12 @@ static void full_step_case(const ladder_ctx *cx, stage *st, cc_rng *r, double ct
     gpu->ops->set_params(gpu, p);
     int *x = cc_malloc(sizeof(int) * M), *y = cc_malloc(sizeof(int) * M);
     for (int i = 0; i < M; i++) {
-        x[i] = (int)cc_rng_below(r, 256);
-        y[i] = i % T >= T - 3 ? -1 : (int)cc_rng_below(r, 256); /* a padded tail */
+        x[i] = (int)cc_rng_below(r, (uint64_t)V);
+        y[i] = i % T >= T - 3 ? -1 : (int)cc_rng_below(r, (uint64_t)V); /* a padded tail */
     }
     float lc = (float)cpu->ops->forward_backward(cpu, x, y, c.loss_scale);
     float lg = (float)gpu->ops->forward_backward(gpu, x, y, c.loss_scale);
     /* the loss is a hard gate: FP16 operands, aim 1e-3 */
-    char what[64];
     snprintf(what, sizeof(what), "loss%s", tag);
     check(st, what, &lg, &lc, 1, 1e-3, 0);
     float *gc = cc_malloc(4 * n), *gg = cc_malloc(4 * n);
@@ -79,7 +72,7 @@ static void full_step_case(const ladder_ctx *cx, stage *st, cc_rng *r, double ct
     /* the aggregate norm is a diagnostic only: it may WARN, never FAIL */
     float fn_g = (float)sqrt(ng), fn_c = (float)sqrt(nc);
     check(st, "grad norm (diagnostic)", &fn_g, &fn_c, 1, 1e-2, 1);
-    if (ctx_clamp > 0) { /* the guard must bind here, or this case tests nothing */
+    if (ctx_clamp > 0 && guard_binds) { /* the guard must bind here, or this case tests nothing */
         cc_config c0 = c;
         c0.ctx_grad_clamp = 0;
         cc_executor *free_run = cc_cpu_executor_create(&c0, B, T);
@@ -158,13 +151,28 @@ static void accum_step_case(const ladder_ctx *cx, stage *st, cc_rng *r)
     gpu->ops->destroy(gpu);
 }
 
+/* The tiny config with the guard off and on (the guard binds on most tokens
+ * at 2e-4: a per-token L2 cap on dL/dc of the mean loss), then the shape the
+ * default config's kernels run (head size 64 on tensor cores, cluster
+ * recurrence, the batch in two lanes) on a batch of 16, then accumulation. */
 static void run_model(const ladder_ctx *cx, stage *st)
 {
-    cc_rng *r = cx->rng;
-    full_step_case(cx, st, r, 0.0, 0);
-    full_step_case(cx, st, r, 2e-4, 0); /* per-token L2 cap on dL/dc (mean loss): binds on most tokens here */
-    full_step_case(cx, st, r, 0.0, 1);
-    accum_step_case(cx, st, r);
+    cc_config c;
+    small_config(cx, &c);
+    snprintf(st->shape, sizeof(st->shape),
+             "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on; D=128 B=16 2 lanes; 2x2 accumulated",
+             c.d_model, c.n_layers, c.n_heads, c.ctx_window, c.seq_len, c.batch_size);
+    full_step_check(cx, st, &c, "", 0, 0);
+    c.ctx_grad_clamp = 2e-4;
+    full_step_check(cx, st, &c, " (ctx guard)", 0, 1);
+    small_config(cx, &c);
+    c.d_model = 128;
+    c.n_heads = 2;
+    c.seq_len = 40;
+    c.batch_size = 16;
+    c.gpu_lanes = 2; /* as chosen where the recurrence runs on clusters; set so every profile splits */
+    full_step_check(cx, st, &c, " (2 lanes)", 2, 0);
+    accum_step_case(cx, st, cx->rng);
 }
 
 const ladder_stage ladder_stage_model = { "model", "full step", run_model };

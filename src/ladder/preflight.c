@@ -1,0 +1,242 @@
+/* The preflight (preflight.h): the ladder's checks on the kernel paths one
+ * run takes, at its shape class, before its first GPU step.
+ *
+ * What is checked, in order (each a ladder case, at the ladder's tolerances):
+ *   gru_forward   the recurrence the run's lanes take, at a lane's batch and
+ *                 width (the persistent split depends on both), 3-5 steps;
+ *                 also the evaluation's forward where its split differs
+ *   gru_backward  the same recurrence's BPTT, clamp binding, S = 128
+ *   attention     the run's heads and window, over more positions than the
+ *                 window (the band's edge and several query blocks)
+ *   model         a full step of the run's config cut to 2 layers, a short
+ *                 sequence and a small batch, in 2 lanes where the run has
+ *                 lanes, on the same recurrence implementation: embedding,
+ *                 the norms in every form, the classifier and the loss
+ *   grad_reduce, adamw   the ladder's stages as they are (shape-free kernels)
+ * The CPU twin dominates the cost: about a second at the default config
+ * (docs/gpus.md has the measurement). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/device.h"
+#include "catchat/dist.h"
+#include "catchat/gpu_plan.h"
+#include "catchat/preflight.h"
+#include "catchat/util.h"
+#include "catchat/version.h"
+#include "ladder/ladder.h"
+
+#define PREFLIGHT_SEED 20261201ULL
+/* headroom over the executor's own estimate: the CUDA graph, cuBLAS handles, NCCL */
+#define MEMORY_MARGIN ((size_t)256 << 20)
+
+enum { PF_GRU_FORWARD, PF_GRU_BACKWARD, PF_ATTENTION, PF_MODEL, PF_GRAD_REDUCE, PF_ADAMW, PF_COUNT };
+static const struct {
+    const char *name, *title;
+} CHECKS[PF_COUNT] = {
+    { "gru_forward", "GRU recurrence" }, { "gru_backward", "GRU BPTT" },  { "attention", "context attention" },
+    { "model", "full step" },            { "grad_reduce", "gradient reduction" }, { "adamw", "optimizer" },
+};
+
+const char *cc_preflight_check_names(void) { return "gru_forward|gru_backward|attention|model|grad_reduce|adamw"; }
+
+static int imin(int a, int b) { return a < b ? a : b; }
+
+/* What the run takes, for the cache key and the messages. */
+static void describe_path(char *buf, size_t len, const gpu_step_plan *p, const cc_config *cfg, int B, int T)
+{
+    char lane[512], eval[400] = "";
+    gpu_step_plan_describe(p, cfg, T, lane, sizeof(lane));
+    if (p->eval_impl == GRU_IMPL_PERSISTENT && B != p->lane_B) {
+        char why[320];
+        gpu_gru_impl_why(&p->rec_caps, p->path, B, T, cfg->d_model, why, sizeof(why));
+        snprintf(eval, sizeof(eval), "; evaluation: persistent over %d sequences (%s)", B, why);
+    } else if (p->eval_impl != p->impl) {
+        snprintf(eval, sizeof(eval), "; evaluation: %s over %d sequences", gpu_gru_impl_name(p->eval_impl), B);
+    }
+    snprintf(buf, len, "D=%d L=%d H=%d W=%d V=%d B=%d; %s%s; attention on %s; as %s: %d SMs, %d KB shared a block, "
+             "clusters %s",
+             cfg->d_model, cfg->n_layers, cfg->n_heads, cfg->ctx_window, cfg->vocab_size, B, lane, eval,
+             p->attn_tc ? "tensor cores" : "FP32 cores", cfg->gpu_profile, p->caps.sm_count,
+             p->caps.smem_per_block_optin / 1024, p->caps.cluster_launch ? "on" : "off");
+}
+
+/* The full step's config: the run's model and [gpu] keys, cut to a size the
+ * CPU twin does in well under a second, on the run's recurrence
+ * implementation (forced, since a small batch could choose another). */
+static void model_config(cc_config *c, const cc_config *cfg, const gpu_step_plan *p, int T)
+{
+    *c = *cfg;
+    const int lanes = p->lanes > 1 ? 2 : 1;
+    c->n_layers = imin(cfg->n_layers, 2);
+    c->seq_len = imin(T, 12);
+    c->batch_size = lanes * (p->impl == GRU_IMPL_CLUSTER ? 8 : 4);
+    c->grad_accum = 1;
+    c->gpu_lanes = lanes;
+    snprintf(c->gpu_recurrence, sizeof(c->gpu_recurrence), "%s",
+             p->impl == GRU_IMPL_PERSISTENT ? "persistent" : p->impl == GRU_IMPL_STEPWISE ? "stepwise" : "auto");
+    c->loss_scale = 128;
+    c->loss_scale_dynamic = 0;
+}
+
+/* Runs the checks; returns the index of the first that failed (its row in
+ * *failed), or -1 when all passed. */
+static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T, const char *plant, stage *failed)
+{
+    cc_rng r;
+    cc_rng_seed(&r, PREFLIGHT_SEED);
+    const ladder_ctx cx = { &r, gpu_matmul_create(), NULL, &p->caps, cfg->gpu_profile };
+    ladder_ctx cx_rec = cx;
+    cx_rec.caps = &p->rec_caps; /* a lane's share of the SMs, as the run's recurrences */
+    const int D = cfg->d_model, T_rec = D <= 512 ? 5 : 3;
+    /* the per-step loop's kernels do not depend on the batch; the others' split does */
+    const int B_rec = p->impl == GRU_IMPL_STEPWISE ? imin(p->lane_B, 8) : p->lane_B;
+    int first = -1;
+    for (int k = 0; k < PF_COUNT; k++) {
+        stage st;
+        memset(&st, 0, sizeof(st));
+        st.num = k + 1;
+        st.name = CHECKS[k].name;
+        st.title = CHECKS[k].title;
+        st.plant = plant && strcmp(plant, CHECKS[k].name) == 0;
+        char name[96];
+        snprintf(name, sizeof(name), "%s D=%d B=%d T=%d", gpu_gru_impl_name(p->impl), D, B_rec, T_rec);
+        switch (k) {
+        case PF_GRU_FORWARD:
+            gru_forward_check(&cx_rec, &st, p->path, B_rec, T_rec, D, p->wide, name);
+            if (p->eval_impl == GRU_IMPL_PERSISTENT && B != p->lane_B) {
+                snprintf(name, sizeof(name), "evaluation: persistent D=%d B=%d T=%d", D, B, T_rec);
+                gru_forward_check(&cx_rec, &st, p->path, B, T_rec, D, 0, name);
+            }
+            break;
+        case PF_GRU_BACKWARD: gru_backward_check(&cx_rec, &st, p->path, B_rec, T_rec, D, name); break;
+        case PF_ATTENTION:
+            attention_check(&cx, &st, 1, D, cfg->n_heads, imin(T, cfg->ctx_window + 37), cfg->ctx_window);
+            break;
+        case PF_MODEL: {
+            cc_config c;
+            model_config(&c, cfg, p, T);
+            full_step_check(&cx, &st, &c, "", c.gpu_lanes, 0);
+            break;
+        }
+        case PF_GRAD_REDUCE: ladder_stage_grad_reduce.run(&cx, &st); break;
+        case PF_ADAMW: ladder_stage_adamw.run(&cx, &st); break;
+        }
+        cudaCheck(cudaDeviceSynchronize());
+        if ((st.fail || st.skip) && first < 0) {
+            first = k;
+            *failed = st;
+        }
+    }
+    gpu_matmul_destroy(cx.gemm);
+    return first;
+}
+
+/* "Take another path: ..." for the check that failed. */
+static const char *remedy(int k, const gpu_step_plan *p)
+{
+    if (k == PF_GRU_FORWARD || k == PF_GRU_BACKWARD) {
+        if (p->impl == GRU_IMPL_CLUSTER) return "another recurrence may work: --set recurrence=persistent (or stepwise); ";
+        if (p->impl == GRU_IMPL_PERSISTENT) return "another recurrence may work: --set recurrence=stepwise; ";
+    }
+    return "";
+}
+
+/* The config's device memory against what is free: -1 (said, with a batch
+ * that fits) when it cannot fit. */
+static int check_memory(const cc_config *cfg, const gpu_step_plan *p, int B, const char *gpu)
+{
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        cudaGetLastError();
+        return 0; /* nothing to compare with: the allocations will say */
+    }
+    const size_t need = p->device_bytes + MEMORY_MARGIN;
+    if (need <= free_b) return 0;
+    const size_t fixed = p->device_bytes - p->bytes_per_seq * (size_t)B + MEMORY_MARGIN;
+    char fit[160] = "no batch fits: lower seq_len or d_model";
+    for (int k = 2; k <= B; k++)
+        if (B % k == 0 && fixed + p->bytes_per_seq * (size_t)(B / k) <= free_b) {
+            snprintf(fit, sizeof(fit), "batch_size = %d fits (with grad_accum = %d the step keeps its %d sequences)",
+                     B / k, k * cfg->grad_accum, B * cfg->grad_accum);
+            break;
+        }
+    return cc_error("preflight: batch_size %d x seq_len %d needs about %.1f GiB of device memory, and %s has %.1f "
+                    "GiB free of %.1f; %s", B, cfg->seq_len, need / 1073741824.0, gpu, free_b / 1073741824.0,
+                    total_b / 1073741824.0, fit);
+}
+
+/* Every rank learns whether all passed; each rank that failed said why,
+ * and rank 0 names them. 0 when all did. */
+static int all_ranks_pass(cc_dist *d, int failed)
+{
+    if (!d || !d->active) return failed ? -1 : 0;
+    double v[2] = { failed ? 1 : 0, failed ? d->rank + 1 : 0 };
+    cc_dist_allreduce_host(d, v, 2, 0);
+    if (v[0] == 0) return 0;
+    if (!failed && d->rank == 0) {
+        if (v[0] == 1)
+            cc_error("preflight: rank %d failed its preflight (its own line says why); no rank starts", (int)v[1] - 1);
+        else
+            cc_error("preflight: %d ranks failed their preflight (their own lines say why); no rank starts", (int)v[0]);
+    }
+    return -1;
+}
+
+int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_preflight_opts *o)
+{
+    if (strcmp(cfg->device, "cpu") == 0 || cc_gpu_count() == 0) return 0; /* no GPU step: nothing to check */
+    const char *mode = o->mode ? o->mode : "auto";
+    gpu_step_plan p;
+    if (gpu_step_plan_for(&p, cfg, B, T) != 0) return all_ranks_pass(dist, 1);
+    char gpu[320], driver[128], build[160], path[1400], key[2400];
+    snprintf(gpu, sizeof(gpu), "%s (sm_%d%d)", p.caps.name, p.caps.cc_major, p.caps.cc_minor);
+    if (p.path == GPU_GRU_PERSISTENT && p.impl != GRU_IMPL_PERSISTENT && !o->quiet)
+        fprintf(stderr, "catchat: note: [gpu] recurrence = persistent: no persistent split fits %s at d_model %d "
+                        "and %d sequences a lane; the per-step loop runs instead\n", gpu, cfg->d_model, p.lane_B);
+    if (strcmp(mode, "never") == 0) {
+        fprintf(stderr, "catchat: WARNING: --preflight never: the GPU kernels of this %s are NOT checked against the "
+                        "CPU reference on %s, nor its device memory; if a kernel is wrong on this GPU, driver or "
+                        "build, the %s goes on quietly on wrong numbers\n", o->command, gpu, o->command);
+        return all_ranks_pass(dist, 0);
+    }
+    if (check_memory(cfg, &p, B, gpu) != 0) return all_ranks_pass(dist, 1);
+    describe_path(path, sizeof(path), &p, cfg, B, T);
+    cc_driver_version(driver, sizeof(driver));
+    char id[96];
+    cc_build_id(id, sizeof(id));
+    snprintf(build, sizeof(build), "%s for %s", id, CATCHAT_CUDA_ARCHS);
+    const cc_preflight_id pid = { gpu, driver, cc_version(), build, path };
+    cc_preflight_key(key, sizeof(key), &pid);
+    if (strcmp(mode, "auto") == 0 && !o->plant && cc_preflight_cache_has(o->cache_dir, key)) {
+        if (!o->quiet)
+            printf("catchat %s: preflight passed before on this GPU, driver, build and kernel path (%s/%s): not "
+                   "run again\n", o->command, o->cache_dir, CC_PREFLIGHT_CACHE_FILE);
+        return all_ranks_pass(dist, 0);
+    }
+    const double t0 = cc_now_ms();
+    stage bad;
+    const int k = run_checks(cfg, &p, B, T, o->plant, &bad);
+    const double secs = (cc_now_ms() - t0) / 1000;
+    if (k >= 0) {
+        char detail[256];
+        if (bad.skip && !bad.fail) snprintf(detail, sizeof(detail), "could not run: %s", bad.why);
+        else if (bad.note[0]) snprintf(detail, sizeof(detail), "%s", bad.note);
+        else snprintf(detail, sizeof(detail), "%s: relative error %.2e over the tolerance %.0e", bad.worst,
+                      bad.worst_rel, bad.worst_tol);
+        cc_error("preflight: %s (%s) on %s gives wrong results: %s (this config: %s). 'catchat %s' would go on "
+                 "with wrong numbers, so it stops here: %srun on the CPU with --set device=cpu, or skip the check at "
+                 "your own risk with --preflight never. Please report it with the output of 'catchat --version' and "
+                 "'catchat ladder' (docs/gpus.md, \"When the preflight refuses a run\")",
+                 CHECKS[k].name, CHECKS[k].title, gpu, detail, path, o->command, remedy(k, &p));
+        return all_ranks_pass(dist, 1);
+    }
+    if (!o->plant && cc_preflight_cache_add(o->cache_dir, key) != 0)
+        fprintf(stderr, "catchat: note: the preflight will run again next time\n");
+    if (!o->quiet)
+        printf("catchat %s: preflight: the %d kernel checks of this config passed on %s in %.1f s%s%s%s\n",
+               o->command, PF_COUNT, gpu, secs, o->cache_dir && !o->plant ? " (remembered in " : "",
+               o->cache_dir && !o->plant ? o->cache_dir : "", o->cache_dir && !o->plant ? "/" CC_PREFLIGHT_CACHE_FILE ")" : "");
+    return all_ranks_pass(dist, 0);
+}
