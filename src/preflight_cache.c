@@ -112,7 +112,10 @@ static void trim_cache(const char *dir)
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (f && keep) {
-        const int ok = fputs(CC_PREFLIGHT_CACHE_HEADER, f) >= 0 && fputs(keep, f) >= 0;
+        /* whole lines only (keep starts one; the text ends with one unless a write was cut) */
+        const char *end = strrchr(keep, '\n');
+        const size_t n_keep = end ? (size_t)(end - keep) + 1 : 0;
+        const int ok = fputs(CC_PREFLIGHT_CACHE_HEADER, f) >= 0 && fwrite(keep, 1, n_keep, f) == n_keep;
         if (fclose(f) == 0 && ok) rename(tmp, path);
         else remove(tmp);
     } else if (f) {
@@ -128,12 +131,16 @@ int cc_preflight_cache_add(const char *dir, const char *key)
     if (cc_mkdir_p(dir) != 0) return -1;
     char path[CC_PATH_MAX + 32];
     cache_path(path, sizeof(path), dir);
-    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int fd = open(path, O_RDWR | O_CREAT | O_APPEND, 0644);
     if (fd < 0) return cc_error("preflight: cannot record the pass in %s: %s", path, strerror(errno));
     const size_t cap = strlen(CC_PREFLIGHT_CACHE_HEADER) + strlen(key) + 64;
     char *line = cc_malloc(cap);
     int len = 0;
-    if (lseek(fd, 0, SEEK_END) == 0) len = snprintf(line, cap, "%s", CC_PREFLIGHT_CACHE_HEADER);
+    const off_t size = lseek(fd, 0, SEEK_END);
+    char last = '\n';
+    if (size == 0) len = snprintf(line, cap, "%s", CC_PREFLIGHT_CACHE_HEADER);
+    else if (size > 0 && pread(fd, &last, 1, size - 1) == 1 && last != '\n')
+        len = snprintf(line, cap, "\n"); /* after a line a crash cut short: ours starts on its own */
     len += snprintf(line + len, cap - (size_t)len, "%lld\t%s\n", (long long)time(NULL), key);
     const ssize_t w = write(fd, line, (size_t)len);
     const int err = errno;

@@ -22,6 +22,7 @@ typedef struct gpu_step_plan {
     int attn_tc;       /* the context attention on tensor cores */
     size_t device_bytes;     /* estimate of the executor's device memory at this batch */
     size_t bytes_per_seq;    /* the part of it that grows with each sequence of the batch */
+    size_t accum_bytes;      /* what [train] grad_accum > 1 adds (the step's gradient so far) */
 } gpu_step_plan;
 
 /* The plan for B sequences of T tokens under cfg on the current device.

@@ -16,6 +16,8 @@ typedef struct gpu_matmul_ctx gpu_matmul_ctx;
 gpu_matmul_ctx *gpu_matmul_create(void);
 /* The device memory a context holds (its cuBLASLt workspace). */
 size_t gpu_matmul_workspace_bytes(void);
+/* The cuBLASLt library loaded (major*10000 + minor*100 + patch). */
+size_t gpu_matmul_library_version(void);
 void gpu_matmul_destroy(gpu_matmul_ctx *g);
 
 void gpu_matmul(gpu_matmul_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,

@@ -137,6 +137,8 @@ int cmd_train(int argc, char **argv)
     if (cli_preflight_opts(&po, &ca, "train", o.quiet)) return 2;
     if (plant_wrong && cli_check_choice("train", "--plant-wrong-result", plant_wrong, cc_preflight_check_names()))
         return 2;
+    if (plant_wrong && strcmp(po.mode, "never") == 0)
+        return cli_usage_error("train", "--plant-wrong-result needs the preflight (not --preflight never)");
     po.plant = plant_wrong;
     o.preflight = run_preflight;
     o.preflight_arg = &po;

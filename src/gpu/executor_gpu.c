@@ -412,6 +412,7 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     cc_layout_build(&lay, &d);
     p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T);
     p->bytes_per_seq = (plan_bytes(p, cfg, &d, lay.total, 2 * B, T) - p->device_bytes) / (size_t)B;
+    p->accum_bytes = 4 * lay.total;
     return 0;
 }
 

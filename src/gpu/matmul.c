@@ -30,6 +30,8 @@ struct gpu_matmul_ctx {
 
 size_t gpu_matmul_workspace_bytes(void) { return WORKSPACE_BYTES; }
 
+size_t gpu_matmul_library_version(void) { return cublasLtGetVersion(); }
+
 gpu_matmul_ctx *gpu_matmul_create(void)
 {
     gpu_matmul_ctx *g = cc_calloc(1, sizeof(*g));

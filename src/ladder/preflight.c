@@ -28,7 +28,8 @@
 #include "ladder/ladder.h"
 
 #define PREFLIGHT_SEED 20261201ULL
-/* headroom over the executor's own estimate: the CUDA graph, cuBLAS handles, NCCL */
+/* less headroom than this over the executor's own estimate (for the CUDA
+ * graph, cuBLAS's handles, NCCL) gets a note, not a refusal */
 #define MEMORY_MARGIN ((size_t)256 << 20)
 
 enum { PF_GRU_FORWARD, PF_GRU_BACKWARD, PF_ATTENTION, PF_MODEL, PF_GRAD_REDUCE, PF_ADAMW, PF_COUNT };
@@ -43,7 +44,36 @@ const char *cc_preflight_check_names(void) { return "gru_forward|gru_backward|at
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-/* What the run takes, for the cache key and the messages. */
+/* The recurrence cases: a lane's, and the whole batch in one lane where
+ * that takes other kernels (evaluation, --check-finite and bench's phase
+ * timing run the step in one lane): another implementation, another
+ * persistent split, or the forward's wide clusters that a lane's share of
+ * the batch does not take. The per-step loop's kernels do not depend on the
+ * batch, so it runs at 8 sequences at most. */
+typedef struct {
+    gpu_gru_impl impl;
+    int B;
+    const char *what;
+} rec_case;
+
+static int rec_cases(const gpu_step_plan *p, int B, rec_case out[2])
+{
+    int n = 0;
+    out[n++] = (rec_case){ p->impl, p->impl == GRU_IMPL_STEPWISE ? imin(p->lane_B, 8) : p->lane_B, "" };
+    const int wide_only_whole = p->wide && p->lane_B % 16 != 0 && B % 16 == 0;
+    if (B != p->lane_B && (p->eval_impl != p->impl || p->eval_impl == GRU_IMPL_PERSISTENT || wide_only_whole))
+        out[n++] = (rec_case){ p->eval_impl, p->eval_impl == GRU_IMPL_STEPWISE ? imin(B, 8) : B, ", whole batch" };
+    return n;
+}
+
+/* The path that takes exactly `impl` at a case's shape. */
+static gpu_gru_path path_of(gpu_gru_impl impl)
+{
+    return impl == GRU_IMPL_PERSISTENT ? GPU_GRU_PERSISTENT : impl == GRU_IMPL_STEPWISE ? GPU_GRU_STEPWISE : GPU_GRU_AUTO;
+}
+
+/* What the run takes, for the cache key and the messages: everything that
+ * chooses a kernel or a shape a check runs at. */
 static void describe_path(char *buf, size_t len, const gpu_step_plan *p, const cc_config *cfg, int B, int T)
 {
     char lane[512], eval[400] = "";
@@ -51,15 +81,29 @@ static void describe_path(char *buf, size_t len, const gpu_step_plan *p, const c
     if (p->eval_impl == GRU_IMPL_PERSISTENT && B != p->lane_B) {
         char why[320];
         gpu_gru_impl_why(&p->rec_caps, p->path, B, T, cfg->d_model, why, sizeof(why));
-        snprintf(eval, sizeof(eval), "; evaluation: persistent over %d sequences (%s)", B, why);
+        snprintf(eval, sizeof(eval), "; whole batch: persistent (%s)", why);
     } else if (p->eval_impl != p->impl) {
-        snprintf(eval, sizeof(eval), "; evaluation: %s over %d sequences", gpu_gru_impl_name(p->eval_impl), B);
+        snprintf(eval, sizeof(eval), "; whole batch: %s", gpu_gru_impl_name(p->eval_impl));
     }
-    snprintf(buf, len, "D=%d L=%d H=%d W=%d V=%d B=%d; %s%s; attention on %s; as %s: %d SMs, %d KB shared a block, "
-             "clusters %s",
-             cfg->d_model, cfg->n_layers, cfg->n_heads, cfg->ctx_window, cfg->vocab_size, B, lane, eval,
-             p->attn_tc ? "tensor cores" : "FP32 cores", cfg->gpu_profile, p->caps.sm_count,
-             p->caps.smem_per_block_optin / 1024, p->caps.cluster_launch ? "on" : "off");
+    snprintf(buf, len, "D=%d L=%d H=%d W=%d V=%d B=%d T=%d; %s%s; attention on %s; ctx guard %s; CUDA graph %s; "
+             "as %s: %d SMs, %d KB shared a block, clusters %s",
+             cfg->d_model, cfg->n_layers, cfg->n_heads, cfg->ctx_window, cfg->vocab_size, B, T, lane, eval,
+             p->attn_tc ? "tensor cores" : "FP32 cores", cfg->ctx_grad_clamp > 0 ? "on" : "off", cfg->cuda_graph,
+             cfg->gpu_profile, p->caps.sm_count, p->caps.smem_per_block_optin / 1024,
+             p->caps.cluster_launch ? "on" : "off");
+}
+
+/* A kernel that faults, or a launcher that cannot start, ends the process
+ * (cudaCheck, the launchers' exits) with its own line; this adds which
+ * check it was in and what to do. */
+static const char *current_check, *current_command;
+
+static void note_exit_inside_check(void)
+{
+    if (current_check)
+        fprintf(stderr, "catchat: preflight: the %s check stopped the process (the line above says why): this GPU, "
+                        "driver or build cannot run this config's path, so 'catchat %s' does not start; see "
+                        "docs/gpus.md, \"When the preflight refuses a run\"\n", current_check, current_command);
 }
 
 /* The full step's config: the run's model and [gpu] keys, cut to a size the
@@ -90,8 +134,8 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
     ladder_ctx cx_rec = cx;
     cx_rec.caps = &p->rec_caps; /* a lane's share of the SMs, as the run's recurrences */
     const int D = cfg->d_model, T_rec = D <= 512 ? 5 : 3;
-    /* the per-step loop's kernels do not depend on the batch; the others' split does */
-    const int B_rec = p->impl == GRU_IMPL_STEPWISE ? imin(p->lane_B, 8) : p->lane_B;
+    rec_case rc[2];
+    const int nrc = rec_cases(p, B, rc);
     int first = -1;
     for (int k = 0; k < PF_COUNT; k++) {
         stage st;
@@ -100,17 +144,22 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
         st.name = CHECKS[k].name;
         st.title = CHECKS[k].title;
         st.plant = plant && strcmp(plant, CHECKS[k].name) == 0;
-        char name[96];
-        snprintf(name, sizeof(name), "%s D=%d B=%d T=%d", gpu_gru_impl_name(p->impl), D, B_rec, T_rec);
+        current_check = CHECKS[k].name;
         switch (k) {
         case PF_GRU_FORWARD:
-            gru_forward_check(&cx_rec, &st, p->path, B_rec, T_rec, D, p->wide, name);
-            if (p->eval_impl == GRU_IMPL_PERSISTENT && B != p->lane_B) {
-                snprintf(name, sizeof(name), "evaluation: persistent D=%d B=%d T=%d", D, B, T_rec);
-                gru_forward_check(&cx_rec, &st, p->path, B, T_rec, D, 0, name);
+        case PF_GRU_BACKWARD:
+            for (int i = 0; i < nrc; i++) {
+                char name[96];
+                snprintf(name, sizeof(name), "%s D=%d B=%d T=%d%s", gpu_gru_impl_name(rc[i].impl), D, rc[i].B, T_rec,
+                         rc[i].what);
+                const gpu_gru_path path = path_of(rc[i].impl);
+                char what[128];
+                snprintf(what, sizeof(what), "takes the run's recurrence (%s)", name);
+                check_flag(&st, what, gpu_gru_impl_for(cx_rec.caps, path, rc[i].B, T_rec, D) == rc[i].impl);
+                if (k == PF_GRU_FORWARD) gru_forward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, p->wide, name);
+                else gru_backward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, name);
             }
             break;
-        case PF_GRU_BACKWARD: gru_backward_check(&cx_rec, &st, p->path, B_rec, T_rec, D, name); break;
         case PF_ATTENTION:
             attention_check(&cx, &st, 1, D, cfg->n_heads, imin(T, cfg->ctx_window + 37), cfg->ctx_window);
             break;
@@ -124,6 +173,7 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
         case PF_ADAMW: ladder_stage_adamw.run(&cx, &st); break;
         }
         cudaCheck(cudaDeviceSynchronize());
+        current_check = NULL;
         if ((st.fail || st.skip) && first < 0) {
             first = k;
             *failed = st;
@@ -152,12 +202,20 @@ static int check_memory(const cc_config *cfg, const gpu_step_plan *p, int B, con
         cudaGetLastError();
         return 0; /* nothing to compare with: the allocations will say */
     }
-    const size_t need = p->device_bytes + MEMORY_MARGIN;
-    if (need <= free_b) return 0;
-    const size_t fixed = p->device_bytes - p->bytes_per_seq * (size_t)B + MEMORY_MARGIN;
+    const size_t need = p->device_bytes;
+    if (need + MEMORY_MARGIN <= free_b) return 0;
+    if (need <= free_b) {
+        fprintf(stderr, "catchat: note: batch_size %d x seq_len %d needs about %.1f GiB of device memory, within "
+                        "%d MiB of the %.1f GiB %s has free: the run may still run out\n", B, cfg->seq_len,
+                need / 1073741824.0, (int)(MEMORY_MARGIN >> 20), free_b / 1073741824.0, gpu);
+        return 0;
+    }
+    /* a smaller batch: the buffers that grow with it shrink; accumulation adds the step's gradient buffer */
+    const size_t fixed = p->device_bytes - p->bytes_per_seq * (size_t)B + (cfg->grad_accum > 1 ? 0 : p->accum_bytes);
     char fit[160] = "no batch fits: lower seq_len or d_model";
     for (int k = 2; k <= B; k++)
-        if (B % k == 0 && fixed + p->bytes_per_seq * (size_t)(B / k) <= free_b) {
+        if (B % k == 0 && (cfg->gpu_lanes == 0 || (B / k) % cfg->gpu_lanes == 0) &&
+            fixed + p->bytes_per_seq * (size_t)(B / k) <= free_b) {
             snprintf(fit, sizeof(fit), "batch_size = %d fits (with grad_accum = %d the step keeps its %d sequences)",
                      B / k, k * cfg->grad_accum, B * cfg->grad_accum);
             break;
@@ -186,7 +244,8 @@ static int all_ranks_pass(cc_dist *d, int failed)
 
 int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_preflight_opts *o)
 {
-    if (strcmp(cfg->device, "cpu") == 0 || cc_gpu_count() == 0) return 0; /* no GPU step: nothing to check */
+    if (strcmp(cfg->device, "cpu") == 0 || cc_gpu_count() == 0) /* no GPU step: nothing to check */
+        return o->plant ? cc_error("--plant-wrong-result: this %s has no GPU step to check", o->command) : 0;
     const char *mode = o->mode ? o->mode : "auto";
     gpu_step_plan p;
     if (gpu_step_plan_for(&p, cfg, B, T) != 0) return all_ranks_pass(dist, 1);
@@ -206,7 +265,10 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
     cc_driver_version(driver, sizeof(driver));
     char id[96];
     cc_build_id(id, sizeof(id));
-    snprintf(build, sizeof(build), "%s for %s", id, CATCHAT_CUDA_ARCHS);
+    int runtime = 0;
+    if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+    const size_t lt = gpu_matmul_library_version(); /* shared libraries: the build id does not cover them */
+    snprintf(build, sizeof(build), "%s for %s, CUDA runtime %d, cuBLASLt %zu", id, CATCHAT_CUDA_ARCHS, runtime, lt);
     const cc_preflight_id pid = { gpu, driver, cc_version(), build, path };
     cc_preflight_key(key, sizeof(key), &pid);
     if (strcmp(mode, "auto") == 0 && !o->plant && cc_preflight_cache_has(o->cache_dir, key)) {
@@ -215,6 +277,9 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
                    "run again\n", o->command, o->cache_dir, CC_PREFLIGHT_CACHE_FILE);
         return all_ranks_pass(dist, 0);
     }
+    static int exit_note_registered;
+    if (!exit_note_registered) exit_note_registered = atexit(note_exit_inside_check) == 0;
+    current_command = o->command;
     const double t0 = cc_now_ms();
     stage bad;
     const int k = run_checks(cfg, &p, B, T, o->plant, &bad);

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The preflight on a GPU (docs/gpus.md, "The preflight"): a planted wrong
+# kernel result refuses every command's run before its first step, with one
+# line and nothing written; a pass is remembered and the next run skips it;
+# --preflight always runs it again and never says the run is unchecked.
+# Without a GPU: skipped (exit 77). The cache logic itself: test_preflight.
+#   tests/preflight_gpu.sh path/to/catchat
+set -u
+bin=$(realpath "$1")
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$root/tests/lib.sh"
+"$bin" ladder --stage matmul >/dev/null 2>&1
+if [ $? -eq 77 ]; then echo "no CUDA device: skipped"; exit 77; fi
+export XDG_CACHE_HOME="$tmp/xdg" # not the user's own memory of passes
+make_corpus "$tmp"
+sets=(--config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt" --set device=gpu
+      --set max_steps=2 --set eval_interval=0 --sample-tokens 0)
+
+# a wrong result in any check: refused before the first step, nothing written
+for c in gru_forward gru_backward attention model grad_reduce adamw; do
+  expect_error "planted $c" "preflight: $c (.*) on .* gives wrong results: .* over the tolerance .*--set device=cpu" \
+    "$bin" train "${sets[@]}" --set out_dir="$tmp/p_$c" --plant-wrong-result "$c"
+  [ -e "$tmp/p_$c" ] && bad "planted $c: out_dir was written" || ok
+  grep -q '^step' "$tmp/out" && bad "planted $c: a step ran" || ok
+done
+[ -e "$XDG_CACHE_HOME/catchat/preflight.txt" ] && bad "a planted run was remembered" || ok
+
+# the first run checks and remembers, the second skips, always checks again
+run() { "$bin" train "${sets[@]}" --set out_dir="$tmp/$1" "${@:2}" >"$tmp/$1.log" 2>&1 || bad "$1: $(tail -2 "$tmp/$1.log")"; }
+run first
+grep -q "preflight: the 6 kernel checks of this config passed on .* (remembered in $XDG_CACHE_HOME/catchat/preflight.txt)" \
+  "$tmp/first.log" && ok || bad "first run: $(grep preflight "$tmp/first.log")"
+run second
+grep -q "preflight passed before on this GPU, driver, build and kernel path" "$tmp/second.log" && ok \
+  || bad "second run: $(grep preflight "$tmp/second.log")"
+grep -q "kernel checks of this config passed" "$tmp/second.log" && bad "the second run checked again" || ok
+run always --preflight always
+grep -q "kernel checks of this config passed" "$tmp/always.log" && ok || bad "--preflight always did not check"
+[ "$(grep -vc '^#' "$XDG_CACHE_HOME/catchat/preflight.txt")" -eq 1 ] && ok || bad "not one record a pass"
+# another path (the per-step recurrence) is another record: checked again
+run stepwise --set recurrence=stepwise
+grep -q "kernel checks of this config passed" "$tmp/stepwise.log" && ok || bad "another path was not checked"
+run never --preflight never
+grep -q "WARNING: --preflight never: the GPU kernels of this train are NOT checked" "$tmp/never.log" && ok \
+  || bad "--preflight never said nothing"
+
+# eval, bench and dump-state take it too (remembered: skipped; planted: train only)
+"$bin" eval --ckpt "$tmp/first/checkpoint.safetensors" --data "$tmp/val.txt" >"$tmp/eval.log" 2>&1 \
+  && grep -q "preflight passed before" "$tmp/eval.log" && ok || bad "eval: $(cat "$tmp/eval.log")"
+"$bin" bench "${sets[@]:0:8}" --steps 2 --warmup 1 --cpu-steps 0 --preflight always >"$tmp/bench.log" 2>&1 \
+  && grep -q "kernel checks of this config passed" "$tmp/bench.log" && ok || bad "bench: $(head -3 "$tmp/bench.log")"
+# a config that cannot fit: refused with a batch that fits, before any allocation
+expect_error "too big" "needs about .* GiB of device memory, and .* free .*; batch_size = [0-9]* fits" \
+  "$bin" bench "${sets[@]:0:8}" --set d_model=4096 --set n_heads=32 --set batch_size=4096 --set seq_len=2048 --cpu-steps 0
+finish
