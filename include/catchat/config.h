@@ -38,6 +38,7 @@ typedef struct cc_config {
     char out_dir[CC_PATH_MAX];
     /* [gpu]: how the GPU executor runs a step (no effect on the numbers) */
     char gpu_recurrence[16]; /* auto, persistent, stepwise */
+    char gpu_attention[8];   /* auto (tensor cores where the head size takes them), fp32 */
     int gpu_lanes;           /* 0 = chosen */
     char cuda_graph[8];      /* auto, on, off */
     int lane_trace;

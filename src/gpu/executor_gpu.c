@@ -407,7 +407,7 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     p->impl = gpu_gru_impl_for(&p->rec_caps, p->path, p->lane_B, T, d.D);
     p->eval_impl = gpu_gru_impl_for(&p->rec_caps, p->path, B, T, d.D);
     p->wide = gpu_gru_wide_for(caps, p->path, B, T, d.D);
-    p->attn_tc = attention_tc_supported(caps, d.D, d.H, d.W);
+    p->attn_tc = strcmp(cfg->gpu_attention, "fp32") != 0 && attention_tc_supported(caps, d.D, d.H, d.W);
     cc_layout lay;
     cc_layout_build(&lay, &d);
     p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T);

@@ -120,7 +120,7 @@ float *plant_grads(cc_rng *r, cc_executor *a, cc_executor *b, double unit_a, dou
 void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int B, int T, int D, int wide,
                        const char *name);
 void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int B, int T, int D, const char *name);
-void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T, int W);
+void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T, int W, int tc);
 void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *c, const char *tag, int lanes, int guard_binds);
 extern const ladder_stage ladder_stage_grad_reduce, ladder_stage_adamw;
 

@@ -22,6 +22,7 @@
 #include "catchat/device.h"
 #include "catchat/dist.h"
 #include "catchat/gpu_plan.h"
+#include "catchat/kernels.h"
 #include "catchat/preflight.h"
 #include "catchat/util.h"
 #include "catchat/version.h"
@@ -161,7 +162,7 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
             }
             break;
         case PF_ATTENTION:
-            attention_check(&cx, &st, 1, D, cfg->n_heads, imin(T, cfg->ctx_window + 37), cfg->ctx_window);
+            attention_check(&cx, &st, 1, D, cfg->n_heads, imin(T, cfg->ctx_window + 37), cfg->ctx_window, p->attn_tc);
             break;
         case PF_MODEL: {
             cc_config c;
@@ -180,17 +181,23 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
         }
     }
     gpu_matmul_destroy(cx.gemm);
+    release_reduce_scratch(0); /* the checks' kernel scratch (W_hhᵀ, partial sums): not the run's to keep */
     return first;
 }
 
-/* "Take another path: ..." for the check that failed. */
+/* "Take another path: ..." for the check that failed: the recurrence and
+ * the attention have other kernels; a full step may fail in either. */
 static const char *remedy(int k, const gpu_step_plan *p)
 {
-    if (k == PF_GRU_FORWARD || k == PF_GRU_BACKWARD) {
-        if (p->impl == GRU_IMPL_CLUSTER) return "another recurrence may work: --set recurrence=persistent (or stepwise); ";
-        if (p->impl == GRU_IMPL_PERSISTENT) return "another recurrence may work: --set recurrence=stepwise; ";
-    }
-    return "";
+    const int rec = k == PF_GRU_FORWARD || k == PF_GRU_BACKWARD || k == PF_MODEL;
+    const int att = (k == PF_ATTENTION || k == PF_MODEL) && p->attn_tc;
+    if (rec && p->impl == GRU_IMPL_CLUSTER)
+        return att ? "other kernels may work: --set recurrence=persistent (or stepwise), or --set attention=fp32; "
+                   : "another recurrence may work: --set recurrence=persistent (or stepwise); ";
+    if (rec && p->impl == GRU_IMPL_PERSISTENT)
+        return att ? "other kernels may work: --set recurrence=stepwise, or --set attention=fp32; "
+                   : "another recurrence may work: --set recurrence=stepwise; ";
+    return att ? "the FP32 attention kernels may work: --set attention=fp32; " : "";
 }
 
 /* The config's device memory against what is free: -1 (said, with a batch
