@@ -3,11 +3,7 @@
 # tiny train → eval → sample → dump-state round on generated text.
 #   tests/cli.sh path/to/catchat
 set -u
-bin=$(realpath "$1")
-root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-source "$root/tests/lib.sh"
+source "$(dirname "$0")/lib.sh" "$1"
 
 "$bin" --help >"$tmp/out" || bad "--help exit"
 for c in train eval sample ladder bench bisect audit dump-state; do

@@ -1,5 +1,12 @@
-# Shared by the shell tests: counters, expect_error and a small generated corpus.
-#   source "$(dirname "$0")/lib.sh"     (after setting $tmp)
+# Shared by the shell tests: the program, a scratch folder, counters,
+# expect_error and a small generated corpus.
+#   source "$(dirname "$0")/lib.sh" path/to/catchat
+# sets bin (the program's absolute path), root (the repository) and tmp (a
+# folder removed at exit).
+bin=$(realpath "$1")
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 fails=0
 pass=0
 ok() { pass=$((pass + 1)); }

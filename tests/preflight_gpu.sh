@@ -6,11 +6,7 @@
 # Without a GPU: skipped (exit 77). The cache logic itself: test_preflight.
 #   tests/preflight_gpu.sh path/to/catchat
 set -u
-bin=$(realpath "$1")
-root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-source "$root/tests/lib.sh"
+source "$(dirname "$0")/lib.sh" "$1"
 "$bin" ladder --stage matmul >/dev/null 2>&1
 if [ $? -eq 77 ]; then echo "no CUDA device: skipped"; exit 77; fi
 export XDG_CACHE_HOME="$tmp/xdg" # not the user's own memory of passes

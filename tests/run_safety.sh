@@ -5,11 +5,7 @@
 #   tests/run_safety.sh path/to/catchat
 set -u
 set -m # background jobs keep SIGINT (a script's async jobs otherwise start with it ignored)
-bin=$(realpath "$1")
-root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-source "$root/tests/lib.sh"
+source "$(dirname "$0")/lib.sh" "$1"
 make_corpus "$tmp"
 tiny=(--config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt" --quiet
       --sample-tokens 0)
