@@ -4,8 +4,9 @@
  * What is checked, in order (each a ladder case, at the ladder's tolerances):
  *   gru_forward   the recurrence the run's lanes take, at a lane's batch and
  *                 width (the persistent split depends on both), 3-5 steps;
- *                 also the evaluation's forward where its split differs
- *   gru_backward  the same recurrence's BPTT, clamp binding, S = 128
+ *                 also the whole batch in one lane where that takes other
+ *                 kernels (rec_cases)
+ *   gru_backward  the same recurrences' BPTT, clamp binding, S = 128
  *   attention     the run's heads and window, over more positions than the
  *                 window (the band's edge and several query blocks)
  *   model         a full step of the run's config cut to 2 layers, a short
