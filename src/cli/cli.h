@@ -19,10 +19,12 @@ typedef struct cli_config_args {
 enum { OPT_CONFIG = 1000, OPT_SET, OPT_HELP_ID, OPT_PREFLIGHT };
 /* --preflight MODE in a subcommand's option list: the parser stores it in ca->preflight. */
 #define CLI_PREFLIGHT_OPTION { "preflight", required_argument, 0, OPT_PREFLIGHT }
-#define CLI_PREFLIGHT_HELP                                                                                  \
-    "  --preflight MODE    auto (default), always or never: before the first GPU step, check this\n"     \
-    "                      run's kernels against the CPU reference on this GPU (docs/gpus.md); auto\n"  \
-    "                      skips a check that passed before on the same GPU, driver and build\n"
+/* Its help lines, in the subcommand's columns: PAD follows "--preflight MODE"
+ * up to the descriptions' column, INDENT starts the continued lines. */
+#define CLI_PREFLIGHT_HELP(PAD, INDENT)                                                                     \
+    "  --preflight MODE" PAD "auto (default), always or never: before the first GPU step, check this\n"    \
+    INDENT "run's kernels against the CPU reference on this GPU (docs/gpus.md); auto skips\n"              \
+    INDENT "a check that passed before on the same GPU, driver, build and kernel path\n"
 
 #define CLI_MAX_OPTS 32
 

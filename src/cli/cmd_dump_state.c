@@ -16,7 +16,12 @@ static const char *HELP =
     "data, with its loss_scale and grad_h_clamp, and writes x, y (I32 [B,T]), loss\n"
     "(F64 [1]) and grad.<name> (F32, unscaled) for every parameter. No optimizer step;\n"
     "the checkpoint is not changed.\n\n"
-    CLI_PREFLIGHT_HELP;
+    "  --config F          the config (the [model] keys stored in CKPT win)\n"
+    "  --set key=value     override one key, repeatable\n"
+    "  --ckpt CKPT         the weights (without it: the config's seeded initialisation)\n"
+    "  --out S.safetensors where to write the batch, the loss and the gradients\n"
+    "  --device cpu|gpu    the executor (default: the config's [run] device)\n"
+    CLI_PREFLIGHT_HELP("    ", "                      ");
 
 int cmd_dump_state(int argc, char **argv)
 {

@@ -25,7 +25,7 @@ static const char *HELP =
     "  --batches N    batches of batch_size to score (default: the config's eval_batches x\n"
     "                 grad_accum, as training evaluates; at most the file)\n"
     "  --json         print one JSON object instead of text\n"
-    CLI_PREFLIGHT_HELP;
+    CLI_PREFLIGHT_HELP(" ", "                 ");
 
 int cmd_eval(int argc, char **argv)
 {

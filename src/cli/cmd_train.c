@@ -51,7 +51,7 @@ static const char *HELP =
     "                      WORLD_SIZE is set, else none), mpi, env, none; one process per GPU\n"
     "  --dist-id FILE      env bootstrap: file on a shared path for the NCCL unique id\n"
     "                      (or CATCHAT_NCCL_ID_FILE)\n"
-    CLI_PREFLIGHT_HELP
+    CLI_PREFLIGHT_HELP("    ", "                      ")
     "                      (with data parallelism every rank checks its own GPU; all must pass)\n"
     "  --plant-nan NAME    testing aid: fill parameter tensor NAME with NaN before the first step\n"
     "  --plant-overflow N  testing aid: make one gradient +Inf at step N (the step is skipped)\n"

@@ -32,10 +32,8 @@ int cmd_version(void)
     v = 0;
     if (cudaDriverGetVersion(&v) != cudaSuccess) v = 0;
     print_cuda_version("CUDA driver (the newest CUDA it supports)", v);
-    if (v > 0) {
-        cc_driver_version(text, sizeof(text));
-        printf("NVIDIA driver %s\n", text);
-    }
+    if (v > 0) cc_driver_version(text, sizeof(text));
+    printf("NVIDIA driver %s\n", v > 0 ? text : "none");
     const size_t lt = cublasLtGetVersion(); /* major*10000 + minor*100 + patch */
     printf("cuBLASLt %zu.%zu.%zu\n", lt / 10000, lt / 100 % 100, lt % 100);
 #ifdef CATCHAT_HAVE_NCCL

@@ -252,8 +252,11 @@ static int all_ranks_pass(cc_dist *d, int failed)
 
 int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_preflight_opts *o)
 {
-    if (strcmp(cfg->device, "cpu") == 0 || cc_gpu_count() == 0) /* no GPU step: nothing to check */
-        return o->plant ? cc_error("--plant-wrong-result: this %s has no GPU step to check", o->command) : 0;
+    if (strcmp(cfg->device, "cpu") == 0 || cc_gpu_count() == 0) { /* no GPU step: nothing to check */
+        if (!o->plant || strcmp(cfg->device, "gpu") == 0) return 0; /* device = gpu: the executor says there is none */
+        return cc_error("--plant-wrong-result: 'catchat %s' runs on the CPU here: it has no GPU step to check",
+                        o->command);
+    }
     const char *mode = o->mode ? o->mode : "auto";
     gpu_step_plan p;
     if (gpu_step_plan_for(&p, cfg, B, T) != 0) return all_ranks_pass(dist, 1);
