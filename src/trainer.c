@@ -269,6 +269,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     r->live = r->quiet ? 0 : o->live;
     if (r->dist.active && strcmp(cfg->device, "cpu") == 0)
         return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
+    if (cc_dist_agree(&r->dist, cfg) != 0) return -1; /* before anything is read or written */
     if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
         cc_tokens_load_as(&r->train_tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0 ||
         cc_tokens_load_as(&r->val_tok, cfg->val, cfg->vocab_size, cfg->data_format) != 0 ||

@@ -49,6 +49,22 @@ void cc_dist_finalize(cc_dist *d);
 /* Whether this build has NCCL. */
 int cc_dist_available(void);
 
+/* Rank 0's n bytes of buf to every rank's buf. No-op without a communicator. */
+void cc_dist_broadcast_bytes(cc_dist *d, void *buf, size_t n);
+
+/* ---- every rank runs the same config (src/dist_agree.c) ---- */
+struct cc_config;
+/* The config as `catchat train` prints it (malloc'd; NULL on failure). */
+char *cc_run_signature(const struct cc_config *cfg);
+/* The lines of `mine` that differ from `lead` (rank 0's): their count, and
+ * the first few in out ("[train] lr = 0.002 here, lr = 0.001 on rank 0; ...").
+ * Needs no GPU. */
+int cc_signature_diff(const char *mine, const char *lead, char *out, size_t cap);
+/* Rank 0's config against every rank's: 0 when all agree; -1 when any
+ * differs (that rank names the keys, rank 0 names the rank), on every rank.
+ * No-op without a communicator. */
+int cc_dist_agree(cc_dist *d, const struct cc_config *cfg);
+
 /* Sum over ranks, in place. No-op without a communicator. */
 void cc_dist_allreduce_f32(cc_dist *d, float *dev, size_t n, cudaStream_t s);
 void cc_dist_allreduce_host(cc_dist *d, double *vals, int n, cudaStream_t s);

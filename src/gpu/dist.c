@@ -170,6 +170,21 @@ void cc_dist_finalize(cc_dist *d)
     memset(d, 0, sizeof(*d));
 }
 
+void cc_dist_broadcast_bytes(cc_dist *d, void *buf, size_t n)
+{
+#ifdef CATCHAT_HAVE_NCCL
+    if (!d || !d->active || n == 0) return;
+    void *dev = cc_device_alloc(n, "dist broadcast");
+    cudaCheck(cudaMemcpy(dev, buf, n, cudaMemcpyHostToDevice));
+    ncclCheck(ncclBroadcast(dev, dev, n, ncclChar, 0, (ncclComm_t)d->comm, 0));
+    cudaCheck(cudaStreamSynchronize(0));
+    cudaCheck(cudaMemcpy(buf, dev, n, cudaMemcpyDeviceToHost));
+    cudaFree(dev);
+#else
+    (void)d, (void)buf, (void)n;
+#endif
+}
+
 void cc_dist_allreduce_f32(cc_dist *d, float *dev, size_t n, cudaStream_t s)
 {
 #ifdef CATCHAT_HAVE_NCCL

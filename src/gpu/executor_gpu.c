@@ -65,6 +65,12 @@ static double collect_loss(cc_executor *ex, cc_score *score)
     return sum;
 }
 
+int gpu_overlaps_allreduce(const cc_executor *ex, int lanes)
+{
+    return ex->dist && ex->dist->active && lanes == 1 && ex->accum.n == 0 &&
+           strcmp(ex->cfg.allreduce_overlap, "on") == 0;
+}
+
 static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, double loss_scale)
 {
     gpu_impl *g = IMPL(ex);
@@ -98,9 +104,10 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
         if (ex->dist && ex->dist->active) {
             /* one lane reduced the tail (ctx.*, final_norm, lm_head) during the BPTT (not when
              * accumulating: once, here, after the last micro-batch); otherwise the whole buffer */
-            const size_t tail = lanes == 1 && !accum ? ex->lay.t[ex->lay.ctx_norm].offset : ex->lay.total;
+            const int overlapped = gpu_overlaps_allreduce(ex, lanes);
+            const size_t tail = overlapped ? ex->lay.t[ex->lay.ctx_norm].offset : ex->lay.total;
             cc_dist_allreduce_f32(ex->dist, g->g32, tail, g->stream);
-            if (lanes == 1 && !accum) {
+            if (overlapped) {
                 cudaCheck(cudaEventRecord(g->ev_done, g->comm_stream));
                 cudaCheck(cudaStreamWaitEvent(g->stream, g->ev_done, 0));
             }

@@ -94,6 +94,11 @@ typedef struct {
 #define P32(ex, idx) (IMPL(ex)->p32 + (ex)->lay.t[(idx)].offset)
 #define P16(ex, idx) (IMPL(ex)->p16 + (ex)->lay.t[(idx)].offset)
 
+/* Whether this step all-reduces the tail of the gradients (ctx.*, final_norm,
+ * lm_head) during the BPTT: under NCCL, one lane, no accumulation and
+ * [gpu] allreduce_overlap = on (executor_gpu.c). */
+int gpu_overlaps_allreduce(const cc_executor *ex, int lanes);
+
 /* passes_gpu.c: lane i covers sequences [i·B/n, (i+1)·B/n). */
 void gpu_set_lanes(cc_executor *ex, int n);
 /* Every lane's forward and backward, issued on the lanes' streams (eagerly). */

@@ -274,7 +274,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D);
     const float *hl = LROWS(c, g->h, l, D), *gatesl = LROWS(c, g->gates, l, 3 * D), *ghnl = LROWS(c, g->ghn, l, D);
     mark(c, l == c->L - 1 ? PH_CONTEXT_BWD : PH_WGRAD);
-    if (l == c->L - 1 && ex->dist && ex->dist->active && c->nlanes == 1 && ex->accum.n == 0) allreduce_tail_early(c);
+    if (l == c->L - 1 && gpu_overlaps_allreduce(ex, c->nlanes)) allreduce_tail_early(c);
     const int par = l & 1;
     /* the two parity buffers are [M_all, 3D] each; the lane's rows within */
     uint16_t *dgx = LROWS(c, g->dgx16, par, 3 * D), *dgh = LROWS(c, g->dgh16, par, 3 * D);
