@@ -300,6 +300,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
         return 1;
     }
     if (check_inputs_not_outputs(cfg, o) != 0 || prepare_out_dir(cfg, o, st, r->lead, &r->dist) != 0) return -1;
+    cc_dist_watch(&r->dist, cfg->out_dir); /* every rank can write there now: a lost rank ends the others */
     if (st->best_step > 0) { /* resumed into a folder without that run's best checkpoint: the next eval writes one */
         char best[CC_PATH_MAX + 64];
         snprintf(best, sizeof(best), "%s/%s", cfg->out_dir, CC_CHECKPOINT_BEST_NAME);

@@ -88,3 +88,104 @@ Test(dist, one_process_always_agrees)
     d.world = 1;
     cr_expect_eq(cc_dist_agree(&d, &a), 0);
 }
+
+/* ---- the lost-rank watchdog (src/dist_watchdog.c), with real processes ---- */
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "helpers.h"
+
+static volatile int lost_rank = -1;
+static void note_lost(int rank, double silent_s, void *arg) { lost_rank = rank; }
+static void ignore_lost(int rank, double silent_s, void *arg) {}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    nanosleep(&ts, NULL);
+}
+
+static cc_watchdog *watch_as(const char *dir, int rank, void (*on_lost)(int, double, void *))
+{
+    const cc_watchdog_opts o = { dir, "0123456789abcdef", rank, 2, 0.05, 1.0, on_lost, NULL };
+    return cc_watchdog_start(&o);
+}
+
+/* rank 1 in a child process: its heartbeat runs until it is killed, or for
+ * `clean_after` seconds and then a clean stop */
+static pid_t start_rank1(const char *dir, double clean_after)
+{
+    const pid_t pid = fork();
+    if (pid == 0) {
+        cc_watchdog *w = watch_as(dir, 1, ignore_lost);
+        if (clean_after > 0) {
+            sleep_s(clean_after);
+            cc_watchdog_stop(w);
+            _exit(0);
+        }
+        for (;;) pause();
+    }
+    return pid;
+}
+
+/* SIGKILL one rank: the other names it once its heartbeat has stood still
+ * for lost_after (1 s here), and not long after (a loaded machine may be late
+ * by a few intervals). */
+Test(dist, a_killed_rank_is_named)
+{
+    char dir[256];
+    th_tmpdir(dir, sizeof(dir));
+    const pid_t child = start_rank1(dir, 0);
+    cr_assert_gt(child, 0);
+    cc_watchdog *w = watch_as(dir, 0, note_lost);
+    cr_assert_not_null(w);
+    sleep_s(0.4); /* both heartbeats seen moving */
+    cr_expect_eq(lost_rank, -1, "nobody is lost while both run");
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    int waited = 0;
+    while (lost_rank < 0 && waited < 500) {
+        sleep_s(0.01);
+        waited++;
+    }
+    cc_watchdog_stop(w);
+    cr_expect_eq(lost_rank, 1, "rank 1 named as lost");
+    cr_expect(waited * 0.01 >= 0.9 && waited * 0.01 <= 3.0, "named %.2f s after the kill", waited * 0.01);
+}
+
+/* A rank that stops cleanly (the end of a run) is not lost. */
+Test(dist, a_clean_stop_is_not_lost)
+{
+    char dir[256];
+    th_tmpdir(dir, sizeof(dir));
+    const pid_t child = start_rank1(dir, 0.3);
+    cc_watchdog *w = watch_as(dir, 0, note_lost);
+    waitpid(child, NULL, 0);
+    sleep_s(2.0);
+    cc_watchdog_stop(w);
+    cr_expect_eq(lost_rank, -1);
+}
+
+/* A heartbeat left by an earlier run of the same folder (a killed job's)
+ * never moves, so it is never taken for a rank of this one. */
+Test(dist, a_stale_heartbeat_is_not_a_rank)
+{
+    char dir[256], path[600];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/.rank1.0123456789abcdef", dir);
+    th_write_file(path, "42\n", 3);
+    cc_watchdog *w = watch_as(dir, 0, note_lost);
+    cr_assert_not_null(w);
+    sleep_s(2.0);
+    cc_watchdog_stop(w);
+    cr_expect_eq(lost_rank, -1);
+    snprintf(path, sizeof(path), "%s/.rank0.0123456789abcdef", dir);
+    cr_expect_neq(access(path, F_OK), 0, "a stopped rank removes its heartbeat");
+}
+
+/* A folder it cannot write: one line, and the run goes on unwatched. */
+Test(dist, an_unwritable_folder_is_said)
+{
+    cr_expect_null(watch_as("/nonexistent/run", 0, note_lost));
+}

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <cuda_runtime_api.h>
 
+typedef struct cc_watchdog cc_watchdog;
+
 typedef struct cc_dist {
     int rank, world, local_rank;
     int active;      /* an NCCL communicator exists */
@@ -26,6 +28,8 @@ typedef struct cc_dist {
      * stop_agreed is the sum over ranks: > 0 means every rank stops after
      * this step. */
     double stop_request, stop_agreed;
+    char run_id[17];        /* the same on every rank of one run (a hash of the NCCL unique id) */
+    cc_watchdog *watchdog;  /* cc_dist_watch's, stopped by cc_dist_finalize */
 } cc_dist;
 
 /* What the launcher put in the environment, read by the CLI (cli_env.c) so
@@ -64,6 +68,26 @@ int cc_signature_diff(const char *mine, const char *lead, char *out, size_t cap)
  * differs (that rank names the keys, rank 0 names the rank), on every rank.
  * No-op without a communicator. */
 int cc_dist_agree(cc_dist *d, const struct cc_config *cfg);
+
+/* ---- a lost rank ends the others (src/dist_watchdog.c) ---- */
+typedef struct cc_watchdog_opts {
+    const char *dir;    /* a folder every rank can write and read (the run's out_dir) */
+    const char *run_id; /* the same on every rank of the run */
+    int rank, world;
+    double interval_s;   /* how often the heartbeat moves and the others' are read */
+    double lost_after_s; /* a heartbeat seen moving that stands still this long is a lost rank */
+    void (*on_lost)(int rank, double silent_s, void *arg); /* once per lost rank, from the watchdog's thread */
+    void *arg;
+} cc_watchdog_opts;
+/* Starts the heartbeat thread; NULL with a one-line error when the folder
+ * cannot be written (the run goes on, unwatched). */
+cc_watchdog *cc_watchdog_start(const cc_watchdog_opts *o);
+/* Stops it and removes this rank's heartbeat: the others see a clean stop. */
+void cc_watchdog_stop(cc_watchdog *w);
+/* The trainer's watchdog in `dir`: every 2 s, lost after 20 s; a lost rank
+ * is named in one line on stderr and this rank exits 1 at once (it would
+ * otherwise wait in NCCL for ever). No-op without a communicator. */
+void cc_dist_watch(cc_dist *d, const char *dir);
 
 /* Sum over ranks, in place. No-op without a communicator. */
 void cc_dist_allreduce_f32(cc_dist *d, float *dev, size_t n, cudaStream_t s);

@@ -148,6 +148,9 @@ int cc_dist_init(cc_dist *d, const char *mode, const char *id_file, const cc_dis
     if (d->local_rank >= ndev)
         return cc_error("dist: local rank %d but only %d GPU(s) visible", d->local_rank, ndev);
     cudaCheck(cudaSetDevice(d->local_rank));
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a of the id: every rank's name for this run */
+    for (size_t i = 0; i < sizeof(id.internal); i++) h = (h ^ (unsigned char)id.internal[i]) * 1099511628211ULL;
+    snprintf(d->run_id, sizeof(d->run_id), "%016llx", (unsigned long long)h);
     ncclComm_t comm;
     ncclCheck(ncclCommInitRank(&comm, d->world, id, d->rank));
     d->comm = comm;
@@ -160,8 +163,29 @@ int cc_dist_init(cc_dist *d, const char *mode, const char *id_file, const cc_dis
 #endif
 }
 
+/* A rank is gone: say which, and leave at once, before this rank's next
+ * collective can hang (no checkpoint: the last one written is whole). */
+static void on_lost_rank(int rank, double silent_s, void *arg)
+{
+    const cc_dist *d = arg;
+    fprintf(stderr, "catchat: rank %d: rank %d is lost (its heartbeat has not moved for %.0f s: killed, crashed or "
+                    "its node is gone); rank %d stops too instead of waiting in NCCL for ever; the last checkpoint "
+                    "resumes the run at any world size (--resume)\n", d->rank, rank, silent_s, d->rank);
+    fflush(stderr);
+    _exit(1);
+}
+
+void cc_dist_watch(cc_dist *d, const char *dir)
+{
+    if (!d || !d->active || d->world < 2 || d->watchdog) return;
+    const cc_watchdog_opts o = { dir, d->run_id, d->rank, d->world, 2.0, 20.0, on_lost_rank, d };
+    d->watchdog = cc_watchdog_start(&o);
+}
+
 void cc_dist_finalize(cc_dist *d)
 {
+    cc_watchdog_stop(d->watchdog);
+    d->watchdog = NULL;
 #ifdef CATCHAT_HAVE_NCCL
     if (d->active) ncclCommDestroy((ncclComm_t)d->comm);
 #endif

@@ -1,0 +1,173 @@
+/* The lost-rank watchdog (dist.h). When a rank dies (SIGKILL, a crash, its
+ * node gone), the others wait in their next all-reduce for ever: NCCL's
+ * kernels spin on a peer that will never write, and within one node nothing
+ * reports an error. So every rank runs a thread that, every interval, bumps
+ * a counter in its own small file in the run's folder (`.rank<k>.<run id>`)
+ * and reads the others'. A rank whose counter has moved and then stops
+ * moving for lost_after seconds is gone: the callback names it, and the
+ * caller ends this rank too. Only a counter seen moving counts, so a file
+ * left by an earlier run, or a folder that other nodes cannot see, never
+ * looks like a lost rank; a file that disappears is a rank that stopped
+ * cleanly. The files are opened, written and closed each time, so a shared
+ * file system's close-to-open consistency shows the new contents. */
+#define _POSIX_C_SOURCE 200809L
+#include "catchat/dist.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "catchat/util.h"
+
+struct cc_watchdog {
+    cc_watchdog_opts o;
+    char dir[CC_PATH_MAX], run_id[40];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    unsigned long long counter;
+    /* per other rank: its last counter, when it last moved, whether it ever did, whether it is gone or reported */
+    unsigned long long *last;
+    double *moved_at;
+    unsigned char *seen, *over;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void rank_file(const cc_watchdog *w, int rank, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/.rank%d.%s", w->dir, rank, w->run_id);
+}
+
+static int write_counter(const cc_watchdog *w)
+{
+    char path[CC_PATH_MAX + 64], text[32];
+    rank_file(w, w->o.rank, path, sizeof(path));
+    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return -1;
+    const int n = snprintf(text, sizeof(text), "%llu\n", w->counter);
+    const int ok = write(fd, text, (size_t)n) == n;
+    return close(fd) == 0 && ok ? 0 : -1;
+}
+
+/* 1 and *v when the file holds a counter, 0 when it is missing, -1 unreadable. */
+static int read_counter(const cc_watchdog *w, int rank, unsigned long long *v)
+{
+    char path[CC_PATH_MAX + 64], text[32];
+    rank_file(w, rank, path, sizeof(path));
+    const int fd = open(path, O_RDONLY);
+    if (fd < 0) return errno == ENOENT ? 0 : -1;
+    const ssize_t n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (n <= 0) return -1; /* caught between the truncate and the write */
+    text[n] = 0;
+    char *end;
+    *v = strtoull(text, &end, 10);
+    return end != text && *end == '\n' ? 1 : -1;
+}
+
+static void check_peers(cc_watchdog *w, double t)
+{
+    for (int r = 0; r < w->o.world; r++) {
+        if (r == w->o.rank || w->over[r]) continue;
+        unsigned long long v = 0;
+        const int got = read_counter(w, r, &v);
+        if (got == 0 && w->seen[r]) { /* removed: it stopped cleanly */
+            w->over[r] = 1;
+            continue;
+        }
+        if (got != 1) continue;
+        if (v != w->last[r]) {
+            if (w->last[r] != 0 || w->moved_at[r] > 0) w->seen[r] = 1; /* a change after the first read: alive */
+            w->last[r] = v;
+            w->moved_at[r] = t;
+        } else if (w->seen[r] && t - w->moved_at[r] > w->o.lost_after_s) {
+            w->over[r] = 1;
+            w->o.on_lost(r, t - w->moved_at[r], w->o.arg);
+        }
+    }
+}
+
+static void *watch(void *arg)
+{
+    cc_watchdog *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        w->counter++;
+        write_counter(w); /* a failed write only makes this rank look lost to the others later: said then */
+        check_peers(w, now_s());
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        const double end = until.tv_sec + until.tv_nsec * 1e-9 + w->o.interval_s;
+        until.tv_sec = (time_t)end;
+        until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
+        while (!w->stop && pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0) {
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+cc_watchdog *cc_watchdog_start(const cc_watchdog_opts *o)
+{
+    cc_watchdog *w = cc_calloc(1, sizeof(*w));
+    w->o = *o;
+    snprintf(w->dir, sizeof(w->dir), "%s", o->dir);
+    snprintf(w->run_id, sizeof(w->run_id), "%s", o->run_id);
+    w->last = cc_calloc((size_t)o->world, sizeof(*w->last));
+    w->moved_at = cc_calloc((size_t)o->world, sizeof(*w->moved_at));
+    w->seen = cc_calloc((size_t)o->world, 1);
+    w->over = cc_calloc((size_t)o->world, 1);
+    w->counter = 1;
+    if (write_counter(w) != 0) {
+        char path[CC_PATH_MAX + 64];
+        rank_file(w, o->rank, path, sizeof(path));
+        cc_error("rank %d: cannot write its heartbeat '%s' (%s): a lost rank will not be noticed", o->rank, path,
+                 strerror(errno));
+        cc_watchdog_stop(w);
+        return NULL;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->thread, NULL, watch, w) != 0) {
+        cc_error("rank %d: cannot start the lost-rank watchdog", o->rank);
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        w->thread = 0;
+        cc_watchdog_stop(w);
+        return NULL;
+    }
+    return w;
+}
+
+void cc_watchdog_stop(cc_watchdog *w)
+{
+    if (!w) return;
+    if (w->thread) {
+        pthread_mutex_lock(&w->mu);
+        w->stop = 1;
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->thread, NULL);
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+    }
+    char path[CC_PATH_MAX + 64];
+    rank_file(w, w->o.rank, path, sizeof(path));
+    remove(path); /* the others see a rank that stopped cleanly */
+    free(w->last);
+    free(w->moved_at);
+    free(w->seen);
+    free(w->over);
+    free(w);
+}
