@@ -1,5 +1,6 @@
 /* The lost-rank watchdog (dist.h). When a rank dies (SIGKILL, a crash, its
- * node gone), the others wait in their next all-reduce for ever: NCCL's
+ * node gone, an error only it met), the others wait in their next
+ * all-reduce for ever: NCCL's
  * kernels spin on a peer that will never write, and within one node nothing
  * reports an error. So every rank runs a thread that, every interval, bumps
  * a counter in its own small file in the run's folder (`.rank<k>.<run id>`)
@@ -7,8 +8,8 @@
  * moving for lost_after seconds is gone: the callback names it, and the
  * caller ends this rank too. Only a counter seen moving counts, so a file
  * left by an earlier run, or a folder that other nodes cannot see, never
- * looks like a lost rank; a file that disappears is a rank that stopped
- * cleanly. The files are opened, written and closed each time, so a shared
+ * looks like a lost rank; a file that disappears is a rank that finished
+ * (one that stops on an error leaves its file standing, to be found lost). The files are opened, written and closed each time, so a shared
  * file system's close-to-open consistency shows the new contents. */
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/dist.h"
@@ -134,7 +135,7 @@ cc_watchdog *cc_watchdog_start(const cc_watchdog_opts *o)
         rank_file(w, o->rank, path, sizeof(path));
         cc_error("rank %d: cannot write its heartbeat '%s' (%s): a lost rank will not be noticed", o->rank, path,
                  strerror(errno));
-        cc_watchdog_stop(w);
+        cc_watchdog_stop(w, 1);
         return NULL;
     }
     pthread_mutex_init(&w->mu, NULL);
@@ -144,13 +145,13 @@ cc_watchdog *cc_watchdog_start(const cc_watchdog_opts *o)
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
         w->thread = 0;
-        cc_watchdog_stop(w);
+        cc_watchdog_stop(w, 1);
         return NULL;
     }
     return w;
 }
 
-void cc_watchdog_stop(cc_watchdog *w)
+void cc_watchdog_stop(cc_watchdog *w, int finished)
 {
     if (!w) return;
     if (w->thread) {
@@ -164,7 +165,7 @@ void cc_watchdog_stop(cc_watchdog *w)
     }
     char path[CC_PATH_MAX + 64];
     rank_file(w, w->o.rank, path, sizeof(path));
-    remove(path); /* the others see a rank that stopped cleanly */
+    if (finished) remove(path); /* the others see a rank that stopped cleanly */
     free(w->last);
     free(w->moved_at);
     free(w->seen);

@@ -628,6 +628,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         printf("; checkpoint %s/%s\n", cfg->out_dir, CC_CHECKPOINT_NAME);
         fflush(stdout);
     }
+    r.dist.finished = rc == 0; /* the others see this rank end as planned, not lost */
     run_free(&r);
     return rc;
 }

@@ -113,16 +113,16 @@ static cc_watchdog *watch_as(const char *dir, int rank, void (*on_lost)(int, dou
 }
 
 /* rank 1 in a child process: its heartbeat runs until it is killed, or for
- * `clean_after` seconds and then a clean stop */
-static pid_t start_rank1(const char *dir, double clean_after)
+ * `stop_after` seconds and then a stop, as a finished run or on an error */
+static pid_t start_rank1(const char *dir, double stop_after, int finished)
 {
     const pid_t pid = fork();
     if (pid == 0) {
         cc_watchdog *w = watch_as(dir, 1, ignore_lost);
-        if (clean_after > 0) {
-            sleep_s(clean_after);
-            cc_watchdog_stop(w);
-            _exit(0);
+        if (stop_after > 0) {
+            sleep_s(stop_after);
+            cc_watchdog_stop(w, finished);
+            _exit(finished ? 0 : 1);
         }
         for (;;) pause();
     }
@@ -136,7 +136,7 @@ Test(dist, a_killed_rank_is_named)
 {
     char dir[256];
     th_tmpdir(dir, sizeof(dir));
-    const pid_t child = start_rank1(dir, 0);
+    const pid_t child = start_rank1(dir, 0, 0);
     cr_assert_gt(child, 0);
     cc_watchdog *w = watch_as(dir, 0, note_lost);
     cr_assert_not_null(w);
@@ -149,22 +149,35 @@ Test(dist, a_killed_rank_is_named)
         sleep_s(0.01);
         waited++;
     }
-    cc_watchdog_stop(w);
+    cc_watchdog_stop(w, 1);
     cr_expect_eq(lost_rank, 1, "rank 1 named as lost");
     cr_expect(waited * 0.01 >= 0.9 && waited * 0.01 <= 3.0, "named %.2f s after the kill", waited * 0.01);
 }
 
-/* A rank that stops cleanly (the end of a run) is not lost. */
-Test(dist, a_clean_stop_is_not_lost)
+/* A rank whose run ended as planned is not lost; one that stopped on an
+ * error (the others would wait for it) is. */
+Test(dist, a_finished_rank_is_not_lost)
 {
     char dir[256];
     th_tmpdir(dir, sizeof(dir));
-    const pid_t child = start_rank1(dir, 0.3);
+    const pid_t child = start_rank1(dir, 0.3, 1);
     cc_watchdog *w = watch_as(dir, 0, note_lost);
     waitpid(child, NULL, 0);
     sleep_s(2.0);
-    cc_watchdog_stop(w);
+    cc_watchdog_stop(w, 1);
     cr_expect_eq(lost_rank, -1);
+}
+
+Test(dist, a_rank_stopped_on_an_error_is_lost)
+{
+    char dir[256];
+    th_tmpdir(dir, sizeof(dir));
+    const pid_t child = start_rank1(dir, 0.3, 0);
+    cc_watchdog *w = watch_as(dir, 0, note_lost);
+    waitpid(child, NULL, 0);
+    sleep_s(2.0);
+    cc_watchdog_stop(w, 1);
+    cr_expect_eq(lost_rank, 1);
 }
 
 /* A heartbeat left by an earlier run of the same folder (a killed job's)
@@ -178,7 +191,7 @@ Test(dist, a_stale_heartbeat_is_not_a_rank)
     cc_watchdog *w = watch_as(dir, 0, note_lost);
     cr_assert_not_null(w);
     sleep_s(2.0);
-    cc_watchdog_stop(w);
+    cc_watchdog_stop(w, 1);
     cr_expect_eq(lost_rank, -1);
     snprintf(path, sizeof(path), "%s/.rank0.0123456789abcdef", dir);
     cr_expect_neq(access(path, F_OK), 0, "a stopped rank removes its heartbeat");

@@ -30,6 +30,7 @@ typedef struct cc_dist {
     double stop_request, stop_agreed;
     char run_id[17];        /* the same on every rank of one run (a hash of the NCCL unique id) */
     cc_watchdog *watchdog;  /* cc_dist_watch's, stopped by cc_dist_finalize */
+    int finished;           /* set before cc_dist_finalize when this rank's run ended as planned */
 } cc_dist;
 
 /* What the launcher put in the environment, read by the CLI (cli_env.c) so
@@ -82,8 +83,10 @@ typedef struct cc_watchdog_opts {
 /* Starts the heartbeat thread; NULL with a one-line error when the folder
  * cannot be written (the run goes on, unwatched). */
 cc_watchdog *cc_watchdog_start(const cc_watchdog_opts *o);
-/* Stops it and removes this rank's heartbeat: the others see a clean stop. */
-void cc_watchdog_stop(cc_watchdog *w);
+/* Stops it. finished: this rank's heartbeat is removed and the others see a
+ * clean stop; else it is left standing, so a rank that stops on an error
+ * is taken for lost by the others (who would otherwise wait for it). */
+void cc_watchdog_stop(cc_watchdog *w, int finished);
 /* The trainer's watchdog in `dir`: every 2 s, lost after 20 s; a lost rank
  * is named in one line on stderr and this rank exits 1 at once (it would
  * otherwise wait in NCCL for ever). No-op without a communicator. */

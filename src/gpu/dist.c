@@ -168,8 +168,8 @@ int cc_dist_init(cc_dist *d, const char *mode, const char *id_file, const cc_dis
 static void on_lost_rank(int rank, double silent_s, void *arg)
 {
     const cc_dist *d = arg;
-    fprintf(stderr, "catchat: rank %d: rank %d is lost (its heartbeat has not moved for %.0f s: killed, crashed or "
-                    "its node is gone); rank %d stops too instead of waiting in NCCL for ever; the last checkpoint "
+    fprintf(stderr, "catchat: rank %d: rank %d is lost (its heartbeat has not moved for %.0f s: killed, crashed, "
+                    "stopped on an error or its node is gone); rank %d stops too instead of waiting in NCCL for ever; the last checkpoint "
                     "resumes the run at any world size (--resume)\n", d->rank, rank, silent_s, d->rank);
     fflush(stderr);
     _exit(1);
@@ -184,7 +184,7 @@ void cc_dist_watch(cc_dist *d, const char *dir)
 
 void cc_dist_finalize(cc_dist *d)
 {
-    cc_watchdog_stop(d->watchdog);
+    cc_watchdog_stop(d->watchdog, d->finished);
     d->watchdog = NULL;
 #ifdef CATCHAT_HAVE_NCCL
     if (d->active) ncclCommDestroy((ncclComm_t)d->comm);
