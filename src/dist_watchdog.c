@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/dist.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -117,6 +118,25 @@ static void *watch(void *arg)
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
+}
+
+void cc_watchdog_clear_stale(const char *dir, const char *run_id)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[CC_PATH_MAX + 300];
+    while ((e = readdir(d))) {
+        /* ".rank<k>.<16 hex>" of another run */
+        const char *n = e->d_name;
+        if (strncmp(n, ".rank", 5) != 0) continue;
+        const char *dot = strchr(n + 5, '.');
+        if (!dot || dot == n + 5 || strspn(n + 5, "0123456789") != (size_t)(dot - n - 5)) continue;
+        if (strlen(dot + 1) != 16 || strspn(dot + 1, "0123456789abcdef") != 16 || strcmp(dot + 1, run_id) == 0) continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, n);
+        remove(path);
+    }
+    closedir(d);
 }
 
 cc_watchdog *cc_watchdog_start(const cc_watchdog_opts *o)

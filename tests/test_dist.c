@@ -202,3 +202,21 @@ Test(dist, an_unwritable_folder_is_said)
 {
     cr_expect_null(watch_as("/nonexistent/run", 0, note_lost));
 }
+
+/* Rank 0 clears the heartbeats killed runs left in out_dir, and nothing else. */
+Test(dist, stale_heartbeats_are_cleared)
+{
+    char dir[256], path[600];
+    th_tmpdir(dir, sizeof(dir));
+    const char *names[] = { ".rank1.fedcba9876543210", ".rank0.0123456789abcdef", ".rankx.fedcba9876543210",
+                            "notes.txt", ".rank2.short" };
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        th_write_file(path, "1\n", 2);
+    }
+    cc_watchdog_clear_stale(dir, "0123456789abcdef");
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        cr_expect_eq(access(path, F_OK) == 0, i != 0, "%s", names[i]);
+    }
+}

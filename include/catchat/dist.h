@@ -83,13 +83,17 @@ typedef struct cc_watchdog_opts {
 /* Starts the heartbeat thread; NULL with a one-line error when the folder
  * cannot be written (the run goes on, unwatched). */
 cc_watchdog *cc_watchdog_start(const cc_watchdog_opts *o);
+/* Removes the heartbeats of other runs (killed ones leave theirs) from dir. */
+void cc_watchdog_clear_stale(const char *dir, const char *run_id);
 /* Stops it. finished: this rank's heartbeat is removed and the others see a
  * clean stop; else it is left standing, so a rank that stops on an error
  * is taken for lost by the others (who would otherwise wait for it). */
 void cc_watchdog_stop(cc_watchdog *w, int finished);
 /* The trainer's watchdog in `dir`: every 2 s, lost after 20 s; a lost rank
  * is named in one line on stderr and this rank exits 1 at once (it would
- * otherwise wait in NCCL for ever). No-op without a communicator. */
+ * otherwise wait in NCCL for ever). Rank 0 first clears the heartbeats
+ * earlier runs left. No-op without a communicator (world size 1 through
+ * NCCL runs it too, with no one to lose). */
 void cc_dist_watch(cc_dist *d, const char *dir);
 
 /* Sum over ranks, in place. No-op without a communicator. */

@@ -177,7 +177,8 @@ static void on_lost_rank(int rank, double silent_s, void *arg)
 
 void cc_dist_watch(cc_dist *d, const char *dir)
 {
-    if (!d || !d->active || d->world < 2 || d->watchdog) return;
+    if (!d || !d->active || d->watchdog) return;
+    if (d->rank == 0) cc_watchdog_clear_stale(dir, d->run_id);
     const cc_watchdog_opts o = { dir, d->run_id, d->rank, d->world, 2.0, 20.0, on_lost_rank, d };
     d->watchdog = cc_watchdog_start(&o);
 }
