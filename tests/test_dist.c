@@ -154,31 +154,24 @@ Test(dist, a_killed_rank_is_named)
     cr_expect(waited * 0.01 >= 0.9 && waited * 0.01 <= 3.0, "named %.2f s after the kill", waited * 0.01);
 }
 
-/* A rank whose run ended as planned is not lost; one that stopped on an
- * error (the others would wait for it) is. */
-Test(dist, a_finished_rank_is_not_lost)
+/* What rank 0 says of a rank 1 that stops after 0.3 s, as a finished run
+ * or on an error: the lost rank, or -1. */
+static int lost_when_rank1_stops(int finished)
 {
     char dir[256];
     th_tmpdir(dir, sizeof(dir));
-    const pid_t child = start_rank1(dir, 0.3, 1);
+    const pid_t child = start_rank1(dir, 0.3, finished);
     cc_watchdog *w = watch_as(dir, 0, note_lost);
     waitpid(child, NULL, 0);
     sleep_s(2.0);
     cc_watchdog_stop(w, 1);
-    cr_expect_eq(lost_rank, -1);
+    return lost_rank;
 }
 
-Test(dist, a_rank_stopped_on_an_error_is_lost)
-{
-    char dir[256];
-    th_tmpdir(dir, sizeof(dir));
-    const pid_t child = start_rank1(dir, 0.3, 0);
-    cc_watchdog *w = watch_as(dir, 0, note_lost);
-    waitpid(child, NULL, 0);
-    sleep_s(2.0);
-    cc_watchdog_stop(w, 1);
-    cr_expect_eq(lost_rank, 1);
-}
+/* A rank whose run ended as planned is not lost; one that stopped on an
+ * error (the others would wait for it) is. */
+Test(dist, a_finished_rank_is_not_lost) { cr_expect_eq(lost_when_rank1_stops(1), -1); }
+Test(dist, a_rank_stopped_on_an_error_is_lost) { cr_expect_eq(lost_when_rank1_stops(0), 1); }
 
 /* A heartbeat left by an earlier run of the same folder (a killed job's)
  * never moves, so it is never taken for a rank of this one. */
