@@ -3,9 +3,12 @@
  * command line, but their configs can still differ: another file on another
  * node, an environment variable set on one host, a --set typed into one
  * terminal. A difference found at step 1000 is a wasted job; one not found
- * is a wrong model. So at start-up rank 0 sends its config, as the text
- * `catchat train` prints, and each rank compares it with its own, line by
- * line, naming the keys that differ; the run starts only if none do. */
+ * is a wrong model, and options that change which collectives a step makes
+ * (--check-finite, one lane or several) deadlock the ranks. So at start-up
+ * rank 0 sends its signature (the config as `catchat train` prints it, then
+ * those options: the trainer's run_signature), and each rank compares it
+ * with its own, line by line, naming the keys that differ; the run starts
+ * only if none do. */
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/dist.h"
 
@@ -62,19 +65,17 @@ int cc_signature_diff(const char *mine, const char *lead, char *out, size_t cap)
     return n;
 }
 
-int cc_dist_agree(cc_dist *d, const cc_config *cfg)
+int cc_dist_agree(cc_dist *d, const char *mine)
 {
     if (!d || !d->active) return 0;
-    char *mine = cc_run_signature(cfg);
     char *lead = cc_calloc(SIGNATURE_MAX, 1);
     if (d->rank == 0 && mine) snprintf(lead, SIGNATURE_MAX, "%s", mine);
     cc_dist_broadcast_bytes(d, lead, SIGNATURE_MAX);
     char diff[1024];
     const int n = mine ? cc_signature_diff(mine, lead, diff, sizeof(diff)) : 1;
     if (n) cc_error("rank %d: its config differs from rank 0's in %d line%s: %s; every rank must run the same "
-                    "config (same file, same --set, same environment)", d->rank, n, n == 1 ? "" : "s",
+                    "config (same file, same --set, same options, same environment)", d->rank, n, n == 1 ? "" : "s",
                     mine ? diff : "(its config could not be printed)");
-    free(mine);
     free(lead);
     double v[2] = { n ? 1 : 0, n ? d->rank + 1 : 0 };
     cc_dist_allreduce_host(d, v, 2, 0);

@@ -6,10 +6,13 @@
  * a counter in its own small file in the run's folder (`.rank<k>.<run id>`)
  * and reads the others'. A rank whose counter has moved and then stops
  * moving for lost_after seconds is gone: the callback names it, and the
- * caller ends this rank too. Only a counter seen moving counts, so a file
- * left by an earlier run, or a folder that other nodes cannot see, never
- * looks like a lost rank; a file that disappears is a rank that finished
- * (one that stops on an error leaves its file standing, to be found lost). The files are opened, written and closed each time, so a shared
+ * caller ends this rank too. The run id in the name makes every file this
+ * run's own, so one read of it is enough to know the rank was alive; a
+ * folder that other nodes cannot see shows no file, and so no loss. A file
+ * that disappears is a rank that finished (one that stops on an error
+ * leaves its file standing, to be found lost). At most PEERS_PER_TICK files
+ * are read a tick, in turn, so a large world does not flood a shared file
+ * system: a rank is then looked at every world/PEERS_PER_TICK ticks. The files are opened, written and closed each time, so a shared
  * file system's close-to-open consistency shows the new contents. */
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/dist.h"
@@ -25,6 +28,8 @@
 #include <unistd.h>
 #include "catchat/util.h"
 
+#define PEERS_PER_TICK 64
+
 struct cc_watchdog {
     cc_watchdog_opts o;
     char dir[CC_PATH_MAX], run_id[40];
@@ -33,6 +38,7 @@ struct cc_watchdog {
     pthread_cond_t cv;
     int stop;
     unsigned long long counter;
+    int next_peer; /* where this tick's reading starts */
     /* per other rank: its last counter, when it last moved, whether it ever did, whether it is gone or reported */
     unsigned long long *last;
     double *moved_at;
@@ -55,7 +61,7 @@ static int write_counter(const cc_watchdog *w)
 {
     char path[CC_PATH_MAX + 64], text[32];
     rank_file(w, w->o.rank, path, sizeof(path));
-    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     const int n = snprintf(text, sizeof(text), "%llu\n", w->counter);
     const int ok = write(fd, text, (size_t)n) == n;
@@ -67,7 +73,7 @@ static int read_counter(const cc_watchdog *w, int rank, unsigned long long *v)
 {
     char path[CC_PATH_MAX + 64], text[32];
     rank_file(w, rank, path, sizeof(path));
-    const int fd = open(path, O_RDONLY);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? 0 : -1;
     const ssize_t n = read(fd, text, sizeof(text) - 1);
     close(fd);
@@ -80,20 +86,22 @@ static int read_counter(const cc_watchdog *w, int rank, unsigned long long *v)
 
 static void check_peers(cc_watchdog *w, double t)
 {
-    for (int r = 0; r < w->o.world; r++) {
+    for (int i = 0; i < PEERS_PER_TICK && i < w->o.world; i++) {
+        const int r = w->next_peer;
+        w->next_peer = (w->next_peer + 1) % w->o.world;
         if (r == w->o.rank || w->over[r]) continue;
         unsigned long long v = 0;
         const int got = read_counter(w, r, &v);
-        if (got == 0 && w->seen[r]) { /* removed: it stopped cleanly */
+        if (got == 0 && w->seen[r]) { /* removed: it finished */
             w->over[r] = 1;
             continue;
         }
         if (got != 1) continue;
-        if (v != w->last[r]) {
-            if (w->last[r] != 0 || w->moved_at[r] > 0) w->seen[r] = 1; /* a change after the first read: alive */
+        if (!w->seen[r] || v != w->last[r]) {
+            w->seen[r] = 1;
             w->last[r] = v;
             w->moved_at[r] = t;
-        } else if (w->seen[r] && t - w->moved_at[r] > w->o.lost_after_s) {
+        } else if (t - w->moved_at[r] > w->o.lost_after_s) {
             w->over[r] = 1;
             w->o.on_lost(r, t - w->moved_at[r], w->o.arg);
         }
@@ -108,8 +116,8 @@ static void *watch(void *arg)
         w->counter++;
         write_counter(w); /* a failed write only makes this rank look lost to the others later: said then */
         check_peers(w, now_s());
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
+        struct timespec until; /* on the monotonic clock (the condition's): a wall-clock step changes nothing */
+        clock_gettime(CLOCK_MONOTONIC, &until);
         const double end = until.tv_sec + until.tv_nsec * 1e-9 + w->o.interval_s;
         until.tv_sec = (time_t)end;
         until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
@@ -159,7 +167,11 @@ cc_watchdog *cc_watchdog_start(const cc_watchdog_opts *o)
         return NULL;
     }
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (pthread_create(&w->thread, NULL, watch, w) != 0) {
         cc_error("rank %d: cannot start the lost-rank watchdog", o->rank);
         pthread_mutex_destroy(&w->mu);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/checkpoint.h"
+#include "catchat/gpu_plan.h"
 #include "catchat/optim.h"
 #include "catchat/run_dir.h"
 #include "catchat/safetensors.h"
@@ -36,6 +37,9 @@ typedef struct {
 
 static void run_free(run_ctx *r)
 {
+    /* the heartbeat first: a rank stuck in the teardown below is not taken for alive */
+    cc_watchdog_stop(r->dist.watchdog, r->dist.finished);
+    r->dist.watchdog = NULL;
     cc_telemetry_close(&r->tel);
     cc_tfevents_close(&r->tfe);
     if (r->ex) r->ex->ops->destroy(r->ex);
@@ -256,6 +260,34 @@ static void fmt_duration(char *buf, size_t cap, double seconds)
     else snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
 }
 
+/* What every rank of a data-parallel run must share (cc_dist_agree): the
+ * config, the options that change which collectives a step makes or when
+ * the run ends, and whether the step's gradients are all-reduced during the
+ * BPTT (a one-lane step: lanes are chosen per GPU, so mixed GPUs can differ). */
+static char *run_signature(const cc_config *cfg, const cc_train_opts *o)
+{
+    char *text = cc_run_signature(cfg);
+    if (!text) return NULL;
+    int one_lane = o->check_finite;
+    gpu_step_plan plan;
+    const int quiet = cc_error_quiet; /* a plan the GPU cannot take is said once, by the executor */
+    cc_error_quiet = 1;
+    if (!one_lane && strcmp(cfg->device, "cpu") != 0 && gpu_step_plan_for(&plan, cfg, cfg->batch_size, cfg->seq_len) == 0)
+        one_lane = plan.lanes == 1;
+    cc_error_quiet = quiet;
+    const int overlap = one_lane && cfg->grad_accum == 1 && strcmp(cfg->allreduce_overlap, "on") == 0;
+    char extra[3 * CC_PATH_MAX + 256];
+    snprintf(extra, sizeof(extra),
+             "\n[options]\ncheck_finite = %d\nsteps = %ld\nresume = %s\ninit = %s\nforce = %d\n"
+             "[step]\nallreduce_during_bptt = %s\n",
+             o->check_finite, o->stop_after, o->resume ? o->resume : "", o->init_ckpt ? o->init_ckpt : "", o->force,
+             overlap ? "yes (one lane: [gpu] lanes)" : "no");
+    const size_t n = strlen(text) + strlen(extra) + 1;
+    text = cc_realloc(text, n);
+    strcat(text, extra);
+    return text;
+}
+
 /* Everything before the first step: ranks, data, executor, restored state,
  * out_dir, logs. 1 when a resumed run has nothing left to do (said, nothing
  * written), 0 ready, -1 error. */
@@ -267,9 +299,18 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     r->lead = r->dist.rank == 0; /* rank 0 writes checkpoints, telemetry and progress */
     r->quiet = o->quiet || !r->lead;
     r->live = r->quiet ? 0 : o->live;
+    if (r->dist.active) {
+        /* every rank the same run, before anything is read or written; then its heartbeat, so a rank that
+         * fails from here on (its data, its GPU's memory) is found lost instead of awaited for ever */
+        char *sig = run_signature(cfg, o);
+        const int agreed = cc_dist_agree(&r->dist, sig);
+        free(sig);
+        if (agreed != 0) return -1;
+        if (cc_mkdir_p(cfg->out_dir) != 0) return -1;
+        cc_dist_watch(&r->dist, cfg->out_dir);
+    }
     if (r->dist.active && strcmp(cfg->device, "cpu") == 0)
         return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
-    if (cc_dist_agree(&r->dist, cfg) != 0) return -1; /* before anything is read or written */
     if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
         cc_tokens_load_as(&r->train_tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0 ||
         cc_tokens_load_as(&r->val_tok, cfg->val, cfg->vocab_size, cfg->data_format) != 0 ||
@@ -300,7 +341,6 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
         return 1;
     }
     if (check_inputs_not_outputs(cfg, o) != 0 || prepare_out_dir(cfg, o, st, r->lead, &r->dist) != 0) return -1;
-    cc_dist_watch(&r->dist, cfg->out_dir); /* every rank can write there now: a lost rank ends the others */
     if (st->best_step > 0) { /* resumed into a folder without that run's best checkpoint: the next eval writes one */
         char best[CC_PATH_MAX + 64];
         snprintf(best, sizeof(best), "%s/%s", cfg->out_dir, CC_CHECKPOINT_BEST_NAME);

@@ -9,8 +9,11 @@
 set -u
 set -m # background jobs keep SIGINT (a script's async jobs otherwise start with it ignored)
 source "$(dirname "$0")/lib.sh" "$1"
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# the GPUs this process sees: CUDA_VISIBLE_DEVICES narrows what nvidia-smi lists
+if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+else gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
 if [ "${gpus:-0}" -lt 2 ]; then echo "fewer than two GPUs: skipped"; exit 77; fi
+command -v pgrep >/dev/null || { echo "FAIL: pgrep (procps) is needed to signal one rank"; exit 1; }
 export XDG_CACHE_HOME="$tmp/xdg"
 make_corpus "$tmp"
 sets=(--config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt" --set device=gpu
@@ -21,9 +24,14 @@ sets=(--config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --set val="
 pid=() cat=()
 rank() {
   local r=$1 log=$2; shift 2
-  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r timeout -s KILL 300 "$bin" train "${sets[@]}" "$@" >"$log" 2>&1 &
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r timeout -s KILL 300 "$bin" train "${sets[@]}" "$@" </dev/null >"$log" 2>&1 &
   pid[$r]=$!
   for _ in $(seq 50); do cat[$r]=$(pgrep -P "${pid[$r]}" | head -1); [ -n "${cat[$r]}" ] && break; sleep 0.1; done
+  [ -n "${cat[$r]}" ] || bad "rank $r: no catchat process under timeout"
+}
+# beats <dir> <r> <n>: wait (up to 60 s) until rank r's heartbeat in dir has counted to n
+beats() {
+  for _ in $(seq 600); do [ "$(cat "$1"/.rank"$2".* 2>/dev/null | head -1)" -ge "$3" ] 2>/dev/null && return; sleep 0.1; done
 }
 # end <r>: waits for rank r; its exit status in st (137 when the time limit killed it)
 end() { wait "${pid[$1]}"; st=$?; }
@@ -47,6 +55,7 @@ rank 0 "$tmp/k0.log" "${long[@]}"
 rank 1 "$tmp/k1.log" "${long[@]}"
 for _ in $(seq 600); do [ -e "$tmp/kill/checkpoint.safetensors" ] && break; sleep 0.1; done
 [ -e "$tmp/kill/checkpoint.safetensors" ] && ok || bad "no checkpoint within 60 s"
+beats "$tmp/kill" 1 3 # rank 0 has seen rank 1's heartbeat
 kill -9 "${cat[1]}"; end 1
 start=$(date +%s)
 end 0; rc0=$st

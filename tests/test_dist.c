@@ -82,23 +82,34 @@ Test(dist, one_process_always_agrees)
 {
     cc_config a;
     cc_config_defaults(&a);
-    cr_expect_eq(cc_dist_agree(NULL, &a), 0);
+    char *sig = cc_run_signature(&a);
+    cr_expect_eq(cc_dist_agree(NULL, sig), 0);
     cc_dist d;
     memset(&d, 0, sizeof(d));
     d.world = 1;
-    cr_expect_eq(cc_dist_agree(&d, &a), 0);
+    cr_expect_eq(cc_dist_agree(&d, sig), 0);
+    free(sig);
 }
 
 /* ---- the lost-rank watchdog (src/dist_watchdog.c), with real processes ---- */
 #include <signal.h>
+#include <stdio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "helpers.h"
 
+#define RUN_ID "0123456789abcdef"
 static volatile int lost_rank = -1;
 static void note_lost(int rank, double silent_s, void *arg) { lost_rank = rank; }
 static void ignore_lost(int rank, double silent_s, void *arg) {}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static void sleep_s(double s)
 {
@@ -106,21 +117,38 @@ static void sleep_s(double s)
     nanosleep(&ts, NULL);
 }
 
+/* every 50 ms, lost after 1 s */
 static cc_watchdog *watch_as(const char *dir, int rank, void (*on_lost)(int, double, void *))
 {
-    const cc_watchdog_opts o = { dir, "0123456789abcdef", rank, 2, 0.05, 1.0, on_lost, NULL };
+    const cc_watchdog_opts o = { dir, RUN_ID, rank, 2, 0.05, 1.0, on_lost, NULL };
     return cc_watchdog_start(&o);
 }
 
-/* rank 1 in a child process: its heartbeat runs until it is killed, or for
- * `stop_after` seconds and then a stop, as a finished run or on an error */
-static pid_t start_rank1(const char *dir, double stop_after, int finished)
+/* rank 1's heartbeat counter as its file holds it (0: none yet) */
+static unsigned long long counter_of_rank1(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/.rank1." RUN_ID, dir);
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1) v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+/* rank 1 in a child process (ended by an alarm if the test dies first): its
+ * heartbeat runs until it is killed, or until its counter reaches
+ * `stop_at` and then it stops, as a finished run or on an error */
+static pid_t start_rank1(const char *dir, unsigned long long stop_at, int finished)
 {
     const pid_t pid = fork();
     if (pid == 0) {
+        alarm(30);
         cc_watchdog *w = watch_as(dir, 1, ignore_lost);
-        if (stop_after > 0) {
-            sleep_s(stop_after);
+        if (stop_at > 0) {
+            while (counter_of_rank1(dir) < stop_at) sleep_s(0.01);
             cc_watchdog_stop(w, finished);
             _exit(finished ? 0 : 1);
         }
@@ -129,42 +157,53 @@ static pid_t start_rank1(const char *dir, double stop_after, int finished)
     return pid;
 }
 
-/* SIGKILL one rank: the other names it once its heartbeat has stood still
- * for lost_after (1 s here), and not long after (a loaded machine may be late
- * by a few intervals). */
-Test(dist, a_killed_rank_is_named)
+/* rank 0 waits (up to 10 s) for a loss; the seconds from `since`, or -1 */
+static double seconds_to_loss(double since)
+{
+    while (lost_rank < 0 && now_s() - since < 10) sleep_s(0.01);
+    return lost_rank < 0 ? -1 : now_s() - since;
+}
+
+/* SIGKILL one rank, once it has run a while or right after its first
+ * heartbeat: the other names it once the heartbeat has stood still for
+ * lost_after (1 s here), and not long after (a loaded machine is late by a
+ * few intervals). */
+static void kill_rank1_after(unsigned long long beats)
 {
     char dir[256];
     th_tmpdir(dir, sizeof(dir));
+    lost_rank = -1;
     const pid_t child = start_rank1(dir, 0, 0);
     cr_assert_gt(child, 0);
     cc_watchdog *w = watch_as(dir, 0, note_lost);
     cr_assert_not_null(w);
-    sleep_s(0.4); /* both heartbeats seen moving */
+    while (counter_of_rank1(dir) < beats) sleep_s(0.005);
     cr_expect_eq(lost_rank, -1, "nobody is lost while both run");
     kill(child, SIGKILL);
+    const double killed = now_s();
     waitpid(child, NULL, 0);
-    int waited = 0;
-    while (lost_rank < 0 && waited < 500) {
-        sleep_s(0.01);
-        waited++;
-    }
+    const double took = seconds_to_loss(killed);
     cc_watchdog_stop(w, 1);
     cr_expect_eq(lost_rank, 1, "rank 1 named as lost");
-    cr_expect(waited * 0.01 >= 0.9 && waited * 0.01 <= 3.0, "named %.2f s after the kill", waited * 0.01);
+    cr_expect(took >= 0.9 && took <= 4.0, "named %.2f s after the kill", took);
 }
 
-/* What rank 0 says of a rank 1 that stops after 0.3 s, as a finished run
- * or on an error: the lost rank, or -1. */
+Test(dist, a_killed_rank_is_named) { kill_rank1_after(10); }
+Test(dist, a_rank_killed_at_its_first_heartbeat_is_named) { kill_rank1_after(1); }
+
+/* What rank 0 says of a rank 1 that stops after 10 heartbeats, as a
+ * finished run or on an error: the lost rank, or -1. */
 static int lost_when_rank1_stops(int finished)
 {
     char dir[256];
     th_tmpdir(dir, sizeof(dir));
-    const pid_t child = start_rank1(dir, 0.3, finished);
+    lost_rank = -1;
+    const pid_t child = start_rank1(dir, 10, finished);
     cc_watchdog *w = watch_as(dir, 0, note_lost);
     waitpid(child, NULL, 0);
-    sleep_s(2.0);
+    const double took = seconds_to_loss(now_s());
     cc_watchdog_stop(w, 1);
+    if (!finished) cr_expect(took >= 0.9 && took <= 4.0, "named %.2f s after it stopped", took);
     return lost_rank;
 }
 
@@ -173,20 +212,21 @@ static int lost_when_rank1_stops(int finished)
 Test(dist, a_finished_rank_is_not_lost) { cr_expect_eq(lost_when_rank1_stops(1), -1); }
 Test(dist, a_rank_stopped_on_an_error_is_lost) { cr_expect_eq(lost_when_rank1_stops(0), 1); }
 
-/* A heartbeat left by an earlier run of the same folder (a killed job's)
- * never moves, so it is never taken for a rank of this one. */
-Test(dist, a_stale_heartbeat_is_not_a_rank)
+/* A heartbeat left by another run (a killed job's, another run id) is
+ * never read as a rank of this one, and a stopped rank removes its own. */
+Test(dist, another_runs_heartbeat_is_not_a_rank)
 {
     char dir[256], path[600];
     th_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/.rank1.0123456789abcdef", dir);
+    lost_rank = -1;
+    snprintf(path, sizeof(path), "%s/.rank1.fedcba9876543210", dir);
     th_write_file(path, "42\n", 3);
     cc_watchdog *w = watch_as(dir, 0, note_lost);
     cr_assert_not_null(w);
     sleep_s(2.0);
     cc_watchdog_stop(w, 1);
     cr_expect_eq(lost_rank, -1);
-    snprintf(path, sizeof(path), "%s/.rank0.0123456789abcdef", dir);
+    snprintf(path, sizeof(path), "%s/.rank0." RUN_ID, dir);
     cr_expect_neq(access(path, F_OK), 0, "a stopped rank removes its heartbeat");
 }
 

@@ -65,10 +65,11 @@ char *cc_run_signature(const struct cc_config *cfg);
  * the first few in out ("[train] lr = 0.002 here, lr = 0.001 on rank 0; ...").
  * Needs no GPU. */
 int cc_signature_diff(const char *mine, const char *lead, char *out, size_t cap);
-/* Rank 0's config against every rank's: 0 when all agree; -1 when any
- * differs (that rank names the keys, rank 0 names the rank), on every rank.
- * No-op without a communicator. */
-int cc_dist_agree(cc_dist *d, const struct cc_config *cfg);
+/* Rank 0's signature (cc_run_signature's text and whatever else a run must
+ * share) against every rank's: 0 when all agree; -1 when any differs (that
+ * rank names the keys, rank 0 names the rank), on every rank. mine NULL
+ * counts as a difference. No-op without a communicator. */
+int cc_dist_agree(cc_dist *d, const char *mine);
 
 /* ---- a lost rank ends the others (src/dist_watchdog.c) ---- */
 typedef struct cc_watchdog_opts {

@@ -188,7 +188,8 @@ void cc_dist_finalize(cc_dist *d)
     cc_watchdog_stop(d->watchdog, d->finished);
     d->watchdog = NULL;
 #ifdef CATCHAT_HAVE_NCCL
-    if (d->active) ncclCommDestroy((ncclComm_t)d->comm);
+    /* a run that ended on an error may have peers that never reach the destroy's own synchronisation */
+    if (d->active) (d->finished ? ncclCommDestroy : ncclCommAbort)((ncclComm_t)d->comm);
 #endif
     if (d->scratch) cudaFree(d->scratch);
     if (d->used_mpi && g_mpi.finalize) g_mpi.finalize();
