@@ -39,7 +39,7 @@ struct cc_watchdog {
     int stop;
     unsigned long long counter;
     int next_peer; /* where this tick's reading starts */
-    /* per other rank: its last counter, when it last moved, whether it ever did, whether it is gone or reported */
+    /* per other rank: its last counter, when it last moved, whether its file was ever read, whether it is gone or reported */
     unsigned long long *last;
     double *moved_at;
     unsigned char *seen, *over;
