@@ -77,13 +77,18 @@ int cc_dist_agree(cc_dist *d, const char *mine)
                     "config (same file, same --set, same options, same environment)", d->rank, n, n == 1 ? "" : "s",
                     mine ? diff : "(its config could not be printed)");
     free(lead);
-    double v[2] = { n ? 1 : 0, n ? d->rank + 1 : 0 };
+    return cc_dist_all_passed(d, n != 0, "the config check");
+}
+
+int cc_dist_all_passed(cc_dist *d, int failed, const char *what)
+{
+    if (!d || !d->active) return failed ? -1 : 0;
+    double v[2] = { failed ? 1 : 0, failed ? d->rank + 1 : 0 }; /* how many failed; with one, which */
     cc_dist_allreduce_host(d, v, 2, 0);
     if (v[0] == 0) return 0;
-    if (!n && d->rank == 0) {
-        if (v[0] == 1) cc_error("rank %d's config differs from rank 0's (its line names the keys); no rank starts",
-                                (int)v[1] - 1);
-        else cc_error("%d ranks' configs differ from rank 0's (their lines name the keys); no rank starts", (int)v[0]);
+    if (!failed && d->rank == 0) {
+        if (v[0] == 1) cc_error("rank %d failed %s (its own line says why); no rank starts", (int)v[1] - 1, what);
+        else cc_error("%d ranks failed %s (their own lines say why); no rank starts", (int)v[0], what);
     }
     return -1;
 }

@@ -22,6 +22,16 @@ static cc_executor *make(cc_config *c)
     return cc_cpu_executor_create(c, 1, 4);
 }
 
+/* warmup to step 10, lr 1.0 decaying to lr_min 0.1 at max_steps 110 */
+static void schedule_config(cc_config *c)
+{
+    cc_config_defaults(c);
+    c->lr = 1.0;
+    c->lr_min = 0.1;
+    c->warmup_steps = 10;
+    c->max_steps = 110;
+}
+
 /* Real gradients in the executor: one forward and backward on a fixed batch. */
 static void run_fb(cc_executor *ex, double S)
 {
@@ -202,11 +212,7 @@ Test(optim, zero_gradient_is_skipped)
 Test(optim, warmup_then_cosine)
 {
     cc_config c;
-    cc_config_defaults(&c);
-    c.lr = 1.0;
-    c.lr_min = 0.1;
-    c.warmup_steps = 10;
-    c.max_steps = 110;
+    schedule_config(&c);
     cr_expect(fabs(cc_lr_at(&c, 0) - 0.1) < 1e-12);
     cr_expect(fabs(cc_lr_at(&c, 9) - 1.0) < 1e-12);
     cr_expect(fabs(cc_lr_at(&c, 10) - 1.0) < 1e-12);
@@ -219,11 +225,7 @@ Test(optim, warmup_then_cosine)
 Test(optim, linear_constant_and_wsd_schedules)
 {
     cc_config c;
-    cc_config_defaults(&c);
-    c.lr = 1.0;
-    c.lr_min = 0.1;
-    c.warmup_steps = 10;
-    c.max_steps = 110;
+    schedule_config(&c);
     strcpy(c.lr_schedule, "linear");
     cr_expect(fabs(cc_lr_at(&c, 9) - 1.0) < 1e-12, "warmup is shared");
     cr_expect(fabs(cc_lr_at(&c, 35) - 0.775) < 1e-12);

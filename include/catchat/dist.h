@@ -70,6 +70,11 @@ int cc_signature_diff(const char *mine, const char *lead, char *out, size_t cap)
  * rank names the keys, rank 0 names the rank), on every rank. mine NULL
  * counts as a difference. No-op without a communicator. */
 int cc_dist_agree(cc_dist *d, const char *mine);
+/* Every rank's verdict on a start-up check (failed: this rank's, already
+ * said in its own line): 0 when all passed, else -1 on every rank, rank 0
+ * naming the rank that failed `what` (or how many did). Without a
+ * communicator: this rank's verdict. */
+int cc_dist_all_passed(cc_dist *d, int failed, const char *what);
 
 /* ---- a lost rank ends the others (src/dist_watchdog.c) ---- */
 typedef struct cc_watchdog_opts {

@@ -233,23 +233,6 @@ static int check_memory(const cc_config *cfg, const gpu_step_plan *p, int B, con
                     total_b / 1073741824.0, fit);
 }
 
-/* Every rank learns whether all passed; each rank that failed said why,
- * and rank 0 names them. 0 when all did. */
-static int all_ranks_pass(cc_dist *d, int failed)
-{
-    if (!d || !d->active) return failed ? -1 : 0;
-    double v[2] = { failed ? 1 : 0, failed ? d->rank + 1 : 0 };
-    cc_dist_allreduce_host(d, v, 2, 0);
-    if (v[0] == 0) return 0;
-    if (!failed && d->rank == 0) {
-        if (v[0] == 1)
-            cc_error("preflight: rank %d failed its preflight (its own line says why); no rank starts", (int)v[1] - 1);
-        else
-            cc_error("preflight: %d ranks failed their preflight (their own lines say why); no rank starts", (int)v[0]);
-    }
-    return -1;
-}
-
 int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_preflight_opts *o)
 {
     if (strcmp(cfg->device, "cpu") == 0 || cc_gpu_count() == 0) { /* no GPU step: nothing to check */
@@ -259,7 +242,7 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
     }
     const char *mode = o->mode ? o->mode : "auto";
     gpu_step_plan p;
-    if (gpu_step_plan_for(&p, cfg, B, T) != 0) return all_ranks_pass(dist, 1);
+    if (gpu_step_plan_for(&p, cfg, B, T) != 0) return cc_dist_all_passed(dist, 1, "the preflight");
     char gpu[320], driver[128], build[160], path[1400], key[2400];
     snprintf(gpu, sizeof(gpu), "%s (sm_%d%d)", p.caps.name, p.caps.cc_major, p.caps.cc_minor);
     if (p.path == GPU_GRU_PERSISTENT && p.impl != GRU_IMPL_PERSISTENT && !o->quiet)
@@ -269,9 +252,9 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
         fprintf(stderr, "catchat: WARNING: --preflight never: the GPU kernels of this %s are NOT checked against the "
                         "CPU reference on %s, nor its device memory; if a kernel is wrong on this GPU, driver or "
                         "build, the %s goes on quietly on wrong numbers\n", o->command, gpu, o->command);
-        return all_ranks_pass(dist, 0);
+        return cc_dist_all_passed(dist, 0, "the preflight");
     }
-    if (check_memory(cfg, &p, B, gpu) != 0) return all_ranks_pass(dist, 1);
+    if (check_memory(cfg, &p, B, gpu) != 0) return cc_dist_all_passed(dist, 1, "the preflight");
     describe_path(path, sizeof(path), &p, cfg, B, T);
     cc_driver_version(driver, sizeof(driver));
     char id[96];
@@ -286,7 +269,7 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
         if (!o->quiet)
             printf("catchat %s: preflight passed before on this GPU, driver, build and kernel path (%s/%s): not "
                    "run again\n", o->command, o->cache_dir, CC_PREFLIGHT_CACHE_FILE);
-        return all_ranks_pass(dist, 0);
+        return cc_dist_all_passed(dist, 0, "the preflight");
     }
     static int exit_note_registered;
     if (!exit_note_registered) exit_note_registered = atexit(note_exit_inside_check) == 0;
@@ -306,7 +289,7 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
                  "your own risk with --preflight never. Please report it with the output of 'catchat --version' and "
                  "'catchat ladder' (docs/gpus.md, \"When the preflight refuses a run\")",
                  CHECKS[k].name, CHECKS[k].title, gpu, detail, path, o->command, remedy(k, &p));
-        return all_ranks_pass(dist, 1);
+        return cc_dist_all_passed(dist, 1, "the preflight");
     }
     if (!o->plant && cc_preflight_cache_add(o->cache_dir, key) != 0)
         fprintf(stderr, "catchat: note: the preflight will run again next time\n");
@@ -314,5 +297,5 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
         printf("catchat %s: preflight: the %d kernel checks of this config passed on %s in %.1f s%s%s%s\n",
                o->command, PF_COUNT, gpu, secs, o->cache_dir && !o->plant ? " (remembered in " : "",
                o->cache_dir && !o->plant ? o->cache_dir : "", o->cache_dir && !o->plant ? "/" CC_PREFLIGHT_CACHE_FILE ")" : "");
-    return all_ranks_pass(dist, 0);
+    return cc_dist_all_passed(dist, 0, "the preflight");
 }
