@@ -1,12 +1,16 @@
 /* The training loop on the CPU: N steps + resume + N steps gives bit-identical
  * losses to 2N steps straight; telemetry rows are complete; a fresh tiny run
- * learns. */
+ * learns; every step applies the schedule's lr for that step (telemetry and
+ * the weights against a hand AdamW), resumed or not. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "catchat/checkpoint.h"
+#include "catchat/optim.h"
+#include "catchat/run_dir.h"
 #include "catchat/train.h"
 #include "helpers.h"
 
@@ -281,4 +285,338 @@ Test(train, best_checkpoint_after_resume_elsewhere_and_force)
     cr_expect(strstr(err, "checkpoint_best.safetensors") != NULL, "stderr: %s", err);
     cr_expect(access(best, F_OK) == 0, "--force deleted the --init checkpoint");
     free(res.losses);
+}
+
+/* ---- The learning rate a step really applies ----
+ * cc_lr_at has its own tests (test_optim); these check that the loop hands
+ * the optimizer the schedule at the right step: step s (1-based, as
+ * telemetry and checkpoints count) is the optimizer's step s − 1 of the
+ * schedule and AdamW's s-th applied step. Comparing two runs with each other
+ * cannot see a shift both share, so every check is against the schedule or a
+ * hand computation. */
+
+/* telemetry.csv prints lr with 6 significant digits: 5e-6 relative at worst. */
+#define LR_PRINT_TOL 1e-5
+/* A hand AdamW in double against the FP32 one: the updates of these runs
+ * agree to 3e-5 (an FP32 weight near 1 moved by ~1e-3 keeps few digits of
+ * the move); an lr one step off moves them by a few percent where the
+ * schedule moves, a bias correction one step off by 26% at step 1, 0.1%
+ * at its least (steps 12-13 with betas 0.9, 0.99): the early steps tell. */
+#define UPDATE_TOL 1e-3
+#define MAX_ROWS 64
+
+typedef struct {
+    long step;
+    double lr;
+} lr_row;
+
+/* A run of the schedules' shape: warmup to step 4, then 8 steps of decay
+ * from lr to lr_min (wsd: stable, then decaying over the last half). */
+static void schedule_setup(cc_config *c, char *dir, size_t cap, const char *schedule)
+{
+    setup(c, dir, cap);
+    strcpy(c->lr_schedule, schedule);
+    c->max_steps = 12;
+    c->warmup_steps = 4;
+    c->lr = 1e-2;
+    c->lr_min = 1e-3;
+    c->decay_fraction = 0.5;
+    c->eval_interval = 0; /* one eval, at the end */
+}
+
+/* The step and lr columns of a telemetry file, in file order; the row count. */
+static int read_lr_column(const char *path, lr_row *rows, int cap)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "no %s", path);
+    char line[4096];
+    cr_assert(fgets(line, sizeof(line), f), "%s is empty", path);
+    cr_assert(strncmp(line, "step,tokens,loss,running_loss,lr,", 33) == 0, "lr is not the 5th column: %s", line);
+    int n = 0;
+    while (n < cap && fgets(line, sizeof(line), f)) {
+        const char *field = line;
+        for (int col = 0; col < 4 && field; col++)
+            if ((field = strchr(field, ','))) field++;
+        rows[n].step = atol(line);
+        rows[n].lr = field ? strtod(field, NULL) : NAN;
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static void telemetry_lrs(const cc_config *c, lr_row *rows, int *n)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/telemetry.csv", c->out_dir);
+    *n = read_lr_column(path, rows, MAX_ROWS);
+}
+
+/* Rows of steps from..to hold those steps in order, each with the lr of the
+ * schedule of `c` at its optimizer step. NaN fails (the comparison is false). */
+static void expect_lr_rows(const lr_row *rows, int n, const cc_config *c, long from, long to, const char *what)
+{
+    cr_assert_geq(n, to, "%s: %d telemetry rows, want %ld", what, n, to);
+    for (long s = from; s <= to; s++) {
+        const lr_row *r = &rows[s - 1];
+        cr_expect_eq(r->step, s, "%s: row %ld is step %ld", what, s, r->step);
+        const double want = cc_lr_at(c, s - 1);
+        cr_expect(fabs(r->lr - want) <= LR_PRINT_TOL * want, "%s: step %ld applied lr %.6g, the schedule gives %.6g",
+                  what, s, r->lr, want);
+    }
+}
+
+/* What a checkpoint holds of the optimizer. */
+typedef struct {
+    float *p, *m, *v;
+    cc_run_state st;
+} opt_state;
+
+static void opt_state_alloc(opt_state *s, const cc_layout *lay)
+{
+    s->p = calloc(lay->total, sizeof(float));
+    s->m = calloc(lay->total, sizeof(float));
+    s->v = calloc(lay->total, sizeof(float));
+    memset(&s->st, 0, sizeof(s->st));
+}
+
+static void opt_state_free(opt_state *s)
+{
+    free(s->p);
+    free(s->m);
+    free(s->v);
+}
+
+/* Before step 1 of a fresh run: the seeded initial weights, zero moments. */
+static void initial_state(const cc_config *c, const cc_layout *lay, opt_state *s)
+{
+    cc_layout_init_params(lay, s->p, c->seed);
+    memset(s->m, 0, sizeof(float) * lay->total);
+    memset(s->v, 0, sizeof(float) * lay->total);
+    memset(&s->st, 0, sizeof(s->st));
+    cc_scaler_init(&s->st.scaler, c);
+}
+
+/* The state after `step`, from the copy keep_last kept of that step's checkpoint. */
+static void load_step(const cc_config *c, const cc_layout *lay, long step, opt_state *s)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/%s%012ld.safetensors", c->out_dir, CC_CHECKPOINT_STEP_PREFIX, step);
+    int has_m = 0, has_st = 0;
+    cr_assert_eq(cc_checkpoint_load(path, lay, s->p, s->m, s->v, &has_m, &s->st, &has_st), 0, "%s", path);
+    cr_assert(has_m && has_st, "%s holds no moments or run state", path);
+}
+
+/* ‖a − b‖ / ‖b‖ from sums of squares; +inf when anything is not finite. */
+static double rel_from_sums(double diff_ss, double ref_ss)
+{
+    if (!isfinite(diff_ss) || !isfinite(ref_ss) || ref_ss <= 0) return INFINITY;
+    return sqrt(diff_ss / ref_ss);
+}
+
+typedef struct {
+    double update, m, v;
+} step_error;
+
+/* Step `step` redone by hand from the state before it: the gradient of the
+ * batch it read (the loader at the state's data position, the CPU executor
+ * at its weights and loss scale), unscaled and clipped as src/optim.c does,
+ * then AdamW in double with the lr of the schedule at step − 1 and the bias
+ * correction of `step` applied steps. Relative errors of the weight update
+ * (after − before) and of both moments against what the trainer wrote. */
+static step_error adamw_step_error(const cc_config *c, const opt_state *before, const opt_state *after, long step)
+{
+    const int B = c->batch_size, T = c->seq_len;
+    cc_tokens tok;
+    cc_loader ld;
+    cr_assert_eq(cc_tokens_load_as(&tok, c->train, c->vocab_size, c->data_format), 0);
+    cr_assert_eq(cc_loader_init(&ld, &tok, B, T, 1, c->seed), 0);
+    int *x = malloc(sizeof(int) * B * T), *y = malloc(sizeof(int) * B * T);
+    cc_loader_batch(&ld, before->st.data_pos, x, y);
+    cc_executor *ex = cc_cpu_executor_create(c, B, T);
+    const cc_layout *lay = &ex->lay;
+    float *g = malloc(sizeof(float) * lay->total);
+    ex->ops->set_params(ex, before->p);
+    ex->ops->forward_backward(ex, x, y, before->st.scaler.scale);
+    ex->ops->get_grads(ex, g);
+    const double unit = ex->grad_unit;
+    double ss = 0;
+    for (size_t i = 0; i < lay->total; i++) ss += ((double)g[i] / unit) * ((double)g[i] / unit);
+    const double n0 = sqrt(ss);
+    const double clip = c->max_grad_norm > 0 && n0 > c->max_grad_norm ? c->max_grad_norm / (n0 + 1e-6) : 1.0;
+    const double lr = cc_lr_at(c, step - 1), b1 = c->beta1, b2 = c->beta2;
+    const double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
+    double du = 0, u = 0, dm = 0, mm = 0, dv = 0, vv = 0;
+    for (int ti = 0; ti < lay->n; ti++) {
+        const cc_tensor_info *t = &lay->t[ti];
+        const double decay = t->decay ? 1 - lr * c->weight_decay : 1.0;
+        for (size_t k = 0; k < t->numel; k++) {
+            const size_t i = t->offset + k;
+            const double gi = (double)g[i] / unit * clip;
+            const double m = b1 * before->m[i] + (1 - b1) * gi, v = b2 * before->v[i] + (1 - b2) * gi * gi;
+            const double p = before->p[i] * decay - lr * (m / bc1) / (sqrt(v / bc2) + c->adam_eps);
+            du += ((double)after->p[i] - p) * ((double)after->p[i] - p);
+            u += (p - before->p[i]) * (p - before->p[i]);
+            dm += (after->m[i] - m) * (after->m[i] - m);
+            mm += m * m;
+            dv += (after->v[i] - v) * (after->v[i] - v);
+            vv += v * v;
+        }
+    }
+    ex->ops->destroy(ex);
+    cc_loader_free(&ld);
+    cc_tokens_free(&tok);
+    free(x);
+    free(y);
+    free(g);
+    return (step_error){ rel_from_sums(du, u), rel_from_sums(dm, mm), rel_from_sums(dv, vv) };
+}
+
+/* Steps first..last of the run in c->out_dir (checkpoint_interval 1 and
+ * keep_last keeping them all) are each the hand AdamW step from the one
+ * before; `before` holds the state before step `first`. */
+static void expect_adamw_steps(const cc_config *c, const opt_state *before, long first, long last, const char *what)
+{
+    const cc_dims d = cc_dims_from_config(c);
+    cc_layout lay;
+    cc_layout_build(&lay, &d);
+    opt_state prev = *before, cur;
+    opt_state_alloc(&cur, &lay);
+    for (long s = first; s <= last; s++) {
+        load_step(c, &lay, s, &cur);
+        cr_expect_eq(cur.st.step, s, "%s: checkpoint of step %ld says step %ld", what, s, cur.st.step);
+        cr_expect(cur.st.counts.applied == s && cur.st.counts.skipped == 0,
+                  "%s: step %ld: %ld applied, %ld skipped (the hand step assumes none skipped)", what, s,
+                  cur.st.counts.applied, cur.st.counts.skipped);
+        const step_error e = adamw_step_error(c, &prev, &cur, s);
+        cr_expect(e.update < UPDATE_TOL && e.m < UPDATE_TOL && e.v < UPDATE_TOL,
+                  "%s: step %ld (lr %.6g) against a hand AdamW: update rel err %.3e, m %.3e, v %.3e", what, s,
+                  cc_lr_at(c, s - 1), e.update, e.m, e.v);
+        if (s > first) opt_state_free(&prev);
+        prev = cur;
+        opt_state_alloc(&cur, &lay);
+    }
+    if (last >= first) opt_state_free(&prev);
+    opt_state_free(&cur);
+}
+
+/* Every step's telemetry row carries the lr of the schedule at that step,
+ * for each schedule, through warmup and decay. */
+Test(train, telemetry_lr_is_the_schedule_at_every_step)
+{
+    static const char *const schedules[] = { "cosine", "linear", "constant", "wsd" };
+    for (int i = 0; i < 4; i++) {
+        cc_config c;
+        char dir[256];
+        schedule_setup(&c, dir, sizeof(dir), schedules[i]);
+        /* the schedule must move from step to step, or a shifted one reads the same */
+        int moves = 0;
+        for (long s = 0; s < c.max_steps; s++)
+            moves += fabs(cc_lr_at(&c, s + 1) - cc_lr_at(&c, s)) > 100 * LR_PRINT_TOL * cc_lr_at(&c, s);
+        cr_assert_geq(moves, 3, "%s: the lr changes at %d steps only", schedules[i], moves);
+        snprintf(c.out_dir, sizeof(c.out_dir), "%s/%s", dir, schedules[i]);
+        cc_train_opts o = { .quiet = 1 };
+        cc_train_result res;
+        cr_assert_eq(cc_train(&c, &o, &res), 0, "%s", schedules[i]);
+        free(res.losses);
+        lr_row rows[MAX_ROWS];
+        int n;
+        telemetry_lrs(&c, rows, &n);
+        cr_expect_eq(n, 12, "%s: %d rows", schedules[i], n);
+        expect_lr_rows(rows, n, &c, 1, 12, schedules[i]);
+    }
+}
+
+/* The weights and moments each step leaves are AdamW's at the schedule's lr
+ * for that step (warmup then cosine, and wsd), from step 1 on. */
+Test(train, each_step_is_adamw_at_the_scheduled_lr)
+{
+    static const char *const schedules[] = { "cosine", "wsd" };
+    for (int i = 0; i < 2; i++) {
+        cc_config c;
+        char dir[256];
+        schedule_setup(&c, dir, sizeof(dir), schedules[i]);
+        c.checkpoint_interval = 1;
+        c.keep_last = 100; /* every step's checkpoint kept */
+        snprintf(c.out_dir, sizeof(c.out_dir), "%s/%s", dir, schedules[i]);
+        cc_train_opts o = { .quiet = 1 };
+        cc_train_result res;
+        cr_assert_eq(cc_train(&c, &o, &res), 0, "%s", schedules[i]);
+        free(res.losses);
+        const cc_dims d = cc_dims_from_config(&c);
+        cc_layout lay;
+        cc_layout_build(&lay, &d);
+        opt_state start;
+        opt_state_alloc(&start, &lay);
+        initial_state(&c, &lay, &start);
+        expect_adamw_steps(&c, &start, 1, c.max_steps, schedules[i]);
+    }
+}
+
+/* Stopped after 5 steps and resumed, a run applies the lrs of the run that
+ * went straight through, and its first steps after the resume continue
+ * AdamW's step count. A finished run resumed with max_steps raised keeps its
+ * rows and goes on with the raised config's schedule, as cc_lr_at gives it
+ * for the longer run (the lr goes back up to where that cosine stands). */
+Test(train, resumed_run_applies_the_scheduled_lrs)
+{
+    cc_config c;
+    char dir[256], ck[1200];
+    schedule_setup(&c, dir, sizeof(dir), "cosine");
+    c.checkpoint_interval = 1;
+    c.keep_last = 100;
+    cc_train_opts o = { .quiet = 1 };
+    cc_train_result res;
+    snprintf(c.out_dir, sizeof(c.out_dir), "%s/straight", dir);
+    cr_assert_eq(cc_train(&c, &o, &res), 0);
+    free(res.losses);
+    snprintf(c.out_dir, sizeof(c.out_dir), "%s/resumed", dir);
+    o.stop_after = 5;
+    cr_assert_eq(cc_train(&c, &o, &res), 0);
+    free(res.losses);
+    snprintf(ck, sizeof(ck), "%s/checkpoint.safetensors", c.out_dir);
+    o.stop_after = 0;
+    o.resume = ck;
+    cr_assert_eq(cc_train(&c, &o, &res), 0);
+    free(res.losses);
+
+    lr_row straight[MAX_ROWS], resumed[MAX_ROWS];
+    int ns, nr;
+    telemetry_lrs(&c, resumed, &nr);
+    snprintf(c.out_dir, sizeof(c.out_dir), "%s/straight", dir);
+    telemetry_lrs(&c, straight, &ns);
+    cr_expect_eq(nr, 12, "resumed: %d rows", nr);
+    expect_lr_rows(resumed, nr, &c, 1, 12, "resumed");
+    for (int i = 0; i < nr && i < ns; i++)
+        cr_expect_eq(resumed[i].lr, straight[i].lr, "step %ld: resumed lr %.6g, straight %.6g", resumed[i].step,
+                     resumed[i].lr, straight[i].lr);
+    const cc_dims d = cc_dims_from_config(&c);
+    cc_layout lay;
+    cc_layout_build(&lay, &d);
+    opt_state at5;
+    opt_state_alloc(&at5, &lay);
+    snprintf(c.out_dir, sizeof(c.out_dir), "%s/resumed", dir);
+    load_step(&c, &lay, 5, &at5);
+    expect_adamw_steps(&c, &at5, 6, 12, "resumed at step 5");
+    opt_state_free(&at5);
+
+    /* the finished straight run, resumed with max_steps raised to 20 */
+    cc_config longer = c;
+    longer.max_steps = 20;
+    snprintf(longer.out_dir, sizeof(longer.out_dir), "%s/straight", dir);
+    snprintf(ck, sizeof(ck), "%s/checkpoint.safetensors", longer.out_dir);
+    o.resume = ck;
+    cr_assert_eq(cc_train(&longer, &o, &res), 0);
+    free(res.losses);
+    lr_row raised[MAX_ROWS];
+    int nx;
+    telemetry_lrs(&longer, raised, &nx);
+    cr_expect_eq(nx, 20, "raised: %d rows", nx);
+    expect_lr_rows(raised, nx, &c, 1, 12, "raised max_steps, the rows before");
+    expect_lr_rows(raised, nx, &longer, 13, 20, "raised max_steps, the new steps");
+    opt_state at12;
+    opt_state_alloc(&at12, &lay);
+    load_step(&longer, &lay, 12, &at12);
+    expect_adamw_steps(&longer, &at12, 13, 20, "raised max_steps");
+    opt_state_free(&at12);
 }
