@@ -79,7 +79,10 @@ struct gru_bwd_vals {
 __device__ __forceinline__ gru_bwd_vals gru_bwd_math(float g, float clamp_limit, float r, float z, float n, float hn,
                                                      float hp)
 {
-    if (clamp_limit > 0.f) g = fminf(fmaxf(g, -clamp_limit), clamp_limit);
+    // Comparisons, not fminf/fmaxf: those return the other operand for a NaN,
+    // which would turn a NaN gradient into -limit and hide it from the
+    // non-finite guard. A NaN fails both tests and passes through, as on the CPU.
+    if (clamp_limit > 0.f) g = g > clamp_limit ? clamp_limit : (g < -clamp_limit ? -clamp_limit : g);
     gru_bwd_vals v;
     v.dn = g * (1.f - z) * (1.f - n * n);
     v.dz = g * (hp - n) * z * (1.f - z);

@@ -23,6 +23,20 @@
 // per lane, no bank conflicts). The global stores of a step (states for the
 // backward, gradients for the GEMMs) are issued after the copies, so they
 // overlap the wait for the peers' data.
+//
+// Stated assumption: the staging buffers a CTA copies from (hstage in the
+// forward, pout in the BPTT, both by step parity) are rewritten two steps
+// later with no wait on the copies' own completion. What orders the rewrite
+// after the copy's reads is a causal chain through the peers: a CTA reaches
+// step t+2 only after every peer's step t+1 data has arrived, and each peer
+// computed that data from what this CTA sent at step t, so that copy had
+// completed at the peer's mbarrier. The PTX memory model does not promise
+// this ordering (complete_tx "does not transitively establish ordering with
+// respect to prior instructions"); the hardware keeps it because a bulk
+// copy has read its source before it signals the destination. The ladder's
+// cluster cases also run with random per-CTA delays injected at the
+// exchange points (gru_cluster_set_jitter), in every ladder run.
+//
 // bench/cluster_probe measures the exchange: a push to 16 peers costs more
 // than twice a push to 8, hence clusters of 8; bulk copies and mbarriers
 // (below) cost less than plain DSMEM stores and a barrier
@@ -98,6 +112,22 @@ template <typename Elem> __device__ __forceinline__ uint4 load_afrag(Elem e, int
     a.z = pack2(e(m0 + g, k0 + c + 8), e(m0 + g, k0 + c + 9));
     a.w = pack2(e(m0 + g + 8, k0 + c + 8), e(m0 + g + 8, k0 + c + 9));
     return a;
+}
+
+// Testing aid (gru_cluster_set_jitter): with JITTER, a CTA (or one copying
+// thread) sleeps a pseudo-random 0-4 µs at a quarter of the exchange points
+// of a step, so that peers reach the handshake in orders an unloaded GPU
+// seldom shows. The instances without it compile to nothing here.
+template <bool JITTER> __device__ __forceinline__ void cl_jitter(unsigned seed, int t, int site)
+{
+    if (!JITTER) return;
+    unsigned x = seed ^ (blockIdx.x * 0x9E3779B9u) ^ ((unsigned)t * 0x85EBCA6Bu) ^ ((unsigned)site * 0xC2B2AE35u);
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    x *= 0x846CA68Bu;
+    x ^= x >> 16;
+    if ((x & 3) == 0) __nanosleep((x >> 4) & 4095);
 }
 
 // Step handshake without a cluster barrier: a producer copies into a peer's
@@ -194,10 +224,10 @@ __device__ __forceinline__ void warp_slots_mma(float (&acc)[NSLOT][NT][4], const
     }
 }
 
-template <int D, int BL>
+template <int D, int BL, bool JITTER = false>
 __global__ void __launch_bounds__(CL_THREADS, 1)
     gru_forward_cluster_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx,
-                               const __half *whh, const float *bhh, int T)
+                               const __half *whh, const float *bhh, int T, unsigned jitter)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 // clusters are sm_90+; host code never launches it below
     using S = cl_shape<D, BL>;
@@ -256,6 +286,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
     cluster.sync(); // every peer has started, and its barriers are armed, before anyone writes to it
 
     for (int t = 0; t < T; t++) {
+        cl_jitter<JITTER>(jitter, t, 0);
         if (t > 0) { // h_{-1} = 0: nothing to multiply at t = 0
             const int pb = (t - 1) & 1;
             mbar_wait(&bars[pb], (phase >> pb) & 1);
@@ -312,6 +343,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         // can reach step t+2 (each peer needs it to produce the h_{t+1} waited for there).
         if (t + 1 < T && threadIdx.x < CL_C) {
             const int peer = threadIdx.x;
+            cl_jitter<JITTER>(jitter, t, 1 + peer);
             const uint32_t dst = smem_u32(hbuf + ((size_t)(t & 1) * CL_C + rank) * BL * S::LDS);
             bulk_to_peer(peer_addr(dst, peer), smem_u32(hstage + (t & 1) * BL * S::LDS), BL * S::LDS * 2,
                          peer_addr(smem_u32(&bars[t & 1]), peer));
@@ -330,10 +362,11 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 #endif
 }
 
-template <int D, int BL>
+template <int D, int BL, bool JITTER = false>
 __global__ void __launch_bounds__(CL_THREADS, 1)
     gru_backward_cluster_kernel(__half *dgx16, __half *dgh16, float *bias_part, const float *dh_in, const float *h,
-                                const float *gates, const float *ghn, const __half *whh, int T, float clamp_limit)
+                                const float *gates, const float *ghn, const __half *whh, int T, float clamp_limit,
+                                unsigned jitter)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     using S = cl_shape<D, BL>;
@@ -391,6 +424,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
     cluster.sync();
 
     for (int t = T - 1; t >= 0; t--) {
+        cl_jitter<JITTER>(jitter, t, 0);
         __half *G = Gbuf + (size_t)(t & 1) * BL * S::LDG;
         if (t < T - 1) { // the partials of step t+1
             const int pb = (t + 1) & 1;
@@ -448,6 +482,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             // before this CTA can reach step t-2 (each owner needs it to send the step t-1 partials)
             if (threadIdx.x < CL_C) {
                 const int owner = threadIdx.x;
+                cl_jitter<JITTER>(jitter, t, 1 + owner);
                 const uint32_t src = smem_u32(pout + (size_t)((t & 1) * CL_C + owner) * J * S::LDR);
                 const uint32_t dst = smem_u32(recv + (size_t)((t & 1) * CL_C + rank) * J * S::LDR);
                 bulk_to_peer(peer_addr(dst, owner), src, SLOT_BYTES, peer_addr(smem_u32(&bars[t & 1]), owner));
@@ -518,29 +553,50 @@ static cudaLaunchConfig_t cluster_config(dim3 grid, size_t smem, cudaStream_t s,
     return cfg;
 }
 
-template <int D, int BL> static void fwd_launch(float *h, float *gates, float *ghn, __half *hp, const float *gx,
-                                                const __half *w, const float *bhh, int B, int T, cudaStream_t s)
+// The seed of gru_cluster_set_jitter (0: the kernels without delays).
+static unsigned cl_jitter_seed;
+
+extern "C" void gru_cluster_set_jitter(unsigned seed) { cl_jitter_seed = seed; }
+
+// The delayed instances' shared-memory limit, raised on their first use
+// (clusters_fit raises the others').
+template <typename K> static void raise_smem(K kernel, size_t smem)
+{
+    const cudaError_t e = cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "catchat: cluster GRU: shared memory of the delayed kernels: %s\n", cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+template <int D, int BL, bool JITTER = false>
+static void fwd_launch(float *h, float *gates, float *ghn, __half *hp, const float *gx, const __half *w,
+                       const float *bhh, int B, int T, cudaStream_t s)
 {
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
+    if (JITTER) raise_smem(gru_forward_cluster_kernel<D, BL, JITTER>, S::F_SMEM);
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (B / BL)), S::F_SMEM, s, &attr);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, gru_forward_cluster_kernel<D, BL>, h, gates, ghn, hp, gx, w, bhh, T);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gru_forward_cluster_kernel<D, BL, JITTER>, h, gates, ghn, hp, gx, w, bhh,
+                                       T, cl_jitter_seed);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: cluster GRU forward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);
     }
 }
 
-template <int D, int BL> static void bwd_launch(__half *dgx, __half *dgh, float *bias_part, const float *dh_in,
-                                                const float *h, const float *gates, const float *ghn, const __half *w,
-                                                int B, int T, float clamp_limit, cudaStream_t s)
+template <int D, int BL, bool JITTER = false>
+static void bwd_launch(__half *dgx, __half *dgh, float *bias_part, const float *dh_in, const float *h,
+                       const float *gates, const float *ghn, const __half *w, int B, int T, float clamp_limit,
+                       cudaStream_t s)
 {
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     static_assert((size_t)4 * BL * D / CL_C * sizeof(float) <= S::B_RECV, "bias sums fit in recv");
+    if (JITTER) raise_smem(gru_backward_cluster_kernel<D, BL, JITTER>, S::B_SMEM);
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (B / BL)), S::B_SMEM, s, &attr);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL>, dgx, dgh, bias_part, dh_in, h, gates,
-                                       ghn, w, T, clamp_limit);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL, JITTER>, dgx, dgh, bias_part, dh_in, h,
+                                       gates, ghn, w, T, clamp_limit, cl_jitter_seed);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: cluster GRU backward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);
@@ -654,7 +710,10 @@ extern "C" void launch_gru_forward_cluster(float *h, float *gates, float *ghn, v
         return;
     }
 #define FWD_CALL(d) fwd_launch<d, CL_BL>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
-    CL_DISPATCH(D, FWD_CALL);
+#define FWD_JITTER_CALL(d) fwd_launch<d, CL_BL, true>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
+    if (cl_jitter_seed) CL_DISPATCH(D, FWD_JITTER_CALL);
+    else CL_DISPATCH(D, FWD_CALL);
+#undef FWD_JITTER_CALL
 #undef FWD_CALL
 }
 
@@ -670,6 +729,9 @@ extern "C" void launch_gru_backward_cluster(void *dgx16, void *dgh16, float *bia
     __half *dx = (__half *)dgx16, *dh = (__half *)dgh16;
     const __half *w = (const __half *)whh16;
 #define BWD_CALL(d) bwd_launch<d, CL_BL>(dx, dh, bias_part, dh_in, h, gates, ghn, w, B, T, clamp_limit, s)
-    CL_DISPATCH(D, BWD_CALL);
+#define BWD_JITTER_CALL(d) bwd_launch<d, CL_BL, true>(dx, dh, bias_part, dh_in, h, gates, ghn, w, B, T, clamp_limit, s)
+    if (cl_jitter_seed) CL_DISPATCH(D, BWD_JITTER_CALL);
+    else CL_DISPATCH(D, BWD_CALL);
+#undef BWD_JITTER_CALL
 #undef BWD_CALL
 }

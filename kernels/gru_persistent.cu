@@ -71,7 +71,7 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool vali
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // One thread of the CTA, after a __syncthreads that follows every store the
 // peers read. The release is cumulative: the CTA's stores, ordered before it
@@ -294,6 +294,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
     constexpr int MT = 3 * MU, KR = gp_kr(MT, NT), KRA = KR > 0 ? KR : 1, PP = gp_pairs<MU, NT>::PP;
     extern __shared__ __align__(16) unsigned char smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (blockIdx.x >= P.G * P.N) return; // only a grid the runtime should have refused has more (gp_launch)
     const int slice = blockIdx.x % P.N, group = blockIdx.x / P.N;
     const int b0 = group * P.Bg, nvalid = min(P.Bg, P.B - b0);
     const int u0 = slice * P.J, D = P.D, T = P.T, J = P.J;
@@ -376,6 +377,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
     constexpr int MT = MU, KR = gp_kr(MT, NT), KRA = KR > 0 ? KR : 1, PP = gp_pairs<MU, NT>::PP;
     extern __shared__ __align__(16) unsigned char smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (blockIdx.x >= P.G * P.N) return; // only a grid the runtime should have refused has more (gp_launch)
     const int slice = blockIdx.x % P.N, group = blockIdx.x / P.N;
     const int b0 = group * P.Bg, nvalid = min(P.Bg, P.B - b0);
     const int u0 = slice * P.J, D = P.D, T = P.T, J = P.J, K = 3 * D;
@@ -469,9 +471,67 @@ static int gp_round_nt(int tiles)
     return nt;
 }
 
+typedef void (*gp_fwd_fn)(float *, float *, float *, __half *, const float *, const __half *, const float *,
+                          unsigned *, gp_plan);
+typedef void (*gp_bwd_fn)(__half *, __half *, const float *, const float *, const float *, const float *,
+                          const __half *, float, unsigned *, gp_plan);
+
+// The instances: (MU, NT) ∈ {(1,2), (1,4), (1,8), (2,2), (2,4), (4,2)}, what
+// gp_make_plan returns (gp_nt_max, gp_round_nt); anything else is refused.
+static bool gp_instance(int MU, int NT)
+{
+    return (MU == 1 && (NT == 2 || NT == 4 || NT == 8)) || (MU == 2 && (NT == 2 || NT == 4)) || (MU == 4 && NT == 2);
+}
+#define GP_PICK(KERNEL, MU, NT)                                                                                      \
+    ((MU) == 1 ? ((NT) == 2 ? KERNEL<1, 2> : (NT) == 4 ? KERNEL<1, 4> : KERNEL<1, 8>)                              \
+     : (MU) == 2 ? ((NT) == 2 ? KERNEL<2, 2> : KERNEL<2, 4>)                                                         \
+                 : KERNEL<4, 2>)
+
+static const void *gp_kernel(int fwd, int MU, int NT)
+{
+    return fwd ? (const void *)GP_PICK(gru_forward_grid_kernel, MU, NT)
+               : (const void *)GP_PICK(gru_backward_grid_kernel, MU, NT);
+}
+
+// How many CTAs of this kernel at this shared memory a cooperative launch
+// admits at once: the occupancy API's blocks an SM (its registers and shared
+// memory, after raising the kernel's limit) times the device's own SMs, the
+// limit the runtime itself applies. The SM count alone does not say it: a
+// kernel whose registers or shared memory do not fit an SM, or a device
+// whose attributes read differently here, would otherwise fail at launch.
+// Cached per kernel and size (the plan is made at every launch).
+static int gp_resident_ctas(const gpu_caps *caps, const void *fn, size_t smem)
+{
+    static struct {
+        const void *fn;
+        size_t smem;
+        int ctas;
+    } cache[64];
+    static int n;
+    for (int i = 0; i < n; i++)
+        if (cache[i].fn == fn && cache[i].smem == smem) return cache[i].ctas;
+    int per_sm = 0;
+    if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, GP_THREADS, smem) != cudaSuccess) {
+        cudaGetLastError(); // a failed query leaves an error the next launch would report
+        per_sm = 0;
+    }
+    const int ctas = per_sm * caps->device_sm_count;
+    if (n < 64) cache[n++] = { fn, smem, ctas };
+    return ctas;
+}
+
+// A launch the runtime refused as too large for the device (a partition, MPS
+// or another context holding SMs that the attributes do not show): after the
+// first, this process takes the per-step loop (gru_persistent_supported 0),
+// and the reason is what gru_persistent_refusal returns.
+static char gp_refused[192];
+static int gp_plant_oversize; // testing aid: the next launch asks for more CTAs than can be resident
+
 // Chooses the split for B sequences of width D on this GPU (fwd: K = D, row
 // tiles 3·MU; else K = 3D, MU). Every candidate (units a CTA, groups) whose
-// CTAs are all resident (one an SM) and whose buffers fit is scored by an
+// CTAs are all resident (one an SM, within caps' SMs and what a cooperative
+// launch admits, gp_resident_ctas) and whose buffers fit is scored by an
 // estimate of a step in bytes a CTA reads from L2: its group's moving
 // operand (Bg·K·2), the part of its W_hh slice that neither registers nor
 // shared memory hold, its shared-memory tier at half (a loop that is not
@@ -504,6 +564,9 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
             const int kr = gp_kr(MT, NT);
             int ks = kpw > kr ? kpw - kr : 0;
             while (ks > 0 && gp_smem_bytes(MT, NT, ks, J) > smax) ks--;
+            if (!gp_instance(MU, NT) ||
+                gp_resident_ctas(caps, gp_kernel(fwd, MU, NT), gp_smem_bytes(MT, NT, ks, J)) < G * N)
+                continue;
             const int streamed = kpw - kr - ks > 0 ? kpw - kr - ks : 0;
             const double frag = (double)GP_WARPS * MT * 1024; // bytes of one k-pair of A over the warps
             const double l2 = (double)Bg * K * 2 + streamed * frag;
@@ -532,7 +595,7 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
 extern "C" int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D)
 {
     gp_plan f, b;
-    return gp_make_plan(caps, B, T, D, 1, &f) && gp_make_plan(caps, B, T, D, 0, &b) &&
+    return !gp_refused[0] && gp_make_plan(caps, B, T, D, 1, &f) && gp_make_plan(caps, B, T, D, 0, &b) &&
            f.l2_bytes < GP_MAX_STEP_READ && b.l2_bytes < GP_MAX_STEP_READ;
 }
 
@@ -568,31 +631,46 @@ static unsigned *gp_flags(int G, cudaStream_t s)
     return f;
 }
 
-typedef void (*gp_fwd_fn)(float *, float *, float *, __half *, const float *, const __half *, const float *,
-                          unsigned *, gp_plan);
-typedef void (*gp_bwd_fn)(__half *, __half *, const float *, const float *, const float *, const float *,
-                          const __half *, float, unsigned *, gp_plan);
-
-// The instances: (MU, NT) ∈ {(1,2), (1,4), (1,8), (2,2), (2,4), (4,2)}, what
-// gp_make_plan returns (gp_nt_max, gp_round_nt); anything else is refused.
-static bool gp_instance(int MU, int NT)
-{
-    return (MU == 1 && (NT == 2 || NT == 4 || NT == 8)) || (MU == 2 && (NT == 2 || NT == 4)) || (MU == 4 && NT == 2);
-}
-#define GP_PICK(KERNEL, MU, NT)                                                                                      \
-    ((MU) == 1 ? ((NT) == 2 ? KERNEL<1, 2> : (NT) == 4 ? KERNEL<1, 4> : KERNEL<1, 8>)                              \
-     : (MU) == 2 ? ((NT) == 2 ? KERNEL<2, 2> : KERNEL<2, 4>)                                                         \
-                 : KERNEL<4, 2>)
-
 static void gp_fail(const char *what, cudaError_t e)
 {
     fprintf(stderr, "catchat: persistent GRU %s: %s\n", what, cudaGetErrorString(e));
     exit(1);
 }
 
-extern "C" void launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                              const void *whh16, const float *bhh, int B, int T, int D,
-                                              const gpu_caps *caps, cudaStream_t s)
+// The cooperative launch of a plan: 0, or 1 when the runtime refused the grid
+// as larger than what can be resident (the caller then runs the per-step
+// loop, and so does every later launch of this process: gp_refused). Any
+// other error ends the process. The first step of a run is issued eagerly,
+// so a refusal comes before any CUDA graph capture.
+static int gp_launch(const gpu_caps *caps, const void *fn, const gp_plan &P, void **args, size_t smem, cudaStream_t s,
+                     const char *what)
+{
+    cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) gp_fail(what, e);
+    int grid = P.G * P.N;
+    if (gp_plant_oversize) grid = gp_resident_ctas(caps, fn, smem) + 1;
+    e = cudaLaunchCooperativeKernel(fn, dim3(grid), dim3(GP_THREADS), args, smem, s);
+    if (e == cudaSuccess) return 0;
+    if (e != cudaErrorCooperativeLaunchTooLarge) gp_fail(what, e);
+    cudaGetLastError();
+    snprintf(gp_refused, sizeof(gp_refused),
+             "the runtime refused a %s grid of %d CTAs as more than can be resident (%s: MPS, a partition "
+             "or another context may hold SMs)", what, grid, cudaGetErrorString(e));
+    fprintf(stderr, "catchat: %s; the recurrence runs per step from here on\n", gp_refused);
+    return 1;
+}
+
+extern "C" const char *gru_persistent_refusal(void) { return gp_refused[0] ? gp_refused : NULL; }
+
+extern "C" void gru_persistent_plant_refusal(int plant)
+{
+    gp_plant_oversize = plant;
+    gp_refused[0] = 0;
+}
+
+extern "C" int launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+                                             const void *whh16, const float *bhh, int B, int T, int D,
+                                             const gpu_caps *caps, cudaStream_t s)
 {
     gp_plan P;
     if (!gp_make_plan(caps, B, T, D, 1, &P)) {
@@ -600,21 +678,16 @@ extern "C" void launch_gru_forward_persistent(float *h, float *gates, float *ghn
         exit(1);
     }
     if (!gp_instance(P.MU, P.NT)) gp_fail("forward: no kernel for this split", cudaErrorInvalidValue);
-    const gp_fwd_fn fn = GP_PICK(gru_forward_grid_kernel, P.MU, P.NT);
-    const size_t smem = gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J);
-    cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) gp_fail("forward: shared memory", e);
     unsigned *flags = gp_flags(P.G, s);
     __half *hp = (__half *)hprev16;
     const __half *w = (const __half *)whh16;
     void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &flags, &P };
-    e = cudaLaunchCooperativeKernel((const void *)fn, dim3(P.G * P.N), dim3(GP_THREADS), args, smem, s);
-    if (e != cudaSuccess) gp_fail("forward launch", e);
+    return gp_launch(caps, gp_kernel(1, P.MU, P.NT), P, args, gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J), s, "forward");
 }
 
-extern "C" void launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
-                                               const float *gates, const float *ghn, const void *whh16, int B, int T,
-                                               int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s)
+extern "C" int launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
+                                              const float *gates, const float *ghn, const void *whh16, int B, int T,
+                                              int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s)
 {
     gp_plan P;
     if (!gp_make_plan(caps, B, T, D, 0, &P)) {
@@ -626,15 +699,10 @@ extern "C" void launch_gru_backward_persistent(void *dgx16, void *dgh16, const f
         wt, (const __half *)whh16, 3 * D, D);
     LAUNCH_CHECK();
     if (!gp_instance(P.MU, P.NT)) gp_fail("backward: no kernel for this split", cudaErrorInvalidValue);
-    const gp_bwd_fn fn = GP_PICK(gru_backward_grid_kernel, P.MU, P.NT);
-    const size_t smem = gp_smem_bytes(P.MU, P.NT, P.ks, P.J);
-    cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) gp_fail("backward: shared memory", e);
     unsigned *flags = gp_flags(P.G, s);
     __half *dx = (__half *)dgx16, *dh = (__half *)dgh16;
     const __half *w = wt;
     void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w, &clamp_limit,
                      &flags, &P };
-    e = cudaLaunchCooperativeKernel((const void *)fn, dim3(P.G * P.N), dim3(GP_THREADS), args, smem, s);
-    if (e != cudaSuccess) gp_fail("backward launch", e);
+    return gp_launch(caps, gp_kernel(0, P.MU, P.NT), P, args, gp_smem_bytes(P.MU, P.NT, P.ks, P.J), s, "BPTT");
 }

@@ -21,6 +21,7 @@ static double cpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     const size_t n = ex->lay.total;
     memset(c->grads, 0, sizeof(float) * n);
     c->acts.check = ex->check;
+    c->acts.plant = &ex->plant_grad_h;
     double loss = cpu_model_forward(&ex->lay, c->params, &c->acts, x, y, NULL);
     /* The CPU reference differentiates the mean loss: one summed position.
      * A micro-batch of n_k of the step's N scored positions scales its loss

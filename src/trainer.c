@@ -355,6 +355,12 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     r->x = cc_malloc(sizeof(int) * B * T * cfg->grad_accum); /* every micro-batch of a step */
     r->y = cc_malloc(sizeof(int) * B * T * cfg->grad_accum);
     if (o->plant_nan && plant_nan(ex, o->plant_nan) != 0) return -1;
+    const cc_plant_grad_h *pg = &o->plant_grad_h;
+    if (o->plant_grad_h_step > 0 && (pg->layer >= cfg->n_layers || pg->b >= cfg->batch_size || pg->t >= cfg->seq_len ||
+                                     pg->unit >= cfg->d_model))
+        return cc_error("--plant-nan-grad-h %ld:%d,%d,%d,%d: outside the model (layers %d, batch_size %d, seq_len %d, "
+                        "d_model %d)", o->plant_grad_h_step, pg->layer, pg->b, pg->t, pg->unit, cfg->n_layers,
+                        cfg->batch_size, cfg->seq_len, cfg->d_model);
     if (o->check_finite) ex->check = &r->check;
     r->norms_header = !o->resume;
     if (!r->quiet) {
@@ -506,6 +512,8 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
     st->data_pos += (uint64_t)A;
     memset(&r->check, 0, sizeof(r->check));
     double loss = 0;
+    ex->plant_grad_h = o->plant_grad_h;
+    ex->plant_grad_h.on = o->plant_grad_h_step == st->step + 1;
     for (int k = 0; k < A; k++) {
         if (A > 1) {
             ex->accum.n = n_step > 0 ? n_step : 1;
@@ -521,6 +529,7 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
         }
     }
     ex->accum.n = 0;
+    ex->plant_grad_h.on = 0;
     if (o->plant_overflow_step == st->step + 1) {
         float *g = cc_malloc(sizeof(float) * ex->lay.total);
         ex->ops->get_grads(ex, g);

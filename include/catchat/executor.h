@@ -53,6 +53,9 @@ struct cc_executor {
     /* NaN provenance (--check-finite): when non-NULL, every stage's output is
      * scanned during forward_backward and score; the first hit lands here. */
     cc_finite_report *check;
+    /* Testing aid (train --plant-nan-grad-h): both executors plant this NaN
+     * in the BPTT's input during forward_backward (finite.h). */
+    cc_plant_grad_h plant_grad_h;
     /* Data parallelism (GPU): when non-NULL with a communicator, gradients,
      * the scored-position count and the loss are summed over ranks. */
     cc_dist *dist;

@@ -17,6 +17,16 @@ typedef struct cc_finite_report {
     float value;
 } cc_finite_report;
 
+/* A testing aid (train --plant-nan-grad-h): a NaN in the hidden-state
+ * gradient that enters layer `layer`'s BPTT at (sequence b, timestep t,
+ * unit), as an overflow inside W_hhᵀ·dgh would put it there. Only the
+ * recurrence reads it: the residual path keeps the value it had, so the
+ * NaN reaches the gradient norm only if the recurrence passes it on (the
+ * grad_h clamp must not turn it into a finite value). Off unless `on`. */
+typedef struct cc_plant_grad_h {
+    int on, layer, b, t, unit;
+} cc_plant_grad_h;
+
 /* Record the first non-finite of host[n] (FP32) if nothing is recorded yet.
  * width: elements per position for a [B,T,width] tensor (0: not one); T: positions. */
 void cc_finite_scan(cc_finite_report *r, const char *stage, const char *tensor, int layer, const float *host,

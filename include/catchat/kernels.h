@@ -99,12 +99,22 @@ int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D);
 /* One line on the split the launchers take for this shape (for bench and
  * docs); 0 when unsupported. */
 int gru_persistent_describe(const gpu_caps *caps, int B, int T, int D, char *buf, int len);
-void launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                   const void *whh16, const float *bhh, int B, int T, int D, const gpu_caps *caps,
-                                   cudaStream_t s);
-void launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
-                                    const float *gates, const float *ghn, const void *whh16, int B, int T,
-                                    int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s);
+/* The launchers return 0, or 1 when the runtime refused the grid as more
+ * than can be resident (MPS, a partition or another context holding SMs
+ * that the device's attributes do not show): nothing ran, the caller runs
+ * the per-step loop instead, and from then on gru_persistent_supported is 0
+ * in this process and gru_persistent_refusal says why (NULL before). */
+int launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
+                                  const void *whh16, const float *bhh, int B, int T, int D, const gpu_caps *caps,
+                                  cudaStream_t s);
+int launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
+                                   const float *gates, const float *ghn, const void *whh16, int B, int T,
+                                   int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s);
+const char *gru_persistent_refusal(void);
+/* Testing aid (the ladder): with plant set, every persistent launch asks for
+ * one CTA more than a cooperative launch admits, so the runtime refuses it;
+ * either way the refusal recorded so far is cleared. */
+void gru_persistent_plant_refusal(int plant);
 
 /* gru_cluster.cu: the same two operations with one thread-block cluster of 8
  * CTAs per 8 sequences holding all of W_hh on chip (sm_90; D of 128, 256 or
@@ -125,6 +135,11 @@ void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev1
 void launch_gru_backward_cluster(void *dgx16, void *dgh16, float *bias_part, const float *dh_in,
                                  const float *h, const float *gates, const float *ghn, const void *whh16,
                                  int B, int T, int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s);
+/* Testing aid (the ladder's stress cases): with seed non-zero, the cluster
+ * kernels of 8 sequences launched after it sleep pseudo-random times at
+ * their exchange points (kernels/gru_cluster.cu's header); 0 turns it off.
+ * The forward's wide kernels never take it. */
+void gru_cluster_set_jitter(unsigned seed);
 
 /* attention.cu, FP32 kernels for any head size and window: qkv[B,T,3D]
  * FP32; o16 [B,T,D] FP16 (GEMM operand), o32 optional; p[B,H,T,W] the

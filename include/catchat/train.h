@@ -30,6 +30,8 @@ typedef struct cc_train_opts {
     /* testing aids (the stability tests plant faults through these) */
     const char *plant_nan; /* set every element of this parameter tensor to NaN before the first step */
     long plant_overflow_step; /* at this step (1-based), set one gradient to +Inf before the optimizer */
+    long plant_grad_h_step;   /* at this step (1-based), the NaN of plant_grad_h (finite.h) */
+    cc_plant_grad_h plant_grad_h;
     /* Called once the ranks are up and the data is read, before the executor
      * exists (the CLI's preflight: preflight.h); non-zero refuses the run.
      * NULL: none. */

@@ -21,7 +21,7 @@ static const char *HELP =
     "                     [--force] [--steps N] [--quiet] [--sample-prompt TEXT] [--sample-tokens N]\n"
     "                     [--check-finite] [--dist MODE] [--dist-id FILE]\n"
     "                     [--preflight MODE] [--plant-nan NAME] [--plant-overflow N]\n"
-    "                     [--plant-wrong-result CHECK]\n\n"
+    "                     [--plant-wrong-result CHECK] [--plant-nan-grad-h STEP:L,B,T,U]\n\n"
     "Trains the model described by the config on [data] train, evaluating on [data] val.\n"
     "Writes <out_dir>/telemetry.csv (one row per step), <out_dir>/checkpoint.safetensors\n"
     "(every checkpoint_interval steps and at the end) and <out_dir>/sample.txt.\n"
@@ -55,6 +55,9 @@ static const char *HELP =
     "                      (with data parallelism every rank checks its own GPU; all must pass)\n"
     "  --plant-nan NAME    testing aid: fill parameter tensor NAME with NaN before the first step\n"
     "  --plant-overflow N  testing aid: make one gradient +Inf at step N (the step is skipped)\n"
+    "  --plant-nan-grad-h STEP:L,B,T,U  testing aid: at step STEP, a NaN in the hidden-state gradient\n"
+    "                      entering layer L's BPTT at sequence B, timestep T, unit U, seen by the\n"
+    "                      recurrence only (the step must be skipped, docs/stability.md)\n"
     "  --plant-wrong-result CHECK  testing aid: the preflight takes CHECK's GPU results as wrong\n"
     "                      (gru_forward, gru_backward, attention, model, grad_reduce, adamw), so the\n"
     "                      run is refused; nothing is remembered\n";
@@ -95,6 +98,22 @@ static int run_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, cons
     return cc_preflight(cfg, B, T, dist, &po);
 }
 
+/* --plant-nan-grad-h STEP:L,B,T,U (the ranges against the model are the trainer's to check) */
+static int parse_plant_grad_h(const char *arg, cc_train_opts *o)
+{
+    long step;
+    int l, b, t, u, end = 0;
+    if (sscanf(arg, "%ld:%d,%d,%d,%d%n", &step, &l, &b, &t, &u, &end) != 5 || arg[end] != 0 || step < 1 || l < 0 ||
+        b < 0 || t < 0 || u < 0) {
+        cli_usage_error("train", "--plant-nan-grad-h: expected STEP:LAYER,SEQUENCE,TIMESTEP,UNIT (STEP from 1, the "
+                                 "rest from 0), e.g. 3:1,0,5,7");
+        return 1;
+    }
+    o->plant_grad_h_step = step;
+    o->plant_grad_h = (cc_plant_grad_h){ 1, l, b, t, u };
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -104,7 +123,8 @@ int cmd_train(int argc, char **argv)
         { "sample-tokens", required_argument, 0, 't' }, { "check-finite", no_argument, 0, 'F' }, { "plant-nan", required_argument, 0, 'N' },
         { "plant-overflow", required_argument, 0, 'O' }, { "dist", required_argument, 0, 'D' },
         { "dist-id", required_argument, 0, 'I' }, { "force", no_argument, 0, 'f' },
-        { "plant-wrong-result", required_argument, 0, 'W' }, CLI_PREFLIGHT_OPTION,
+        { "plant-wrong-result", required_argument, 0, 'W' }, { "plant-nan-grad-h", required_argument, 0, 'G' },
+        CLI_PREFLIGHT_OPTION,
         { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
     cc_train_opts o = { 0 };
@@ -130,6 +150,7 @@ int cmd_train(int argc, char **argv)
         case 'N': o.plant_nan = optarg; break;
         case 'O': if (cli_parse_long("--plant-overflow", optarg, 1, 1L << 40, &v)) return 2; o.plant_overflow_step = v; break;
         case 'W': plant_wrong = optarg; break;
+        case 'G': if (parse_plant_grad_h(optarg, &o)) return 2; break;
         }
     }
     if (c < 0) return parser.status;

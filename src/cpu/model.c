@@ -4,6 +4,7 @@
  *   s = RMSNorm(uᴸ); c = out · attn(qkv · s)                  context stream
  *   logits = lm_head · RMSNorm(uᴸ + c)                        merge, classify
  * Backward follows the same path in reverse on the scaled loss. */
+#include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -165,10 +166,16 @@ void CC_FN(cpu_model_backward)(const cc_layout *lay, const real *params, real *g
     /* token stream, top layer first. du holds dL/duˡ⁺¹, which is also dL/dhˡ
      * (residual) and part of dL/duˡ. */
     for (int l = L - 1; l >= 0; l--) {
+        const cc_plant_grad_h *pl = a->plant;
+        const int planted = pl && pl->on && pl->layer == l && pl->b < B && pl->t < T && pl->unit < D;
+        const size_t pi = planted ? ((size_t)pl->b * T + pl->t) * D + pl->unit : 0;
+        const real kept = du[pi];
+        if (planted) du[pi] = (real)NAN;
         CC_FN(cpu_gru_backward)(a->dgx, PARAM(grads, lay->gru_whh[l]),
                                 PARAM(grads, lay->gru_bhh[l]), du, a->h + l * MD,
                                 a->gates + l * 3 * MD, a->ghn + l * MD,
                                 PARAM(params, lay->gru_whh[l]), B, T, D, grad_h_limit, a->scratch);
+        if (planted) du[pi] = kept; /* the residual path keeps its value */
         CHECK("gru_backward", "dgx", l, a->dgx, 3 * MD, 3 * D);
         real *da = a->dtmp;
         memset(da, 0, sizeof(real) * MD);

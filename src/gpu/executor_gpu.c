@@ -310,6 +310,7 @@ static void gpu_destroy(cc_executor *ex)
     if (g->graph_exec) cudaGraphExecDestroy(g->graph_exec);
     for (int i = 0; i < nb; i++) cudaFree(*bufs[i].slot);
     cudaFree(g->acc32);
+    cudaFree(g->plant_slot);
     for (int l = 0; l < g->nlanes; l++) {
         gpu_lane *ln = &g->lane[l];
         gpu_matmul_destroy(ln->gemm);

@@ -34,6 +34,7 @@ int gpu_caps_query(gpu_caps *c)
         attr(&c->l2_bytes, cudaDevAttrL2CacheSize, dev, "L2 size") ||
         attr(&c->cooperative_launch, cudaDevAttrCooperativeLaunch, dev, "cooperative launch support"))
         return -1;
+    c->device_sm_count = c->sm_count;
     if (c->cc_major >= 9 && attr(&c->cluster_launch, cudaDevAttrClusterLaunch, dev, "cluster launch support"))
         return -1;
     if (kernels_compiled_for(&c->binary_version, &c->ptx_version) != 0)

@@ -83,6 +83,7 @@ typedef struct {
     float *partials, *partials_host;
     int *nonfinite;
     unsigned long long *first_bad; /* NaN provenance scratch */
+    float *plant_slot; /* --plant-nan-grad-h: [0] NaN, [1] the value it stood in for (on first use) */
     /* profiling: an event at each phase boundary of a step (one lane) */
     int profile, nmarks;
     cudaEvent_t marks[64];

@@ -46,8 +46,13 @@ void gpu_gru_impl_why(const gpu_caps *caps, gpu_gru_path path, int B, int T, int
         snprintf(buf, len, "%s; %s", no_cluster, split);
         return;
     }
+    if (path != GPU_GRU_STEPWISE && gru_persistent_refusal()) {
+        snprintf(buf, len, "%s", gru_persistent_refusal());
+        return;
+    }
     snprintf(buf, len, "%s", path == GPU_GRU_STEPWISE ? "forced by [gpu] recurrence"
-                             : "no persistent split fits this GPU (D not a multiple of 32, too few SMs or too little shared memory)");
+                             : "no persistent split fits this GPU (D not a multiple of 32, too few SMs or too little "
+                               "shared memory, or its grid cannot be resident: the occupancy API's limit)");
 }
 
 /* Wide pays where the recurrences hold the SMs for longer than the rest of
@@ -68,10 +73,10 @@ void gpu_gru_forward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path
         launch_gru_forward_cluster(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, wide, caps, s);
         return;
     }
-    if (impl == GRU_IMPL_PERSISTENT) {
-        launch_gru_forward_persistent(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D, caps, s);
+    /* a persistent launch the runtime refuses falls through to the per-step loop */
+    if (impl == GRU_IMPL_PERSISTENT && launch_gru_forward_persistent(h, gates, ghn, hprev16, gx, whh16, bhh, B, T, D,
+                                                                     caps, s) == 0)
         return;
-    }
     uint16_t *hp = hprev16;
     /* h_{-1} = 0: the FP16 copy read at t = 0 (and by dW_hh) is zero */
     cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * T * D, 0, sizeof(uint16_t) * D, B, s));
@@ -95,10 +100,9 @@ int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, vo
         launch_gru_backward_cluster(dgx16, dgh16, bias_part, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, caps, s);
         return bias_part ? B / 8 : 0;
     }
-    if (impl == GRU_IMPL_PERSISTENT) {
-        launch_gru_backward_persistent(dgx16, dgh16, dh_in, h, gates, ghn, whh16, B, T, D, clamp_limit, caps, s);
+    if (impl == GRU_IMPL_PERSISTENT && launch_gru_backward_persistent(dgx16, dgh16, dh_in, h, gates, ghn, whh16, B, T,
+                                                                      D, clamp_limit, caps, s) == 0)
         return 0;
-    }
     cudaCheck(cudaMemsetAsync(dhrec, 0, sizeof(float) * B * D, s));
     for (int t = T - 1; t >= 0; t--) {
         launch_gru_cell_backward(dgx16, dgh16, dhrec, dh_in, h, gates, ghn, B, T, D, t, clamp_limit, s);

@@ -10,7 +10,7 @@
  * priority), then replayed while what the kernels were given stays the same:
  * the loss scale and the scored count (the clamp limits follow from them) and
  * the lanes. The first step runs eagerly, so the GEMM plans and the
- * reduction scratch exist before a capture. Off for --check, profiling,
+ * reduction scratch exist before a capture. Off for --check, a planted NaN, profiling,
  * lane tracing and NCCL (each synchronises or records inside the step). A
  * capture the runtime refuses turns graphs off for the run, and that step is
  * issued eagerly instead.
@@ -22,7 +22,7 @@ static int graphs_allowed(const cc_executor *ex)
 {
     const gpu_impl *g = IMPL(ex);
     const int wanted = strcmp(ex->cfg.cuda_graph, "auto") == 0 ? !g->gru_wide : strcmp(ex->cfg.cuda_graph, "on") == 0;
-    return wanted && !g->graph_failed && !ex->check && !g->profile && !gpu_trace_on() && !(ex->dist && ex->dist->active);
+    return wanted && !g->graph_failed && !ex->check && !ex->plant_grad_h.on && !g->profile && !gpu_trace_on() && !(ex->dist && ex->dist->active);
 }
 
 static int graph_capture(cc_executor *ex, double loss_scale, long scored, int n)

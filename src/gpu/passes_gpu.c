@@ -2,6 +2,7 @@
  * sequences, see gpu_impl.h) at a time: every launch of a lane goes to the
  * lane's streams and touches only the lane's rows of the activations and its
  * own gradient accumulator, so lanes may run concurrently. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "catchat/dist.h"
@@ -260,6 +261,27 @@ static void weight_grads(lane_ctx *c, int l, const uint16_t *dgx, const uint16_t
     cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
 }
 
+/* --plant-nan-grad-h (finite.h): where the planted element is in this lane
+ * and layer, a pointer to it in du; its value is kept in plant_slot[1] and
+ * a NaN stands in its place for the BPTT (stream-ordered copies; graphs are
+ * off while planting). NULL elsewhere. */
+static float *plant_begin(lane_ctx *c, int l, float *du, cudaStream_t s)
+{
+    const cc_plant_grad_h *pl = &c->ex->plant_grad_h;
+    const int b = pl->b - c->ln->b0;
+    if (!pl->on || pl->layer != l || b < 0 || b >= c->B || pl->t >= c->T || pl->unit >= c->D) return NULL;
+    gpu_impl *g = c->g;
+    if (!g->plant_slot) {
+        const float nan = NAN;
+        cudaCheck(cudaMalloc((void **)&g->plant_slot, 2 * sizeof(float)));
+        cudaCheck(cudaMemcpy(g->plant_slot, &nan, sizeof(float), cudaMemcpyHostToDevice));
+    }
+    float *at = du + ((size_t)b * c->T + pl->t) * c->D + pl->unit;
+    cudaCheck(cudaMemcpyAsync(g->plant_slot + 1, at, sizeof(float), cudaMemcpyDeviceToDevice, s));
+    cudaCheck(cudaMemcpyAsync(at, g->plant_slot, sizeof(float), cudaMemcpyDeviceToDevice, s));
+    return at;
+}
+
 /* Layer l's BPTT; its weight gradients go to the side stream. du holds
  * dL/du^{l+1}, which is also dL/dh^l through the residual, and leaves as dL/du^l. */
 static void backward_layer(lane_ctx *c, int l, float clamp_limit)
@@ -280,10 +302,13 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     uint16_t *dgx = LROWS(c, g->dgx16, par, 3 * D), *dgh = LROWS(c, g->dgh16, par, 3 * D);
     if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
+    float *planted = plant_begin(c, l, du, s);
     const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, dgx, dgh, g->dhrec + (size_t)ln->b0 * D,
                                     bias_part(c, par), du, hl,
                                     gatesl, ghnl, P16(ex, lay->gru_whh[l]), c->B, T, D, clamp_limit, to_rec(ln));
     from_rec(ln);
+    if (planted) /* the residual path keeps its value */
+        cudaCheck(cudaMemcpyAsync(planted, c->g->plant_slot + 1, sizeof(float), cudaMemcpyDeviceToDevice, s));
     mark(c, PH_BPTT);
     check(c, "gru_backward", "dgx", l, dgx, 3 * MD, 1, 3 * D);
     /* The weight gradients, each one GEMM over the lane's positions, on the

@@ -3,8 +3,10 @@
  * on random inputs. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include "catchat/cpu_ref.h"
 #include "catchat/gpu_ops.h"
+#include "catchat/kernels.h"
 #include "catchat/util.h"
 #include "ladder/ladder.h"
 
@@ -59,4 +61,28 @@ int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, cha
         snprintf(why, sizeof(why), "%s (the per-step loop here)", name);
     stage_skip_part(st, why);
     return 0;
+}
+
+void gru_stress_cases(const ladder_ctx *cx, stage *st, gru_case_fn one)
+{
+    char name[64], what[160];
+    for (int i = 0; i < N_GRU_PATHS; i++) {
+        const gru_path_case *pc = &k_gru_paths[i];
+        if (pc->impl != GRU_IMPL_CLUSTER || !gru_path_begin(cx, st, pc, name, sizeof(name))) continue;
+        strncat(name, " delayed", sizeof(name) - strlen(name) - 1);
+        gru_cluster_set_jitter(0x5eed + (unsigned)i);
+        one(cx, st, pc, name);
+        gru_cluster_set_jitter(0);
+    }
+    /* the persistent D=512 case, its launch refused as too large */
+    const gru_path_case *pc = &k_gru_paths[1];
+    if (!gru_path_begin(cx, st, pc, name, sizeof(name))) return;
+    strncat(name, " refused", sizeof(name) - strlen(name) - 1);
+    gru_persistent_plant_refusal(1);
+    one(cx, st, pc, name);
+    const int refused = gru_persistent_refusal() != NULL;
+    const gpu_gru_impl after = gpu_gru_impl_for(cx->caps, pc->path, pc->B, pc->T, pc->D);
+    gru_persistent_plant_refusal(0);
+    snprintf(what, sizeof(what), "a refused persistent launch is recorded and the per-step loop taken (%s)", name);
+    check_flag(st, what, refused && after == GRU_IMPL_STEPWISE);
 }

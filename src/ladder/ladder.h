@@ -146,5 +146,12 @@ extern const gru_path_case k_gru_paths[N_GRU_PATHS];
  * GPU (or profile) takes another implementation for the shape, the case does
  * not apply: 0, and the row names it as not run here. */
 int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, char *name, size_t n);
+/* The recurrence's stress cases, each through `one` (a stage's check of a
+ * case): the cluster cases again with random per-CTA delays at the exchange
+ * points (gru_cluster_set_jitter), and a persistent case whose launch the
+ * runtime refuses (gru_persistent_plant_refusal), which must fall back to
+ * the per-step loop with the same results and say so. */
+typedef void (*gru_case_fn)(const ladder_ctx *cx, stage *st, const gru_path_case *pc, const char *name);
+void gru_stress_cases(const ladder_ctx *cx, stage *st, gru_case_fn one);
 
 #endif

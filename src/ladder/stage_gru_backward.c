@@ -1,7 +1,10 @@
 /* gru_backward (GRU BPTT): a whole layer backward on every recurrence
  * implementation (the cases of gru_forward), with loss_scale = 128 and a
- * grad_h clamp that binds, against the CPU reference; and the GPU's unscaled
- * gradients at S = 128 against S = 1. */
+ * grad_h clamp that binds, against the CPU reference; the GPU's unscaled
+ * gradients at S = 128 against S = 1; a NaN in the incoming gradient carried
+ * exactly as the CPU carries it, through the clamp; and the stress cases of
+ * gru_forward (cluster kernels with random delays, a refused persistent
+ * launch), gru_cases.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,13 +85,68 @@ void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int
     gru_case_free(&c);
 }
 
+/* A NaN in the incoming hidden-state gradient at one (b, t, unit), with the
+ * clamp on (as an inf − inf inside W_hhᵀ·dgh makes one): the recurrence must
+ * carry it to every earlier step of that sequence and into dW_hh exactly as
+ * the CPU does, or the non-finite guard would let the step through (a clamp
+ * written fminf(fmaxf(g, -L), L) turns a NaN into -L). Elements both sides
+ * keep finite are compared as in gru_backward_check. */
+static void gru_backward_nan_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int B, int T, int D,
+                                   const char *path)
+{
+    const double S = 128, c_user = 0.05;
+    gru_case c;
+    gru_case_init(&c, cx->rng, B, T, D);
+    const size_t MD = (size_t)B * T * D;
+    float *dh = rand_vec(cx->rng, MD, 0.03 * S, 0);
+    dh[((size_t)(B / 2) * T + T / 2) * D + D / 3] = NAN;
+    float *rdgx = cc_malloc(12 * MD), *rdw = cc_calloc((size_t)3 * D * D, 4), *rdb = cc_calloc(3 * D, 4);
+    cpu_gru_backward(rdgx, rdw, rdb, dh, c.h, c.gates, c.ghn, c.whh, B, T, D, c_user * S, c.scratch);
+    float *gdgx, *gdw, *gdb;
+    gpu_bptt(cx->gemm, cx->caps, gpath, &c, dh, (float)(c_user * S), &gdgx, &gdw, &gdb);
+    size_t differ = 0, bad = 0, kept = 0;
+    float *gk = cc_malloc(12 * MD), *rk = cc_malloc(12 * MD);
+    for (size_t i = 0; i < 3 * MD; i++) {
+        const int gf = isfinite(gdgx[i]), rf = isfinite(rdgx[i]);
+        differ += gf != rf;
+        bad += !rf;
+        if (gf && rf) {
+            gk[kept] = gdgx[i];
+            rk[kept++] = rdgx[i];
+        }
+    }
+    size_t wbad_g = 0, wbad_r = 0;
+    for (size_t i = 0; i < (size_t)3 * D * D; i++) {
+        wbad_g += !isfinite(gdw[i]);
+        wbad_r += !isfinite(rdw[i]);
+    }
+    char what[160];
+    snprintf(what, sizeof(what), "NaN in dh: non-finite dgx where the CPU's is (%s): %zu of %zu differ", path, differ,
+             bad);
+    check_flag(st, what, bad > 0 && differ == 0);
+    snprintf(what, sizeof(what), "NaN in dh: dW_hh non-finite on both (%s)", path);
+    check_flag(st, what, wbad_g > 0 && wbad_r > 0);
+    snprintf(what, sizeof(what), "dgx beside the NaN (%s)", path);
+    check(st, what, gk, rk, kept, 1e-2, 0);
+    FREE_ALL(dh, rdgx, rdw, rdb, gdgx, gdw, gdb, gk, rk);
+    gru_case_free(&c);
+}
+
+static void bptt_case(const ladder_ctx *cx, stage *st, const gru_path_case *pc, const char *name)
+{
+    gru_backward_check(cx, st, pc->path, pc->B, pc->T, pc->D, name);
+}
+
 static void run_gru_backward(const ladder_ctx *cx, stage *st)
 {
     for (int i = 0; i < N_GRU_PATHS; i++) {
+        const gru_path_case *pc = &k_gru_paths[i];
         char name[64];
-        if (!gru_path_begin(cx, st, &k_gru_paths[i], name, sizeof(name))) continue;
-        gru_backward_check(cx, st, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, name);
+        if (!gru_path_begin(cx, st, pc, name, sizeof(name))) continue;
+        gru_backward_check(cx, st, pc->path, pc->B, pc->T, pc->D, name);
+        gru_backward_nan_check(cx, st, pc->path, pc->B, pc->T, pc->D, name);
     }
+    gru_stress_cases(cx, st, bptt_case);
 }
 
 const ladder_stage ladder_stage_gru_backward = { "gru_backward", "GRU BPTT", run_gru_backward };

@@ -36,10 +36,15 @@ void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int 
     gru_case_free(&c);
 }
 
+static void forward_case(const ladder_ctx *cx, stage *st, const gru_path_case *pc, const char *name)
+{
+    gru_forward_check(cx, st, pc->path, pc->B, pc->T, pc->D, pc->wide, name);
+}
+
 static void run_gru_forward(const ladder_ctx *cx, stage *st)
 {
     snprintf(st->shape, sizeof(st->shape),
-             "persistent D64/512/1024/2048, per-step D64, cluster D512/128 + wide (gru_cases.c)");
+             "persistent D64/512/1024/2048, per-step D64, cluster D512/128 + wide, stress (gru_cases.c)");
     for (int i = 0; i < N_GRU_PATHS; i++) {
         char name[64];
         if (!gru_path_begin(cx, st, &k_gru_paths[i], name, sizeof(name))) continue;
@@ -54,6 +59,7 @@ static void run_gru_forward(const ladder_ctx *cx, stage *st)
     char name[64];
     if (gru_path_begin(cx, st, w, name, sizeof(name)))
         gru_forward_check(cx, st, w->path, w->B, w->T, w->D, w->wide, "cluster wide D=512");
+    gru_stress_cases(cx, st, forward_case);
 }
 
 const ladder_stage ladder_stage_gru_forward = { "gru_forward", "GRU recurrence", run_gru_forward };

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# A NaN born inside the recurrence's incoming gradient (train
+# --plant-nan-grad-h, as an overflow inside W_hhᵀ·dgh makes one) with the
+# grad_h clamp on: that step's gradient norm is non-finite and the step is
+# skipped, the steps around it are not, and --check-finite names gru_backward's
+# dgx of that layer and sequence as where it first appears. The same on the
+# CPU reference and on the GPU (docs/stability.md).
+#   tests/nan_clamp.sh path/to/catchat cpu|gpu
+# gpu without a CUDA device: skipped (exit 77).
+set -u
+source "$(dirname "$0")/lib.sh" "$1"
+dev=$2
+if [ "$dev" = gpu ]; then
+  "$bin" ladder --stage matmul >/dev/null 2>&1
+  if [ $? -eq 77 ]; then echo "no CUDA device: skipped"; exit 77; fi
+fi
+export XDG_CACHE_HOME="$tmp/xdg" # not the user's own memory of preflight passes
+make_corpus "$tmp"
+sets=(--config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt" --set device="$dev"
+      --set max_steps=5 --set eval_interval=0 --set grad_h_clamp=0.5 --sample-tokens 0 --quiet)
+plant=(--plant-nan-grad-h 3:1,2,20,7) # step 3, layer 1, sequence 2, timestep 20, unit 7
+
+# the step with the NaN is skipped with a non-finite norm; the others are not
+"$bin" train "${sets[@]}" --set out_dir="$tmp/run" "${plant[@]}" >"$tmp/run.log" 2>&1 \
+  || bad "planted run: $(tail -2 "$tmp/run.log")"
+python3 - "$tmp/run/telemetry.csv" >"$tmp/rows.txt" 2>&1 <<'PY' || bad "telemetry: $(cat "$tmp/rows.txt")"
+import csv, math, sys
+rows = {int(r["step"]): r for r in csv.DictReader(open(sys.argv[1]))}
+assert sorted(rows) == [1, 2, 3, 4, 5], f"steps {sorted(rows)}"
+for s, r in rows.items():
+    skipped, norm = int(r["skipped"]), float(r["grad_norm"])
+    if s == 3:
+        assert skipped == 1 and not math.isfinite(norm), f"step 3: skipped={skipped} grad_norm={norm}"
+    else:
+        assert skipped == 0 and math.isfinite(norm), f"step {s}: skipped={skipped} grad_norm={norm}"
+PY
+[ -s "$tmp/rows.txt" ] || ok
+
+# without the plant nothing is skipped (the clamp alone does not make a NaN)
+"$bin" train "${sets[@]}" --set out_dir="$tmp/clean" >"$tmp/clean.log" 2>&1 || bad "clean run: $(tail -2 "$tmp/clean.log")"
+awk -F, 'NR > 1 && $9 != 0 { found = 1 } END { exit found }' "$tmp/clean/telemetry.csv" && ok \
+  || bad "a clean run skipped a step"
+
+# --check-finite: stops at step 3 and names where the NaN first appears
+expect_error "--check-finite" \
+  "non-finite value at step 3, first in gru_backward (layer 1, timestep [0-9]*, sequence 2): dgx" \
+  "$bin" train "${sets[@]}" --set out_dir="$tmp/check" "${plant[@]}" --check-finite
+
+# the plant outside the model is a one-line error
+expect_error "plant out of range" "plant-nan-grad-h" \
+  "$bin" train "${sets[@]}" --set out_dir="$tmp/range" --plant-nan-grad-h 3:2,0,0,0
+finish
