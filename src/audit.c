@@ -40,7 +40,9 @@ typedef struct {
 static int run_side(side *sd, const cc_config *cfg, const char *which, const char *device, const float *params,
                     const int *x, const int *y, int T, double S)
 {
-    if (strcmp(device, "gpu") == 0 && cc_gpu_count() == 0)
+    const int gpus = strcmp(device, "gpu") == 0 ? cc_gpu_count() : 1;
+    if (gpus < 0) return -1; /* the driver fails: cc_gpu_count said why */
+    if (gpus == 0)
         return cc_error("audit: --device-%s gpu, but no CUDA device is visible: run it where one is, or compare "
                         "with --device-%s cpu", which, which);
     cc_config c = *cfg;

@@ -2,12 +2,17 @@
  * a device's limits (gpu_caps_limit), the sm_90-features test that must see
  * through a PTX-only build, and the persistent recurrence's plan
  * (gru_persistent_supported / _describe are host code) on the limits of
- * GPUs nobody here has. */
+ * GPUs nobody here has. Also what a CUDA runtime's "no GPU" answers mean
+ * (cc_gpu_classify) and the ladder's exit status from its counts. */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <dlfcn.h>
 #include <string.h>
+#include "catchat/device.h"
 #include "catchat/gpu_caps.h"
 #include "catchat/kernels.h"
+#include "catchat/ladder.h"
 
 /* An H200 as gpu_caps_query reads it, with a build holding sm_90 code. */
 static gpu_caps h200(void)
@@ -117,4 +122,56 @@ Test(gpu_caps, persistent_plan_refuses_what_it_cannot_do_well)
     c = h200();
     gpu_caps_limit(&c, "sm86", 0, 0, 0);
     cr_expect_not(gru_persistent_supported(&c, 64, 512, 1024), "RTX 3090 limits, D=1024: W_hh streams from L2");
+}
+
+/* Only "no device" and "no driver installed" mean there is no GPU to use;
+ * a driver that is there but fails must be an error, or every GPU test on a
+ * machine with a broken driver would read as skipped. */
+Test(gpu_probe, only_no_device_and_no_driver_mean_absent)
+{
+    cr_expect_eq(cc_gpu_classify(cudaSuccess, 1), CC_GPU_FOUND);
+    cr_expect_eq(cc_gpu_classify(cudaErrorNoDevice, 1), CC_GPU_ABSENT);
+    cr_expect_eq(cc_gpu_classify(cudaErrorNoDevice, 0), CC_GPU_ABSENT);
+    cr_expect_eq(cc_gpu_classify(cudaErrorInsufficientDriver, 0), CC_GPU_ABSENT, "no libcuda.so.1: no driver");
+    cr_expect_eq(cc_gpu_classify(cudaErrorInsufficientDriver, 1), CC_GPU_BROKEN, "a driver older than the runtime");
+    cr_expect_eq(cc_gpu_classify(cudaErrorStubLibrary, 1), CC_GPU_ABSENT, "the toolkit's stub is no driver");
+    const cudaError_t broken[] = { cudaErrorInitializationError, cudaErrorUnknown, cudaErrorSystemDriverMismatch,
+                                   cudaErrorCompatNotSupportedOnDevice, cudaErrorDevicesUnavailable,
+                                   cudaErrorOperatingSystem };
+    for (size_t i = 0; i < sizeof(broken) / sizeof(broken[0]); i++)
+        for (int installed = 0; installed <= 1; installed++)
+            cr_expect_eq(cc_gpu_classify(broken[i], installed), CC_GPU_BROKEN, "%s", cudaGetErrorName(broken[i]));
+}
+
+/* Where the driver is not installed (CI), the real runtime's answer must be
+ * classified as "no GPU": 0 devices and no error line. */
+Test(gpu_probe, no_driver_installed_is_no_gpu, .init = cr_redirect_stderr)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (lib) {
+        dlclose(lib);
+        cr_skip_test("a driver is installed here");
+    }
+    cr_expect_eq(cc_gpu_count(), 0);
+    cr_expect_stderr_eq_str("");
+}
+
+static cc_ladder_counts counts(int passed, int warned, int skipped, int failed)
+{
+    const cc_ladder_counts n = { passed, warned, skipped, failed };
+    return n;
+}
+
+/* A ladder that checked nothing is skipped, never passed; a failure wins
+ * over everything; skips beside stages that ran do not fail it. */
+Test(ladder_exit, skipped_unless_a_stage_ran_failed_wins)
+{
+    cr_expect_eq(cc_ladder_exit_status(counts(11, 0, 0, 0)), 0);
+    cr_expect_eq(cc_ladder_exit_status(counts(10, 0, 1, 0)), 0, "some ran, none failed");
+    cr_expect_eq(cc_ladder_exit_status(counts(0, 1, 2, 0)), 0, "a WARNed stage ran");
+    cr_expect_eq(cc_ladder_exit_status(counts(0, 0, 1, 0)), CC_EXIT_SKIP, "--stage model, executor refused");
+    cr_expect_eq(cc_ladder_exit_status(counts(0, 0, 11, 0)), CC_EXIT_SKIP);
+    cr_expect_eq(cc_ladder_exit_status(counts(0, 0, 0, 0)), CC_EXIT_SKIP, "nothing at all ran");
+    cr_expect_eq(cc_ladder_exit_status(counts(10, 0, 0, 1)), 1);
+    cr_expect_eq(cc_ladder_exit_status(counts(0, 0, 10, 1)), 1, "a failure among skips");
 }

@@ -19,7 +19,9 @@ static const char *HELP_HEAD =
     "step runs. One row per stage: max |gpu - ref|, relative error, tolerance and\n"
     "PASS, WARN (a diagnostic over its bound), SKIP (this GPU cannot take the\n"
     "stage's path; the reason is shown) or FAIL; then a summary line. Exit status:\n"
-    "0 no stage failed, 1 a stage failed, 2 a bad option, 77 no GPU (skipped).\n\n"
+    "0 a stage ran and none failed (the summary counts the skipped ones), 1 a stage\n"
+    "failed or the NVIDIA driver is installed but fails, 2 a bad option, 77 skipped:\n"
+    "no GPU, no driver, or no stage could run here.\n\n"
     "Stages (number, op name, title; --stage takes any of the three):\n";
 
 static const char *HELP_TAIL =
@@ -92,8 +94,11 @@ int cmd_ladder(int argc, char **argv)
     if (c < 0) return parser.status;
     if (cli_check_choice("ladder", "--dist", dist_mode, "auto|mpi|env|none")) return 2;
     if (cli_check_choice("ladder", "--gpu-profile", o.gpu_profile, gpu_caps_profile_names())) return 2;
-    if (cc_gpu_count() == 0) {
-        fprintf(stderr, "catchat: ladder: no CUDA device visible: skipped (exit %d)\n", CC_EXIT_SKIP);
+    const int gpus = cc_gpu_count();
+    if (gpus < 0) return 1; /* a driver that fails is a failure, never a skip: cc_gpu_count said why */
+    if (gpus == 0) {
+        fprintf(stderr, "catchat: ladder: no CUDA device visible (no GPU or no driver): skipped (exit %d)\n",
+                CC_EXIT_SKIP);
         return CC_EXIT_SKIP;
     }
     cc_dist dist;
@@ -103,7 +108,11 @@ int cmd_ladder(int argc, char **argv)
     o.dist = &dist;
     FILE *out = dist.rank == 0 ? stdout : fopen("/dev/null", "w");
     const cc_ladder_counts n = cc_ladder_run(&o, out); /* prints the rows and the summary line */
+    const int rank0 = dist.rank == 0;
     if (out != stdout) fclose(out);
     cc_dist_finalize(&dist);
-    return n.failed ? 1 : 0;
+    const int status = cc_ladder_exit_status(n);
+    if (status == CC_EXIT_SKIP && rank0)
+        fprintf(stderr, "catchat: ladder: no stage ran (%d skipped): skipped (exit %d)\n", n.skipped, CC_EXIT_SKIP);
+    return status;
 }

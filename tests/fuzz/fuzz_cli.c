@@ -1,5 +1,8 @@
 /* libFuzzer harness: command-line values: --set key=value and the strict
- * numeric option parsers, one argument per input line. */
+ * numeric option parsers, one argument per input line. Beyond "no crash" it
+ * checks (abort() is the finding) that a number a parser accepts lies in the
+ * range it was given, and is finite for cli_parse_double. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/config.h"
@@ -21,8 +24,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         double d;
         unsigned long long u;
         cc_config_set_arg(&c, arg);
-        cli_parse_long("--x", arg, -1000000, 1000000, &l);
-        cli_parse_double("--x", arg, -1e30, 1e30, &d);
+        if (cli_parse_long("--x", arg, -1000000, 1000000, &l) == 0 && (l < -1000000 || l > 1000000)) abort();
+        if (cli_parse_double("--x", arg, -1e30, 1e30, &d) == 0 && !(isfinite(d) && d >= -1e30 && d <= 1e30))
+            abort();
         cli_parse_u64("--x", arg, &u);
         cli_add_set(&ca, arg);
     }

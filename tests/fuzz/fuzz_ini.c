@@ -1,8 +1,31 @@
-/* libFuzzer harness: the INI config reader (inih + catchat's key table). */
+/* libFuzzer harness: the INI config reader (inih + catchat's key table).
+ * Beyond "no crash" it checks (abort() is the finding) that a config that
+ * loads converts to JSON (the form a checkpoint stores) and back, and that
+ * for UTF-8 text the copy is the same config, key by key. Text that is not
+ * UTF-8 is held to the first check only: JSON strings are UTF-8, and such a
+ * value does not reach the JSON. */
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/config.h"
 #include "catchat/util.h"
+
+static int is_utf8(const char *text)
+{
+    json_t *s = json_string(text); /* NULL for bytes that are not UTF-8 */
+    json_decref(s);
+    return s != NULL;
+}
+
+/* Every key of every section holds the same value in a and b. */
+static int same_config(const cc_config *a, const cc_config *b)
+{
+    const char *section, *key, *def, *help, *last = "";
+    char diff[256];
+    for (int i = 0; cc_config_key_info(i, &section, &key, &def, &help); last = section, i++)
+        if (strcmp(section, last) != 0 && cc_config_section_diff(a, b, section, diff, sizeof(diff)) != 0) return 0;
+    return 1;
+}
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
@@ -13,11 +36,11 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     cc_config c;
     cc_config_defaults(&c);
     if (cc_config_load_string(&c, text, "fuzz.ini") == 0) {
-        /* a config that loads must also survive the round trips it takes later */
         char *js = cc_config_to_json(&c);
         cc_config d;
         cc_config_defaults(&d);
         if (cc_config_from_json(&d, js, "fuzz.json") != 0) abort();
+        if (is_utf8(text) && !same_config(&c, &d)) abort(); /* inih stops at a NUL, as strlen does */
         free(js);
     }
     free(text);
