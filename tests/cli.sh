@@ -62,7 +62,9 @@ head -1 "$tmp/run/telemetry.csv" | grep -q '^step,tokens,loss,running_loss,lr,lo
   || bad "telemetry header"
 "$bin" eval --ckpt "$tmp/run/checkpoint.safetensors" --data "$tmp/val.txt" --json >"$tmp/eval.json" \
   || bad "eval"
-python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert 0 < d['loss'] < 6 and 0 <= d['top1'] <= d['top5'] <= 1, d" "$tmp/eval.json" \
+# These 8 steps reach 4.438 (bit for bit at any thread count); untrained the model
+# scores 5.63 (uniform: ln 256 = 5.55) and after 6 steps 4.69: under 4.6 it has learned.
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert 0 < d['loss'] < 4.6 and 0 <= d['top1'] <= d['top5'] <= 1, d" "$tmp/eval.json" \
   || bad "eval json: $(cat "$tmp/eval.json")"
 a=$("$bin" sample --ckpt "$tmp/run/checkpoint.safetensors" --prompt "the " --tokens 30 --temperature 0)
 b=$("$bin" sample --ckpt "$tmp/run/checkpoint.safetensors" --prompt "the " --tokens 30 --temperature 0 --seed 9)

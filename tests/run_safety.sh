@@ -121,8 +121,8 @@ if ! "$bin" train "${tiny[@]}" --set max_steps=3 --set out_dir="$out" --force >/
   bad "--force: $(cat "$tmp/err")"
 elif [ "$(ls "$out"/events.out.tfevents.* | wc -l)" -ne 1 ] || [ "$n_events" -ne 1 ]; then
   bad "--force left old event files"
-elif [ "$(wc -l <"$out/telemetry.csv")" -ne 4 ] || [ -f "$out/grad_norms.csv" ] && \
-     [ "$(tail -1 "$out/grad_norms.csv" | cut -d, -f1)" -gt 3 ]; then
+elif [ "$(wc -l <"$out/telemetry.csv")" -ne 4 ] || { [ -f "$out/grad_norms.csv" ] &&
+     [ "$(tail -1 "$out/grad_norms.csv" | cut -d, -f1)" -gt 3 ]; }; then
   bad "--force kept the old run's logs"
 elif [ ! -f "$out/notes.txt" ]; then bad "--force removed a file the run did not write"
 else ok; fi
