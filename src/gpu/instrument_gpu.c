@@ -78,11 +78,14 @@ void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT])
 
 /* Lane trace (--lane-trace, CATCHAT_LANE_TRACE=1): print, after each step,
  * when every lane's recurrences ran (ms from the step's start), to see how
- * lanes overlap. Process-wide: one executor traces at a time. */
+ * lanes overlap, and when its layers' weight GEMMs ran on the side stream
+ * (series GPU_MAX_LANES + lane), to see what shares the GPU with a
+ * recurrence. Process-wide: one executor traces at a time. */
 #define TRACE_MAX 16
+#define TRACE_SERIES (2 * GPU_MAX_LANES)
 static struct {
-    int on, n[GPU_MAX_LANES];
-    cudaEvent_t ev[GPU_MAX_LANES][TRACE_MAX], t0;
+    int on, n[TRACE_SERIES];
+    cudaEvent_t ev[TRACE_SERIES][TRACE_MAX], t0;
 } trace;
 
 void gpu_trace_init(int on)
@@ -93,7 +96,7 @@ void gpu_trace_init(int on)
     trace.on = on;
     if (!trace.on) return;
     cudaCheck(cudaEventCreate(&trace.t0));
-    for (int l = 0; l < GPU_MAX_LANES; l++)
+    for (int l = 0; l < TRACE_SERIES; l++)
         for (int i = 0; i < TRACE_MAX; i++) cudaCheck(cudaEventCreate(&trace.ev[l][i]));
 }
 
@@ -113,8 +116,10 @@ void gpu_trace_print(int nlanes)
 {
     if (!trace.on) return;
     cudaCheck(cudaDeviceSynchronize());
-    for (int l = 0; l < nlanes; l++) {
-        fprintf(stderr, "lane %d:", l);
+    for (int k = 0; k < 2 * nlanes; k++) {
+        const int l = k < nlanes ? k : GPU_MAX_LANES + k - nlanes;
+        if (k < nlanes) fprintf(stderr, "lane %d:", l);
+        else fprintf(stderr, "lane %d weight GEMMs:", l - GPU_MAX_LANES);
         for (int i = 0; i < trace.n[l]; i++) {
             float ms = 0;
             cudaCheck(cudaEventElapsedTime(&ms, trace.t0, trace.ev[l][i]));

@@ -253,12 +253,14 @@ static void weight_grads(lane_ctx *c, int l, const uint16_t *dgx, const uint16_t
     const cc_layout *lay = &ex->lay;
     const int D = c->D, par = l & 1;
     side_stream_after(ln);
+    gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
     gpu_gru_weight_grads(ln->gemm_wgrad, G32L(c, lay->gru_whh[l]), G32L(c, lay->gru_bhh[l]), G32L(c, lay->gru_bih[l]),
                          dgx, dgh, LROWS(c, g->hprev16, l, D), bias_part(c, par), nparts, c->B, c->T, D,
                          ln->wgrad_stream);
     gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), dgx, LROWS(c, g->a16, l, D), c->M, 3 * D, D,
                   ln->wgrad_stream);
     cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
+    gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
 }
 
 /* --plant-nan-grad-h (finite.h): where the planted element is in this lane
