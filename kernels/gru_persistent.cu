@@ -510,13 +510,16 @@ static int gp_resident_ctas(const gpu_caps *caps, const void *fn, size_t smem)
     static int n;
     for (int i = 0; i < n; i++)
         if (cache[i].fn == fn && cache[i].smem == smem) return cache[i].ctas;
-    int per_sm = 0;
-    if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, GP_THREADS, smem) != cudaSuccess) {
+    int per_sm = 0, ctas;
+    if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, GP_THREADS, smem) == cudaSuccess) {
+        ctas = per_sm * caps->device_sm_count;
+    } else {
+        // No device to ask (a plan for a described GPU, as the CPU tests make): one CTA an SM.
+        // On a GPU a launch the runtime refuses still takes the per-step loop (gp_launch).
         cudaGetLastError(); // a failed query leaves an error the next launch would report
-        per_sm = 0;
+        ctas = caps->sm_count;
     }
-    const int ctas = per_sm * caps->device_sm_count;
     if (n < 64) cache[n++] = { fn, smem, ctas };
     return ctas;
 }
