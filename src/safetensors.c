@@ -121,8 +121,10 @@ static int parse_entry(cc_st_file *f, const char *name, json_t *v, cc_st_tensor 
         if (!json_is_integer(s) || json_integer_value(s) < 0 || json_integer_value(s) > (1LL << 40))
             return cc_error("%s: tensor '%s': bad shape entry", f->path, name);
         t->shape[i] = json_integer_value(s);
+        /* checked before the product, which could wrap (2^40 · 2^24 = 2^64 ≡ 0) */
+        if (t->shape[i] > 0 && numel > (1ULL << 40) / (uint64_t)t->shape[i])
+            return cc_error("%s: tensor '%s': shape too large", f->path, name);
         numel *= (uint64_t)t->shape[i];
-        if (numel > (1ULL << 40)) return cc_error("%s: tensor '%s': shape too large", f->path, name);
     }
     const json_int_t b = json_integer_value(json_array_get(off, 0));
     const json_int_t e = json_integer_value(json_array_get(off, 1));

@@ -163,6 +163,9 @@ Test(checkpoint, hostile_headers_are_errors, .init = cr_redirect_stderr)
     expect_bad(dir, "meta_not_string", buf, n);
     n = with_header(buf, "{\"a\":", 0);
     expect_bad(dir, "truncated_json", buf, n);
+    /* 2^40 · 2^24 elements: a product that wraps to 0 and so would match empty data */
+    n = with_header(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1099511627776,16777216],\"data_offsets\":[0,0]}}", 0);
+    expect_bad(dir, "shape_product_wraps", buf, n);
 }
 
 Test(checkpoint, missing_tensor_and_wrong_shape_name_the_tensor, .init = cr_redirect_stderr)
