@@ -48,10 +48,16 @@ static int time_paths(int B, int T, int D)
         for (int r = 0; r < 5; r++) {
             cudaEventRecord(e0, 0);
             if (cluster[v]) launch_gru_forward_cluster(h, gates, ghn, hp, gx, w, bhh, B, T, D, wide[v], &caps, 0);
-            else launch_gru_forward_persistent(h, gates, ghn, hp, gx, w, bhh, B, T, D, &caps, 0);
+            else if (launch_gru_forward_persistent(h, gates, ghn, hp, gx, w, bhh, B, T, D, &caps, 0)) {
+                fprintf(stderr, "gru_probe: %s\n", gru_persistent_refusal()); /* nothing ran: no time to report */
+                return 1;
+            }
             cudaEventRecord(e1, 0);
             if (cluster[v]) launch_gru_backward_cluster(dgx, dgh, NULL, dh, h, gates, ghn, w, B, T, D, 0.f, &caps, 0);
-            else launch_gru_backward_persistent(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, &caps, 0);
+            else if (launch_gru_backward_persistent(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, &caps, 0)) {
+                fprintf(stderr, "gru_probe: %s\n", gru_persistent_refusal());
+                return 1;
+            }
             cudaEventRecord(e2, 0);
             CK(cudaEventSynchronize(e2));
             cudaEventElapsedTime(&f[r], e0, e1);

@@ -558,8 +558,9 @@ static unsigned cl_jitter_seed;
 
 extern "C" void gru_cluster_set_jitter(unsigned seed) { cl_jitter_seed = seed; }
 
-// The delayed instances' shared-memory limit, raised on their first use
-// (clusters_fit raises the others').
+// The delayed instances' shared-memory limit, raised at each of their
+// launches (a testing aid: the cost does not matter; clusters_fit raises
+// the others' once).
 template <typename K> static void raise_smem(K kernel, size_t smem)
 {
     const cudaError_t e = cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

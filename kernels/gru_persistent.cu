@@ -499,29 +499,32 @@ static const void *gp_kernel(int fwd, int MU, int NT)
 // limit the runtime itself applies. The SM count alone does not say it: a
 // kernel whose registers or shared memory do not fit an SM, or a device
 // whose attributes read differently here, would otherwise fail at launch.
-// Cached per kernel and size (the plan is made at every launch).
+// Caps that describe a GPU instead of reading one (device_sm_count 0, as the
+// CPU tests make them) are planned at one CTA an SM, without asking this
+// machine's device. The blocks an SM are cached per kernel and size (the plan
+// is made at every launch); the device's SM count is applied at each lookup.
 static int gp_resident_ctas(const gpu_caps *caps, const void *fn, size_t smem)
 {
+    if (caps->device_sm_count <= 0) return caps->sm_count;
     static struct {
         const void *fn;
         size_t smem;
-        int ctas;
+        int per_sm; // -1: the query failed
     } cache[64];
     static int n;
-    for (int i = 0; i < n; i++)
-        if (cache[i].fn == fn && cache[i].smem == smem) return cache[i].ctas;
-    int per_sm = 0, ctas;
-    if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess &&
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, GP_THREADS, smem) == cudaSuccess) {
-        ctas = per_sm * caps->device_sm_count;
-    } else {
-        // No device to ask (a plan for a described GPU, as the CPU tests make): one CTA an SM.
-        // On a GPU a launch the runtime refuses still takes the per-step loop (gp_launch).
-        cudaGetLastError(); // a failed query leaves an error the next launch would report
-        ctas = caps->sm_count;
+    int per_sm = -2;
+    for (int i = 0; i < n && per_sm == -2; i++)
+        if (cache[i].fn == fn && cache[i].smem == smem) per_sm = cache[i].per_sm;
+    if (per_sm == -2) {
+        if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, GP_THREADS, smem) != cudaSuccess) {
+            cudaGetLastError(); // a failed query leaves an error the next launch would report
+            per_sm = -1;
+        }
+        if (n < 64) cache[n++] = { fn, smem, per_sm };
     }
-    if (n < 64) cache[n++] = { fn, smem, ctas };
-    return ctas;
+    // a failed query: one CTA an SM; a launch the runtime refuses still takes the per-step loop (gp_launch)
+    return per_sm < 0 ? caps->sm_count : per_sm * caps->device_sm_count;
 }
 
 // A launch the runtime refused as too large for the device (a partition, MPS
@@ -529,7 +532,7 @@ static int gp_resident_ctas(const gpu_caps *caps, const void *fn, size_t smem)
 // first, this process takes the per-step loop (gru_persistent_supported 0),
 // and the reason is what gru_persistent_refusal returns.
 static char gp_refused[192];
-static int gp_plant_oversize; // testing aid: the next launch asks for more CTAs than can be resident
+static int gp_plant_oversize; // testing aid: every launch asks for more CTAs than can be resident
 
 // Chooses the split for B sequences of width D on this GPU (fwd: K = D, row
 // tiles 3·MU; else K = 3D, MU). Every candidate (units a CTA, groups) whose
@@ -651,7 +654,10 @@ static int gp_launch(const gpu_caps *caps, const void *fn, const gp_plan &P, voi
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) gp_fail(what, e);
     int grid = P.G * P.N;
-    if (gp_plant_oversize) grid = gp_resident_ctas(caps, fn, smem) + 1;
+    if (gp_plant_oversize) { // more than the device admits (its own SMs, not a profile's)
+        const int admitted = gp_resident_ctas(caps, fn, smem);
+        grid = (admitted > caps->device_sm_count ? admitted : caps->device_sm_count) + 1;
+    }
     e = cudaLaunchCooperativeKernel(fn, dim3(grid), dim3(GP_THREADS), args, smem, s);
     if (e == cudaSuccess) return 0;
     if (e != cudaErrorCooperativeLaunchTooLarge) gp_fail(what, e);

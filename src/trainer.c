@@ -294,6 +294,12 @@ static char *run_signature(const cc_config *cfg, const cc_train_opts *o)
 static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc_run_state *st, cc_train_result *res)
 {
     const int B = cfg->batch_size, T = cfg->seq_len;
+    const cc_plant_grad_h *pg = &o->plant_grad_h;
+    if (o->plant_grad_h_step > 0 && (pg->layer >= cfg->n_layers || pg->b >= cfg->batch_size || pg->t >= cfg->seq_len ||
+                                     pg->unit >= cfg->d_model))
+        return cc_error("--plant-nan-grad-h %ld:%d,%d,%d,%d: outside the model (layers %d, batch_size %d, seq_len %d, "
+                        "d_model %d)", o->plant_grad_h_step, pg->layer, pg->b, pg->t, pg->unit, cfg->n_layers,
+                        cfg->batch_size, cfg->seq_len, cfg->d_model);
     /* ranks first: each process picks its GPU before anything touches CUDA */
     if (cc_dist_init(&r->dist, o->dist_mode ? o->dist_mode : "auto", o->dist_id, o->launch) != 0) return -1;
     r->lead = r->dist.rank == 0; /* rank 0 writes checkpoints, telemetry and progress */
@@ -355,12 +361,6 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     r->x = cc_malloc(sizeof(int) * B * T * cfg->grad_accum); /* every micro-batch of a step */
     r->y = cc_malloc(sizeof(int) * B * T * cfg->grad_accum);
     if (o->plant_nan && plant_nan(ex, o->plant_nan) != 0) return -1;
-    const cc_plant_grad_h *pg = &o->plant_grad_h;
-    if (o->plant_grad_h_step > 0 && (pg->layer >= cfg->n_layers || pg->b >= cfg->batch_size || pg->t >= cfg->seq_len ||
-                                     pg->unit >= cfg->d_model))
-        return cc_error("--plant-nan-grad-h %ld:%d,%d,%d,%d: outside the model (layers %d, batch_size %d, seq_len %d, "
-                        "d_model %d)", o->plant_grad_h_step, pg->layer, pg->b, pg->t, pg->unit, cfg->n_layers,
-                        cfg->batch_size, cfg->seq_len, cfg->d_model);
     if (o->check_finite) ex->check = &r->check;
     r->norms_header = !o->resume;
     if (!r->quiet) {
@@ -525,6 +525,7 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
         loss += A == 1 ? lk : lk * (double)scored_in(r->y + k * BT, BT) / (double)(n_step > 0 ? n_step : A);
         if (nonfinite_found(r, cfg, o, st->step + 1, k, res)) {
             ex->accum.n = 0;
+            ex->plant_grad_h.on = 0;
             return 1;
         }
     }

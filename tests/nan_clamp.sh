@@ -36,6 +36,12 @@ for s, r in rows.items():
 PY
 [ -s "$tmp/rows.txt" ] || ok
 
+# the same in a step of two lanes (GPU: groups of 8 sequences on their own streams), planted in the second
+"$bin" train "${sets[@]}" --set out_dir="$tmp/lanes" --set d_model=128 --set batch_size=16 --set lanes=2 \
+  --plant-nan-grad-h 3:1,9,20,7 >"$tmp/lanes.log" 2>&1 || bad "two lanes: $(tail -2 "$tmp/lanes.log")"
+awk -F, 'NR > 1 { if (($1 == 3) != ($9 == 1)) wrong = 1 } END { exit wrong }' "$tmp/lanes/telemetry.csv" && ok \
+  || bad "two lanes: not exactly step 3 skipped: $(cut -d, -f1,7,9 "$tmp/lanes/telemetry.csv" | tr '\n' ' ')"
+
 # without the plant nothing is skipped (the clamp alone does not make a NaN)
 "$bin" train "${sets[@]}" --set out_dir="$tmp/clean" >"$tmp/clean.log" 2>&1 || bad "clean run: $(tail -2 "$tmp/clean.log")"
 awk -F, 'NR > 1 && $9 != 0 { found = 1 } END { exit found }' "$tmp/clean/telemetry.csv" && ok \

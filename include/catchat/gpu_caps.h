@@ -8,7 +8,8 @@ typedef struct gpu_caps {
     char name[256];
     int cc_major, cc_minor;   /* compute capability of the device */
     int sm_count;             /* SMs the kernels may plan for (a profile may narrow it) */
-    int device_sm_count;      /* the device's own SMs, never narrowed: what a cooperative launch's limit counts */
+    int device_sm_count;      /* the device's own SMs, never narrowed: what a cooperative launch's limit counts
+                               * (0: caps that describe a GPU rather than read one, as tests make) */
     int smem_per_block;       /* default limit a block gets without asking */
     int smem_per_block_optin; /* the most a kernel may opt in to (227 KB sm_90/100, 99 KB sm_86/89/120) */
     int smem_per_sm;

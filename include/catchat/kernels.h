@@ -101,7 +101,9 @@ int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D);
 int gru_persistent_describe(const gpu_caps *caps, int B, int T, int D, char *buf, int len);
 /* The launchers return 0, or 1 when the runtime refused the grid as more
  * than can be resident (MPS, a partition or another context holding SMs
- * that the device's attributes do not show): nothing ran, the caller runs
+ * that the device's attributes do not show): the recurrence did not run
+ * (only its scratch was prepared: the counters cleared and, for the BPTT,
+ * W_hhᵀ written, both harmless), the caller runs
  * the per-step loop instead, and from then on gru_persistent_supported is 0
  * in this process and gru_persistent_refusal says why (NULL before). */
 int launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,

@@ -76,6 +76,7 @@ void gru_stress_cases(const ladder_ctx *cx, stage *st, gru_case_fn one)
     }
     /* the persistent D=512 case, its launch refused as too large */
     const gru_path_case *pc = &k_gru_paths[1];
+    if (pc->impl != GRU_IMPL_PERSISTENT || pc->D != 512) abort(); /* the table's order changed */
     if (!gru_path_begin(cx, st, pc, name, sizeof(name))) return;
     strncat(name, " refused", sizeof(name) - strlen(name) - 1);
     gru_persistent_plant_refusal(1);

@@ -157,7 +157,11 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
                 const gpu_gru_path path = path_of(rc[i].impl);
                 char what[128];
                 snprintf(what, sizeof(what), "takes the run's recurrence (%s)", name);
-                check_flag(&st, what, gpu_gru_impl_for(cx_rec.caps, path, rc[i].B, T_rec, D) == rc[i].impl);
+                /* a persistent launch the runtime refused (its line is printed) takes the per-step
+                 * loop from then on, the run's steps too: that is the path to check now */
+                const gpu_gru_impl now = gpu_gru_impl_for(cx_rec.caps, path, rc[i].B, T_rec, D);
+                check_flag(&st, what, now == rc[i].impl || (rc[i].impl == GRU_IMPL_PERSISTENT &&
+                                                            now == GRU_IMPL_STEPWISE && gru_persistent_refusal()));
                 if (k == PF_GRU_FORWARD) gru_forward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, p->wide, name);
                 else gru_backward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, name);
             }
