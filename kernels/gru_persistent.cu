@@ -471,11 +471,6 @@ static int gp_round_nt(int tiles)
     return nt;
 }
 
-typedef void (*gp_fwd_fn)(float *, float *, float *, __half *, const float *, const __half *, const float *,
-                          unsigned *, gp_plan);
-typedef void (*gp_bwd_fn)(__half *, __half *, const float *, const float *, const float *, const float *,
-                          const __half *, float, unsigned *, gp_plan);
-
 // The instances: (MU, NT) ∈ {(1,2), (1,4), (1,8), (2,2), (2,4), (4,2)}, what
 // gp_make_plan returns (gp_nt_max, gp_round_nt); anything else is refused.
 static bool gp_instance(int MU, int NT)

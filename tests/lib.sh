@@ -39,6 +39,12 @@ for name, n in (("train.txt", 30000), ("val.txt", 4000)):
 PY
 }
 
+# skip_without_gpu: exit 77 (CTest: skipped) where the program sees no CUDA device.
+skip_without_gpu() {
+  "$bin" ladder --stage matmul >/dev/null 2>&1
+  if [ $? -eq 77 ]; then echo "no CUDA device: skipped"; exit 77; fi
+}
+
 finish() {
   echo "$pass passed, $fails failed"
   [ $fails -eq 0 ]

@@ -10,10 +10,7 @@
 set -u
 source "$(dirname "$0")/lib.sh" "$1"
 dev=$2
-if [ "$dev" = gpu ]; then
-  "$bin" ladder --stage matmul >/dev/null 2>&1
-  if [ $? -eq 77 ]; then echo "no CUDA device: skipped"; exit 77; fi
-fi
+[ "$dev" = gpu ] && skip_without_gpu
 export XDG_CACHE_HOME="$tmp/xdg" # not the user's own memory of preflight passes
 make_corpus "$tmp"
 sets=(--config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt" --set device="$dev"

@@ -7,8 +7,7 @@
 #   tests/preflight_gpu.sh path/to/catchat
 set -u
 source "$(dirname "$0")/lib.sh" "$1"
-"$bin" ladder --stage matmul >/dev/null 2>&1
-if [ $? -eq 77 ]; then echo "no CUDA device: skipped"; exit 77; fi
+skip_without_gpu
 export XDG_CACHE_HOME="$tmp/xdg" # not the user's own memory of passes
 make_corpus "$tmp"
 sets=(--config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt" --set device=gpu
