@@ -58,7 +58,7 @@ static double time_steps(cc_executor *ex, const cc_config *cfg, const int *x, co
         const double t0 = cc_now_ms();
         ex->ops->forward_backward(ex, x, y, sc.scale); /* returns after the device finished */
         const double t1 = cc_now_ms();
-        cc_optimizer_step(ex, cfg, &sc, &oc, i, &rep);  /* synchronises on the norm */
+        cc_optimizer_step(ex, cfg, &sc, &oc, NULL, i, &rep);  /* synchronises on the norm */
         const double t2 = cc_now_ms();
         t[i] = t2 - t0;
         opt += t2 - t1;

@@ -56,7 +56,7 @@ int cc_bisect(const cc_config *cfg, const int *lengths, int n, long steps, cc_bi
                 break;
             }
             cc_step_report rep;
-            cc_optimizer_step(ex, &c, &sc, &oc, s, &rep);
+            cc_optimizer_step(ex, &c, &sc, &oc, NULL, s, &rep);
             if (s == 0) r->first_loss = loss;
             r->last_loss = loss;
             r->steps_done = s + 1;

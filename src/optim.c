@@ -18,7 +18,7 @@ void cc_scaler_init(cc_scaler *s, const cc_config *cfg)
     s->growth_interval = cfg->scale_growth_interval;
 }
 
-double cc_lr_at(const cc_config *cfg, long step)
+static double planned_lr(const cc_config *cfg, long step)
 {
     if (step < cfg->warmup_steps) return cfg->lr * (double)(step + 1) / (double)cfg->warmup_steps;
     const long span = cfg->max_steps - cfg->warmup_steps;
@@ -34,10 +34,20 @@ double cc_lr_at(const cc_config *cfg, long step)
     return cfg->lr_min + 0.5 * (cfg->lr - cfg->lr_min) * (1.0 + cos(3.14159265358979323846 * progress));
 }
 
-void cc_optimizer_step(cc_executor *ex, const cc_config *cfg, cc_scaler *sc, cc_opt_counts *oc,
-                       long step, cc_step_report *rep)
+double cc_lr_at(const cc_config *cfg, const cc_lr_segment *seg, long step)
 {
-    rep->lr = cc_lr_at(cfg, step);
+    if (!seg || seg->from_step <= 0 || step < seg->from_step) return planned_lr(cfg, step);
+    /* the segment: the same shape with its start as the end of warmup and from_lr as the peak */
+    cc_config c = *cfg;
+    c.warmup_steps = seg->from_step;
+    c.lr = seg->from_lr;
+    return planned_lr(&c, step);
+}
+
+void cc_optimizer_step(cc_executor *ex, const cc_config *cfg, cc_scaler *sc, cc_opt_counts *oc,
+                       const cc_lr_segment *seg, long step, cc_step_report *rep)
+{
+    rep->lr = cc_lr_at(cfg, seg, step);
     rep->scale_used = sc->scale;
     const double n0 = sqrt(ex->ops->grad_scale_sumsq(ex, 1.0 / ex->grad_unit));
     double n1 = n0;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include "catchat/checkpoint.h"
 #include "catchat/gpu_plan.h"
 #include "catchat/optim.h"
@@ -215,8 +216,9 @@ static int prepare_out_dir(const cc_config *cfg, const cc_train_opts *o, const c
             if (info.checkpoint_step >= 0) snprintf(at, sizeof(at), " at step %ld", info.checkpoint_step);
             refused = cc_error("%s holds a run%s: --resume it, or pass --force to start over", cfg->out_dir, at);
         } else if (!o->resume && !o->force && info.first_log[0])
-            refused = cc_error("%s holds the logs of an earlier run (%s) but no checkpoint: pass --force to "
-                               "start over, or choose another [run] out_dir", cfg->out_dir, info.first_log);
+            refused = cc_error("%s holds the logs of an earlier run (%s) but no checkpoint%s: pass --force to "
+                               "start over, or choose another [run] out_dir", cfg->out_dir, info.first_log,
+                               o->resume_auto ? " for --resume auto to resume" : "");
         else if (!resuming_own && o->force && cc_run_dir_clear(cfg->out_dir) != 0)
             refused = -1;
         else if (cc_mkdir_p(cfg->out_dir) != 0)
@@ -278,14 +280,95 @@ static char *run_signature(const cc_config *cfg, const cc_train_opts *o)
     const int overlap = one_lane && cfg->grad_accum == 1 && strcmp(cfg->allreduce_overlap, "on") == 0;
     char extra[3 * CC_PATH_MAX + 256];
     snprintf(extra, sizeof(extra),
-             "\n[options]\ncheck_finite = %d\nsteps = %ld\nresume = %s\ninit = %s\nforce = %d\n"
+             "\n[options]\ncheck_finite = %d\nsteps = %ld\nresume = %s\ninit = %s\nforce = %d\nnew_data = %d\n"
              "[step]\nallreduce_during_bptt = %s\n",
              o->check_finite, o->stop_after, o->resume ? o->resume : "", o->init_ckpt ? o->init_ckpt : "", o->force,
+             o->new_data,
              overlap ? "yes (one lane: [gpu] lanes)" : "no");
     const size_t n = strlen(text) + strlen(extra) + 1;
     text = cc_realloc(text, n);
     strcat(text, extra);
     return text;
+}
+
+/* --resume of a run with no step left: 1 (said, nothing written), -1 when
+ * its step is past max_steps (an error), else 0. Read from the checkpoint's
+ * metadata, so no data, preflight or executor comes first. */
+static int resume_has_ended(const cc_config *cfg, const cc_train_opts *o, int lead)
+{
+    const long step = cc_checkpoint_step(o->resume);
+    if (step < cfg->max_steps) return 0; /* -1 too: restore() names what is wrong with the file */
+    /* a checkpoint unfit to resume (a NaN weight, a missing tensor) is said as such, ended or not */
+    const cc_dims d = cc_dims_from_config(cfg);
+    cc_layout lay;
+    cc_layout_build(&lay, &d);
+    float *p = cc_calloc(lay.total, sizeof(float));
+    const int loaded = cc_checkpoint_load(o->resume, &lay, p, NULL, NULL, NULL, NULL, NULL);
+    free(p);
+    if (loaded != 0) return -1;
+    if (step > cfg->max_steps)
+        return cc_error("%s is at step %ld, past max_steps %ld: raise max_steps (--set max_steps=N) to train on",
+                        o->resume, step, cfg->max_steps);
+    if (lead)
+        printf("catchat train: %s is already at max_steps %ld: nothing to do (raise max_steps with "
+               "--set max_steps=N to train further)\n", o->resume, cfg->max_steps);
+    return 1;
+}
+
+/* A token stream's identity: its tokens in order (where the files lie does not matter). */
+static uint64_t tokens_digest(const cc_tokens *t)
+{
+    const uint64_t d = XXH3_64bits(t->tok, t->n * sizeof(t->tok[0]));
+    return d ? d : 1; /* 0 means "unknown" in a checkpoint */
+}
+
+/* A resume must go on with the data its checkpoint was trained and
+ * evaluated on: its best eval loss was measured on that validation set and
+ * its data position counts batches of that training set. With --new-data a
+ * changed set is taken: a new best-eval record (and overfitting watch) where
+ * the validation set changed, the training data from its start where it
+ * did. Checkpoints older than the digests (0) are taken as they are. */
+static int resume_same_data(const cc_config *cfg, const cc_train_opts *o, cc_run_state *st, const cc_tokens *train,
+                            const cc_tokens *val, char *how, size_t cap)
+{
+    const int train_differs = st->train_digest && st->train_digest != tokens_digest(train);
+    const int val_differs = st->val_digest && st->val_digest != tokens_digest(val);
+    if (!train_differs && !val_differs) return 0;
+    const char *which = train_differs && val_differs ? "training and validation data ([data] train, val)"
+                        : train_differs              ? "training data ([data] train)"
+                                                     : "validation data ([data] val)";
+    if (!o->new_data)
+        return cc_error("%s was trained on other %s than %s%s%s: resume with the same data, or pass --new-data to go "
+                        "on with this data (a new best-eval record; the training data from its start)",
+                        o->resume, which, train_differs ? cfg->train : cfg->val,
+                        train_differs && val_differs ? " and " : "", train_differs && val_differs ? cfg->val : "");
+    if (val_differs) {
+        st->best_step = 0; /* the next eval starts the record (and writes checkpoint_best) */
+        st->best_eval = 0;
+        st->rising = 0;
+        st->last_eval = st->last_train = 0;
+    }
+    if (train_differs) st->data_pos = 0;
+    snprintf(how, cap, "; --new-data: other %s%s%s", which, val_differs ? ", a new best-eval record" : "",
+             train_differs ? ", read from its start" : "");
+    return 0;
+}
+
+/* A resume with max_steps changed re-plans the schedule from the lr the
+ * run has reached (optim.h), so the lr never jumps: raised on a finished
+ * run, it stays at lr_min; raised or lowered mid-decay, it decays from where
+ * it is to lr_min at the new max_steps. During warmup the plan needs no
+ * change (warmup does not depend on max_steps). */
+static void replan_schedule(const cc_config *cfg, cc_run_state *st, char *how, size_t cap)
+{
+    if (st->sched_max_steps <= 0 || st->sched_max_steps == cfg->max_steps || st->step < cfg->warmup_steps) return;
+    cc_config planned = *cfg;
+    planned.max_steps = st->sched_max_steps;
+    const double from = cc_lr_at(&planned, &st->lr_seg, st->step);
+    st->lr_seg = (cc_lr_segment){ st->step, from };
+    const size_t len = strlen(how);
+    snprintf(how + len, cap - len, "; max_steps %ld -> %ld: the lr goes on from %.3g to lr_min %.3g at step %ld (%s)",
+             st->sched_max_steps, cfg->max_steps, from, cfg->lr_min, cfg->max_steps, cfg->lr_schedule);
 }
 
 /* Everything before the first step: ranks, data, executor, restored state,
@@ -317,6 +400,13 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     }
     if (r->dist.active && strcmp(cfg->device, "cpu") == 0)
         return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
+    if (o->resume) { /* a run with nothing left to do is said before anything is read or checked */
+        const int done = resume_has_ended(cfg, o, r->lead);
+        if (done != 0) {
+            res->nothing_to_do = done > 0;
+            return done;
+        }
+    }
     if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
         cc_tokens_load_as(&r->train_tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0 ||
         cc_tokens_load_as(&r->val_tok, cfg->val, cfg->vocab_size, cfg->data_format) != 0 ||
@@ -335,17 +425,13 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     cc_scaler_init(&st->scaler, cfg);
     cc_rng_seed(&st->rng, cfg->seed);
     if ((o->resume || o->init_ckpt) && restore(o, ex, st) != 0) return -1;
-    if (o->resume && st->step >= cfg->max_steps) {
-        /* nothing to train: say so, and write nothing (no new event file, no rewrite) */
-        if (st->step > cfg->max_steps)
-            return cc_error("%s is at step %ld, past max_steps %ld: its schedule has ended; raise max_steps "
-                            "(--set max_steps=N) to train on", o->resume, st->step, cfg->max_steps);
-        if (r->lead)
-            printf("catchat train: %s is already at max_steps %ld: nothing to do (raise max_steps with "
-                   "--set max_steps=N to train further)\n", o->resume, cfg->max_steps);
-        res->nothing_to_do = 1;
-        return 1;
-    }
+    char resumed_how[512] = "";
+    if (o->resume && (resume_same_data(cfg, o, st, &r->train_tok, &r->val_tok, resumed_how, sizeof(resumed_how)) != 0))
+        return -1;
+    if (o->resume) replan_schedule(cfg, st, resumed_how, sizeof(resumed_how));
+    st->sched_max_steps = cfg->max_steps;
+    st->train_digest = tokens_digest(&r->train_tok);
+    st->val_digest = tokens_digest(&r->val_tok);
     if (check_inputs_not_outputs(cfg, o) != 0 || prepare_out_dir(cfg, o, st, r->lead, &r->dist) != 0) return -1;
     if (st->best_step > 0) { /* resumed into a folder without that run's best checkpoint: the next eval writes one */
         char best[CC_PATH_MAX + 64];
@@ -368,7 +454,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
                "resolved config:\n", ex->name, ex->lay.total, r->train_tok.n, r->val_tok.n, r->dist.world,
                r->dist.active ? (r->dist.used_mpi ? " (NCCL, MPI bootstrap)" : " (NCCL, env bootstrap)") : "");
         cc_config_print(cfg, stdout);
-        if (o->resume) printf("resumed from %s at step %ld\n", o->resume, st->step);
+        if (o->resume) printf("resumed from %s at step %ld%s\n", o->resume, st->step, resumed_how);
         fflush(stdout);
     }
     return 0;
@@ -455,27 +541,50 @@ static int track_eval(run_ctx *r, const cc_config *cfg, cc_run_state *st, const 
     return cfg->early_stop ? 1 : 0;
 }
 
+/* tokens/s in at most 6 characters before the unit */
+static void fmt_rate(char *buf, size_t cap, double per_s)
+{
+    if (!(per_s < 1e4)) snprintf(buf, cap, per_s < 1e7 ? "%.1fk" : "%.2fM", per_s < 1e7 ? per_s * 1e-3 : per_s * 1e-6);
+    else snprintf(buf, cap, "%.0f", per_s);
+}
+
+/* The progress line, its fields in the order a user looks for them: where
+ * the run is, how it learns, how fast, how long; then the optimizer's state.
+ * On a terminal the line is rewritten in place and must fit one row (a
+ * longer one wraps, and \r returns to its last row only), so the fields
+ * that do not fit are left off whole, from the end; in a log every field. */
 static void print_progress(run_ctx *r, const cc_config *cfg, const cc_telemetry_row *row, long first, long end,
                            const run_progress *pr)
 {
     if (r->quiet) return;
     const double per = pr->elapsed_s / (double)(row->step - first);
-    char eta[32], took[32];
+    char eta[32], took[32], rate[32];
     fmt_duration(eta, sizeof(eta), per * (double)(end - row->step));
     fmt_duration(took, sizeof(took), pr->elapsed_s);
-    char line[512];
-    int len = snprintf(line, sizeof(line),
-                       "step %ld/%ld | epoch %.2f | loss %.4f | lr %.2e | scale %g | norm %.3f%s | %.1f ms | %.0f tok/s "
-                       "| %s, ETA %s",
-                       row->step, cfg->max_steps, pr->epoch, row->loss, row->lr, row->loss_scale, row->grad_norm,
-                       row->skipped ? " SKIPPED" : "", row->step_ms, row->tok_per_s, took, eta);
-    if (row->has_eval && len < (int)sizeof(line))
+    fmt_rate(rate, sizeof(rate), row->tok_per_s);
+    char field[9][96];
+    snprintf(field[0], sizeof(field[0]), "step %ld/%ld", row->step, cfg->max_steps);
+    snprintf(field[1], sizeof(field[1]), "loss %.4f%s", row->loss, row->skipped ? " SKIPPED" : "");
+    snprintf(field[2], sizeof(field[2]), "%.1f ms", row->step_ms);
+    snprintf(field[3], sizeof(field[3]), "%s tok/s", rate);
+    snprintf(field[4], sizeof(field[4]), "%s ETA %s", took, eta);
+    snprintf(field[5], sizeof(field[5]), "lr %.2e", row->lr);
+    snprintf(field[6], sizeof(field[6]), "norm %.3f", row->grad_norm);
+    snprintf(field[7], sizeof(field[7]), "scale %g", row->loss_scale);
+    snprintf(field[8], sizeof(field[8]), "epoch %.2f", pr->epoch);
+    const int fit = r->live && !row->has_eval; /* eval lines stay on screen: they may wrap */
+    char line[1024];
+    int len = 0;
+    for (int i = 0; i < 9; i++) {
+        const int add = (i ? 3 : 0) + (int)strlen(field[i]);
+        if (fit && i > 0 && len + add > r->live - 1) break;
+        len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s", i ? " | " : "", field[i]);
+    }
+    if (row->has_eval)
         snprintf(line + len, sizeof(line) - (size_t)len, " | eval loss %.4f top1 %.2f%% top5 %.2f%%", row->eval_loss,
                  100 * row->eval_top1, 100 * row->eval_top5);
-    /* rewritten in place: it must fit one row of the terminal, or \r returns to its last row only */
-    if (r->live && !row->has_eval && r->live > 1 && (int)strlen(line) > r->live - 1) line[r->live - 1] = 0;
     printf("%s%s%s", r->live ? "\r" : "", line, r->live ? "\033[K" : ""); /* \033[K: what a longer line left */
-    if (r->live && !row->has_eval) {
+    if (fit) {
         r->live_open = 1; /* rewritten by the next step; eval steps stay on screen */
     } else {
         putchar('\n');
@@ -539,7 +648,7 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
         free(g);
     }
     cc_step_report rep;
-    cc_optimizer_step(ex, cfg, &st->scaler, &st->counts, st->step, &rep);
+    cc_optimizer_step(ex, cfg, &st->scaler, &st->counts, &st->lr_seg, st->step, &rep);
     const double ms = cc_now_ms() - t0;
     st->running_loss = (st->step == 0 || !isfinite(st->running_loss))
                            ? loss
@@ -633,6 +742,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         const int periodic = cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0;
         if (r.lead && (periodic || st.step == end || stop || early)) {
             if (save_checkpoint(cfg, ex, &st) != 0) { rc = -1; break; }
+            if (o->saved_step) *o->saved_step = (sig_atomic_t)st.step;
             if (periodic && keep_step_copy(cfg, st.step) != 0) { rc = -1; break; }
         }
         if (early) {
@@ -644,9 +754,9 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             live_break(&r);
             if (r.lead)
                 fprintf(stderr, "catchat: stopped by %s after step %ld; checkpoint written. Resume with:\n"
-                                "  catchat train --resume %s/%s\n",
+                                "  %s train --resume %s/%s\n",
                         res->stopped_by == SIGINT ? "SIGINT" : res->stopped_by == SIGTERM ? "SIGTERM" : "a signal",
-                        st.step, cfg->out_dir, CC_CHECKPOINT_NAME);
+                        st.step, o->prog ? o->prog : "catchat", cfg->out_dir, CC_CHECKPOINT_NAME);
             break;
         }
         skipped_in_a_row = row.skipped ? skipped_in_a_row + 1 : 0;

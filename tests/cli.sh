@@ -37,7 +37,7 @@ sets=(--set train="$tmp/train.txt" --set val="$tmp/val.txt" --set out_dir="$tmp/
 [ -f "$tmp/run/sample.txt" ] || bad "no sample"
 [ "$(wc -l <"$tmp/run/telemetry.csv")" -eq 9 ] || bad "telemetry rows"
 # progress into a log: a line per step, then the summary
-[ "$(grep -c '^step [0-9]*/8 | epoch ' "$tmp/train.log")" -eq 8 ] || bad "a log holds a progress line per step"
+[ "$(grep -c '^step [0-9]*/8 | loss .* | epoch ' "$tmp/train.log")" -eq 8 ] || bad "a log holds a progress line per step"
 grep -q '^catchat train: done after step 8 .*checkpoint ' "$tmp/train.log" || bad "no summary line in the log"
 # --quiet: the summary only (and on the CPU the preflight has nothing to check or say)
 "$bin" train --config "$root/configs/tiny.ini" "${sets[@]}" --set max_steps=3 --force --quiet --sample-tokens 0 \
@@ -51,7 +51,7 @@ if command -v script >/dev/null 2>&1; then
     --set out_dir='$tmp/live' --set max_steps=8 --set eval_interval=0 --sample-tokens 0" /dev/null >"$tmp/live.log" 2>&1 \
     || bad "train on a terminal"
   crs=$(tr -cd '\r' <"$tmp/live.log" | wc -c)
-  lines=$(grep -c 'step [0-9]*/8 | epoch' "$tmp/live.log")
+  lines=$(grep -c 'step [0-9]*/8 | loss' "$tmp/live.log")
   { [ "$crs" -ge 8 ] && [ "$lines" -le 2 ]; } || bad "terminal progress: $crs carriage returns, $lines lines with steps"
 else
   echo "skip: no script(1) for the terminal progress check"

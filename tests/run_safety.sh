@@ -73,7 +73,7 @@ for sig in INT TERM; do
   want=$([ $sig = INT ] && echo 130 || echo 143)
   if [ $rc -ne "$want" ]; then bad "SIG$sig: exit $rc, want $want: $(cat "$tmp/sig.err")"
   elif [ ! -f "$out/checkpoint.safetensors" ]; then bad "SIG$sig: no checkpoint"
-  elif ! grep -q "catchat train --resume $out/checkpoint.safetensors" "$tmp/sig.err"; then
+  elif ! grep -qF "$bin train --resume $out/checkpoint.safetensors" "$tmp/sig.err"; then # the program as run
     bad "SIG$sig: no resume command: $(cat "$tmp/sig.err")"
   else
     last=$(tail -1 "$out/telemetry.csv" | cut -d, -f1)
@@ -104,6 +104,8 @@ wait $pid
 rc=$?
 if [ $rc -ne 130 ]; then bad "second SIGINT: exit $rc"
 elif [ $(($(date +%s) - t0)) -gt 2 ]; then bad "second SIGINT did not exit at once"
+elif ! grep -q "second SIGINT: stopped at once; nothing was saved by this run: the checkpoint it resumed (step 4) is unchanged" \
+    "$tmp/sig2.err"; then bad "second SIGINT (resumed run) did not say what is saved: $(cat "$tmp/sig2.err")"
 elif ! "$bin" eval --ckpt "$out/checkpoint.safetensors" --data "$tmp/val.txt" --batches 1 >/dev/null 2>"$tmp/err"; then
   bad "second SIGINT: the checkpoint does not load: $(cat "$tmp/err")"
 else ok; fi
@@ -284,5 +286,121 @@ miss = set(re.findall(r'^\s+(--[a-z-]+)', t, re.M)) - set(re.findall(r'--[a-z-]+
 sys.exit(f'$c usage lacks {sorted(miss)}' if miss else 0)" || bad "usage line of $c"
 done
 ok
+
+# ---- 18. a second SIGINT before the first checkpoint says nothing was saved ----
+CATCHAT_TEST_WRITE_DELAY_US=200000 "$bin" train "${tiny[@]}" --set out_dir="$tmp/sig3" --set max_steps=100000 \
+  --set checkpoint_interval=0 --set eval_interval=0 >/dev/null 2>"$tmp/sig3.err" &
+pid=$!
+for _ in $(seq 100); do [ -s "$tmp/sig3/telemetry.csv" ] && break; sleep 0.1; done
+kill -INT $pid
+sleep 0.7 # inside the stretched write of the first checkpoint
+kill -INT $pid
+watchdog $pid
+wait $pid
+rc=$?
+if [ $rc -ne 130 ]; then bad "second SIGINT before a checkpoint: exit $rc"
+elif [ "$(grep -c . "$tmp/sig3.err")" -ne 1 ] ||
+     ! grep -q "second SIGINT: stopped at once; nothing was saved (no checkpoint had been written yet)" "$tmp/sig3.err"; then
+  bad "second SIGINT before a checkpoint: $(cat "$tmp/sig3.err")"
+else ok; fi
+
+# ---- 19. a SIGINT ignored from the start is said (Ctrl-C would do nothing) ----
+(trap '' INT; exec "$bin" train "${tiny[@]}" --set out_dir="$tmp/noint" --set max_steps=1) >/dev/null 2>"$tmp/err" ||
+  bad "train with SIGINT ignored: $(cat "$tmp/err")"
+grep -q "note: SIGINT is ignored in this process .*Ctrl-C will not stop it; 'kill [0-9]*' (SIGTERM)" "$tmp/err" ||
+  bad "SIGINT ignored, not said: $(cat "$tmp/err")"
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/int" --set max_steps=1 >/dev/null 2>"$tmp/err" || bad "train: $(cat "$tmp/err")"
+! grep -q "SIGINT is ignored" "$tmp/err" || bad "SIGINT not ignored, but said so"
+
+# ---- 20. --resume auto never removes logs without --force ----
+mkdir -p "$tmp/auto_logs" && printf 'step\n1\n' >"$tmp/auto_logs/telemetry.csv"
+expect_error "--resume auto over logs" \
+  "holds the logs of an earlier run (telemetry.csv) but no checkpoint for --resume auto to resume: pass --force" \
+  "$bin" train "${tiny[@]}" --set max_steps=2 --set out_dir="$tmp/auto_logs" --resume auto
+[ "$(cat "$tmp/auto_logs/telemetry.csv")" = "$(printf 'step\n1')" ] || bad "--resume auto replaced the logs"
+{ "$bin" train "${tiny[@]}" --set max_steps=2 --set out_dir="$tmp/auto_logs" --resume auto --force >/dev/null 2>"$tmp/err" &&
+  [ -f "$tmp/auto_logs/checkpoint.safetensors" ]; } || bad "--resume auto --force: $(cat "$tmp/err")"
+
+# ---- 21. --resume CKPT goes on in the checkpoint's folder, on the checkpoint's data ----
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/run_a" --set max_steps=4 --set eval_interval=2 >/dev/null 2>&1 || bad "run_a"
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/run_b" --set max_steps=4 >/dev/null 2>&1 || bad "run_b"
+before_b=$(md5sum <"$tmp/run_b/checkpoint.safetensors")
+# a config whose out_dir holds another run: --resume of run_a's checkpoint continues run_a
+sed -e "s|^out_dir = .*|out_dir = $tmp/run_b|" -e "s|^train = .*|train = $tmp/train.txt|" \
+  -e "s|^val = .*|val = $tmp/val.txt|" "$root/configs/tiny.ini" >"$tmp/b.ini"
+if ! "$bin" train --config "$tmp/b.ini" --set max_steps=6 --quiet --sample-tokens 0 \
+    --resume "$tmp/run_a/checkpoint.safetensors" >/dev/null 2>"$tmp/err"; then
+  bad "--resume with a config naming another out_dir: $(cat "$tmp/err")"
+elif ! grep -q "note: --resume goes on in $tmp/run_a, the checkpoint's folder, not the config's out_dir" "$tmp/err"; then
+  bad "--resume into the checkpoint's folder, not said: $(cat "$tmp/err")"
+elif [ "$(tail -1 "$tmp/run_a/telemetry.csv" | cut -d, -f1)" -ne 6 ]; then bad "--resume did not go on in the checkpoint's folder"
+elif [ "$before_b" != "$(md5sum <"$tmp/run_b/checkpoint.safetensors")" ]; then bad "--resume wrote into the config's out_dir"
+else ok; fi
+# other validation or training data: refused in one line; --new-data starts a new best-eval record
+head -c 3000 "$tmp/train.txt" >"$tmp/val2.txt"
+expect_error "resume on other val data" \
+  "was trained on other validation data (\[data\] val) than $tmp/val2.txt: resume with the same data, or pass --new-data" \
+  "$bin" train --resume "$tmp/run_a/checkpoint.safetensors" --set val="$tmp/val2.txt" --set max_steps=8
+expect_error "resume on other train data" "was trained on other training data (\[data\] train)" \
+  "$bin" train --resume "$tmp/run_a/checkpoint.safetensors" --set train="$tmp/val2.txt" --set max_steps=8
+cp "$tmp/run_a/checkpoint_best.safetensors" "$tmp/best_before.safetensors"
+if ! "$bin" train --resume "$tmp/run_a/checkpoint.safetensors" --set val="$tmp/val2.txt" --set max_steps=8 \
+    --set eval_interval=2 --new-data --sample-tokens 0 >"$tmp/out" 2>"$tmp/err"; then bad "--new-data: $(cat "$tmp/err")"
+elif ! grep -q "resumed from .* at step 6; --new-data: other validation data (\[data\] val), a new best-eval record" "$tmp/out"; then
+  bad "--new-data resume line: $(grep resumed "$tmp/out")"
+elif cmp -s "$tmp/best_before.safetensors" "$tmp/run_a/checkpoint_best.safetensors"; then
+  bad "--new-data: checkpoint_best was not written on the new validation set"
+else ok; fi
+expect_error "--new-data without --resume" "--new-data goes with --resume" "$bin" train "${tiny[@]}" --new-data
+
+# ---- 22. relative data paths in a checkpoint read from anywhere ----
+(cd "$tmp" && "$bin" train --config "$root/configs/tiny.ini" --set train=train.txt --set val=val.txt --set out_dir=rel \
+  --set max_steps=2 --quiet --sample-tokens 0 >/dev/null 2>&1) || bad "relative run"
+(cd / && "$bin" eval --ckpt "$tmp/rel/checkpoint.safetensors" --batches 1 >/dev/null 2>"$tmp/err") ||
+  bad "eval from another folder of a run with relative data paths: $(cat "$tmp/err")"
+(cd / && "$bin" train --resume "$tmp/rel/checkpoint.safetensors" --set max_steps=3 --quiet --sample-tokens 0 \
+  >/dev/null 2>"$tmp/err") || bad "resume from another folder: $(cat "$tmp/err")"
+[ "$(tail -1 "$tmp/rel/telemetry.csv" | cut -d, -f1)" = 3 ] || bad "resume from another folder: no step 3"
+
+# ---- 23. raising max_steps on a finished run: the lr stays at lr_min, said in the resume line ----
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/lr" --set max_steps=6 --set warmup_steps=2 --set lr_min=2e-4 \
+  >/dev/null 2>&1 || bad "lr setup"
+"$bin" train --resume "$tmp/lr/checkpoint.safetensors" --set max_steps=9 --sample-tokens 0 >"$tmp/out" 2>&1 ||
+  bad "raised max_steps: $(tail -2 "$tmp/out")"
+grep -q "resumed from .* at step 6; max_steps 6 -> 9: the lr goes on from 0.0002 to lr_min 0.0002 at step 9 (cosine)" \
+  "$tmp/out" || bad "raised max_steps, resume line: $(grep resumed "$tmp/out")"
+python3 -c "
+import csv; rows = list(csv.DictReader(open('$tmp/lr/telemetry.csv')))
+lrs = [float(r['lr']) for r in rows[6:]]
+assert len(lrs) == 3 and all(abs(l - 2e-4) < 1e-9 for l in lrs), lrs" || bad "raised max_steps: the lr left lr_min"
+
+# ---- 24. a resume with nothing to do says so before any check of the GPU ----
+"$bin" train --resume "$tmp/lr/checkpoint.safetensors" --set device=gpu --preflight always \
+  --plant-wrong-result gru_forward >"$tmp/out" 2>"$tmp/err" || bad "nothing to do, after a check: $(cat "$tmp/err")"
+grep -q "already at max_steps 9: nothing to do" "$tmp/out" || bad "nothing to do: $(cat "$tmp/out" "$tmp/err")"
+
+# ---- 25. the progress line at 80 columns keeps step, loss, step time, tokens/s and ETA ----
+if command -v script >/dev/null 2>&1; then
+  script -qec "stty cols 80 rows 24; '$bin' train --config '$root/configs/tiny.ini' --set train='$tmp/train.txt' \
+    --set val='$tmp/val.txt' --set out_dir='$tmp/cols' --set max_steps=6 --set eval_interval=0 --sample-tokens 0" \
+    /dev/null >"$tmp/cols.log" 2>&1 || bad "train at 80 columns"
+  python3 - "$tmp/cols.log" <<'PY' || bad "progress at 80 columns: $(tr '\r' '\n' <"$tmp/cols.log" | grep '^step' | head -2)"
+import re, sys
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+parts = [re.sub(r"\x1b\[K", "", p) for p in re.split(r"[\r\n]", text)]
+steps = [p for p in parts if p.startswith("step ") and "eval loss" not in p]  # eval lines stay, and may wrap
+assert len(steps) >= 5, steps
+for p in steps:
+    assert len(p) <= 79, (len(p), p)
+    for want in ("loss ", " ms", "tok/s", "ETA"):
+        assert want in p, (want, p)
+PY
+else
+  echo "skip: no script(1) for the 80-column progress check"
+fi
+
+# ---- 26. help train: no paragraph inside the option list ----
+"$bin" help train | awk '/^  --/ { opts = 1 } opts && /^Progress/ { inside = 1 } END { exit inside }' ||
+  bad "help train: the progress paragraph is inside the option list"
 
 finish

@@ -55,11 +55,11 @@ Test(optim, adamw_matches_hand_computation)
     cc_scaler_init(&sc, &c);
     cc_opt_counts oc = { 0, 0 };
     cc_step_report rep;
-    cc_optimizer_step(ex, &c, &sc, &oc, 10, &rep);
+    cc_optimizer_step(ex, &c, &sc, &oc, NULL, 10, &rep);
     ex->ops->get_params(ex, p1);
     ex->ops->get_moments(ex, m, v);
     cr_expect_eq(oc.applied, 1);
-    const double lr = cc_lr_at(&c, 10);
+    const double lr = cc_lr_at(&c, NULL, 10);
     double maxerr = 0;
     for (int ti = 0; ti < ex->lay.n; ti++) {
         const cc_tensor_info *t = &ex->lay.t[ti];
@@ -121,7 +121,7 @@ Test(optim, clip_unscale_and_norms)
     cc_scaler_init(&sc, &c);
     cc_opt_counts oc = { 0, 0 };
     cc_step_report rep;
-    cc_optimizer_step(ex, &c, &sc, &oc, 0, &rep);
+    cc_optimizer_step(ex, &c, &sc, &oc, NULL, 0, &rep);
     cr_expect(fabs(rep.norm - sqrt(ss)) < 1e-5 * sqrt(ss), "n0 %.9g vs unscaled %.9g", rep.norm, sqrt(ss));
     cr_expect(rep.norm > 1e-3, "test needs a norm above the clip");
     cr_expect(fabs(rep.norm_clipped - 1e-3) < 1e-6, "n1 = %.9g", rep.norm_clipped);
@@ -146,7 +146,7 @@ Test(optim, nonfinite_gradient_skips_without_state_change)
     cc_opt_counts oc = { 0, 0 };
     cc_step_report rep;
     run_fb(ex, sc.scale);
-    cc_optimizer_step(ex, &c, &sc, &oc, 0, &rep);
+    cc_optimizer_step(ex, &c, &sc, &oc, NULL, 0, &rep);
     cr_assert_eq(rep.skipped, 0);
     ex->ops->get_params(ex, p0);
     ex->ops->get_moments(ex, m0, v0);
@@ -158,7 +158,7 @@ Test(optim, nonfinite_gradient_skips_without_state_change)
     run_fb(ex, sc.scale);
     ex->ops->set_params(ex, p0); /* weights as before; gradients hold the NaN */
     const double s_before = sc.scale;
-    cc_optimizer_step(ex, &c, &sc, &oc, 1, &rep);
+    cc_optimizer_step(ex, &c, &sc, &oc, NULL, 1, &rep);
     cr_expect_eq(rep.skipped, 1);
     cr_expect_eq(oc.skipped, 1);
     cr_expect_eq(oc.applied, 1, "step count changed on a skipped step");
@@ -187,7 +187,7 @@ Test(optim, dynamic_scale_grows_after_interval)
     for (int i = 0; i < 3; i++) {
         cr_expect_eq(sc.scale, 256.0);
         run_fb(ex, sc.scale);
-        cc_optimizer_step(ex, &c, &sc, &oc, i, &rep);
+        cc_optimizer_step(ex, &c, &sc, &oc, NULL, i, &rep);
     }
     cr_expect_eq(sc.scale, 512.0);
     cr_expect_eq(sc.growth_count, 0);
@@ -202,7 +202,7 @@ Test(optim, zero_gradient_is_skipped)
     cc_scaler_init(&sc, &c);
     cc_opt_counts oc = { 0, 0 };
     cc_step_report rep;
-    cc_optimizer_step(ex, &c, &sc, &oc, 0, &rep); /* fresh executor: all gradients 0 */
+    cc_optimizer_step(ex, &c, &sc, &oc, NULL, 0, &rep); /* fresh executor: all gradients 0 */
     cr_expect_eq(rep.skipped, 1);
     cr_expect_eq(oc.applied, 0);
     cr_expect_eq(sc.scale, c.loss_scale);
@@ -213,11 +213,11 @@ Test(optim, warmup_then_cosine)
 {
     cc_config c;
     schedule_config(&c);
-    cr_expect(fabs(cc_lr_at(&c, 0) - 0.1) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 9) - 1.0) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 10) - 1.0) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 60) - 0.55) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 110) - 0.1) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 0) - 0.1) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 9) - 1.0) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 10) - 1.0) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 60) - 0.55) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 110) - 0.1) < 1e-12);
 }
 
 /* The other schedules on the same steps: after warmup (step 10) the decay
@@ -227,21 +227,41 @@ Test(optim, linear_constant_and_wsd_schedules)
     cc_config c;
     schedule_config(&c);
     strcpy(c.lr_schedule, "linear");
-    cr_expect(fabs(cc_lr_at(&c, 9) - 1.0) < 1e-12, "warmup is shared");
-    cr_expect(fabs(cc_lr_at(&c, 35) - 0.775) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 60) - 0.55) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 110) - 0.1) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 500) - 0.1) < 1e-12, "held at lr_min past max_steps");
+    cr_expect(fabs(cc_lr_at(&c, NULL, 9) - 1.0) < 1e-12, "warmup is shared");
+    cr_expect(fabs(cc_lr_at(&c, NULL, 35) - 0.775) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 60) - 0.55) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 110) - 0.1) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 500) - 0.1) < 1e-12, "held at lr_min past max_steps");
     strcpy(c.lr_schedule, "constant");
-    cr_expect(fabs(cc_lr_at(&c, 0) - 0.1) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 60) - 1.0) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 110) - 1.0) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 0) - 0.1) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 60) - 1.0) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 110) - 1.0) < 1e-12);
     strcpy(c.lr_schedule, "wsd");
     c.decay_fraction = 0.2; /* stable to step 90, then linear to 0.1 at 110 */
-    cr_expect(fabs(cc_lr_at(&c, 60) - 1.0) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 90) - 1.0) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 100) - 0.55) < 1e-12);
-    cr_expect(fabs(cc_lr_at(&c, 110) - 0.1) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 60) - 1.0) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 90) - 1.0) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 100) - 0.55) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, NULL, 110) - 0.1) < 1e-12);
+}
+
+/* A re-planned schedule (a resume with max_steps changed): before from_step
+ * the plan as it was; from there the same shape from from_lr to lr_min at
+ * the new max_steps, so the lr at from_step is the one the run had reached. */
+Test(optim, a_replanned_schedule_goes_on_from_the_lr_reached)
+{
+    cc_config c;
+    schedule_config(&c);
+    const cc_lr_segment mid = { 60, cc_lr_at(&c, NULL, 60) }; /* 0.55, then max_steps 110 -> 210 */
+    c.max_steps = 210;
+    cr_expect(fabs(cc_lr_at(&c, &mid, 30) - cc_lr_at(&c, NULL, 30)) < 1e-12, "before the segment: as planned");
+    cr_expect(fabs(cc_lr_at(&c, &mid, 60) - 0.55) < 1e-12, "no jump at the segment's start");
+    cr_expect(fabs(cc_lr_at(&c, &mid, 135) - 0.325) < 1e-12, "half-way: the cosine's middle");
+    cr_expect(fabs(cc_lr_at(&c, &mid, 210) - 0.1) < 1e-12, "lr_min at the new max_steps");
+    /* a finished run (lr_min reached at 110) given 100 more steps stays at lr_min */
+    const cc_lr_segment done = { 110, 0.1 };
+    for (long s = 110; s <= 210; s += 25) cr_expect(fabs(cc_lr_at(&c, &done, s) - 0.1) < 1e-12, "step %ld", s);
+    strcpy(c.lr_schedule, "linear");
+    cr_expect(fabs(cc_lr_at(&c, &mid, 135) - 0.325) < 1e-12, "linear: half-way between 0.55 and 0.1");
 }
 
 /* [run] threads sets the CPU reference's OpenMP team. */

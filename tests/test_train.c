@@ -354,13 +354,14 @@ static void telemetry_lrs(const cc_config *c, lr_row *rows, int *n)
 
 /* Rows of steps from..to hold those steps in order, each with the lr of the
  * schedule of `c` at its optimizer step. NaN fails (the comparison is false). */
-static void expect_lr_rows(const lr_row *rows, int n, const cc_config *c, long from, long to, const char *what)
+static void expect_lr_rows(const lr_row *rows, int n, const cc_config *c, const cc_lr_segment *seg, long from, long to,
+                           const char *what)
 {
     cr_assert_geq(n, to, "%s: %d telemetry rows, want %ld", what, n, to);
     for (long s = from; s <= to; s++) {
         const lr_row *r = &rows[s - 1];
         cr_expect_eq(r->step, s, "%s: row %ld is step %ld", what, s, r->step);
-        const double want = cc_lr_at(c, s - 1);
+        const double want = cc_lr_at(c, seg, s - 1);
         cr_expect(fabs(r->lr - want) <= LR_PRINT_TOL * want, "%s: step %ld applied lr %.6g, the schedule gives %.6g",
                   what, s, r->lr, want);
     }
@@ -444,7 +445,7 @@ static step_error adamw_step_error(const cc_config *c, const opt_state *before, 
     for (size_t i = 0; i < lay->total; i++) ss += ((double)g[i] / unit) * ((double)g[i] / unit);
     const double n0 = sqrt(ss);
     const double clip = c->max_grad_norm > 0 && n0 > c->max_grad_norm ? c->max_grad_norm / (n0 + 1e-6) : 1.0;
-    const double lr = cc_lr_at(c, step - 1), b1 = c->beta1, b2 = c->beta2;
+    const double lr = cc_lr_at(c, &after->st.lr_seg, step - 1), b1 = c->beta1, b2 = c->beta2;
     const double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
     double du = 0, u = 0, dm = 0, mm = 0, dv = 0, vv = 0;
     for (int ti = 0; ti < lay->n; ti++) {
@@ -491,7 +492,7 @@ static void expect_adamw_steps(const cc_config *c, const opt_state *before, long
         const step_error e = adamw_step_error(c, &prev, &cur, s);
         cr_expect(e.update < UPDATE_TOL && e.m < UPDATE_TOL && e.v < UPDATE_TOL,
                   "%s: step %ld (lr %.6g) against a hand AdamW: update rel err %.3e, m %.3e, v %.3e", what, s,
-                  cc_lr_at(c, s - 1), e.update, e.m, e.v);
+                  cc_lr_at(c, &cur.st.lr_seg, s - 1), e.update, e.m, e.v);
         if (s > first) opt_state_free(&prev);
         prev = cur;
         opt_state_alloc(&cur, &lay);
@@ -512,7 +513,7 @@ Test(train, telemetry_lr_is_the_schedule_at_every_step)
         /* the schedule must move from step to step, or a shifted one reads the same */
         int moves = 0;
         for (long s = 0; s < c.max_steps; s++)
-            moves += fabs(cc_lr_at(&c, s + 1) - cc_lr_at(&c, s)) > 100 * LR_PRINT_TOL * cc_lr_at(&c, s);
+            moves += fabs(cc_lr_at(&c, NULL, s + 1) - cc_lr_at(&c, NULL, s)) > 100 * LR_PRINT_TOL * cc_lr_at(&c, NULL, s);
         cr_assert_geq(moves, 3, "%s: the lr changes at %d steps only", schedules[i], moves);
         snprintf(c.out_dir, sizeof(c.out_dir), "%s/%s", dir, schedules[i]);
         cc_train_opts o = { .quiet = 1 };
@@ -523,7 +524,7 @@ Test(train, telemetry_lr_is_the_schedule_at_every_step)
         int n;
         telemetry_lrs(&c, rows, &n);
         cr_expect_eq(n, 12, "%s: %d rows", schedules[i], n);
-        expect_lr_rows(rows, n, &c, 1, 12, schedules[i]);
+        expect_lr_rows(rows, n, &c, NULL, 1, 12, schedules[i]);
     }
 }
 
@@ -556,8 +557,9 @@ Test(train, each_step_is_adamw_at_the_scheduled_lr)
 /* Stopped after 5 steps and resumed, a run applies the lrs of the run that
  * went straight through, and its first steps after the resume continue
  * AdamW's step count. A finished run resumed with max_steps raised keeps its
- * rows and goes on with the raised config's schedule, as cc_lr_at gives it
- * for the longer run (the lr goes back up to where that cosine stands). */
+ * rows and goes on at lr_min (its schedule had ended there: the lr does not
+ * go back up); one stopped mid-decay and resumed with max_steps raised
+ * decays from the lr it had reached to lr_min at the new max_steps. */
 Test(train, resumed_run_applies_the_scheduled_lrs)
 {
     cc_config c;
@@ -586,7 +588,7 @@ Test(train, resumed_run_applies_the_scheduled_lrs)
     snprintf(c.out_dir, sizeof(c.out_dir), "%s/straight", dir);
     telemetry_lrs(&c, straight, &ns);
     cr_expect_eq(nr, 12, "resumed: %d rows", nr);
-    expect_lr_rows(resumed, nr, &c, 1, 12, "resumed");
+    expect_lr_rows(resumed, nr, &c, NULL, 1, 12, "resumed");
     for (int i = 0; i < nr && i < ns; i++)
         cr_expect_eq(resumed[i].lr, straight[i].lr, "step %ld: resumed lr %.6g, straight %.6g", resumed[i].step,
                      resumed[i].lr, straight[i].lr);
@@ -612,11 +614,42 @@ Test(train, resumed_run_applies_the_scheduled_lrs)
     int nx;
     telemetry_lrs(&longer, raised, &nx);
     cr_expect_eq(nx, 20, "raised: %d rows", nx);
-    expect_lr_rows(raised, nx, &c, 1, 12, "raised max_steps, the rows before");
-    expect_lr_rows(raised, nx, &longer, 13, 20, "raised max_steps, the new steps");
+    expect_lr_rows(raised, nx, &c, NULL, 1, 12, "raised max_steps, the rows before");
+    for (int s = 13; s <= 20; s++)
+        cr_expect(fabs(raised[s - 1].lr - c.lr_min) <= LR_PRINT_TOL * c.lr_min, "raised: step %d at lr %.6g, not lr_min",
+                  s, raised[s - 1].lr);
     opt_state at12;
     opt_state_alloc(&at12, &lay);
     load_step(&longer, &lay, 12, &at12);
     expect_adamw_steps(&longer, &at12, 13, 20, "raised max_steps");
     opt_state_free(&at12);
+
+    /* stopped at step 8 of 12 (mid-decay), resumed with max_steps 16 */
+    cc_config mid = c;
+    snprintf(mid.out_dir, sizeof(mid.out_dir), "%s/mid", dir);
+    o.resume = NULL;
+    o.stop_after = 8;
+    cr_assert_eq(cc_train(&mid, &o, &res), 0);
+    free(res.losses);
+    mid.max_steps = 16;
+    snprintf(ck, sizeof(ck), "%s/checkpoint.safetensors", mid.out_dir);
+    o.resume = ck;
+    o.stop_after = 0;
+    cr_assert_eq(cc_train(&mid, &o, &res), 0);
+    free(res.losses);
+    lr_row midrows[MAX_ROWS];
+    int nm;
+    telemetry_lrs(&mid, midrows, &nm);
+    cr_expect_eq(nm, 16, "mid: %d rows", nm);
+    expect_lr_rows(midrows, nm, &c, NULL, 1, 8, "mid, before the resume");
+    const cc_lr_segment seg = { 8, cc_lr_at(&c, NULL, 8) };
+    expect_lr_rows(midrows, nm, &mid, &seg, 9, 16, "mid, re-planned");
+    cr_expect(fabs(midrows[8].lr - cc_lr_at(&c, NULL, 8)) <= LR_PRINT_TOL * midrows[8].lr,
+              "the first step after the resume applies the lr the run had reached");
+    cr_expect(midrows[8].lr > midrows[15].lr && midrows[15].lr > c.lr_min, "mid: decays towards lr_min at 16");
+    opt_state at8;
+    opt_state_alloc(&at8, &lay);
+    load_step(&mid, &lay, 8, &at8);
+    expect_adamw_steps(&mid, &at8, 9, 16, "mid, re-planned");
+    opt_state_free(&at8);
 }

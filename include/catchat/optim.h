@@ -23,13 +23,24 @@ typedef struct cc_step_report {
     int skipped;
 } cc_step_report;
 
+/* A schedule re-planned when a resumed run's max_steps changed: from step
+ * from_step on, the schedule's shape runs from from_lr (the lr the run had
+ * reached there) to lr_min at the new max_steps, in place of warmup and lr,
+ * so the lr never jumps. from_step 0: the schedule as the config plans it. */
+typedef struct cc_lr_segment {
+    long from_step;
+    double from_lr;
+} cc_lr_segment;
+
 void cc_scaler_init(cc_scaler *s, const cc_config *cfg);
 /* Learning rate at `step` (0-based): linear warmup, then [train] lr_schedule
- * (cosine, linear or wsd to lr_min at max_steps, or constant). */
-double cc_lr_at(const cc_config *cfg, long step);
-/* One optimizer step on the gradients the executor holds (of loss·S). */
+ * (cosine, linear or wsd to lr_min at max_steps, or constant); seg (NULL:
+ * none) re-plans it from seg->from_step on. */
+double cc_lr_at(const cc_config *cfg, const cc_lr_segment *seg, long step);
+/* One optimizer step on the gradients the executor holds (of loss·S), at
+ * the lr of cc_lr_at(cfg, seg, step). */
 void cc_optimizer_step(cc_executor *ex, const cc_config *cfg, cc_scaler *sc, cc_opt_counts *oc,
-                       long step, cc_step_report *rep);
+                       const cc_lr_segment *seg, long step, cc_step_report *rep);
 
 /* CPU element-wise backends (src/cpu/grad_reduce.c, src/cpu/adamw.c; the
  * reference for kernels/grad_reduce.cu and kernels/adamw.cu). */

@@ -13,9 +13,16 @@ typedef struct cc_train_opts {
     const char *resume;    /* checkpoint to continue from, or NULL */
     const char *init_ckpt; /* weights to start from (fresh optimizer), or NULL */
     int force;             /* out_dir holds an earlier run: clear what it wrote and start over */
+    int resume_auto;       /* --resume auto found no checkpoint (said in a refusal over old logs) */
+    int new_data;          /* a resume on other data than the checkpoint's goes on: a new best-eval
+                            * record, and the training data from its start where it changed */
+    const char *prog;      /* the program as the user ran it, for the hints printed (NULL: "catchat") */
     /* Set (to the signal number) by the caller's SIGINT/SIGTERM handler: the
      * step in flight finishes, the checkpoint is written and the run stops. */
     volatile sig_atomic_t *stop_signal;
+    /* When non-NULL, set to the step of each checkpoint this invocation
+     * writes, so the caller's handler of a second signal can say what is saved. */
+    volatile sig_atomic_t *saved_step;
     int quiet;             /* no per-step progress lines (the summary at the end is still printed) */
     int live;              /* stdout is a terminal this many columns wide (0: not a terminal): one
                             * progress line rewritten in place (eval steps stay as lines), cut to the

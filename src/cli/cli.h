@@ -8,6 +8,10 @@
 
 #define CLI_MAX_SETS 128
 
+/* The program as the user ran it (argv[0], e.g. "build/catchat"), for hints
+ * that print a command to run next. */
+extern const char *cli_program;
+
 typedef struct cli_config_args {
     const char *config_path;
     const char *sets[CLI_MAX_SETS];

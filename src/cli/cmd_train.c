@@ -18,7 +18,7 @@
 
 static const char *HELP =
     "usage: catchat train [--config F] [--set key=value]... [--resume CKPT|auto | --init CKPT]\n"
-    "                     [--force] [--steps N] [--quiet] [--sample-prompt TEXT] [--sample-tokens N]\n"
+    "                     [--force] [--new-data] [--steps N] [--quiet] [--sample-prompt TEXT] [--sample-tokens N]\n"
     "                     [--check-finite] [--dist MODE] [--dist-id FILE]\n"
     "                     [--preflight MODE] [--plant-nan NAME] [--plant-overflow N]\n"
     "                     [--plant-wrong-result CHECK] [--plant-nan-grad-h STEP:L,B,T,U]\n\n"
@@ -26,21 +26,28 @@ static const char *HELP =
     "Writes <out_dir>/telemetry.csv (one row per step), <out_dir>/checkpoint.safetensors\n"
     "(every checkpoint_interval steps and at the end) and <out_dir>/sample.txt.\n"
     "SIGINT (Ctrl-C) or SIGTERM finishes the step in flight, writes the checkpoint and exits\n"
-    "130 or 143; a second one exits at once (the last checkpoint stays intact).\n\n"
+    "130 or 143; a second one exits at once, saying which checkpoint is saved (the last one\n"
+    "stays intact). Progress: on a terminal one line rewritten in place each step, the fields\n"
+    "that do not fit its width left off from the end (eval steps stay on screen); otherwise\n"
+    "(a log file, CI) a line per step with every field.\n\n"
     "  --config F          INI file (configs/*.ini); every key has a default\n"
     "  --set key=value     override one key ('lr=1e-3' or 'train.lr=1e-3'), repeatable\n"
-    "  --resume CKPT       continue the run saved in CKPT (weights, moments, schedule, data); its\n"
-    "                      stored config is used unless --config is given, and [model] keys must match\n"
+    "  --resume CKPT       continue the run saved in CKPT (weights, moments, schedule, data) in\n"
+    "                      CKPT's folder (--set out_dir=DIR writes elsewhere); its stored config is\n"
+    "                      used unless --config is given, and [model] keys must match; a changed\n"
+    "                      max_steps re-plans the lr from where it is (docs/training.md)\n"
     "  --resume auto       resume <out_dir>/checkpoint.safetensors if there is one, else start afresh\n"
-    "                      (for jobs a scheduler may requeue)\n"
+    "                      (for jobs a scheduler may requeue); logs without a checkpoint are kept\n"
+    "                      (refused) unless --force is given too\n"
+    "  --new-data          with --resume: go on although [data] train or val differs from the\n"
+    "                      checkpoint's (a new best-eval record; changed training data read from\n"
+    "                      its start); without it such a resume is refused\n"
     "  --init CKPT         start from the weights in CKPT with a fresh optimizer\n"
     "  --force             out_dir holds an earlier run: delete what it wrote (checkpoint, telemetry,\n"
     "                      grad norms, TensorBoard events, sample) and start over\n"
     "  --steps N           stop after N steps of this invocation (checkpoint written)\n"
     "  --quiet             no progress; the summary at the end (steps, best eval loss, checkpoints,\n"
     "                      time) is still printed\n"
-    "Progress: on a terminal one line is rewritten in place each step (eval steps stay on screen);\n"
-    "otherwise (a log file, CI) a line per step.\n"
     "  --sample-prompt T   prompt of the sample written at the end (default \"The \")\n"
     "  --sample-tokens N   length of that sample (default 300, 0 = none)\n"
     "  --check-finite      NaN provenance: scan every stage's output as the step runs; stop at the\n"
@@ -63,12 +70,43 @@ static const char *HELP =
     "                      run is refused; nothing is remembered\n";
 
 /* First SIGINT/SIGTERM: remember it; the trainer stops after the step in
- * flight. A second: the default action, at once. */
+ * flight. A second: one line on what is saved, then the default action, at
+ * once. The line is put together from parts made before the run, with
+ * write(2) only: nothing else is safe in a handler. */
 static volatile sig_atomic_t stop_signal = 0;
+static volatile sig_atomic_t saved_step = 0; /* the trainer's last checkpoint of this invocation, 0: none */
+static char saved_path[CC_PATH_MAX + 64];
+static long resumed_step = -1; /* the step of the checkpoint resumed, -1: none */
+
+static void say(const char *text) { ssize_t n = write(STDERR_FILENO, text, strlen(text)); (void)n; }
+
+static void say_long(long v)
+{
+    char digits[24];
+    int n = 0;
+    do digits[sizeof(digits) - 1 - n++] = (char)('0' + v % 10);
+    while ((v /= 10) > 0 && n < (int)sizeof(digits));
+    ssize_t w = write(STDERR_FILENO, digits + sizeof(digits) - n, (size_t)n);
+    (void)w;
+}
 
 static void on_stop_signal(int sig)
 {
     if (stop_signal) {
+        say(sig == SIGINT ? "\ncatchat: a second SIGINT: stopped at once; " : "\ncatchat: a second signal: stopped at once; ");
+        if (saved_step > 0) {
+            say("the checkpoint of step ");
+            say_long(saved_step);
+            say(" is saved in ");
+            say(saved_path);
+        } else if (resumed_step >= 0) {
+            say("nothing was saved by this run: the checkpoint it resumed (step ");
+            say_long(resumed_step);
+            say(") is unchanged");
+        } else {
+            say("nothing was saved (no checkpoint had been written yet)");
+        }
+        say("\n");
         signal(sig, SIG_DFL);
         raise(sig);
         return;
@@ -86,7 +124,19 @@ static void catch_stop_signals(void)
      * ignored, as shells and Python do; SIGTERM is always a stop request. */
     struct sigaction old;
     if (sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, NULL);
+    else
+        fprintf(stderr, "catchat: note: SIGINT is ignored in this process (a script's background job, nohup): "
+                        "Ctrl-C will not stop it; 'kill %ld' (SIGTERM) stops it after the step, with a checkpoint\n",
+                (long)getpid());
     sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Whether --set names [run] out_dir ("out_dir=…" or "run.out_dir=…"). */
+static int sets_out_dir(const cli_config_args *ca)
+{
+    for (int i = 0; i < ca->nsets; i++)
+        if (strncmp(ca->sets[i], "out_dir=", 8) == 0 || strncmp(ca->sets[i], "run.out_dir=", 12) == 0) return 1;
+    return 0;
 }
 
 /* The trainer calls this once its ranks are up, before the executor: every
@@ -124,6 +174,7 @@ int cmd_train(int argc, char **argv)
         { "plant-overflow", required_argument, 0, 'O' }, { "dist", required_argument, 0, 'D' },
         { "dist-id", required_argument, 0, 'I' }, { "force", no_argument, 0, 'f' },
         { "plant-wrong-result", required_argument, 0, 'W' }, { "plant-nan-grad-h", required_argument, 0, 'G' },
+        { "new-data", no_argument, 0, 'R' },
         CLI_PREFLIGHT_OPTION,
         { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
@@ -147,6 +198,7 @@ int cmd_train(int argc, char **argv)
         case 'D': o.dist_mode = optarg; break;
         case 'I': o.dist_id = optarg; break;
         case 'f': o.force = 1; break;
+        case 'R': o.new_data = 1; break;
         case 'N': o.plant_nan = optarg; break;
         case 'O': if (cli_parse_long("--plant-overflow", optarg, 1, 1L << 40, &v)) return 2; o.plant_overflow_step = v; break;
         case 'W': plant_wrong = optarg; break;
@@ -166,6 +218,7 @@ int cmd_train(int argc, char **argv)
     if (o.resume && o.init_ckpt) return cli_usage_error("train", "--resume and --init exclude each other");
     if (o.resume && o.force && strcmp(o.resume, "auto") != 0)
         return cli_usage_error("train", "--force starts over: it does not go with --resume CKPT");
+    if (o.new_data && !o.resume) return cli_usage_error("train", "--new-data goes with --resume");
     if (o.dist_mode && cli_check_choice("train", "--dist", o.dist_mode, "auto|mpi|env|none")) return 2;
     cc_config cfg;
     char auto_path[CC_PATH_MAX + 64];
@@ -175,27 +228,34 @@ int cmd_train(int argc, char **argv)
         snprintf(auto_path, sizeof(auto_path), "%s/%s", cfg.out_dir, CC_CHECKPOINT_NAME);
         struct stat st;
         o.resume = stat(auto_path, &st) == 0 ? auto_path : NULL;
-        if (!o.resume) o.force = 1; /* logs of an attempt that never checkpointed are replaced */
-        else if (!o.quiet) printf("catchat train: --resume auto: resuming %s\n", auto_path);
+        /* without a checkpoint it is a new run: logs there are kept unless --force (trainer) */
+        o.resume_auto = !o.resume;
+        if (o.resume && !o.quiet) printf("catchat train: --resume auto: resuming %s\n", auto_path);
+        if (o.new_data && !o.resume) o.new_data = 0; /* nothing to resume: the data is new anyway */
     }
+    const int resume_named = o.resume && o.resume != auto_path;
     if (cli_resolve_config(&cfg, &ca, o.resume ? o.resume : o.init_ckpt,
                            o.resume ? CKPT_MODEL_MUST_MATCH : CKPT_MODEL_MAY_DIFFER) != 0)
         return 1;
-    cc_config stored;
-    cc_config_defaults(&stored);
-    if (o.resume && !ca.config_path && cc_checkpoint_read_config(o.resume, &stored) == 1 &&
-        strcmp(stored.out_dir, cfg.out_dir) == 0) {
-        /* out_dir not changed by --set: the run goes on in the folder its
-         * checkpoint is in, wherever that folder is now */
+    if (resume_named && !sets_out_dir(&ca)) {
+        /* --resume CKPT continues that run where its checkpoint is, wherever
+         * that folder is now; a config's out_dir names where new runs go */
         char dir[CC_PATH_MAX];
         snprintf(dir, sizeof(dir), "%s", o.resume);
         char *slash = strrchr(dir, '/');
         if (slash) *slash = 0;
         else snprintf(dir, sizeof(dir), ".");
+        if (ca.config_path && !cc_same_file(dir, cfg.out_dir))
+            fprintf(stderr, "catchat: note: --resume goes on in %s, the checkpoint's folder, not the config's out_dir "
+                            "%s (--set out_dir=DIR to write elsewhere)\n", dir, cfg.out_dir);
         snprintf(cfg.out_dir, sizeof(cfg.out_dir), "%s", dir);
     }
     catch_stop_signals();
     o.stop_signal = &stop_signal;
+    o.saved_step = &saved_step;
+    o.prog = cli_program;
+    snprintf(saved_path, sizeof(saved_path), "%s/%s", cfg.out_dir, CC_CHECKPOINT_NAME);
+    if (o.resume) resumed_step = cc_checkpoint_step(o.resume);
     cc_dist_launch launch;
     cli_dist_launch(&launch);
     o.launch = &launch;

@@ -53,8 +53,11 @@ static int help_config(void)
     return 0;
 }
 
+const char *cli_program = "catchat";
+
 int main(int argc, char **argv)
 {
+    if (argc > 0 && argv[0] && *argv[0]) cli_program = argv[0];
     /* The GPU executor runs three streams per lane at once (the lane's, its
      * recurrences', its weight gradients'); with the default 8 hardware
      * queues two of them would share one and wait on each other. 32 is the

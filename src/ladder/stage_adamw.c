@@ -50,8 +50,8 @@ static void run_adamw(const ladder_ctx *cx, stage *st)
             free(gg);
             gpu->ops->get_params(gpu, before);
         }
-        cc_optimizer_step(cpu, &c, &scc, &occ, 10 + k, &rc);
-        cc_optimizer_step(gpu, &c, &scg, &ocg, 10 + k, &rg);
+        cc_optimizer_step(cpu, &c, &scc, &occ, NULL, 10 + k, &rc);
+        cc_optimizer_step(gpu, &c, &scg, &ocg, NULL, 10 + k, &rg);
         if (k == 1) {
             gpu->ops->get_params(gpu, after);
             skip_ok &= rg.skipped && rc.skipped && memcmp(before, after, 4 * n) == 0;
