@@ -70,7 +70,9 @@ int cc_dist_agree(cc_dist *d, const char *mine)
     if (!d || !d->active) return 0;
     char *lead = cc_calloc(SIGNATURE_MAX, 1);
     if (d->rank == 0 && mine) snprintf(lead, SIGNATURE_MAX, "%s", mine);
+    cc_dist_enter(d, "the broadcast of rank 0's config", NULL);
     cc_dist_broadcast_bytes(d, lead, SIGNATURE_MAX);
+    cc_dist_leave(d);
     char diff[1024];
     const int n = mine ? cc_signature_diff(mine, lead, diff, sizeof(diff)) : 1;
     if (n) cc_error("rank %d: its config differs from rank 0's in %d line%s: %s; every rank must run the same "
@@ -84,7 +86,9 @@ int cc_dist_all_passed(cc_dist *d, int failed, const char *what)
 {
     if (!d || !d->active) return failed ? -1 : 0;
     double v[2] = { failed ? 1 : 0, failed ? d->rank + 1 : 0 }; /* how many failed; with one, which */
+    cc_dist_enter(d, "the all-reduce of every rank's verdict on", what);
     cc_dist_allreduce_host(d, v, 2, 0);
+    cc_dist_leave(d);
     if (v[0] == 0) return 0;
     if (!failed && d->rank == 0) {
         if (v[0] == 1) cc_error("rank %d failed %s (its own line says why); no rank starts", (int)v[1] - 1, what);

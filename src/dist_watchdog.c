@@ -13,14 +13,30 @@
  * leaves its file standing, to be found lost). At most PEERS_PER_TICK files
  * are read a tick, in turn, so a large world does not flood a shared file
  * system: a rank is then looked at every world/PEERS_PER_TICK ticks. The files are opened, written and closed each time, so a shared
- * file system's close-to-open consistency shows the new contents. */
+ * file system's close-to-open consistency shows the new contents.
+ *
+ * A rank that hangs while alive (a deadlock of its own, a GPU that stopped
+ * answering, a file system that never returns) keeps its heartbeat moving,
+ * and the others wait for it in their next collective for ever. So the
+ * thread that runs the steps also marks, in this struct, when each step
+ * starts and when it enters and leaves a collective's wait; the watchdog's
+ * thread compares the time spent in the current collective with the median
+ * of the last STEP_RING step times. The median, not the mean: steps with an
+ * evaluation or a checkpoint are far longer than the others and would raise
+ * the limit. The floor keeps a short step (a few ms) from making a
+ * checkpoint written by rank 0 look like a hang to the ranks waiting for it.
+ * The marks are atomics, the main thread's only cost a clock read and a few
+ * stores: it never takes the watchdog's lock, which is held while files are
+ * read and written. */
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/dist.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +45,8 @@
 #include "catchat/util.h"
 
 #define PEERS_PER_TICK 64
+#define STEP_RING 31 /* step times kept for the median */
+#define STEP_MIN 3   /* step times needed before the median is used */
 
 struct cc_watchdog {
     cc_watchdog_opts o;
@@ -43,6 +61,16 @@ struct cc_watchdog {
     unsigned long long *last;
     double *moved_at;
     unsigned char *seen, *over;
+    /* written by the thread that runs the steps, read by the watchdog's (the
+     * ring's slots may be read mid-update: each is one atomic, old or new) */
+    atomic_llong entered_ns; /* when the current collective's wait began; 0: in none */
+    _Atomic(const char *) what, detail;
+    atomic_long step;
+    atomic_llong step_ns[STEP_RING]; /* step times */
+    atomic_ulong steps;              /* step times recorded */
+    long long last_step_at;          /* the stepping thread's own: its last step mark */
+    int depth;                       /* the stepping thread's own: nested enters */
+    long long reported;              /* the watchdog thread's own: the entry already reported */
 };
 
 static double now_s(void)
@@ -50,6 +78,13 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static void rank_file(const cc_watchdog *w, int rank, char *out, size_t cap)
@@ -108,6 +143,50 @@ static void check_peers(cc_watchdog *w, double t)
     }
 }
 
+/* The median of the recorded step times, in seconds; -1 before STEP_MIN. */
+static double median_step(cc_watchdog *w)
+{
+    const unsigned long n = atomic_load(&w->steps);
+    if (n < STEP_MIN) return -1;
+    const int k = n < STEP_RING ? (int)n : STEP_RING;
+    long long v[STEP_RING];
+    for (int i = 0; i < k; i++) { /* insertion sort: at most 31 */
+        const long long x = atomic_load(&w->step_ns[i]);
+        int j = i;
+        for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+    return (k % 2 ? (double)v[k / 2] : 0.5 * ((double)v[k / 2 - 1] + (double)v[k / 2])) * 1e-9;
+}
+
+/* Every other rank's heartbeat has been read and none is lost or finished. */
+static int peers_alive(const cc_watchdog *w)
+{
+    for (int r = 0; r < w->o.world; r++)
+        if (r != w->o.rank && (!w->seen[r] || w->over[r])) return 0;
+    return 1;
+}
+
+static void check_stall(cc_watchdog *w)
+{
+    if (w->o.stall_floor_s <= 0 || !w->o.on_stalled) return;
+    const long long since = atomic_load(&w->entered_ns);
+    if (since == 0 || since == w->reported) return;
+    cc_stall s = { .rank = w->o.rank, .step = atomic_load(&w->step), .what = atomic_load(&w->what),
+                   .detail = atomic_load(&w->detail) };
+    /* the same wait still (sequentially consistent loads: the name read belongs to this entry) */
+    if (atomic_load(&w->entered_ns) != since) return;
+    s.factor = w->o.stall_factor > 1 ? w->o.stall_factor : 1;
+    s.floor_s = w->o.stall_floor_s;
+    s.waited_s = (double)(now_ns() - since) * 1e-9;
+    s.median_s = median_step(w);
+    s.limit_s = s.median_s < 0 ? s.factor * s.floor_s : fmax(s.factor * s.median_s, s.floor_s);
+    if (s.waited_s <= s.limit_s) return;
+    w->reported = since;
+    s.peers_alive = peers_alive(w);
+    w->o.on_stalled(&s, w->o.arg);
+}
+
 static void *watch(void *arg)
 {
     cc_watchdog *w = arg;
@@ -116,6 +195,7 @@ static void *watch(void *arg)
         w->counter++;
         write_counter(w); /* a failed write only makes this rank look lost to the others later: said then */
         check_peers(w, now_s());
+        check_stall(w);
         struct timespec until; /* on the monotonic clock (the condition's): a wall-clock step changes nothing */
         clock_gettime(CLOCK_MONOTONIC, &until);
         const double end = until.tv_sec + until.tv_nsec * 1e-9 + w->o.interval_s;
@@ -203,4 +283,72 @@ void cc_watchdog_stop(cc_watchdog *w, int finished)
     free(w->seen);
     free(w->over);
     free(w);
+}
+
+/* ---- the stepping thread's marks ---- */
+
+void cc_watchdog_step(cc_watchdog *w, long step)
+{
+    if (!w) return;
+    const long long t = now_ns();
+    if (w->last_step_at) {
+        const unsigned long n = atomic_load(&w->steps);
+        atomic_store(&w->step_ns[n % STEP_RING], t - w->last_step_at);
+        atomic_store(&w->steps, n + 1);
+    }
+    w->last_step_at = t;
+    atomic_store(&w->step, step);
+}
+
+void cc_watchdog_enter(cc_watchdog *w, const char *what, const char *detail)
+{
+    if (!w || w->depth++ > 0) return; /* inside another mark: the outer one names the wait */
+    atomic_store(&w->what, what);
+    atomic_store(&w->detail, detail);
+    atomic_store(&w->entered_ns, now_ns());
+}
+
+void cc_watchdog_leave(cc_watchdog *w)
+{
+    if (!w || w->depth == 0 || --w->depth > 0) return;
+    atomic_store(&w->entered_ns, 0);
+}
+
+void cc_dist_step(cc_dist *d, long step) { cc_watchdog_step(d ? d->watchdog : NULL, step); }
+void cc_dist_enter(cc_dist *d, const char *what, const char *detail)
+{
+    cc_watchdog_enter(d ? d->watchdog : NULL, what, detail);
+}
+void cc_dist_leave(cc_dist *d) { cc_watchdog_leave(d ? d->watchdog : NULL); }
+
+void cc_stall_describe(const cc_stall *s, char *out, size_t cap)
+{
+    char when[48], limit[128];
+    if (s->step > 0) snprintf(when, sizeof(when), "step %ld", s->step);
+    else snprintf(when, sizeof(when), "before the first step");
+    if (s->median_s < 0)
+        snprintf(limit, sizeof(limit), "over %.3g s (%g× %.3g s while no step time is known yet)", s->limit_s,
+                 s->factor, s->floor_s);
+    else
+        snprintf(limit, sizeof(limit), "over %g× the median step (%.3g s) and %.3g s", s->factor, s->median_s,
+                 s->floor_s);
+    snprintf(out, cap,
+             "rank %d: %s: %s%s%s has waited %.3g s, %s: %s; rank %d stops instead of waiting in NCCL for ever; "
+             "the last checkpoint resumes the run at any world size (--resume)",
+             s->rank, when, s->what ? s->what : "a collective", s->detail ? " " : "", s->detail ? s->detail : "",
+             s->waited_s, limit,
+             s->peers_alive ? "every rank's heartbeat still moves, so one is alive but has not reached it (hung, or "
+                              "far slower than this one)"
+                            : "a rank has not reached it (hung, or gone where its heartbeat cannot be seen)",
+             s->rank);
+}
+
+void cc_watchdog_exit_on_stall(const cc_stall *s, void *arg)
+{
+    (void)arg;
+    char line[1024];
+    cc_stall_describe(s, line, sizeof(line));
+    fprintf(stderr, "catchat: %s\n", line);
+    fflush(stderr);
+    _exit(1);
 }

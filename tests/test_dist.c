@@ -1,6 +1,8 @@
 /* The parts of data parallelism that need no GPU: every rank's config
- * compared with rank 0's, naming what differs (src/dist_agree.c), and the
- * one-process path, where there is nothing to agree on. */
+ * compared with rank 0's, naming what differs (src/dist_agree.c), the
+ * one-process path, where there is nothing to agree on, and the watchdog
+ * (src/dist_watchdog.c: a lost rank, a collective a live rank never
+ * reaches) with real processes. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,7 +122,7 @@ static void sleep_s(double s)
 /* every 50 ms, lost after 1 s */
 static cc_watchdog *watch_as(const char *dir, int rank, void (*on_lost)(int, double, void *))
 {
-    const cc_watchdog_opts o = { dir, RUN_ID, rank, 2, 0.05, 1.0, on_lost, NULL };
+    const cc_watchdog_opts o = { dir, RUN_ID, rank, 2, 0.05, 1.0, on_lost, NULL, 0, 0, NULL }; /* no stall watch */
     return cc_watchdog_start(&o);
 }
 
@@ -252,4 +254,200 @@ Test(dist, stale_heartbeats_are_cleared)
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
         cr_expect_eq(access(path, F_OK) == 0, i != 0, "%s", names[i]);
     }
+}
+
+/* ---- a collective that waits far longer than a step (src/dist_watchdog.c) ---- */
+#include <poll.h>
+
+/* How rank 0 ended: its exit status (-1: still running after 10 s, killed),
+ * the seconds from entering the collective to its end, its stderr. */
+typedef struct {
+    int status;
+    double took;
+    char err[4096];
+} rank0_end;
+
+/* 1 when fd has bytes (or EOF) within s seconds */
+static int ready_within(int fd, double s)
+{
+    struct pollfd p = { fd, POLLIN, 0 };
+    return poll(&p, 1, (int)(s * 1000)) == 1;
+}
+
+/* Rank 0 in a child process beside a live rank 1 (its heartbeat moves; it
+ * never enters the collective): rank 0 marks `steps` step times of step_s,
+ * then step 812, enters "the gradient all-reduce" and stays in it for ever
+ * (wait_s < 0: its main thread blocked, as in an NCCL wait that never
+ * returns) or leaves it after wait_s and runs on 1.5 s outside any
+ * collective before it finishes (exit 0). Its watchdog ticks every 50 ms and
+ * ends it as the trainer's does (cc_watchdog_exit_on_stall). */
+static rank0_end run_rank0(double step_s, int steps, double floor_s, double wait_s)
+{
+    char dir[256];
+    th_tmpdir(dir, sizeof(dir));
+    rank0_end e = { -1, -1, "" };
+    const pid_t rank1 = start_rank1(dir, 0, 0); /* before the pipes: it holds no end of them */
+    cr_assert_gt(rank1, 0);
+    int err[2], entered[2];
+    cr_assert_eq(pipe(err), 0);
+    cr_assert_eq(pipe(entered), 0);
+    const pid_t rank0 = fork();
+    if (rank0 == 0) {
+        alarm(30);
+        dup2(err[1], 2);
+        close(err[0]);
+        close(entered[0]);
+        while (counter_of_rank1(dir) < 2) sleep_s(0.01);
+        const cc_watchdog_opts o = { dir, RUN_ID, 0, 2, 0.05, 1.0, ignore_lost, NULL, 10.0, floor_s,
+                                     cc_watchdog_exit_on_stall };
+        cc_watchdog *w = cc_watchdog_start(&o);
+        if (!w) _exit(3);
+        for (int i = 0; i < steps; i++) {
+            cc_watchdog_step(w, 812 - steps + i);
+            sleep_s(step_s);
+        }
+        cc_watchdog_step(w, 812);
+        cc_watchdog_enter(w, "the gradient all-reduce", NULL);
+        if (write(entered[1], "e", 1) != 1) _exit(4);
+        if (wait_s < 0)
+            for (;;) pause();
+        sleep_s(wait_s);
+        cc_watchdog_leave(w);
+        cc_watchdog_step(w, 813);
+        sleep_s(1.5);
+        cc_watchdog_stop(w, 1);
+        _exit(0);
+    }
+    cr_assert_gt(rank0, 0);
+    close(err[1]);
+    close(entered[1]);
+    char byte;
+    cr_assert(ready_within(entered[0], 10) && read(entered[0], &byte, 1) == 1, "rank 0 entered the collective");
+    const double since = now_s();
+    int status = 0;
+    while (waitpid(rank0, &status, WNOHANG) == 0 && now_s() - since < 10) sleep_s(0.005);
+    if (now_s() - since >= 10) {
+        kill(rank0, SIGKILL);
+        waitpid(rank0, &status, 0);
+    } else {
+        e.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        e.took = now_s() - since;
+    }
+    size_t n = 0;
+    ssize_t got;
+    while (n < sizeof(e.err) - 1 && ready_within(err[0], 1) && (got = read(err[0], e.err + n, sizeof(e.err) - 1 - n)) > 0)
+        n += (size_t)got;
+    e.err[n] = 0;
+    close(err[0]);
+    close(entered[0]);
+    kill(rank1, SIGKILL);
+    waitpid(rank1, NULL, 0);
+    return e;
+}
+
+/* the number of lines in text */
+static int lines_in(const char *text)
+{
+    int n = 0;
+    for (; *text; text++) n += *text == '\n';
+    return n;
+}
+
+/* The seconds the line says rank 0 waited at step 812 in the gradient
+ * all-reduce; -1 when it says something else. */
+static double waited_in_line(const char *err)
+{
+    static const char head[] = "catchat: rank 0: step 812: the gradient all-reduce has waited ";
+    const char *p = strstr(err, head);
+    double s = -1;
+    if (!p || sscanf(p + sizeof(head) - 1, "%lf s, over ", &s) != 1) return -1;
+    return s;
+}
+
+/* A rank that is alive (its heartbeat moves) but never reaches the
+ * collective rank 0 waits in: rank 0 ends, exit 1, once it has waited the
+ * floor (1 s: ten median steps of 20 ms are less), with one line naming the
+ * step and the collective; its blocked main thread does not hold the exit. */
+Test(dist, a_collective_a_live_rank_never_reaches_ends_the_rank)
+{
+    const rank0_end e = run_rank0(0.02, 5, 1.0, -1);
+    cr_expect_eq(e.status, 1, "exit status %d after %.2f s; stderr: %s", e.status, e.took, e.err);
+    cr_expect(e.took >= 0.95 && e.took <= 4.0, "ended %.2f s after entering", e.took);
+    const double waited = waited_in_line(e.err);
+    cr_expect(waited >= 1.0 && waited <= e.took + 0.05, "waited %.2f s: %s", waited, e.err);
+    cr_expect(strstr(e.err, " s, over 10× the median step (0.0") != NULL, "%s", e.err);
+    cr_expect(strstr(e.err, " s) and 1 s: every rank's heartbeat still moves, so one is alive but has not reached "
+                            "it") != NULL, "%s", e.err);
+    cr_expect_eq(lines_in(e.err), 1, "one line: %s", e.err);
+}
+
+/* Steps of 150 ms: ten of them (1.5 s) are the limit, not the 0.3 s floor. */
+Test(dist, the_limit_is_ten_median_steps_when_they_are_longer_than_the_floor)
+{
+    const rank0_end e = run_rank0(0.15, 5, 0.3, -1);
+    cr_expect_eq(e.status, 1, "exit status %d; stderr: %s", e.status, e.err);
+    cr_expect(e.took >= 1.45 && e.took <= 4.5, "ended %.2f s after entering", e.took);
+    cr_expect_geq(waited_in_line(e.err), 1.5, "%s", e.err);
+    cr_expect(strstr(e.err, " s, over 10× the median step (0.1") != NULL, "%s", e.err);
+}
+
+/* Before any step time (the preflight's verdicts, the first step): ten
+ * floors. */
+Test(dist, before_a_step_time_is_known_the_limit_is_ten_floors)
+{
+    const rank0_end e = run_rank0(0, 0, 0.15, -1);
+    cr_expect_eq(e.status, 1, "exit status %d; stderr: %s", e.status, e.err);
+    cr_expect(e.took >= 1.45 && e.took <= 4.5, "ended %.2f s after entering", e.took);
+    cr_expect_geq(waited_in_line(e.err), 1.5, "%s", e.err);
+    cr_expect(strstr(e.err, " s, over 1.5 s (10× 0.15 s while no step time is known yet)") != NULL, "%s", e.err);
+}
+
+/* Slow collectives that finish are not stalls: one of 25 median steps
+ * under the floor, and one over the floor but under ten median steps. */
+Test(dist, a_slow_collective_under_the_floor_does_not_stop_the_rank)
+{
+    const rank0_end e = run_rank0(0.02, 5, 1.0, 0.5);
+    cr_expect_eq(e.status, 0, "exit status %d; stderr: %s", e.status, e.err);
+    cr_expect_str_eq(e.err, "");
+}
+
+Test(dist, a_slow_collective_under_ten_median_steps_does_not_stop_the_rank)
+{
+    const rank0_end e = run_rank0(0.15, 5, 0.3, 1.0);
+    cr_expect_eq(e.status, 0, "exit status %d; stderr: %s", e.status, e.err);
+    cr_expect_str_eq(e.err, "");
+}
+
+/* Marks nest: the wait is named by the outer mark (the caller's name for
+ * an all-reduce that also marks itself), and reported once. */
+static volatile int stalls;
+static const char *volatile stalled_what;
+static void note_stall(const cc_stall *s, void *arg)
+{
+    stalls++;
+    stalled_what = s->what;
+}
+
+Test(dist, nested_marks_name_the_outer_wait_once)
+{
+    char dir[256];
+    th_tmpdir(dir, sizeof(dir));
+    const cc_watchdog_opts o = { dir, RUN_ID, 0, 1, 0.02, 1.0, ignore_lost, NULL, 10.0, 0.1, note_stall };
+    cc_watchdog *w = cc_watchdog_start(&o);
+    cr_assert_not_null(w);
+    for (int i = 1; i <= 4; i++) {
+        cc_watchdog_step(w, i);
+        sleep_s(0.005);
+    }
+    cc_watchdog_enter(w, "the scored-count all-reduce", NULL);
+    cc_watchdog_enter(w, "an all-reduce of host values", NULL);
+    const double since = now_s();
+    while (!stalls && now_s() - since < 5) sleep_s(0.005);
+    sleep_s(0.3); /* a few more ticks of the same wait */
+    cc_watchdog_leave(w);
+    cc_watchdog_leave(w);
+    cc_watchdog_stop(w, 1);
+    cr_expect_eq(stalls, 1);
+    cr_expect(stalled_what && strcmp(stalled_what, "the scored-count all-reduce") == 0, "%s",
+              stalled_what ? stalled_what : "(none)");
 }

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 typedef struct cc_watchdog cc_watchdog;
+struct cc_stall;
 
 typedef struct cc_dist {
     int rank, world, local_rank;
@@ -31,6 +32,7 @@ typedef struct cc_dist {
     char run_id[17];        /* the same on every rank of one run (a hash of the NCCL unique id) */
     cc_watchdog *watchdog;  /* cc_dist_watch's, stopped by cc_dist_finalize */
     int finished;           /* set before cc_dist_finalize when this rank's run ended as planned */
+    double stall_floor_s;   /* cc_dist_watch's least wait of a stalled collective: 60 from cc_dist_init; 0: unwatched */
 } cc_dist;
 
 /* What the launcher put in the environment, read by the CLI (cli_env.c) so
@@ -85,7 +87,22 @@ typedef struct cc_watchdog_opts {
     double lost_after_s; /* a heartbeat seen moving that stands still this long is a lost rank */
     void (*on_lost)(int rank, double silent_s, void *arg); /* once per lost rank, from the watchdog's thread */
     void *arg;
+    /* A collective this rank has waited in for longer than stall_factor × the
+     * median step time and at least stall_floor_s (before a median is known:
+     * stall_factor × stall_floor_s) is a rank that is alive but never came;
+     * stall_floor_s <= 0: not watched. */
+    double stall_factor, stall_floor_s;
+    void (*on_stalled)(const struct cc_stall *s, void *arg); /* once per such collective, from the watchdog's thread */
 } cc_watchdog_opts;
+/* What the watchdog saw of a collective that waited too long. */
+typedef struct cc_stall {
+    int rank;                 /* this rank */
+    long step;                /* the last step marked (0: none yet) */
+    const char *what, *detail; /* the collective's name, and a second part or NULL */
+    double waited_s, median_s, limit_s; /* median_s < 0: no step time known yet */
+    double factor, floor_s;   /* the options that made limit_s */
+    int peers_alive;          /* every other rank's heartbeat was seen and none is lost or finished */
+} cc_stall;
 /* Starts the heartbeat thread; NULL with a one-line error when the folder
  * cannot be written (the run goes on, unwatched). */
 cc_watchdog *cc_watchdog_start(const cc_watchdog_opts *o);
@@ -97,10 +114,33 @@ void cc_watchdog_clear_stale(const char *dir, const char *run_id);
 void cc_watchdog_stop(cc_watchdog *w, int finished);
 /* The trainer's watchdog in `dir`: every 2 s, lost after 20 s; a lost rank
  * is named in one line on stderr and this rank exits 1 at once (it would
- * otherwise wait in NCCL for ever). Rank 0 first clears the heartbeats
- * earlier runs left. No-op without a communicator (world size 1 through
- * NCCL runs it too, with no one to lose). */
+ * otherwise wait in NCCL for ever); so is a collective that has waited
+ * over 10× the median step and d->stall_floor_s. Rank 0 first clears the
+ * heartbeats earlier runs left. No-op without a communicator (world size 1
+ * through NCCL runs it too, with no one to lose). */
 void cc_dist_watch(cc_dist *d, const char *dir);
+
+/* ---- a collective that waits far longer than a step (src/dist_watchdog.c) ---- */
+/* Marks made by the thread that runs the steps, read by the watchdog's: a
+ * clock read and a few atomic stores each, no lock and no other system call.
+ * step: an optimizer step starts (the times between these marks are the step
+ * times the median comes from). enter/leave: around the wait of a
+ * collective, from its call until the host has its result (an NCCL call on
+ * a stream returns at once: the wait is in the synchronisation after it);
+ * nested marks keep the outermost name. what and detail must live until the
+ * matching leave. w or d NULL (no watchdog): nothing. */
+void cc_watchdog_step(cc_watchdog *w, long step);
+void cc_watchdog_enter(cc_watchdog *w, const char *what, const char *detail);
+void cc_watchdog_leave(cc_watchdog *w);
+void cc_dist_step(cc_dist *d, long step);
+void cc_dist_enter(cc_dist *d, const char *what, const char *detail);
+void cc_dist_leave(cc_dist *d);
+/* The one line saying which collective waited how long and why this rank stops. */
+void cc_stall_describe(const cc_stall *s, char *out, size_t cap);
+/* An on_stalled that prints that line on stderr and exits 1 at once, from
+ * the watchdog's thread: the thread that waits in NCCL is never joined, so
+ * a call that never returns does not hold the exit (as for a lost rank). */
+void cc_watchdog_exit_on_stall(const cc_stall *s, void *arg);
 
 /* Sum over ranks, in place. No-op without a communicator. */
 void cc_dist_allreduce_f32(cc_dist *d, float *dev, size_t n, cudaStream_t s);

@@ -111,6 +111,7 @@ int cc_dist_init(cc_dist *d, const char *mode, const char *id_file, const cc_dis
 {
     memset(d, 0, sizeof(*d));
     d->world = 1;
+    d->stall_floor_s = 60;
     static const cc_dist_launch single = { 0, -1, -1, -1, -1, NULL };
     const cc_dist_launch *l = launch ? launch : &single;
     const int have_env = l->world != -1;
@@ -179,7 +180,10 @@ void cc_dist_watch(cc_dist *d, const char *dir)
 {
     if (!d || !d->active || d->watchdog) return;
     if (d->rank == 0) cc_watchdog_clear_stale(dir, d->run_id);
-    const cc_watchdog_opts o = { dir, d->run_id, d->rank, d->world, 2.0, 20.0, on_lost_rank, d };
+    /* a wait of 10 median steps (and stall_floor_s) in one collective is a rank alive but hung, whose heartbeat
+     * cannot tell: this rank ends as it does for a lost one (cc_watchdog_exit_on_stall) */
+    const cc_watchdog_opts o = { dir, d->run_id, d->rank, d->world, 2.0, 20.0, on_lost_rank, d, 10.0, d->stall_floor_s,
+                                 cc_watchdog_exit_on_stall };
     d->watchdog = cc_watchdog_start(&o);
 }
 
@@ -202,8 +206,10 @@ void cc_dist_broadcast_bytes(cc_dist *d, void *buf, size_t n)
     if (!d || !d->active || n == 0) return;
     void *dev = cc_device_alloc(n, "dist broadcast");
     cudaCheck(cudaMemcpy(dev, buf, n, cudaMemcpyHostToDevice));
+    cc_dist_enter(d, "a broadcast from rank 0", NULL); /* the wait is in the synchronisation */
     ncclCheck(ncclBroadcast(dev, dev, n, ncclChar, 0, (ncclComm_t)d->comm, 0));
     cudaCheck(cudaStreamSynchronize(0));
+    cc_dist_leave(d);
     cudaCheck(cudaMemcpy(buf, dev, n, cudaMemcpyDeviceToHost));
     cudaFree(dev);
 #else
@@ -224,10 +230,13 @@ void cc_dist_allreduce_host(cc_dist *d, double *vals, int n, cudaStream_t s)
 {
 #ifdef CATCHAT_HAVE_NCCL
     if (!d || !d->active || n <= 0 || n > 8) return;
+    /* a caller's own mark names the wait; this one names it where there is none */
+    cc_dist_enter(d, "an all-reduce of host values", NULL);
     cudaCheck(cudaMemcpyAsync(d->scratch, vals, sizeof(double) * n, cudaMemcpyHostToDevice, s));
     ncclCheck(ncclAllReduce(d->scratch, d->scratch, (size_t)n, ncclDouble, ncclSum, (ncclComm_t)d->comm, s));
     cudaCheck(cudaMemcpyAsync(vals, d->scratch, sizeof(double) * n, cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaStreamSynchronize(s));
+    cc_dist_leave(d);
 #else
     (void)d, (void)vals, (void)n, (void)s;
 #endif

@@ -82,7 +82,9 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     const int last = !accum || ex->accum.index == ex->accum.count - 1;
     double counts[3] = { 0, ex->dist ? ex->dist->stop_request : 0, accum && first ? (double)ex->accum.n : 0 };
     for (int i = 0; i < M; i++) counts[0] += y[i] >= 0;
+    cc_dist_enter(ex->dist, "the scored-count all-reduce", NULL);
     cc_dist_allreduce_host(ex->dist, counts, 3, g->stream);
+    cc_dist_leave(ex->dist);
     if (ex->dist) ex->dist->stop_agreed = counts[1];
     if (accum && first) g->accum_total = (long)counts[2];
     const long scored = (long)counts[0];
@@ -100,6 +102,9 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
         else if (!last) launch_add(g->acc32, g->acc32, g->g32, ex->lay.total, g->stream);
         else if (!first) launch_add(g->g32, g->acc32, g->g32, ex->lay.total, g->stream);
     }
+    /* the gradient all-reduce returns at once; the host waits for it with the backward, in collect_loss */
+    const int reducing = units > 0 && last && ex->dist && ex->dist->active;
+    if (reducing) cc_dist_enter(ex->dist, "the gradient all-reduce", NULL);
     if (units > 0 && last) {
         if (ex->dist && ex->dist->active) {
             /* one lane reduced the tail (ctx.*, final_norm, lm_head) during the BPTT (not when
@@ -125,7 +130,10 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
         ex->grad_unit = loss_scale;
     }
     double sum = collect_loss(ex, NULL); /* also waits for the backward */
+    if (reducing) cc_dist_leave(ex->dist);
+    cc_dist_enter(ex->dist, "the loss all-reduce", NULL);
     cc_dist_allreduce_host(ex->dist, &sum, 1, g->stream);
+    cc_dist_leave(ex->dist);
     gpu_collect_marks(g);
     return scored ? sum / (double)scored : 0.0;
 }
