@@ -396,6 +396,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
         free(sig);
         if (agreed != 0) return -1;
         if (cc_mkdir_p(cfg->out_dir) != 0) return -1;
+        r->dist.stall_floor_s = cfg->collective_timeout;
         cc_dist_watch(&r->dist, cfg->out_dir);
     }
     if (r->dist.active && strcmp(cfg->device, "cpu") == 0)
@@ -609,6 +610,7 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
     const int B = cfg->batch_size, T = cfg->seq_len, world = r->dist.world;
     const double t0 = cc_now_ms();
     r->dist.stop_request = o->stop_signal ? *o->stop_signal : 0;
+    cc_dist_step(&r->dist, st->step + 1); /* the step the collectives below belong to; step times for the hang watch */
     /* [train] grad_accum micro-batches, consecutive in the data order: the
      * windows of one batch of batch_size·grad_accum sequences */
     const int A = cfg->grad_accum;
