@@ -11,7 +11,7 @@ in a newline) are read as one text.
 
 Writes OUT_PREFIX_train_000.bin ..., OUT_PREFIX_val_000.bin ... and
 OUT_PREFIX.vocab (one line per token id: its bytes in hex) and prints the
-vocab_size to set.
+vocab_size to set. The folder of OUT_PREFIX is made if it does not exist.
 
 Tokenizers: bytes (catchat's built-in, vocab 256: the file's bytes as they are,
 never decoded, so any file works, invalid UTF-8 included), gpt2 (GPT-2 BPE
@@ -107,14 +107,24 @@ def main():
                      f"would have no tokens ({len(data)} {'bytes' if a.tokenizer == 'bytes' else 'characters'} in all)")
         if max(toks) >= 65536:
             sys.exit(f"prepare: token id {max(toks)} does not fit the uint16 shard format")
-    for split, toks in splits:
-        for k in range(0, len(toks), a.shard_tokens):
-            path = f"{a.out_prefix}_{split}_{k // a.shard_tokens:03d}.bin"
-            write_shard(path, toks[k:k + a.shard_tokens])
-            print(f"{path}: {len(toks[k:k + a.shard_tokens])} tokens")
-    with open(f"{a.out_prefix}.vocab", "w") as f:
-        for b in vocab:
-            f.write(b.hex() + "\n")
+    try:
+        # OUT_PREFIX may name a folder not made yet (data/mine/train): made here, after every
+        # check, so a refused input leaves nothing behind
+        folder = os.path.dirname(a.out_prefix)
+        if folder and os.path.exists(folder) and not os.path.isdir(folder):
+            sys.exit(f"prepare: {folder}: not a folder, so OUT_PREFIX {a.out_prefix} cannot be written")
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        for split, toks in splits:
+            for k in range(0, len(toks), a.shard_tokens):
+                path = f"{a.out_prefix}_{split}_{k // a.shard_tokens:03d}.bin"
+                write_shard(path, toks[k:k + a.shard_tokens])
+                print(f"{path}: {len(toks[k:k + a.shard_tokens])} tokens")
+        with open(f"{a.out_prefix}.vocab", "w") as f:
+            for b in vocab:
+                f.write(b.hex() + "\n")
+    except OSError as e:  # a file where the folder should be, no permission, a full disk: one line
+        sys.exit(f"prepare: {e.filename or a.out_prefix}: {e.strerror}")
     print(f"{a.out_prefix}.vocab: set [model] vocab_size = {len(vocab)}")
 
 

@@ -82,6 +82,32 @@ int cc_checkpoint_read_config(const char *path, cc_config *cfg)
     return rc;
 }
 
+int cc_checkpoint_verify(const char *path)
+{
+    cc_st_file f;
+    if (cc_st_open(&f, path) != 0) return -1;
+    cc_st_close(&f);
+    return 0;
+}
+
+static int shape_matches(const cc_st_tensor *st, const cc_tensor_info *t)
+{
+    return st->ndim == t->ndim && st->shape[0] == t->shape[0] && (t->ndim == 1 || st->shape[1] == t->shape[1]);
+}
+
+int cc_checkpoint_fits(const char *path, const cc_layout *lay)
+{
+    cc_st_file f;
+    if (cc_st_open(&f, path) != 0) return -1;
+    int fits = 1;
+    for (int i = 0; i < lay->n && fits; i++) {
+        const cc_st_tensor *st = cc_st_find(&f, lay->t[i].name);
+        fits = st && shape_matches(st, &lay->t[i]);
+    }
+    cc_st_close(&f);
+    return fits;
+}
+
 /* Load every tensor of the layout named prefix+name into base. */
 static int load_set(const cc_st_file *f, const cc_layout *lay, const char *prefix, float *base,
                     int required)
@@ -95,9 +121,7 @@ static int load_set(const cc_st_file *f, const cc_layout *lay, const char *prefi
             if (required) return cc_error("%s: missing tensor '%s'", f->path, name);
             return 1;
         }
-        int ok = st->ndim == t->ndim && st->shape[0] == t->shape[0] &&
-                 (t->ndim == 1 || st->shape[1] == t->shape[1]);
-        if (!ok) {
+        if (!shape_matches(st, t)) {
             char want[64], got[64] = "";
             if (t->ndim == 1) snprintf(want, sizeof(want), "[%d]", t->shape[0]);
             else snprintf(want, sizeof(want), "[%d, %d]", t->shape[0], t->shape[1]);

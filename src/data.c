@@ -51,6 +51,54 @@ static int load_text(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_siz
     return 0;
 }
 
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if none. */
+static size_t utf8_len(const uint8_t *p, size_t n)
+{
+    const uint8_t b = p[0];
+    size_t len;
+    uint8_t lo = 0x80, hi = 0xbf; /* the range of the second byte */
+    if (b < 0x80) return 1;
+    else if (b >= 0xc2 && b <= 0xdf) len = 2;
+    else if (b >= 0xe0 && b <= 0xef) {
+        len = 3;
+        if (b == 0xe0) lo = 0xa0; /* overlong */
+        if (b == 0xed) hi = 0x9f; /* surrogates */
+    } else if (b >= 0xf0 && b <= 0xf4) {
+        len = 4;
+        if (b == 0xf0) lo = 0x90; /* overlong */
+        if (b == 0xf4) hi = 0x8f; /* past U+10FFFF */
+    } else return 0;
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    return len;
+}
+
+/* Whether bytes read as text look like a binary file (an executable, an
+ * archive, raw numbers): a NUL byte, which text never holds, or more than
+ * half of the bytes not UTF-8 text (invalid sequences, or control bytes
+ * other than whitespace and escape). Text in a legacy 8-bit encoding such as
+ * Latin-1 keeps well under that. `why` says which. */
+static int looks_binary(const uint8_t *buf, size_t len, char *why, size_t cap)
+{
+    const uint8_t *nul = len ? memchr(buf, 0, len) : NULL;
+    if (nul) {
+        snprintf(why, cap, "it holds NUL bytes, the first at byte %zu", (size_t)(nul - buf));
+        return 1;
+    }
+    size_t odd = 0;
+    for (size_t i = 0; i < len;) {
+        const size_t n = utf8_len(buf + i, len - i);
+        if (n == 0 || (n == 1 && buf[i] < 0x20 && !strchr("\t\n\v\f\r\x1b", buf[i]))) {
+            odd++;
+            i++;
+        } else i += n;
+    }
+    if (odd * 2 <= len) return 0;
+    snprintf(why, cap, "%.0f%% of its bytes are not UTF-8 text", 100.0 * (double)odd / (double)len);
+    return 1;
+}
+
 /* A header that is a shard's in all but the magic number: a version field in
  * range and a count that matches the file, or the reserved ints all zero. */
 static int looks_like_shard_header(const uint8_t *buf, size_t len)
@@ -89,6 +137,18 @@ int cc_tokens_from_bytes_as(cc_tokens *t, const uint8_t *buf, size_t len, const 
         return cc_error("%s: a .bin file without the shard magic number %d (a headerless token file such as "
                         "nanoGPT's train.bin?): convert it with scripts/prepare.py, or set [data] format = "
                         "text to read its bytes as text", name, CC_SHARD_MAGIC);
+    char why[96];
+    if (!t->is_shard && looks_binary(buf, len, why, sizeof(why))) {
+        /* the byte tokenizer trains on anything, so a wrong path (a program,
+         * an archive) would train without a word: refused unless the config
+         * says the file is text */
+        if (strcmp(format, "text") != 0)
+            return cc_error("%s: looks like a binary file, not text (%s): set [data] format = text (--set "
+                            "format=text) to read its bytes as text anyway", name, why);
+        if (!cc_error_quiet)
+            fprintf(stderr, "catchat: warning: %s looks like a binary file (%s); read as text because [data] "
+                            "format = text\n", name, why);
+    }
     int rc = t->is_shard ? load_shard(t, buf, len, vocab_size) : load_text(t, buf, len, vocab_size);
     if (rc != 0) {
         cc_tokens_free(t);

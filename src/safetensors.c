@@ -2,10 +2,16 @@
  * that validates every field before use: header length within the file, a
  * JSON object header, known dtypes, shapes whose size matches the byte range,
  * ranges inside the data section and not overlapping. JSON via jansson.
- * The writer stores an xxh64 of the data section in __metadata__
- * (CC_ST_CHECKSUM_KEY) and the reader verifies it when present, so flipped
- * bytes in tensor data are caught; files written elsewhere have none and
- * still load. */
+ * The writer stores two xxh64 checksums in __metadata__: one of the data
+ * section (CC_ST_CHECKSUM_KEY) and one of the rest of the header
+ * (CC_ST_HEADER_CHECKSUM_KEY: the other metadata and the tensor table), so a
+ * damaged digit of a step, a learning rate or the stored config is caught as
+ * surely as a flipped byte of tensor data. The reader verifies each one
+ * present: files written elsewhere have none and still load, files of older
+ * catchat have only the data checksum. They are two keys, not one over
+ * everything, so that a tool that rewrites tensors and drops the data
+ * checksum (the one it knows to be stale) leaves a file that still loads,
+ * as before, and an older catchat still verifies a newer file's data. */
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/safetensors.h"
 
@@ -140,6 +146,56 @@ static int parse_entry(cc_st_file *f, const char *name, json_t *v, cc_st_tensor 
     return 0;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+static int cmp_tensor_name(const void *a, const void *b)
+{
+    return strcmp((*(const cc_st_tensor *const *)a)->name, (*(const cc_st_tensor *const *)b)->name);
+}
+
+static void digest_field(XXH64_state_t *hs, const char *s) { XXH64_update(hs, s, strlen(s) + 1); }
+
+uint64_t cc_st_header_digest(const char *const *meta_keys, const char *const *meta_vals, int n_meta,
+                             const cc_st_tensor *t, int n)
+{
+    XXH64_state_t *hs = XXH64_createState();
+    if (!hs) abort();
+    XXH64_reset(hs, 0);
+    /* metadata by key: sort indices through the keys' addresses */
+    const char **keys = cc_malloc(sizeof(char *) * (size_t)(n_meta ? n_meta : 1));
+    for (int i = 0; i < n_meta; i++) keys[i] = meta_keys[i];
+    qsort(keys, (size_t)n_meta, sizeof(char *), cmp_str);
+    for (int i = 0; i < n_meta; i++) {
+        if (strcmp(keys[i], CC_ST_CHECKSUM_KEY) == 0 || strcmp(keys[i], CC_ST_HEADER_CHECKSUM_KEY) == 0) continue;
+        int j = 0;
+        while (meta_keys[j] != keys[i]) j++;
+        digest_field(hs, "m");
+        digest_field(hs, keys[i]);
+        digest_field(hs, meta_vals[j]);
+    }
+    free(keys);
+    const cc_st_tensor **order = cc_malloc(sizeof(cc_st_tensor *) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) order[i] = &t[i];
+    qsort(order, (size_t)n, sizeof(cc_st_tensor *), cmp_tensor_name);
+    for (int i = 0; i < n; i++) {
+        char shape[CC_ST_MAX_DIMS * 24 + 1] = "", range[48];
+        for (int d = 0; d < order[i]->ndim; d++) {
+            const size_t l = strlen(shape);
+            snprintf(shape + l, sizeof(shape) - l, "%s%lld", d ? "," : "", (long long)order[i]->shape[d]);
+        }
+        snprintf(range, sizeof(range), "%zu,%zu", order[i]->begin, order[i]->end);
+        digest_field(hs, "t");
+        digest_field(hs, order[i]->name);
+        digest_field(hs, DTYPE_NAMES[order[i]->dtype]);
+        digest_field(hs, shape);
+        digest_field(hs, range);
+    }
+    free(order);
+    const uint64_t h = XXH64_digest(hs);
+    XXH64_freeState(hs);
+    return h;
+}
+
 static int parse_metadata(cc_st_file *f, json_t *meta)
 {
     if (!json_is_object(meta)) return cc_error("%s: __metadata__ is not an object", f->path);
@@ -214,6 +270,19 @@ int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *path)
             goto fail;
         }
     free(sorted);
+    const char *hsum = cc_st_meta(f, CC_ST_HEADER_CHECKSUM_KEY);
+    if (hsum) {
+        char have[17];
+        snprintf(have, sizeof(have), "%016llx",
+                 (unsigned long long)cc_st_header_digest((const char *const *)f->meta_keys,
+                                                         (const char *const *)f->meta_vals, f->n_meta, f->t, f->n));
+        if (strcmp(hsum, have) != 0) {
+            cc_error("%s: checksum mismatch: the header (metadata such as the step or the config, or the "
+                     "tensor table) is damaged (stored xxh64 %.16s, computed %s); use an earlier checkpoint",
+                     path, hsum, have);
+            goto fail;
+        }
+    }
     const char *sum = cc_st_meta(f, CC_ST_CHECKSUM_KEY);
     if (sum) {
         char have[17];
@@ -337,6 +406,8 @@ int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const
     XXH64_freeState(hs);
     json_object_set_new(meta, CC_ST_CHECKSUM_KEY, json_string(sum));
     json_object_set_new(hdr, "__metadata__", meta);
+    /* the tensor table as the reader will see it, for the header checksum */
+    cc_st_tensor *table = cc_calloc((size_t)(n ? n : 1), sizeof(cc_st_tensor));
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         json_t *t = json_object(), *shape = json_array();
@@ -350,8 +421,27 @@ int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const
         json_object_set_new(t, "shape", shape);
         json_object_set_new(t, "data_offsets", json_pack("[II]", (json_int_t)off, (json_int_t)(off + bytes)));
         json_object_set_new(hdr, e[i].name, t);
+        table[i] = (cc_st_tensor){ .name = (char *)e[i].name, .dtype = e[i].dtype, .ndim = e[i].ndim,
+                                   .begin = off, .end = off + bytes };
+        memcpy(table[i].shape, e[i].shape, sizeof(e[i].shape));
         off += bytes;
     }
+    /* the metadata as stored, not as given: a value jansson refused (not
+     * UTF-8) is not in the file, so it must not be in the digest either */
+    const size_t n_stored = json_object_size(meta);
+    const char **sk = cc_malloc(sizeof(char *) * (n_stored + 1)), **sv = cc_malloc(sizeof(char *) * (n_stored + 1));
+    int n_sv = 0;
+    const char *mk;
+    json_t *mv;
+    json_object_foreach(meta, mk, mv) {
+        sk[n_sv] = mk;
+        sv[n_sv++] = json_string_value(mv);
+    }
+    snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)cc_st_header_digest(sk, sv, n_sv, table, n));
+    free(sk);
+    free(sv);
+    free(table);
+    json_object_set_new(meta, CC_ST_HEADER_CHECKSUM_KEY, json_string(sum));
     char *text = json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(hdr);
     size_t hlen = strlen(text);

@@ -1,11 +1,13 @@
 /* Checkpoints: round trip of weights, moments and run state; other tools'
  * files (F16/BF16, extra tensors); and hostile headers, each a clean error. */
+#define _GNU_SOURCE /* memmem */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include "catchat/checkpoint.h"
 #include "catchat/safetensors.h"
 #include "catchat/version.h"
@@ -340,4 +342,137 @@ Test(checkpoint, records_catchat_version)
         cr_expect_eq(cc_st_meta(&f, "step") != NULL, with_state);
         cc_st_close(&f);
     }
+}
+
+/* Blank out `"key":"value"` (and the comma before it) of a written header
+ * with spaces: the file keeps its length and stays valid JSON, as a file of
+ * an older catchat or another tool would hold it without that key. */
+static void blank_meta_key(char *bytes, size_t len, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), ",\"%s\":\"", key);
+    char *p = memmem(bytes, len, pat, strlen(pat));
+    cr_assert_not_null(p, "no %s in the header", key);
+    char *end = strchr(p + strlen(pat), '"');
+    memset(p, ' ', (size_t)(end + 1 - p));
+}
+
+/* A digit of the metadata changed (a step, a value inside the stored config)
+ * still parses, so only a checksum over the metadata can catch it: the
+ * writer stores header_xxh64 and the reader refuses the damaged file. */
+Test(safetensors, damaged_metadata_is_checksum_mismatch)
+{
+    char path[512];
+    th_tmp_path(path, sizeof(path), "meta.safetensors");
+    const float a[4] = { 1, 2, 3, 4 };
+    const cc_st_entry e = { "a", ST_F32, 1, { 4 }, a };
+    const char *keys[2] = { "step", "config" }, *vals[2] = { "40", "{\"train\":{\"lr\":0.001}}" };
+    cr_assert_eq(cc_st_write(path, &e, 1, keys, vals, 2), 0);
+    cc_st_file f;
+    cr_assert_eq(cc_st_open(&f, path), 0);
+    const char *hs = cc_st_meta(&f, CC_ST_HEADER_CHECKSUM_KEY);
+    cr_assert(hs && strlen(hs) == 16 && strspn(hs, "0123456789abcdef") == 16, "header_xxh64 = %s", hs ? hs : "(absent)");
+    cc_st_close(&f);
+    size_t len;
+    char *orig = th_read_file(path, &len), *bytes = malloc(len);
+    const char *where[3] = { "\"40\"", "0.001", "\"shape\":[4]" };
+    for (int k = 0; k < 3; k++) {
+        memcpy(bytes, orig, len);
+        char *p = memmem(bytes, len, where[k], strlen(where[k]));
+        cr_assert_not_null(p);
+        p[k == 2 ? 9 : 1] = k == 2 ? '4' : '5'; /* step 50; lr 0.501; the shape stays [4]: a control */
+        th_write_file(path, bytes, len);
+        th_stderr_begin();
+        const int rc = cc_st_open(&f, path);
+        const char *err = th_stderr_end();
+        if (k == 2) {
+            cr_expect_eq(rc, 0, "an unchanged header refused: %s", err);
+            if (rc == 0) cc_st_close(&f);
+        } else {
+            cr_expect_neq(rc, 0, "a damaged %s accepted", where[k]);
+            cr_expect(strstr(err, path) && strstr(err, "checksum mismatch"), "message: %s", err);
+        }
+    }
+    /* an older catchat's file: the data checksum alone, still checked, and it loads */
+    memcpy(bytes, orig, len);
+    blank_meta_key(bytes, len, CC_ST_HEADER_CHECKSUM_KEY);
+    th_write_file(path, bytes, len);
+    th_stderr_begin();
+    int rc = cc_st_open(&f, path);
+    const char *err = th_stderr_end();
+    cr_expect_eq(rc, 0, "a file with only data_xxh64 refused: %s", err);
+    if (rc == 0) cc_st_close(&f);
+    bytes[len - 1] ^= 0x40;
+    th_write_file(path, bytes, len);
+    th_stderr_begin();
+    rc = cc_st_open(&f, path);
+    err = th_stderr_end();
+    cr_expect(rc != 0 && strstr(err, "checksum mismatch"), "damaged data under data_xxh64 alone: %s", err);
+    /* a tool that rewrote the tensors and dropped the stale data checksum: the header one still holds */
+    memcpy(bytes, orig, len);
+    blank_meta_key(bytes, len, CC_ST_CHECKSUM_KEY);
+    bytes[len - 1] ^= 0x40;
+    th_write_file(path, bytes, len);
+    th_stderr_begin();
+    rc = cc_st_open(&f, path);
+    err = th_stderr_end();
+    cr_expect_eq(rc, 0, "a file without data_xxh64 refused: %s", err);
+    if (rc == 0) cc_st_close(&f);
+    free(bytes);
+    free(orig);
+}
+
+/* header_xxh64 is the xxh64 of the byte string safetensors.h spells out, so
+ * a tool in another language can check it; neither the order of the keys
+ * nor that of the tensors changes it. */
+Test(safetensors, header_digest_is_the_documented_form)
+{
+    const char *k1[3] = { "step", "data_xxh64", "config" }, *v1[3] = { "7", "0123456789abcdef", "{}" };
+    const char *k2[2] = { "config", "step" }, *v2[2] = { "{}", "7" };
+    cc_st_tensor t1[2] = { { .name = "w", .dtype = ST_F32, .ndim = 2, .shape = { 2, 3 }, .begin = 0, .end = 24 },
+                           { .name = "b", .dtype = ST_F16, .ndim = 0, .begin = 24, .end = 26 } };
+    cc_st_tensor t2[2] = { t1[1], t1[0] };
+    static const char want[] = "m\0config\0{}\0m\0step\0" "7\0"
+                               "t\0b\0F16\0\0" "24,26\0t\0w\0F32\0" "2,3\0" "0,24";
+    const uint64_t d = cc_st_header_digest(k1, v1, 3, t1, 2);
+    cr_expect_eq(d, XXH64(want, sizeof(want), 0), "not the documented form");
+    cr_expect_eq(d, cc_st_header_digest(k2, v2, 2, t2, 2), "order matters");
+    t2[0].end = 27;
+    cr_expect_neq(d, cc_st_header_digest(k2, v2, 2, t2, 2), "an offset is not covered");
+}
+
+/* What cli_resolve_config asks before it trusts a checkpoint's config: the
+ * whole file verified, and whether weights fit another model (--init). */
+Test(checkpoint, verify_and_fits)
+{
+    char path[512];
+    th_tmp_path(path, sizeof(path), "ck.safetensors");
+    cr_assert_eq(th_save_tiny_checkpoint(path, 3), 0);
+    cr_expect_eq(cc_checkpoint_verify(path), 0);
+    cc_config c;
+    cc_layout lay;
+    tiny_layout(&c, &lay);
+    cr_expect_eq(cc_checkpoint_fits(path, &lay), 1);
+    const int keep[] = { 1, 1, 1, 0, 0 }; /* n_heads, seq_len: no shape; d_model, vocab_size: shapes */
+    for (int k = 0; k < 5; k++) {
+        cc_config o = c;
+        if (k == 0) o.n_heads = c.n_heads * 2;
+        if (k == 1) o.seq_len = c.seq_len / 2;
+        if (k == 2) o.n_layers = c.n_layers - 1; /* fewer layers: the file's extra ones unused */
+        if (k == 3) o.d_model = c.d_model / 2;
+        if (k == 4) o.vocab_size = c.vocab_size + 1;
+        cc_dims d = cc_dims_from_config(&o);
+        cc_layout other;
+        cc_layout_build(&other, &d);
+        cr_expect_eq(cc_checkpoint_fits(path, &other), keep[k], "case %d", k);
+    }
+    size_t len;
+    char *bytes = th_read_file(path, &len);
+    bytes[len - 1] ^= 0x40;
+    th_write_file(path, bytes, len);
+    free(bytes);
+    th_stderr_begin();
+    const int rc = cc_checkpoint_verify(path);
+    const char *err = th_stderr_end();
+    cr_expect(rc != 0 && strstr(err, "checksum mismatch"), "damaged file verified: %s", err);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/data.h"
+#include "catchat/rng.h"
 #include "helpers.h"
 
 static void write_shard(const char *path, const uint16_t *tok, uint32_t n, uint32_t claimed,
@@ -238,4 +239,47 @@ Test(data, bad_file_sets_are_errors, .init = cr_redirect_stderr)
     snprintf(val, sizeof(val), "%s/x1.txt", dir);
     snprintf(spec, sizeof(spec), "%s/x2.txt", dir);
     cr_expect_eq(cc_data_check_split(spec, val), 0);
+}
+
+/* The byte tokenizer takes any file, so a wrong path (a program, noise)
+ * would train without a word: a file that looks binary is refused, naming
+ * it and the way out, unless format = text, which reads it with a warning.
+ * Text in Latin-1, with tabs and escapes, stays text. */
+Test(data, binary_file_as_text_is_refused)
+{
+    uint8_t elf[4096];
+    for (size_t i = 0; i < sizeof(elf); i++) elf[i] = (uint8_t)(i * 131 % 97 < 40 ? 0 : 'a' + i % 26);
+    memcpy(elf, "\x7f" "ELF\x02\x01\x01", 8); /* an ELF header: its 8th byte is the first NUL */
+    uint8_t noise[4096]; /* no NUL: most bytes are still no text */
+    cc_rng r;
+    cc_rng_seed(&r, 9);
+    for (size_t i = 0; i < sizeof(noise); i++) noise[i] = (uint8_t)(1 + cc_rng_below(&r, 255));
+    const uint8_t *bin[2] = { elf, noise };
+    const char *why[2] = { "NUL bytes, the first at byte 7", "of its bytes are not UTF-8 text" };
+    cc_tokens t;
+    for (int k = 0; k < 2; k++) {
+        th_stderr_begin();
+        int rc = cc_tokens_from_bytes_as(&t, bin[k], 4096, "prog.txt", 256, "auto");
+        const char *err = th_stderr_end();
+        cr_expect_neq(rc, 0, "binary case %d read as text", k);
+        cr_expect(strstr(err, "prog.txt: looks like a binary file") && strstr(err, why[k]) &&
+                  strstr(err, "format = text") && strchr(err, '\n') == err + strlen(err) - 1,
+                  "not one line naming the file, why and the way out: %s", err);
+        th_stderr_begin();
+        rc = cc_tokens_from_bytes_as(&t, bin[k], 4096, "prog.txt", 256, "text");
+        err = th_stderr_end();
+        cr_assert_eq(rc, 0, "format = text refused binary case %d: %s", k, err);
+        cr_expect_eq(t.n, 4096);
+        cr_expect(strstr(err, "warning: prog.txt looks like a binary file"), "no warning: %s", err);
+        cc_tokens_free(&t);
+    }
+    const char *texts[3] = { "caf\xe9 cr\xe8me br\xfbl\xe9" "e, na\xefve fa\xe7" "ade\n",
+                             "col\tcol\r\n\x1b[1mbold\x1b[0m \xe6\x97\xa5\xe6\x9c\xac\n", "" };
+    for (int k = 0; k < 3; k++) {
+        th_stderr_begin();
+        const int rc = cc_tokens_from_bytes_as(&t, (const uint8_t *)texts[k], strlen(texts[k]), "t.txt", 256, "auto");
+        const char *err = th_stderr_end();
+        cr_expect(rc == 0 && !*err, "text %d: rc %d, %s", k, rc, err);
+        if (rc == 0) cc_tokens_free(&t);
+    }
 }

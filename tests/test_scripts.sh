@@ -4,7 +4,9 @@
 #      are (invalid UTF-8 included) and cuts the val split on bytes; other
 #      tokenizers refuse a file that is not UTF-8; bad --shard-tokens and
 #      --val-fraction values, and an input too short for both splits, give one
-#      line naming the option and a non-zero exit, and write nothing.
+#      line naming the option and a non-zero exit, and write nothing; an
+#      OUT_PREFIX in a folder not made yet makes it, and one that cannot be
+#      made is one line and exit 1.
 #   B. scripts/install_deps.sh puts the Python side into one interpreter (a venv
 #      on /usr/bin/python3 with its site packages, where Debian's python3-torch
 #      lives) whatever `python3` is first on PATH, keeps it when it is right,
@@ -95,6 +97,16 @@ expect_refusal "A7 --val-fraction 1e-17 (val would be empty)" --val-fraction "$t
 expect_refusal "A7 --shard-tokens x" --shard-tokens "$tmp/ten.txt" "$tmp/r" --shard-tokens x
 expect_refusal "A8 invalid UTF-8 for a text tokenizer" UTF-8 "$tmp/bad.txt" "$tmp/r" --tokenizer "$tmp/none/tokenizer.json"
 expect_refusal "A9 a missing input" "$tmp/missing.txt" "$tmp/missing.txt" "$tmp/r"
+# A10: into folders that do not exist yet: they are made
+if prep "$tmp/small.txt" "$tmp/new/deeper/p" >"$tmp/out" 2>"$tmp/err" && [ ! -s "$tmp/err" ] &&
+   [ -s "$tmp/new/deeper/p_train_000.bin" ] && [ -s "$tmp/new/deeper/p_val_000.bin" ] && [ -s "$tmp/new/deeper/p.vocab" ]; then ok
+else bad "A10 prepare.py into a new folder: $(head -3 "$tmp/err" | tr '\n' '|')"; fi
+# A11: a file where the folder should be: one line naming it, exit 1, no traceback
+: >"$tmp/afile"
+prep "$tmp/small.txt" "$tmp/afile/p" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "afile" "$tmp/err"; then ok
+else bad "A11 prepare.py under a file: exit $rc: $(head -3 "$tmp/err" | tr '\n' '|')"; fi
 
 # ------------------------------------------------------ B: one Python interpreter
 # B1: install_deps.sh with every Debian package present (dpkg stubbed), a broken

@@ -31,8 +31,21 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
                        const cc_run_state *state);
 
 /* Read the config stored in a checkpoint's metadata over *cfg. Returns 1 if
- * the file holds one, 0 if not, -1 on error. */
+ * the file holds one, 0 if not, -1 on error. Only the header is read, and no
+ * checksum is checked: cc_checkpoint_verify the file first. */
 int cc_checkpoint_read_config(const char *path, cc_config *cfg);
+
+/* Read the whole file and check what a load checks before any tensor is
+ * used: the safetensors structure and the stored checksums. 0 if sound, -1
+ * (said) if not. A command calls it before it reads anything else, so a
+ * damaged checkpoint is reported as damaged, not as a later error. */
+int cc_checkpoint_verify(const char *path);
+
+/* 1 if the file holds every model tensor of `lay` in that shape (what
+ * loading weights under another config needs: train --init), 0 if not, -1
+ * (said) if the file cannot be read. */
+int cc_checkpoint_fits(const char *path, const cc_layout *lay);
+
 
 /* Load tensors into params (and m, v when non-NULL and present). *has_moments
  * and *has_state tell what the file held; missing state starts fresh. */

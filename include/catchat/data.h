@@ -2,7 +2,9 @@
  * shards (256 int32 header: magic 20240520, version 1, token count; then
  * uint16 tokens). [data] format = auto tells them apart by the magic number;
  * a file named *.bin without it, or one that starts like a shard header with
- * a wrong magic, is refused rather than read as text. */
+ * a wrong magic, is refused rather than read as text. So is a file that looks
+ * binary (a NUL byte, or most bytes not UTF-8 text) unless the format is
+ * text, which reads it with a warning. */
 #ifndef CATCHAT_DATA_H
 #define CATCHAT_DATA_H
 

@@ -10,6 +10,11 @@
 #define CC_ST_MAX_DIMS 8
 /* __metadata__ key of the xxh64 (16 hex digits) of the data section. */
 #define CC_ST_CHECKSUM_KEY "data_xxh64"
+/* __metadata__ key of the xxh64 of the rest of the header: every other
+ * __metadata__ entry and every tensor's name, dtype, shape and offsets, in the
+ * canonical form of cc_st_header_digest. The two together cover the file; a
+ * file without this key (older catchat) has its data checked alone. */
+#define CC_ST_HEADER_CHECKSUM_KEY "header_xxh64"
 
 typedef enum { ST_F64, ST_F32, ST_F16, ST_BF16, ST_I64, ST_I32, ST_I16, ST_I8, ST_U8, ST_BOOL } cc_st_dtype;
 
@@ -33,7 +38,7 @@ typedef struct cc_st_file {
     char **meta_keys, **meta_vals;
 } cc_st_file;
 
-/* Parse and validate; a stored checksum is verified. */
+/* Parse and validate; the stored checksums (either, both or none) are verified. */
 int cc_st_open(cc_st_file *f, const char *path);
 /* Parse a file already in memory; takes ownership of buf (malloc'd). */
 int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *name);
@@ -47,9 +52,20 @@ int64_t cc_st_numel(const cc_st_tensor *t);
 int cc_st_read_float(const cc_st_file *f, const cc_st_tensor *t, float *out);
 const char *cc_st_meta(const cc_st_file *f, const char *key); /* NULL if absent */
 
+/* The xxh64 (seed 0) that CC_ST_HEADER_CHECKSUM_KEY holds, over this byte
+ * string (every field followed by a NUL byte; values cannot hold NUL):
+ *   for each __metadata__ key except the two checksum keys, sorted bytewise:
+ *       "m", key, value
+ *   for each tensor, sorted by name bytewise:
+ *       "t", name, dtype ("F32"), shape in decimal joined by "," ("" for a
+ *       scalar), begin and end data offsets in decimal joined by ","
+ * so an outside tool can recompute it from the parsed JSON header. */
+uint64_t cc_st_header_digest(const char *const *meta_keys, const char *const *meta_vals, int n_meta,
+                             const cc_st_tensor *t, int n);
+
 /* Writer: tensors in the order given, written to a temporary file in the same
  * folder, flushed and synced, then renamed over `path`. The metadata gets
- * CC_ST_CHECKSUM_KEY besides the keys given. */
+ * CC_ST_CHECKSUM_KEY and CC_ST_HEADER_CHECKSUM_KEY besides the keys given. */
 typedef struct cc_st_entry {
     const char *name;
     cc_st_dtype dtype;

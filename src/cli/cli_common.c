@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/checkpoint.h"
+#include "catchat/layout.h"
 #include "catchat/preflight.h"
 #include "catchat/util.h"
 
@@ -23,6 +24,10 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
     int has_stored = 0;
     cc_config_defaults(cfg);
     if (ckpt) {
+        /* the whole file and its checksums first: a damaged checkpoint is
+         * said to be damaged, not reported as whatever its stored config
+         * (a data path, a shape) would make fail later */
+        if (cc_checkpoint_verify(ckpt) != 0) return -1;
         cc_config_defaults(&stored);
         if ((has_stored = cc_checkpoint_read_config(ckpt, &stored)) < 0) return -1;
         if (!has_stored && !a->config_path)
@@ -39,9 +44,20 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
         /* The [model] keys define the network the weights belong to. */
         char diff[1024];
         const int n = cc_config_section_diff(cfg, &stored, "model", diff, sizeof(diff));
-        if (n && policy == CKPT_MODEL_MUST_MATCH)
+        if (n && policy == CKPT_MODEL_MUST_MATCH) {
+            /* --init loads the weights under this config's [model] keys: offer it only where the file
+             * holds every tensor they need in its shape (n_heads, ctx_window, seq_len and the norm
+             * constants change no shape; vocab_size and d_model change them; fewer n_layers leave
+             * tensors unused, more miss some) */
+            const cc_dims d = cc_dims_from_config(cfg);
+            cc_layout lay;
+            cc_layout_build(&lay, &d);
+            const int init_works = cc_checkpoint_fits(ckpt, &lay) == 1;
             return cc_error("%s was trained with other [model] keys than this config: %s; --resume continues "
-                            "the same model (drop --config to take the stored one, or use --init)", ckpt, diff);
+                            "the same model (%s%s)", ckpt, diff,
+                            a->config_path ? "drop --config to take the stored one" : "drop the --set of those keys",
+                            init_works ? ", or use --init to start from its weights under this config's [model] keys" : "");
+        }
         if (n && policy == CKPT_MODEL_WINS) {
             fprintf(stderr, "catchat: note: the [model] keys stored in %s win over the config: %s\n", ckpt, diff);
             cc_config_copy_section(cfg, &stored, "model");
