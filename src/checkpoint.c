@@ -5,6 +5,7 @@
 #include "catchat/checkpoint.h"
 
 #include <inttypes.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 #include "catchat/util.h"
 #include "catchat/version.h"
 
-#define N_META 12
+#define N_META 15
 
 int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *lay,
                        const float *params, const float *m, const float *v,
@@ -42,11 +43,14 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
     char vals[N_META][256];
     const char *keys[N_META] = { "format", "config", "catchat_version", "step", "applied_steps", "skipped_steps",
                                  "loss_scale", "scale_growth_count", "data_pos", "rng_state", "running_loss",
-                                 "eval_track" };
+                                 "eval_track", "schedule", "data_digest", "start_dir" };
     const char *valp[N_META];
     snprintf(vals[0], sizeof(vals[0]), "catchat-v1");
     snprintf(vals[2], sizeof(vals[2]), "%s", cc_version());
     int n_meta = 3; /* format, config, version; then the run state, when there is one */
+    /* the folder the run started in: the config's relative paths are relative to it */
+    char cwd[CC_PATH_MAX];
+    const char *start_dir = getcwd(cwd, sizeof(cwd)) ? cwd : "";
     if (state) {
         snprintf(vals[3], 256, "%ld", state->step);
         snprintf(vals[4], 256, "%ld", state->counts.applied);
@@ -60,10 +64,20 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
         /* best eval loss, its step, then the overfitting watch (checkpoint.h) */
         snprintf(vals[11], 256, "%.17g,%ld,%d,%.17g,%.17g,%.17g,%.17g", state->best_eval, state->best_step, state->rising,
                  state->last_eval, state->last_train, state->rise_from_eval, state->rise_from_train);
+        /* the max_steps the schedule is planned for, and where it was re-planned (checkpoint.h) */
+        snprintf(vals[12], 256, "%ld,%ld,%.17g", state->sched_max_steps, state->lr_seg.from_step,
+                 state->lr_seg.from_lr);
+        snprintf(vals[13], 256, "%016" PRIx64 ",%016" PRIx64, state->train_digest, state->val_digest);
         n_meta = N_META;
     }
     for (int i = 0; i < N_META; i++) valp[i] = vals[i];
     valp[1] = cfg_json;
+    valp[14] = start_dir;
+    if (!state) { /* weights only: the start folder still goes with the config */
+        keys[3] = keys[14];
+        valp[3] = start_dir;
+        n_meta = 4;
+    }
     int rc = cc_st_write(path, e, n, keys, valp, n_meta);
     free(cfg_json);
     free(e);
@@ -177,6 +191,16 @@ static int load_state(const cc_st_file *f, cc_run_state *st)
     if (et && sscanf(et, "%lf,%ld,%d,%lf,%lf,%lf,%lf", &st->best_eval, &st->best_step, &st->rising, &st->last_eval,
                      &st->last_train, &st->rise_from_eval, &st->rise_from_train) != 7)
         return cc_error("%s: metadata 'eval_track' invalid", f->path);
+    /* both absent before catchat 0.8: the schedule's plan and the data are unknown */
+    const char *sc = cc_st_meta(f, "schedule"), *dd = cc_st_meta(f, "data_digest");
+    st->sched_max_steps = 0;
+    st->lr_seg = (cc_lr_segment){ 0, 0 };
+    st->train_digest = st->val_digest = 0;
+    if (sc && (sscanf(sc, "%ld,%ld,%lf", &st->sched_max_steps, &st->lr_seg.from_step, &st->lr_seg.from_lr) != 3 ||
+               st->sched_max_steps < 0 || st->lr_seg.from_step < 0 || !(st->lr_seg.from_lr >= 0)))
+        return cc_error("%s: metadata 'schedule' = '%s' invalid", f->path, sc);
+    if (dd && sscanf(dd, "%" SCNx64 ",%" SCNx64, &st->train_digest, &st->val_digest) != 2)
+        return cc_error("%s: metadata 'data_digest' = '%s' invalid", f->path, dd);
     return 0;
 }
 
@@ -197,6 +221,60 @@ int cc_checkpoint_load(const char *path, const cc_layout *lay, float *params, fl
     if (rc == 0 && state && cc_st_meta(&f, "step")) {
         rc = load_state(&f, state);
         if (rc == 0 && has_state) *has_state = 1;
+    }
+    cc_st_close(&f);
+    return rc;
+}
+
+long cc_checkpoint_step(const char *path)
+{
+    cc_st_file f;
+    if (cc_st_open_meta(&f, path) != 0) return -1;
+    const char *s = cc_st_meta(&f, "step");
+    char *end = NULL;
+    const long step = s ? strtol(s, &end, 10) : -1;
+    const int ok = s && end != s && *end == 0 && step >= 0;
+    cc_st_close(&f);
+    return ok ? step : -1;
+}
+
+/* One path list ("a,b", globs) with each relative entry put under dir. */
+static int rebase_list(const char *dir, const char *list, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        const size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        const int rel = n > 0 && p[0] != '/';
+        const int w = snprintf(out + len, cap - len, "%s%s%s%.*s", len ? "," : "", rel ? dir : "", rel ? "/" : "",
+                               (int)n, p);
+        if (w < 0 || (size_t)w >= cap - len) return -1;
+        len += (size_t)w;
+        p = comma ? comma + 1 : p + n;
+    }
+    return 0;
+}
+
+int cc_checkpoint_rebase_paths(const char *path, cc_config *cfg)
+{
+    cc_st_file f;
+    if (cc_st_open_meta(&f, path) != 0) return -1;
+    const char *dir = cc_st_meta(&f, "start_dir");
+    char cwd[CC_PATH_MAX];
+    int rc = 0;
+    /* absent before catchat 0.8, or the same folder as now: the paths read as they are */
+    if (dir && *dir == '/' && !(getcwd(cwd, sizeof(cwd)) && strcmp(cwd, dir) == 0)) {
+        char *const keys[] = { cfg->train, cfg->val };
+        const char *const names[] = { "train", "val" };
+        for (int i = 0; i < 2 && rc == 0; i++) {
+            char out[CC_PATH_MAX];
+            if (rebase_list(dir, keys[i], out, sizeof(out)) != 0)
+                rc = cc_error("%s: [data] %s '%s' under the run's start folder %s is longer than %d bytes", path,
+                              names[i], keys[i], dir, CC_PATH_MAX - 1);
+            else
+                snprintf(keys[i], CC_PATH_MAX, "%s", out);
+        }
     }
     cc_st_close(&f);
     return rc;

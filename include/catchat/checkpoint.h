@@ -23,6 +23,13 @@ typedef struct cc_run_state {
     int rising;
     double last_eval, last_train, rise_from_eval, rise_from_train;
     cc_rng rng;
+    /* The schedule: the max_steps it was planned for (0: unknown, a
+     * checkpoint of catchat before 0.8) and its re-planned segment. */
+    long sched_max_steps;
+    cc_lr_segment lr_seg;
+    /* What the run trains and evaluates on: digests of the token streams
+     * (XXH3 of the tokens; 0: unknown), so a resume on other data is seen. */
+    uint64_t train_digest, val_digest;
 } cc_run_state;
 
 /* m and v may be NULL (weights only); state may be NULL. */
@@ -46,6 +53,15 @@ int cc_checkpoint_verify(const char *path);
  * (said) if the file cannot be read. */
 int cc_checkpoint_fits(const char *path, const cc_layout *lay);
 
+/* The stored config's relative [data] train and val paths name files
+ * relative to the folder its run started in (metadata start_dir): put them
+ * under that folder, so the checkpoint reads the same data from anywhere.
+ * A checkpoint without start_dir, or one started here, changes nothing. */
+int cc_checkpoint_rebase_paths(const char *path, cc_config *cfg);
+
+/* The step a resumable checkpoint is at, from its metadata alone (no
+ * tensor is read): -1 when the file has none or cannot be read (said). */
+long cc_checkpoint_step(const char *path);
 
 /* Load tensors into params (and m, v when non-NULL and present). *has_moments
  * and *has_state tell what the file held; missing state starts fresh. */

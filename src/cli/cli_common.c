@@ -32,7 +32,11 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
         if ((has_stored = cc_checkpoint_read_config(ckpt, &stored)) < 0) return -1;
         if (!has_stored && !a->config_path)
             return cc_error("%s holds no config: pass --config with the model's shape", ckpt);
-        if (has_stored && !a->config_path) *cfg = stored;
+        /* the stored config's relative data paths are the run's start folder's (docs/training.md) */
+        if (has_stored && !a->config_path) {
+            if (cc_checkpoint_rebase_paths(ckpt, &stored) != 0) return -1;
+            *cfg = stored;
+        }
     }
     /* keys that span each other (n_heads | d_model, lr_min ≤ lr) are checked
      * once everything is applied, so --set can mend a file's pair */
