@@ -361,6 +361,15 @@ expect_error "--new-data without --resume" "--new-data goes with --resume" "$bin
 (cd / && "$bin" train --resume "$tmp/rel/checkpoint.safetensors" --set max_steps=3 --quiet --sample-tokens 0 \
   >/dev/null 2>"$tmp/err") || bad "resume from another folder: $(cat "$tmp/err")"
 [ "$(tail -1 "$tmp/rel/telemetry.csv" | cut -d, -f1)" = 3 ] || bad "resume from another folder: no step 3"
+# the data moved: one line naming the checkpoint and the way out; the same tokens elsewhere resume
+mv "$tmp/val.txt" "$tmp/val.moved"
+expect_error "eval, stored val moved" "rel/checkpoint.safetensors: the \[data\] val stored in its config, '$tmp/val.txt', cannot be read .*pass --data FILE" \
+  "$bin" eval --ckpt "$tmp/rel/checkpoint.safetensors"
+expect_error "resume, stored val moved" "the \[data\] val stored in its config, '$tmp/val.txt', cannot be read .*pass --set train=PATH --set val=PATH" \
+  "$bin" train --resume "$tmp/rel/checkpoint.safetensors" --set max_steps=4
+"$bin" train --resume "$tmp/rel/checkpoint.safetensors" --set max_steps=4 --set val="$tmp/val.moved" --quiet \
+  --sample-tokens 0 >/dev/null 2>"$tmp/err" || bad "resume with the moved data named: $(cat "$tmp/err")"
+mv "$tmp/val.moved" "$tmp/val.txt"
 
 # ---- 23. raising max_steps on a finished run: the lr stays at lr_min, said in the resume line ----
 "$bin" train "${tiny[@]}" --set out_dir="$tmp/lr" --set max_steps=6 --set warmup_steps=2 --set lr_min=2e-4 \

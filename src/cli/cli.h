@@ -63,6 +63,11 @@ typedef enum {
 /* defaults → config stored in `ckpt` (if given and no --config) → --config →
  * environment (cli_env.c) → --set, then the stored [model] keys by `policy`. ckpt may be NULL. */
 int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt, cli_ckpt_model policy);
+/* After cli_resolve_config: when [data] KEY (train or val) came from the
+ * checkpoint's stored config and cannot be read, one line naming the
+ * checkpoint, the path and `way_out` (what the user can pass instead); -1. */
+int cli_check_stored_data(const cli_config_args *a, const char *ckpt, const cc_config *cfg, const char *key,
+                          const char *way_out);
 
 /* The preflight options of a subcommand run (for cc_preflight): --preflight,
  * checked against auto|always|never (a usage error returns 2), and the

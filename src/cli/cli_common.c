@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "catchat/checkpoint.h"
 #include "catchat/layout.h"
 #include "catchat/preflight.h"
@@ -197,4 +198,27 @@ int cli_preflight_opts(cc_preflight_opts *o, const cli_config_args *ca, const ch
     o->command = cmd;
     o->quiet = quiet;
     return 0;
+}
+
+/* Whether --set names [data] KEY ("KEY=…" or "data.KEY=…"). */
+static int sets_data_key(const cli_config_args *a, const char *key)
+{
+    char plain[32], dotted[40];
+    snprintf(plain, sizeof(plain), "%s=", key);
+    snprintf(dotted, sizeof(dotted), "data.%s=", key);
+    for (int i = 0; i < a->nsets; i++)
+        if (strncmp(a->sets[i], plain, strlen(plain)) == 0 || strncmp(a->sets[i], dotted, strlen(dotted)) == 0)
+            return 1;
+    return 0;
+}
+
+int cli_check_stored_data(const cli_config_args *a, const char *ckpt, const cc_config *cfg, const char *key,
+                          const char *way_out)
+{
+    if (a->config_path || sets_data_key(a, key)) return 0; /* the path is the user's own, not the checkpoint's */
+    const char *path = strcmp(key, "train") == 0 ? cfg->train : cfg->val;
+    if (strpbrk(path, ",*?[")) return 0; /* a list or a glob: the data loader names the entry that fails */
+    if (access(path, R_OK) == 0) return 0;
+    return cc_error("%s: the [data] %s stored in its config, '%s', cannot be read (%s; a relative path is taken "
+                    "from the folder its run started in): %s", ckpt, key, path, strerror(errno), way_out);
 }

@@ -53,6 +53,8 @@ int cmd_eval(int argc, char **argv)
     if (cli_preflight_opts(&po, &ca, "eval", json)) return 2;
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
+    if (!data && cli_check_stored_data(&ca, ckpt, &cfg, "val", "pass --data FILE to score another file") != 0)
+        return 1;
     if (!data) data = cfg.val;
     if (!batches) batches = cfg.eval_batches * cfg.grad_accum; /* batches of batch_size, as training evaluates */
     cc_tokens tok;

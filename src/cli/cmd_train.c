@@ -250,6 +250,11 @@ int cmd_train(int argc, char **argv)
                             "%s (--set out_dir=DIR to write elsewhere)\n", dir, cfg.out_dir);
         snprintf(cfg.out_dir, sizeof(cfg.out_dir), "%s", dir);
     }
+    const char *from = o.resume ? o.resume : o.init_ckpt;
+    static const char way_out[] = "pass --set train=PATH --set val=PATH where the data is now";
+    if (from && (cli_check_stored_data(&ca, from, &cfg, "train", way_out) != 0 ||
+                 cli_check_stored_data(&ca, from, &cfg, "val", way_out) != 0))
+        return 1;
     catch_stop_signals();
     o.stop_signal = &stop_signal;
     o.saved_step = &saved_step;
