@@ -238,7 +238,14 @@ void cc_config_tiny(cc_config *c)
  * also catches what inih only reports as a bare line number: a section header
  * without its ']' and a line too long for inih's buffer. Values do not
  * continue over indented lines (inih's multi-line values): every line stands
- * alone. */
+ * alone.
+ *
+ * Comments are the reader's too. inih's options are fixed when it is built,
+ * and Debian's ends a value only at a ';' after a blank: with it a '#' after
+ * a value became part of the value (a path "runs/x # where"), and anything
+ * after a header's first ']' was dropped unseen ("[train]]" read as
+ * "[train]"). So the reader cuts the line at the first '#' or ';' that
+ * follows a blank, and inih sees only what is left. */
 typedef struct {
     cc_config *c;
     const char *text; /* what is left to read */
@@ -249,6 +256,46 @@ typedef struct {
 } ini_state;
 
 #define INI_FAIL(st, ln, ...) ((st)->failed = (ln), snprintf((st)->msg, sizeof((st)->msg), __VA_ARGS__))
+
+/* Cut s at its inline comment: the first '#' or ';' after a blank. One at
+ * the start of the line is a whole-line comment, which inih skips; one
+ * after any other character is part of the value ("data/run#3"). */
+static void cut_inline_comment(char *s)
+{
+    if (*s == '#' || *s == ';') return;
+    for (char *p = s; *p; p++)
+        if ((*p == '#' || *p == ';') && p > s && (p[-1] == ' ' || p[-1] == '\t')) {
+            *p = 0;
+            return;
+        }
+}
+
+/* A header line is '[', a name, ']' and nothing after it but blanks (its
+ * comment is already cut). Blanks around the name go, as most INI readers
+ * drop them: "[ train ]" is "[train]". Anything else is refused, naming the
+ * line as written, rather than read as some section. */
+static void check_header(ini_state *st, char *s)
+{
+    size_t n = strlen(s);
+    while (n && strchr(" \t\r\n", s[n - 1])) n--;
+    s[n] = 0;
+    const char *close = strchr(s, ']');
+    const char *why = !close ? "expected '[name]'"
+                      : close != s + n - 1 ? "only a comment may follow the ']'"
+                                           : NULL;
+    const char *name = s + 1;
+    size_t len = close ? (size_t)(close - name) : 0;
+    while (len && (*name == ' ' || *name == '\t')) name++, len--;
+    while (len && (name[len - 1] == ' ' || name[len - 1] == '\t')) len--;
+    if (!why && !len) why = "the section has no name";
+    if (why) {
+        if (!st->failed) INI_FAIL(st, st->line, "malformed section header '%.200s' (%s)", s, why);
+        return;
+    }
+    memmove(s + 1, name, len);
+    s[len + 1] = ']';
+    s[len + 2] = 0;
+}
 
 static char *ini_read_line(char *str, int num, void *user)
 {
@@ -267,12 +314,8 @@ static char *ini_read_line(char *str, int num, void *user)
     memcpy(str, st->text + skip, keep);
     str[keep] = 0;
     st->text += len;
-    const char *p = str;
-    if (!st->failed && *p == '[' && !strchr(p, ']')) {
-        char head[64];
-        snprintf(head, sizeof(head), "%.*s", (int)strcspn(p, "\r\n"), p);
-        INI_FAIL(st, st->line, "malformed section header '%s' (expected '[name]')", head);
-    }
+    cut_inline_comment(str);
+    if (*str == '[') check_header(st, str);
     return str;
 }
 
@@ -304,8 +347,8 @@ static int load_text(cc_config *c, const char *text, const char *origin, int val
     const int rc = ini_parse_stream(ini_read_line, &st, ini_apply, &st);
     /* the earliest line wins: inih's own syntax error or the handler's */
     if (rc > 0 && (!st.failed || rc < st.failed))
-        return cc_error("%s:%d: syntax error (expected 'key = value' or '[section]'; comments start with ';' "
-                        "or '#' at the start of a line)", origin, rc);
+        return cc_error("%s:%d: syntax error (expected 'key = value' or '[section]'; comments start with '#' "
+                        "or ';' at the start of a line or after a blank)", origin, rc);
     if (st.failed) return cc_error("%s:%d: %s", origin, st.failed, st.msg);
     if (rc != 0) return cc_error("%s: cannot be parsed", origin);
     if (validate && cc_config_validate(&work, origin) != 0) return -1;

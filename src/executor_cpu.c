@@ -1,8 +1,11 @@
 /* The CPU reference as an executor: FP32 parameters, gradients and AdamW
  * moments in three buffers laid out by the parameter table. */
+#define _DEFAULT_SOURCE /* sysinfo, getrlimit */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/sysinfo.h>
 #include "catchat/executor.h"
 #include "catchat/optim.h"
 #include "catchat/util.h"
@@ -125,6 +128,85 @@ static const cc_executor_ops CPU_OPS = {
     .destroy = cpu_destroy,
 };
 
+/* Host bytes of the executor at batch B: `fixed` for parameters, gradients,
+ * AdamW moments and the accumulation buffer, `per_seq` for each sequence's
+ * activations. per_seq mirrors the buffers of cpu_acts_alloc
+ * (src/cpu/model.c); one added there and not here makes it low, so it can
+ * miss a run that does not fit, never refuse one that does. */
+static void cpu_bytes(const cc_config *cfg, size_t params, int T, double *fixed, double *per_seq)
+{
+    const double D = cfg->d_model, L = cfg->n_layers, V = cfg->vocab_size;
+    const double HW = (double)cfg->n_heads * cfg->ctx_window;
+    /* u, a, gx, gates, ghn, h per layer (and u once more): D·(10L+1); s, qkv,
+     * o, c, m, f, du, dtmp, dgx, dqkv, dc: 17·D; norms' inverse RMS and the
+     * loss per position: L+3; logits: V; attention weights: H·W */
+    const double per_pos = D * (10 * L + 18) + (L + 3) + V + HW;
+    *per_seq = sizeof(float) * (per_pos * T + (double)cpu_gru_scratch_elems(1, cfg->d_model));
+    *fixed = sizeof(float) * (double)params * (cfg->grad_accum > 1 ? 5 : 4);
+}
+
+/* The most host memory this process can hold: memory and swap, or ulimit -v
+ * or the cgroup's limit where lower; *what names which. 0 when unknown. */
+static double host_memory_limit(const char **what)
+{
+    double lim = 0;
+    struct sysinfo si;
+    if (sysinfo(&si) == 0) {
+        lim = ((double)si.totalram + (double)si.totalswap) * si.mem_unit;
+        *what = "memory and swap";
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (!lim || rl.rlim_cur < lim)) {
+        lim = (double)rl.rlim_cur;
+        *what = "address space (ulimit -v)";
+    }
+    const char *cgroup[] = { "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes" };
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(cgroup[i], "r");
+        unsigned long long n; /* "max" (no limit) does not scan */
+        if (f && fscanf(f, "%llu", &n) == 1 && (!lim || n < lim)) {
+            lim = (double)n;
+            *what = "memory of this cgroup";
+        }
+        if (f) fclose(f);
+    }
+    return lim;
+}
+
+/* A run whose buffers cannot fit in what the host can give is refused
+ * before anything is allocated: the allocations would otherwise fail one by
+ * one with sizes that name no key, or succeed (pages are only reserved) and
+ * the run be killed mid-step when they are touched. Sizes that fit are not
+ * judged: whether the memory is free is the allocations' business. */
+static int check_host_memory(const cc_config *cfg, size_t params, int B, int T)
+{
+    const char *what = "";
+    const double limit = host_memory_limit(&what);
+    double fixed, per_seq;
+    cpu_bytes(cfg, params, T, &fixed, &per_seq);
+    const double need = fixed + per_seq * B;
+    if (!limit || need <= limit) return 0;
+    /* a smaller batch: a divisor keeps the step's sequences through
+     * grad_accum where that stays within the key's range */
+    const double most = (limit - fixed) / per_seq;
+    char fit[160] = "not even batch_size = 1 fits: lower seq_len (or d_model, n_layers)";
+    if (most >= 1) snprintf(fit, sizeof(fit), "batch_size = %ld fits", (long)most);
+    for (int k = 2; most >= 1 && k <= B; k++)
+        if (B % k == 0 && B / k <= most && (long)k * cfg->grad_accum <= 1 << 16) {
+            snprintf(fit, sizeof(fit), "batch_size = %d fits, with grad_accum = %d to keep the step's %d sequences",
+                     B / k, k * cfg->grad_accum, B * cfg->grad_accum);
+            break;
+        }
+    char need_h[32], seq_h[32], limit_h[32];
+    cc_format_bytes(need_h, sizeof(need_h), need);
+    cc_format_bytes(seq_h, sizeof(seq_h), per_seq);
+    cc_format_bytes(limit_h, sizeof(limit_h), limit);
+    return cc_error("the CPU reference needs about %s of host memory for batch_size %d x seq_len %d (%s a sequence at "
+                    "d_model %d, n_layers %d, vocab_size %d, n_heads %d x ctx_window %d), more than the %s of %s: "
+                    "lower batch_size or seq_len (%s)", need_h, B, T, seq_h, cfg->d_model, cfg->n_layers,
+                    cfg->vocab_size, cfg->n_heads, cfg->ctx_window, limit_h, what, fit);
+}
+
 cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T)
 {
     /* [run] threads: OpenMP's team size for the whole process (the reference
@@ -139,6 +221,10 @@ cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T)
     ex->grad_unit = 1.0;
     cc_dims d = cc_dims_from_config(cfg);
     cc_layout_build(&ex->lay, &d);
+    if (check_host_memory(cfg, ex->lay.total, B, T) != 0) {
+        free(ex);
+        return NULL;
+    }
     cpu_impl *c = cc_calloc(1, sizeof(*c));
     c->params = cc_calloc(ex->lay.total, sizeof(float));
     c->grads = cc_calloc(ex->lay.total, sizeof(float));

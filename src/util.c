@@ -24,33 +24,42 @@ int cc_error(const char *fmt, ...)
     return -1;
 }
 
+void cc_format_bytes(char *buf, size_t cap, double bytes)
+{
+    static const char *unit[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    int u = 0;
+    while (bytes >= 1024 && u < 6) bytes /= 1024, u++;
+    if (u == 0) snprintf(buf, cap, "%.0f bytes", bytes);
+    else snprintf(buf, cap, "%.1f %s", bytes, unit[u]);
+}
+
+/* The size in human units first: "13107200000 x 4 bytes" does not read as 48.8 GiB. */
+static void out_of_memory(const char *what, double bytes)
+{
+    char h[32];
+    cc_format_bytes(h, sizeof(h), bytes);
+    cc_error("out of host memory %s %s (%.0f bytes)", what, h, bytes);
+    exit(1);
+}
+
 void *cc_malloc(size_t bytes)
 {
     void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        cc_error("out of host memory allocating %zu bytes", bytes);
-        exit(1);
-    }
+    if (!p) out_of_memory("allocating", (double)bytes);
     return p;
 }
 
 void *cc_realloc(void *p, size_t bytes)
 {
     void *q = realloc(p, bytes ? bytes : 1);
-    if (!q) {
-        cc_error("out of host memory growing a buffer to %zu bytes", bytes);
-        exit(1);
-    }
+    if (!q) out_of_memory("growing a buffer to", (double)bytes);
     return q;
 }
 
 void *cc_calloc(size_t count, size_t size)
 {
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) {
-        cc_error("out of host memory allocating %zu x %zu bytes", count, size);
-        exit(1);
-    }
+    if (!p) out_of_memory("allocating", (double)count * (double)size);
     return p;
 }
 

@@ -151,6 +151,66 @@ Test(config, malformed_section_header_names_the_line)
                    ":3: malformed section header '[train' (expected '[name]')\n", NULL);
 }
 
+/* A header is '[name]' and nothing after it but a comment: a second ']' or
+ * a word after it is refused at its line, not read as [train]; so is a
+ * header with no name. */
+Test(config, header_with_text_after_the_bracket_is_refused)
+{
+    expect_refused("[model]\nd_model = 64\n[train]]\nlr = 1e-3\n",
+                   ":3: malformed section header '[train]]' (only a comment may follow the ']')\n", NULL);
+    expect_refused("; settings\n[train] extra\nlr = 1e-3\n",
+                   ":2: malformed section header '[train] extra' (only a comment may follow the ']')\n", NULL);
+    expect_refused("[ ]\nlr = 1e-3\n", ":1: malformed section header '[ ]' (the section has no name)\n", NULL);
+    /* the first failure is the one named, even when a later header is bad too */
+    expect_refused("[train]\nlr = x\n[train]]\n", ":2: [train] lr: 'x' is not a finite number\n", NULL);
+}
+
+/* Blanks around a section's name go, as most INI readers drop them; a
+ * header may carry a comment of either kind. */
+Test(config, header_blanks_and_comment_are_accepted)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_assert_eq(cc_config_load_string(&c, "[ train ]\nlr = 2e-3\n[\tmodel] # the model\nd_model = 64\n"
+                                           "n_heads = 4\n[run] ; where\nout_dir = runs/h\n", "t.ini"), 0);
+    cr_expect_eq(c.lr, 2e-3);
+    cr_expect_eq(c.d_model, 64);
+    cr_expect_str_eq(c.out_dir, "runs/h");
+}
+
+/* '#' and ';' after a blank start a comment for every kind of value: a path,
+ * a choice, an integer, a real, the loss scale, the seed. One after any
+ * other character is part of the value. */
+Test(config, inline_comments_end_every_kind_of_value)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_assert_eq(cc_config_load_string(&c,
+                                       "[run]\nout_dir = runs/x # where\ndevice = cpu\t# for now\n"
+                                       "  # an indented comment\n  ; and another\n"
+                                       "[data]\ntrain = data/run#3/train.txt ; my data\nval = data/a;b.txt\n"
+                                       "[train]\nbatch_size = 8 # small\nlr = 3e-4 ; peak\nseed = 7 #\n"
+                                       "[precision]\nloss_scale = dynamic # GradScaler\n", "t.ini"), 0);
+    cr_expect_str_eq(c.out_dir, "runs/x");
+    cr_expect_str_eq(c.device, "cpu");
+    cr_expect_str_eq(c.train, "data/run#3/train.txt");
+    cr_expect_str_eq(c.val, "data/a;b.txt");
+    cr_expect_eq(c.batch_size, 8);
+    cr_expect_eq(c.lr, 3e-4);
+    cr_expect_eq(c.seed, 7);
+    cr_expect_eq(c.loss_scale_dynamic, 1);
+}
+
+/* A value that is only a comment is an empty value, refused as such at its
+ * line; a '#' that does not follow a blank stays in a number and makes it
+ * a bad one. */
+Test(config, comment_only_value_is_empty)
+{
+    expect_refused("[run]\nout_dir = # where\n", ":2: [run] out_dir: empty path\n", NULL);
+    expect_refused("[train]\nbatch_size = 8# small\n", ":2: [train] batch_size: '8# small' is not an integer\n",
+                   NULL);
+}
+
 /* A key before any section is reported as such, at its line. */
 Test(config, key_before_any_section)
 {
@@ -250,8 +310,8 @@ Test(config, long_line_reported_at_its_own_number)
 Test(config, reported_line_is_the_line_of_the_reason)
 {
     expect_refused("[train]\n# comment\nno equals sign here\nwarmup_steps = ten\n",
-                   ":3: syntax error (expected 'key = value' or '[section]'; comments start with ';' or '#' at "
-                   "the start of a line)\n", NULL);
+                   ":3: syntax error (expected 'key = value' or '[section]'; comments start with '#' or ';' at "
+                   "the start of a line or after a blank)\n", NULL);
     expect_refused("[train]\n# comment\nlr = 1e-3\nwarmup_steps = ten\n",
                    ":4: [train] warmup_steps: 'ten' is not an integer\n", NULL);
 }

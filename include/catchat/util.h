@@ -16,10 +16,12 @@ int cc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Set by the fuzz harnesses: errors are still returned, not printed. */
 extern int cc_error_quiet;
 
-/* Checked allocation: aborts with a one-line message naming the size. */
+/* Checked allocation: exits with a one-line message naming the size. */
 void *cc_malloc(size_t bytes);
 void *cc_calloc(size_t count, size_t size);
 void *cc_realloc(void *p, size_t bytes);
+/* A byte count in human units: "512 bytes", "1.5 KiB", "48.8 GiB". */
+void cc_format_bytes(char *buf, size_t cap, double bytes);
 
 /* Whole file into memory (NUL-terminated for convenience). Returns NULL and
  * reports a one-line error naming the path on failure. */

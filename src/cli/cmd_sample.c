@@ -84,6 +84,12 @@ int cmd_sample(int argc, char **argv)
     if ((prompt_given != 0) + (prompt_file != NULL) + (ids_text != NULL) > 1)
         return cli_usage_error("sample", "--prompt, --prompt-file and --prompt-ids exclude each other");
     if (so.stop && !*so.stop) return cli_usage_error("sample", "--stop: empty text");
+    /* the model needs a token to start from: an empty prompt is an argument
+     * error, said before the checkpoint is read */
+    if (prompt_given && !*so.prompt)
+        return cli_usage_error("sample", "--prompt: empty text (give at least one byte, or --prompt-ids)");
+    if (ids_text && !ids_text[strspn(ids_text, ",")])
+        return cli_usage_error("sample", "--prompt-ids: no ids (expected a comma-separated list such as 84,104)");
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
     cc_vocab vocab;
