@@ -89,7 +89,11 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         size_t free0 = 0, free1 = 0, total = 0;
         cudaMemGetInfo(&free0, &total);
         cc_executor *ex = cc_gpu_executor_create(cfg, B, T);
-        if (!ex) return -1;
+        if (!ex) {
+            free(x);
+            free(y);
+            return -1;
+        }
         double dummy;
         time_steps(ex, cfg, x, y, o->warmup, &dummy);
         cudaMemGetInfo(&free1, &total);
@@ -108,6 +112,11 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     double cpu_ms = 0;
     if (o->cpu_steps > 0) {
         cc_executor *ex = cc_cpu_executor_create(cfg, B, T);
+        if (!ex) { /* said: the config does not fit host memory */
+            free(x);
+            free(y);
+            return -1;
+        }
         double dummy;
         cpu_ms = time_steps(ex, cfg, x, y, o->cpu_steps, &dummy);
         ex->ops->destroy(ex);

@@ -46,6 +46,7 @@ typedef struct cc_config {
     char gpu_clusters[8];    /* auto, off */
     char gpu_profile[8];     /* native, sm80, sm86, sm89, sm90, sm100, sm120 */
     int gpu_sm_count;        /* SMs the recurrence may use, 0 = the GPU's */
+    double collective_timeout; /* s: a collective waited on this long (and 10x the median step) is a hung rank */
     char allreduce_overlap[8]; /* on, off: the context stream's gradients reduced over ranks during the BPTT */
 } cc_config;
 
