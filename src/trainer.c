@@ -542,11 +542,12 @@ static int track_eval(run_ctx *r, const cc_config *cfg, cc_run_state *st, const 
     return cfg->early_stop ? 1 : 0;
 }
 
-/* tokens/s in at most 6 characters before the unit */
+/* tokens/s in at most 5 characters before the unit: 9876, 98.8k, 3.40M */
 static void fmt_rate(char *buf, size_t cap, double per_s)
 {
-    if (!(per_s < 1e4)) snprintf(buf, cap, per_s < 1e7 ? "%.1fk" : "%.2fM", per_s < 1e7 ? per_s * 1e-3 : per_s * 1e-6);
-    else snprintf(buf, cap, "%.0f", per_s);
+    if (per_s < 1e4) snprintf(buf, cap, "%.0f", per_s);
+    else if (per_s < 1e6) snprintf(buf, cap, "%.1fk", per_s * 1e-3);
+    else snprintf(buf, cap, "%.2fM", per_s * 1e-6);
 }
 
 /* The progress line, its fields in the order a user looks for them: where
