@@ -7,10 +7,6 @@
 #include "catchat/ladder.h"
 #include "ladder/ladder.h"
 
-extern const ladder_stage ladder_stage_matmul, ladder_stage_embedding, ladder_stage_rmsnorm, ladder_stage_gru_cell,
-    ladder_stage_gru_forward, ladder_stage_gru_backward, ladder_stage_attention, ladder_stage_crossentropy,
-    ladder_stage_model, ladder_stage_grad_reduce, ladder_stage_adamw;
-
 static const ladder_stage *const STAGES[] = {
     &ladder_stage_matmul,       &ladder_stage_embedding,   &ladder_stage_rmsnorm,
     &ladder_stage_gru_cell,     &ladder_stage_gru_forward, &ladder_stage_gru_backward,

@@ -34,15 +34,25 @@
  * graph, cuBLAS's handles, NCCL) gets a note, not a refusal */
 #define MEMORY_MARGIN ((size_t)256 << 20)
 
+/* The ladder's stages the preflight runs, at the run's own shapes and
+ * kernels: their names and titles are the ladder's (ladder.c), so a check
+ * is named the same in both. */
 enum { PF_GRU_FORWARD, PF_GRU_BACKWARD, PF_ATTENTION, PF_MODEL, PF_GRAD_REDUCE, PF_ADAMW, PF_COUNT };
-static const struct {
-    const char *name, *title;
-} CHECKS[PF_COUNT] = {
-    { "gru_forward", "GRU recurrence" }, { "gru_backward", "GRU BPTT" },  { "attention", "context attention" },
-    { "model", "full step" },            { "grad_reduce", "gradient reduction" }, { "adamw", "optimizer" },
+static const ladder_stage *const CHECKS[PF_COUNT] = {
+    &ladder_stage_gru_forward, &ladder_stage_gru_backward, &ladder_stage_attention,
+    &ladder_stage_model,       &ladder_stage_grad_reduce,  &ladder_stage_adamw,
 };
 
-const char *cc_preflight_check_names(void) { return "gru_forward|gru_backward|attention|model|grad_reduce|adamw"; }
+const char *cc_preflight_check_names(void)
+{
+    static char names[256];
+    if (!names[0])
+        for (int k = 0; k < PF_COUNT; k++) {
+            const size_t len = strlen(names);
+            snprintf(names + len, sizeof(names) - len, "%s%s", k ? "|" : "", CHECKS[k]->name);
+        }
+    return names;
+}
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
@@ -143,10 +153,10 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
         stage st;
         memset(&st, 0, sizeof(st));
         st.num = k + 1;
-        st.name = CHECKS[k].name;
-        st.title = CHECKS[k].title;
-        st.plant = plant && strcmp(plant, CHECKS[k].name) == 0;
-        current_check = CHECKS[k].name;
+        st.name = CHECKS[k]->name;
+        st.title = CHECKS[k]->title;
+        st.plant = plant && strcmp(plant, CHECKS[k]->name) == 0;
+        current_check = CHECKS[k]->name;
         switch (k) {
         case PF_GRU_FORWARD:
         case PF_GRU_BACKWARD:
@@ -175,8 +185,8 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
             full_step_check(&cx, &st, &c, "", c.gpu_lanes, 0);
             break;
         }
-        case PF_GRAD_REDUCE: ladder_stage_grad_reduce.run(&cx, &st); break;
-        case PF_ADAMW: ladder_stage_adamw.run(&cx, &st); break;
+        case PF_GRAD_REDUCE: CHECKS[k]->run(&cx, &st); break;
+        case PF_ADAMW: CHECKS[k]->run(&cx, &st); break;
         }
         cudaCheck(cudaDeviceSynchronize());
         current_check = NULL;
@@ -294,7 +304,7 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
                  "with wrong numbers, so it stops here: %srun on the CPU with --set device=cpu, or skip the check at "
                  "your own risk with --preflight never. Please report it with the output of 'catchat --version' and "
                  "'catchat ladder' (docs/gpus.md, \"When the preflight refuses a run\")",
-                 CHECKS[k].name, CHECKS[k].title, gpu, detail, path, o->command, remedy(k, &p));
+                 CHECKS[k]->name, CHECKS[k]->title, gpu, detail, path, o->command, remedy(k, &p));
         return cc_dist_all_passed(dist, 1, "the preflight");
     }
     if (!o->plant && cc_preflight_cache_add(o->cache_dir, key) != 0)
