@@ -1,15 +1,17 @@
 /* Checkpoints as safetensors (formats.md). Model tensors are F32 under
  * model.md's names; a resumable checkpoint adds opt.m.<name> / opt.v.<name>
  * and the run state as __metadata__ strings. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* scandir, alphasort, link */
 #include "catchat/checkpoint.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "catchat/run_dir.h"
 #include "catchat/safetensors.h"
 #include "catchat/util.h"
 #include "catchat/version.h"
@@ -277,5 +279,73 @@ int cc_checkpoint_rebase_paths(const char *path, cc_config *cfg)
         }
     }
     cc_st_close(&f);
+    return rc;
+}
+
+/* ---- a run's checkpoints: written from and restored into an executor ---- */
+
+int cc_checkpoint_save_run(const cc_config *cfg, cc_executor *ex, const cc_run_state *st, const char *name)
+{
+    const size_t n = ex->lay.total;
+    float *p = cc_malloc(sizeof(float) * n), *m = cc_malloc(sizeof(float) * n),
+          *v = cc_malloc(sizeof(float) * n);
+    ex->ops->get_params(ex, p);
+    ex->ops->get_moments(ex, m, v);
+    char path[CC_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/%s", cfg->out_dir, name);
+    int rc = cc_checkpoint_save(path, cfg, &ex->lay, p, m, v, st);
+    free(p);
+    free(m);
+    free(v);
+    return rc;
+}
+
+static int step_name_filter(const struct dirent *e)
+{
+    const size_t n = strlen(CC_CHECKPOINT_STEP_PREFIX);
+    return strncmp(e->d_name, CC_CHECKPOINT_STEP_PREFIX, n) == 0 && e->d_name[n] >= '0' && e->d_name[n] <= '9' &&
+           !strstr(e->d_name, ".tmp.");
+}
+
+int cc_checkpoint_keep_step(const cc_config *cfg, long step)
+{
+    if (cfg->keep_last <= 0) return 0;
+    char cur[CC_PATH_MAX + 32], kept[CC_PATH_MAX + 300];
+    snprintf(cur, sizeof(cur), "%s/%s", cfg->out_dir, CC_CHECKPOINT_NAME);
+    snprintf(kept, sizeof(kept), "%s/%s%012ld.safetensors", cfg->out_dir, CC_CHECKPOINT_STEP_PREFIX, step);
+    unlink(kept);
+    if (link(cur, kept) != 0 && cc_copy_file(cur, kept) != 0) return -1;
+    struct dirent **names;
+    const int n = scandir(cfg->out_dir, &names, step_name_filter, alphasort); /* zero-padded: oldest first */
+    for (int i = 0; i < n; i++) {
+        if (i < n - cfg->keep_last) {
+            snprintf(kept, sizeof(kept), "%s/%s", cfg->out_dir, names[i]->d_name);
+            unlink(kept);
+        }
+        free(names[i]);
+    }
+    if (n >= 0) free(names);
+    return 0;
+}
+
+int cc_checkpoint_restore(cc_executor *ex, const char *path, int resume, cc_run_state *st)
+{
+    const size_t n = ex->lay.total;
+    float *p = cc_calloc(n, sizeof(float)), *m = cc_calloc(n, sizeof(float)),
+          *v = cc_calloc(n, sizeof(float));
+    int has_m = 0, has_state = 0, rc;
+    ex->ops->get_params(ex, p); /* padding and anything not loaded keep their values */
+    rc = cc_checkpoint_load(path, &ex->lay, p, resume ? m : NULL, resume ? v : NULL, &has_m, resume ? st : NULL,
+                            &has_state);
+    if (rc == 0 && resume && (!has_m || !has_state))
+        rc = cc_error("%s: no optimizer moments or run state: use --init to start from its "
+                      "weights instead of --resume", path);
+    if (rc == 0) {
+        ex->ops->set_params(ex, p);
+        if (resume) ex->ops->set_moments(ex, m, v);
+    }
+    free(p);
+    free(m);
+    free(v);
     return rc;
 }

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "catchat/safetensors.h"
+#include "catchat/telemetry.h"
+#include "catchat/tfevents.h"
 #include "catchat/util.h"
 
 /* Files a run writes, by exact name or (for event files) by prefix. */
@@ -142,5 +144,53 @@ int cc_refuse_output_over_input(const char *what, const char *output, const char
         if (inputs[i] && cc_same_file(output, inputs[i]))
             return cc_error("%s '%s' is the same file as %s: it would be overwritten; write elsewhere", what,
                             output, input_names[i]);
+    return 0;
+}
+
+int cc_run_dir_prepare(const cc_config *cfg, const cc_run_intent *in)
+{
+    char own[CC_PATH_MAX + 64];
+    snprintf(own, sizeof(own), "%s/%s", cfg->out_dir, CC_CHECKPOINT_NAME);
+    cc_run_dir_info info;
+    cc_run_dir_probe(cfg->out_dir, &info);
+    const int resuming_own = in->resume && info.has_checkpoint && cc_same_file(in->resume, own);
+    const char *input = in->init_ckpt ? in->init_ckpt : in->resume;
+    if (in->init_ckpt && cc_same_file(in->init_ckpt, own) && in->force)
+        return cc_error("--init %s is the checkpoint this run would replace: copy it elsewhere first, or --resume it",
+                        in->init_ckpt);
+    if (in->force && input && !resuming_own && cc_run_dir_holds(cfg->out_dir, input))
+        return cc_error("%s is one of the files --force would delete from %s: copy it elsewhere first", input,
+                        cfg->out_dir);
+    if (!resuming_own && !in->force && info.has_checkpoint) {
+        char at[48] = "";
+        if (info.checkpoint_step >= 0) snprintf(at, sizeof(at), " at step %ld", info.checkpoint_step);
+        return cc_error("%s holds a run%s: --resume it, or pass --force to start over", cfg->out_dir, at);
+    }
+    if (!in->resume && !in->force && info.first_log[0])
+        return cc_error("%s holds the logs of an earlier run (%s) but no checkpoint%s: pass --force to start over, "
+                        "or choose another [run] out_dir", cfg->out_dir, info.first_log,
+                        in->resume_auto ? " for --resume auto to resume" : "");
+    if ((!resuming_own && in->force && cc_run_dir_clear(cfg->out_dir) != 0) || cc_mkdir_p(cfg->out_dir) != 0) return -1;
+    cc_run_dir_clear_temporaries(cfg->out_dir);
+    /* a resumed run continues its logs from the checkpoint's step: nothing twice (telemetry.csv: when opened) */
+    char path[CC_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/grad_norms.csv", cfg->out_dir);
+    if (in->resume && (cc_csv_truncate_after(path, NULL, in->resume_step) != 0 ||
+                       cc_tfevents_truncate_after(cfg->out_dir, in->resume_step) != 0))
+        return -1;
+    return 0;
+}
+
+int cc_run_dir_check_inputs(const cc_config *cfg, const char *init_ckpt)
+{
+    static const char *const written[] = { "telemetry.csv", "grad_norms.csv", "sample.txt", CC_CHECKPOINT_BEST_NAME,
+                                           CC_CHECKPOINT_NAME };
+    const char *inputs[] = { cfg->train, cfg->val, init_ckpt };
+    const char *names[] = { "[data] train", "[data] val", "--init" };
+    char path[CC_PATH_MAX + 64];
+    for (int i = 0; i < 5; i++) { /* the data never; the checkpoint only as --resume (the last one) */
+        snprintf(path, sizeof(path), "%s/%s", cfg->out_dir, written[i]);
+        if (cc_refuse_output_over_input("the run's output", path, inputs, names, i == 4 ? 2 : 3) != 0) return -1;
+    }
     return 0;
 }

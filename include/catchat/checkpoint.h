@@ -5,6 +5,7 @@
 #define CATCHAT_CHECKPOINT_H
 
 #include "catchat/config.h"
+#include "catchat/executor.h"
 #include "catchat/layout.h"
 #include "catchat/optim.h"
 #include "catchat/rng.h"
@@ -67,5 +68,16 @@ long cc_checkpoint_step(const char *path);
  * and *has_state tell what the file held; missing state starts fresh. */
 int cc_checkpoint_load(const char *path, const cc_layout *lay, float *params, float *m,
                        float *v, int *has_moments, cc_run_state *state, int *has_state);
+
+/* A run's checkpoints, from and into an executor. */
+/* <out_dir>/<name> from the executor's weights and moments and the run state. */
+int cc_checkpoint_save_run(const cc_config *cfg, cc_executor *ex, const cc_run_state *st, const char *name);
+/* [train] keep_last: the checkpoint just written is also kept as
+ * checkpoint_step<N>.safetensors (a hard link, a copy where links fail), and
+ * the oldest such files beyond keep_last are removed. */
+int cc_checkpoint_keep_step(const cc_config *cfg, long step);
+/* The weights of `path` into the executor; with `resume`, its moments and
+ * run state too (a file without them is refused: use --init). */
+int cc_checkpoint_restore(cc_executor *ex, const char *path, int resume, cc_run_state *st);
 
 #endif

@@ -5,6 +5,8 @@
 #ifndef CATCHAT_RUN_DIR_H
 #define CATCHAT_RUN_DIR_H
 
+#include "catchat/config.h"
+
 #define CC_CHECKPOINT_NAME "checkpoint.safetensors"
 /* The checkpoint of the lowest eval loss so far, and (with [train]
  * keep_last) copies of earlier periodic checkpoints, checkpoint_step<N>. */
@@ -39,5 +41,21 @@ int cc_same_file(const char *a, const char *b);
  * entries are skipped); `what` names the output's option in the message. */
 int cc_refuse_output_over_input(const char *what, const char *output, const char *const *inputs,
                                 const char *const *input_names, int n);
+
+/* What a run means to do with its out_dir. */
+typedef struct cc_run_intent {
+    const char *resume, *init_ckpt; /* the checkpoint resumed or started from, or NULL */
+    int force;                      /* --force: an earlier run's files may be deleted */
+    int resume_auto;                /* --resume auto found no checkpoint (said in a refusal) */
+    long resume_step;               /* a resume's step: the logs are cut back to it */
+} cc_run_intent;
+/* Decide what the run may do with out_dir before anything is written there:
+ * a new run (or one resumed from a checkpoint elsewhere) refuses a folder
+ * that holds an earlier run, its checkpoint or only its logs, unless force,
+ * which clears what that run wrote; a resume of the folder's own checkpoint
+ * keeps its logs, cut back to its step. -1 refused (said). */
+int cc_run_dir_prepare(const cc_config *cfg, const cc_run_intent *in);
+/* The files a run writes must not be its inputs (the data, --init). */
+int cc_run_dir_check_inputs(const cc_config *cfg, const char *init_ckpt);
 
 #endif

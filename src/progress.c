@@ -1,0 +1,151 @@
+/* What a training run reports as it goes (progress.h). */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
+#include "catchat/progress.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/train.h"
+#include "catchat/util.h"
+
+int cc_progress_log_row(cc_telemetry *tel, cc_tfevents *tfe, const cc_telemetry_row *row, const cc_run_progress *pr)
+{
+    if (cc_telemetry_write(tel, row) != 0) return -1;
+    static const char *const tags[] = { "train/loss",   "train/running_loss", "train/lr",
+                                        "train/loss_scale", "train/grad_norm", "train/grad_norm_clipped",
+                                        "perf/tokens_per_s", "train/epoch", "perf/elapsed_s",
+                                        "eval/loss", "eval/top1", "eval/top5", "eval/overfitting_evals" };
+    const float vals[] = { (float)row->loss, (float)row->running_loss, (float)row->lr, (float)row->loss_scale,
+                           (float)row->grad_norm, (float)row->grad_norm_clipped, (float)row->tok_per_s,
+                           (float)pr->epoch, (float)pr->elapsed_s, (float)row->eval_loss, (float)row->eval_top1,
+                           (float)row->eval_top5, (float)pr->rising };
+    return cc_tfevents_scalars(tfe, row->step, tags, vals, row->has_eval ? 13 : 9);
+}
+
+void cc_progress_grad_norms(const char *out_dir, cc_executor *ex, long step, int first)
+{
+    char path[CC_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/grad_norms.csv", out_dir);
+    FILE *f = fopen(path, first ? "w" : "a");
+    if (!f) return;
+    if (first) {
+        fputs("step", f);
+        for (int i = 0; i < ex->lay.n; i++) fprintf(f, ",%s", ex->lay.t[i].name);
+        fputc('\n', f);
+    }
+    float *g = cc_malloc(sizeof(float) * ex->lay.total);
+    ex->ops->get_grads(ex, g);
+    fprintf(f, "%ld", step);
+    for (int i = 0; i < ex->lay.n; i++) {
+        double ss = 0;
+        for (size_t k = 0; k < ex->lay.t[i].numel; k++) ss += (double)g[ex->lay.t[i].offset + k] * g[ex->lay.t[i].offset + k];
+        fprintf(f, ",%.6g", sqrt(ss));
+    }
+    fputc('\n', f);
+    fclose(f);
+    free(g);
+}
+
+void cc_format_duration(char *buf, size_t cap, double seconds)
+{
+    if (seconds < 0 || !isfinite(seconds)) seconds = 0;
+    long s = (long)seconds;
+    if (s >= 3600) snprintf(buf, cap, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
+}
+
+void cc_progress_break(cc_progress *p)
+{
+    if (p->open) {
+        putchar('\n');
+        fflush(stdout);
+        p->open = 0;
+    }
+}
+
+/* tokens/s in at most 5 characters before the unit: 9876, 98.8k, 3.40M */
+static void fmt_rate(char *buf, size_t cap, double per_s)
+{
+    if (per_s < 1e4) snprintf(buf, cap, "%.0f", per_s);
+    else if (per_s < 1e6) snprintf(buf, cap, "%.1fk", per_s * 1e-3);
+    else snprintf(buf, cap, "%.2fM", per_s * 1e-6);
+}
+
+/* The progress line, its fields in the order a user looks for them: where
+ * the run is, how it learns, how fast, how long; then the optimizer's state.
+ * On a terminal the line is rewritten in place and must fit one row (a
+ * longer one wraps, and \r returns to its last row only), so the fields
+ * that do not fit are left off whole, from the end; in a log every field. */
+void cc_progress_print(cc_progress *p, const cc_telemetry_row *row, long max_steps, long first, long end,
+                       const cc_run_progress *pr)
+{
+    if (p->quiet) return;
+    const double per = pr->elapsed_s / (double)(row->step - first);
+    char eta[32], took[32], rate[32];
+    cc_format_duration(eta, sizeof(eta), per * (double)(end - row->step));
+    cc_format_duration(took, sizeof(took), pr->elapsed_s);
+    fmt_rate(rate, sizeof(rate), row->tok_per_s);
+    char field[9][96];
+    snprintf(field[0], sizeof(field[0]), "step %ld/%ld", row->step, max_steps);
+    snprintf(field[1], sizeof(field[1]), "loss %.4f%s", row->loss, row->skipped ? " SKIPPED" : "");
+    snprintf(field[2], sizeof(field[2]), "%.1f ms", row->step_ms);
+    snprintf(field[3], sizeof(field[3]), "%s tok/s", rate);
+    snprintf(field[4], sizeof(field[4]), "%s ETA %s", took, eta);
+    snprintf(field[5], sizeof(field[5]), "lr %.2e", row->lr);
+    snprintf(field[6], sizeof(field[6]), "norm %.3f", row->grad_norm);
+    snprintf(field[7], sizeof(field[7]), "scale %g", row->loss_scale);
+    snprintf(field[8], sizeof(field[8]), "epoch %.2f", pr->epoch);
+    const int fit = p->live && !row->has_eval; /* eval lines stay on screen: they may wrap */
+    char line[1024];
+    int len = 0;
+    for (int i = 0; i < 9; i++) {
+        const int add = (i ? 3 : 0) + (int)strlen(field[i]);
+        if (fit && i > 0 && len + add > p->live - 1) break;
+        len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s", i ? " | " : "", field[i]);
+    }
+    if (row->has_eval)
+        snprintf(line + len, sizeof(line) - (size_t)len, " | eval loss %.4f top1 %.2f%% top5 %.2f%%", row->eval_loss,
+                 100 * row->eval_top1, 100 * row->eval_top5);
+    printf("%s%s%s", p->live ? "\r" : "", line, p->live ? "\033[K" : ""); /* \033[K: what a longer line left */
+    if (fit) {
+        p->open = 1; /* rewritten by the next step; eval steps stay on screen */
+    } else {
+        putchar('\n');
+        p->open = 0;
+    }
+    fflush(stdout);
+}
+
+void cc_progress_sample(const cc_progress *pg, cc_executor *ex, const cc_config *cfg, cc_tfevents *tfe,
+                        const char *prompt, int tokens, long step)
+{
+    float *p = cc_malloc(sizeof(float) * ex->lay.total);
+    ex->ops->get_params(ex, p);
+    char path[CC_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/sample.txt", cfg->out_dir);
+    cc_sample_opts so = { .prompt = prompt, .tokens = tokens, .temperature = 0.8, .top_k = 40,
+                          .seed = cfg->seed };
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    const int rc = mem ? cc_sample(&ex->lay, p, &so, mem) : -1;
+    if (mem) fclose(mem);
+    if (rc == 0) {
+        FILE *sf = fopen(path, "w");
+        if (sf) {
+            fwrite(text, 1, len, sf);
+            fclose(sf);
+        }
+        char *utf8 = cc_valid_utf8(text, len); /* TensorBoard's text tab takes UTF-8 only */
+        cc_tfevents_text(tfe, step, "sample", utf8);
+        free(utf8);
+        if (!pg->quiet) {
+            printf("sample (%s):\n", path);
+            fwrite(text, 1, len, stdout);
+            putchar('\n');
+        }
+    }
+    free(text);
+    free(p);
+}
