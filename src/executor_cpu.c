@@ -130,18 +130,12 @@ static const cc_executor_ops CPU_OPS = {
 
 /* Host bytes of the executor at batch B: `fixed` for parameters, gradients,
  * AdamW moments and the accumulation buffer, `per_seq` for each sequence's
- * activations. per_seq mirrors the buffers of cpu_acts_alloc
- * (src/cpu/model.c); one added there and not here makes it low, so it can
- * miss a run that does not fit, never refuse one that does. */
+ * activations (cpu_acts_alloc's table, at one sequence: every buffer is
+ * linear in the batch). */
 static void cpu_bytes(const cc_config *cfg, size_t params, int T, double *fixed, double *per_seq)
 {
-    const double D = cfg->d_model, L = cfg->n_layers, V = cfg->vocab_size;
-    const double HW = (double)cfg->n_heads * cfg->ctx_window;
-    /* u, a, gx, gates, ghn, h per layer (and u once more): D·(10L+1); s, qkv,
-     * o, c, m, f, du, dtmp, dgx, dqkv, dc: 17·D; norms' inverse RMS and the
-     * loss per position: L+3; logits: V; attention weights: H·W */
-    const double per_pos = D * (10 * L + 18) + (L + 3) + V + HW;
-    *per_seq = sizeof(float) * (per_pos * T + (double)cpu_gru_scratch_elems(1, cfg->d_model));
+    const cc_dims d = cc_dims_from_config(cfg);
+    *per_seq = sizeof(float) * (double)cpu_acts_elems(&d, 1, T);
     *fixed = sizeof(float) * (double)params * (cfg->grad_accum > 1 ? 5 : 4);
 }
 

@@ -26,47 +26,65 @@ static void check_out(CC_FN(cpu_acts) *a, const char *stage, const char *tensor,
 }
 #define CHECK(stage, tensor, layer, ptr, n, width) check_out(a, stage, tensor, layer, ptr, n, width)
 
+/* The activation buffers, in one table: each field and its element count.
+ * Allocation, release and the byte count the CPU executor checks host memory
+ * with all walk it, so a buffer added here is in all three. */
+#define N_ACT_BUFS 24
+static int act_table(CC_FN(cpu_acts) *a, const cc_dims *d, int B, int T, real **ptr[N_ACT_BUFS],
+                     size_t elems[N_ACT_BUFS])
+{
+    const size_t M = (size_t)B * T, D = d->D, L = d->L;
+    const struct {
+        real **p;
+        size_t n;
+    } t[N_ACT_BUFS] = {
+        { &a->u, (L + 1) * M * D }, { &a->a, L * M * D },         { &a->a_ir, L * M },
+        { &a->gx, L * M * 3 * D },  { &a->gates, L * M * 3 * D }, { &a->ghn, L * M * D },
+        { &a->h, L * M * D },       { &a->s, M * D },             { &a->s_ir, M },
+        { &a->qkv, M * 3 * D },     { &a->p, (size_t)B * d->H * T * d->W },
+        { &a->o, M * D },           { &a->c, M * D },             { &a->m, M * D },
+        { &a->f, M * D },           { &a->f_ir, M },              { &a->logits, M * d->V },
+        { &a->row_loss, M },        { &a->scratch, cpu_gru_scratch_elems(B, d->D) },
+        { &a->du, M * D },          { &a->dtmp, M * D },          { &a->dgx, M * 3 * D },
+        { &a->dqkv, M * 3 * D },    { &a->dc, M * D },
+    };
+    for (int i = 0; i < N_ACT_BUFS; i++) {
+        ptr[i] = t[i].p;
+        elems[i] = t[i].n;
+    }
+    return N_ACT_BUFS;
+}
+
 int CC_FN(cpu_acts_alloc)(CC_FN(cpu_acts) *a, const cc_dims *d, int B, int T)
 {
     memset(a, 0, sizeof(*a));
     a->B = B;
     a->T = T;
     a->d = *d;
-    const size_t M = (size_t)B * T, D = d->D, L = d->L;
-    a->u = cc_calloc((L + 1) * M * D, sizeof(real));
-    a->a = cc_calloc(L * M * D, sizeof(real));
-    a->a_ir = cc_calloc(L * M, sizeof(real));
-    a->gx = cc_calloc(L * M * 3 * D, sizeof(real));
-    a->gates = cc_calloc(L * M * 3 * D, sizeof(real));
-    a->ghn = cc_calloc(L * M * D, sizeof(real));
-    a->h = cc_calloc(L * M * D, sizeof(real));
-    a->s = cc_calloc(M * D, sizeof(real));
-    a->s_ir = cc_calloc(M, sizeof(real));
-    a->qkv = cc_calloc(M * 3 * D, sizeof(real));
-    a->p = cc_calloc((size_t)B * d->H * T * d->W, sizeof(real));
-    a->o = cc_calloc(M * D, sizeof(real));
-    a->c = cc_calloc(M * D, sizeof(real));
-    a->m = cc_calloc(M * D, sizeof(real));
-    a->f = cc_calloc(M * D, sizeof(real));
-    a->f_ir = cc_calloc(M, sizeof(real));
-    a->logits = cc_calloc(M * d->V, sizeof(real));
-    a->row_loss = cc_calloc(M, sizeof(real));
-    a->scratch = cc_calloc(cpu_gru_scratch_elems(B, d->D), sizeof(real));
-    a->du = cc_calloc(M * D, sizeof(real));
-    a->dtmp = cc_calloc(M * D, sizeof(real));
-    a->dgx = cc_calloc(M * 3 * D, sizeof(real));
-    a->dqkv = cc_calloc(M * 3 * D, sizeof(real));
-    a->dc = cc_calloc(M * D, sizeof(real));
+    real **ptr[N_ACT_BUFS];
+    size_t elems[N_ACT_BUFS];
+    const int n = act_table(a, d, B, T, ptr, elems);
+    for (int i = 0; i < n; i++) *ptr[i] = cc_calloc(elems[i], sizeof(real));
     return 0;
 }
 
 void CC_FN(cpu_acts_free)(CC_FN(cpu_acts) *a)
 {
-    real *bufs[] = { a->u, a->a, a->a_ir, a->gx, a->gates, a->ghn, a->h, a->s, a->s_ir,
-                     a->qkv, a->p, a->o, a->c, a->m, a->f, a->f_ir, a->logits, a->row_loss, a->scratch,
-                     a->du, a->dtmp, a->dgx, a->dqkv, a->dc };
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
+    real **ptr[N_ACT_BUFS];
+    size_t elems[N_ACT_BUFS];
+    const int n = act_table(a, &a->d, a->B, a->T, ptr, elems);
+    for (int i = 0; i < n; i++) free(*ptr[i]);
     memset(a, 0, sizeof(*a));
+}
+
+size_t CC_FN(cpu_acts_elems)(const cc_dims *d, int B, int T)
+{
+    CC_FN(cpu_acts) a;
+    real **ptr[N_ACT_BUFS];
+    size_t elems[N_ACT_BUFS], total = 0;
+    const int n = act_table(&a, d, B, T, ptr, elems);
+    for (int i = 0; i < n; i++) total += elems[i];
+    return total;
 }
 
 double CC_FN(cpu_model_forward)(const cc_layout *lay, const real *params, CC_FN(cpu_acts) *a,
