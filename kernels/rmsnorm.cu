@@ -1,4 +1,4 @@
-// RMSNorm with the guards of model.md, one warp per row:
+// RMSNorm with the guards of docs/model.md, one warp per row:
 //   ms ≤ floor → ir = 1 (identity); 1/sqrt(ms + eps) > cap → ir = cap.
 // The backward recomputes the row's mean square to learn which case applied
 // (same inputs, same decision), so no flag needs storing.

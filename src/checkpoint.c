@@ -1,5 +1,5 @@
-/* Checkpoints as safetensors (formats.md). Model tensors are F32 under
- * model.md's names; a resumable checkpoint adds opt.m.<name> / opt.v.<name>
+/* Checkpoints as safetensors (docs/formats.md). Model tensors are F32 under
+ * docs/model.md's names; a resumable checkpoint adds opt.m.<name> / opt.v.<name>
  * and the run state as __metadata__ strings. */
 #define _DEFAULT_SOURCE /* scandir, alphasort, link */
 #include "catchat/checkpoint.h"

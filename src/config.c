@@ -1,4 +1,4 @@
-/* INI configuration (formats.md). One table below lists every key with its
+/* INI configuration (docs/formats.md). One table below lists every key with its
  * section, type, range, default and help; loading, --set, printing, JSON and
  * the docs all walk that table. */
 #define _POSIX_C_SOURCE 200809L

@@ -1,4 +1,4 @@
-/* The parameter table of model.md and the offsets of each tensor in the one
+/* The parameter table of docs/model.md and the offsets of each tensor in the one
  * contiguous buffer. Offsets are rounded up to 64 elements so GPU kernels can
  * use wide loads on every tensor; the padding stays zero. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* The optimizer step's decisions (model.md), shared by every executor:
+/* The optimizer step's decisions (docs/model.md), shared by every executor:
  *   1. unscale g ← g/S (FP32)         2. n₀ = ‖g‖₂ over all parameters
  *   3. clip to max_grad_norm          4. skip if n₀ or n₁ is non-finite or n₀ = 0
  *   5. AdamW (decay on 2-D tensors)   6. dynamic loss scale (GradScaler rules)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checkpoints travel both ways: a plain JSON reader (and Python's `safetensors`
-where installed) loads a catchat checkpoint with model.md's names and shapes,
+where installed) loads a catchat checkpoint with docs/model.md's names and shapes,
 and catchat loads a file written by another tool (F16/BF16, other order, extra
 tensors, no metadata).   tests/interop.py path/to/catchat"""
 import atexit, json, os, random, shutil, struct, subprocess, sys, tempfile
@@ -11,7 +11,7 @@ SIZES = {"F32": 4, "F16": 2, "BF16": 2, "I32": 4, "F64": 8}
 
 
 def read_safetensors(path):
-    """The 30-line reader of formats.md: header length, JSON header, raw data."""
+    """The 30-line reader of docs/formats.md: header length, JSON header, raw data."""
     with open(path, "rb") as f:
         blob = f.read()
     (hlen,) = struct.unpack("<Q", blob[:8])

@@ -1,4 +1,4 @@
-/* Data: text and .bin shards by content, the errors of formats.md, and a
+/* Data: text and .bin shards by content, the errors of docs/formats.md, and a
  * reproducible shuffled batch order. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>

@@ -1,4 +1,4 @@
-/* Optimizer step of model.md: AdamW against a hand computation, decay on 2-D
+/* Optimizer step of docs/model.md: AdamW against a hand computation, decay on 2-D
  * tensors only, clipping, the non-finite guard (no state changes), the
  * dynamic loss scale and the learning-rate schedule. */
 #include <criterion/criterion.h>

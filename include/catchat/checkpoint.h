@@ -1,4 +1,4 @@
-/* Checkpoints: model tensors under model.md's names (F32), optionally the
+/* Checkpoints: model tensors under docs/model.md's names (F32), optionally the
  * AdamW moments (opt.m.<name>, opt.v.<name>) and the run state in
  * __metadata__, so --resume continues the same run. */
 #ifndef CATCHAT_CHECKPOINT_H

@@ -1,4 +1,4 @@
-/* The run configuration: every key of formats.md, typed, range-checked and
+/* The run configuration: every key of docs/config.md, typed, range-checked and
  * with a default. The key table in config.c is the single source of truth for
  * names, types, ranges, defaults and help text. */
 #ifndef CATCHAT_CONFIG_H
@@ -52,7 +52,7 @@ typedef struct cc_config {
 
 /* Fill every key with its default. */
 void cc_config_defaults(cc_config *c);
-/* The defaults with model.md's "tiny (tests)" model: D=64, L=2, H=4, W=16,
+/* The defaults with docs/model.md's "tiny (tests)" model: D=64, L=2, H=4, W=16,
  * T=32, batch 4 (the shape of configs/tiny.ini, without reading it). */
 void cc_config_tiny(cc_config *c);
 

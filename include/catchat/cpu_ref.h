@@ -1,4 +1,4 @@
-/* The CPU reference of model.md, in plain C. The same sources are compiled
+/* The CPU reference of docs/model.md, in plain C. The same sources are compiled
  * twice: with `real` = float (names as written: cpu_rmsnorm_forward, ...) for
  * training and as the ladder's reference, and with `real` = double (names with
  * an _f64 suffix) for the finite-difference gradient check. The declarations

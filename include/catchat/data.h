@@ -1,4 +1,4 @@
-/* Token data (formats.md): raw text through the byte tokenizer, or `.bin`
+/* Token data (docs/formats.md): raw text through the byte tokenizer, or `.bin`
  * shards (256 int32 header: magic 20240520, version 1, token count; then
  * uint16 tokens). [data] format = auto tells them apart by the magic number;
  * a file named *.bin without it, or one that starts like a shard header with

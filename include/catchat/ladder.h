@@ -1,4 +1,4 @@
-/* The GPU-vs-CPU parity ladder (ladder.md): a table of stages, each one op
+/* The GPU-vs-CPU parity ladder (docs/ladder.md): a table of stages, each one op
  * (matmul, embedding, rmsnorm, ...) on the GPU against its CPU twin. Lives in
  * src/ladder/ and links into the catchat program, not into catchat_core. */
 #ifndef CATCHAT_LADDER_H
@@ -38,7 +38,7 @@ static inline int cc_ladder_exit_status(cc_ladder_counts n)
 /* The table, in the order the training step runs: stages 1..cc_ladder_stages(). */
 int cc_ladder_stages(void);
 const char *cc_ladder_stage_name(int k);  /* op name, e.g. "gru_cell" */
-const char *cc_ladder_stage_title(int k); /* ladder.md's name, e.g. "GRU gates" */
+const char *cc_ladder_stage_title(int k); /* docs/ladder.md's name, e.g. "GRU gates" */
 /* The number of the stage `key` names: its op name, its title (either in any
  * case) or its number; 0 if none. Needs no GPU. */
 int cc_ladder_find_stage(const char *key);

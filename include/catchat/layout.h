@@ -1,4 +1,4 @@
-/* The model's parameter table (model.md): name, shape, whether AdamW decays
+/* The model's parameter table (docs/model.md): name, shape, whether AdamW decays
  * it, and its offset in the one contiguous parameter buffer. Gradients and
  * optimizer moments mirror the same offsets. Adding a tensor is one row in
  * cc_layout_build. */
@@ -19,7 +19,7 @@ typedef struct cc_dims {
     double rms_eps, rms_floor, inv_rms_max;
 } cc_dims;
 
-/* Constants of RMSNorm with its guards (model.md: rms_eps, rms_floor,
+/* Constants of RMSNorm with its guards (docs/model.md: rms_eps, rms_floor,
  * inv_rms_max), carried together from the config to every norm, CPU and GPU. */
 typedef struct cc_norm_consts { double eps, floor, inv_max; } cc_norm_consts;
 static inline cc_norm_consts cc_norm_consts_of(const cc_dims *d)

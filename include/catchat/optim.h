@@ -1,4 +1,4 @@
-/* The optimizer step of model.md, shared by every executor:
+/* The optimizer step of docs/model.md, shared by every executor:
  * unscale → global norm → clip → non-finite guard → AdamW → loss-scale update.
  * The decisions live here; the executor does the element-wise work. */
 #ifndef CATCHAT_OPTIM_H

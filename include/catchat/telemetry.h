@@ -1,4 +1,4 @@
-/* Telemetry CSV (formats.md): one row per step, header first, flushed as
+/* Telemetry CSV (docs/formats.md): one row per step, header first, flushed as
  * written so a crash loses no rows. */
 #ifndef CATCHAT_TELEMETRY_H
 #define CATCHAT_TELEMETRY_H

@@ -1,5 +1,5 @@
 /* The whole dual-stream model on the CPU, composed from the ops in this
- * folder, exactly as model.md writes it:
+ * folder, exactly as docs/model.md writes it:
  *   u⁰ = embed[x];  uˡ⁺¹ = uˡ + GRU_l(RMSNorm(uˡ))           token stream
  *   s = RMSNorm(uᴸ); c = out · attn(qkv · s)                  context stream
  *   logits = lm_head · RMSNorm(uᴸ + c)                        merge, classify

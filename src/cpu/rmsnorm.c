@@ -1,4 +1,4 @@
-/* RMSNorm with the two guards of model.md:
+/* RMSNorm with the two guards of docs/model.md:
  *   ms ≤ rms_floor            → ir = 1 (identity fallback: a near-zero state
  *                                passes through instead of being blown up)
  *   1/sqrt(ms + eps) > cap    → ir = cap

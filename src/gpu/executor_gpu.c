@@ -1,4 +1,4 @@
-/* The GPU executor: the model of model.md with FP16 GEMM operands (cuBLASLt,
+/* The GPU executor: the model of docs/model.md with FP16 GEMM operands (cuBLASLt,
  * FP32 accumulation) and FP32 everything else; see the precision contract in
  * include/catchat/kernels.h. This file owns device memory, the streams and
  * GEMM contexts of the lanes, the batch upload, the loss read-back and the

@@ -1,4 +1,4 @@
-/* The GPU forward and backward passes of model.md, one lane (a group of whole
+/* The GPU forward and backward passes of docs/model.md, one lane (a group of whole
  * sequences, see gpu_impl.h) at a time: every launch of a lane goes to the
  * lane's streams and touches only the lane's rows of the activations and its
  * own gradient accumulator, so lanes may run concurrently. */

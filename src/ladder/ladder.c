@@ -1,5 +1,5 @@
 /* The ladder's table and runner: the stages in the order the training step
- * runs (ladder.md), one row each, then a summary line. A stage is defined in
+ * runs (docs/ladder.md), one row each, then a summary line. A stage is defined in
  * its own file (stage_<op>.c); this file only lists them. */
 #include <ctype.h>
 #include <stdlib.h>

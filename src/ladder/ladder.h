@@ -1,4 +1,4 @@
-/* The parity ladder's private harness (ladder.md). A stage runs one op (or a
+/* The parity ladder's private harness (docs/ladder.md). A stage runs one op (or a
  * composition) on the GPU and its CPU twin on the same random inputs (fixed
  * seed, printed), with GPU outputs poisoned (NaN bytes) beforehand so an
  * unwritten element fails. Operands of FP16 GEMMs are drawn FP16-representable
@@ -11,7 +11,7 @@
  *     const ladder_stage ladder_stage_<op> = { "<op>", "<title>", run_<op> };
  * plus its line in the table (ladder.c) and in CMakeLists.txt. The op name is
  * the one the op has everywhere else (src/cpu/, kernels/, tests/); the title
- * is the contract's name in ladder.md. */
+ * is the contract's name in docs/ladder.md. */
 #ifndef CATCHAT_LADDER_PRIVATE_H
 #define CATCHAT_LADDER_PRIVATE_H
 
@@ -30,7 +30,7 @@
 typedef struct stage {
     int num;           /* 1-based place in the table */
     const char *name;  /* op name, e.g. "gru_cell" */
-    const char *title; /* ladder.md's name, e.g. "GRU gates" */
+    const char *title; /* docs/ladder.md's name, e.g. "GRU gates" */
     char shape[96];
     double max_abs, worst_ratio, worst_rel, worst_tol;
     char worst[64];
@@ -57,7 +57,7 @@ typedef void (*ladder_run_fn)(const ladder_ctx *cx, stage *st);
 
 typedef struct ladder_stage {
     const char *name;  /* op name: --stage NAME, the row */
-    const char *title; /* ladder.md's stage name: --stage TITLE, the row */
+    const char *title; /* docs/ladder.md's stage name: --stage TITLE, the row */
     ladder_run_fn run;
 } ladder_stage;
 
