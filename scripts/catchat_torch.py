@@ -7,7 +7,7 @@ in and out of catchat:
     loss = batch_loss(model, x, y)                                    # y = -1: not scored
     save_catchat(model, "init.safetensors", config)                   # catchat train --init init.safetensors
 
-It computes model.md exactly (RMSNorm with its identity fallback and cap,
+It computes docs/model.md exactly (RMSNorm with its identity fallback and cap,
 PyTorch GRU gate order, causal sliding-window attention, merge, classifier).
 Tensor names map one to one: gru.{l}.weight_ih ↔ grus[l].weight_ih_l0, etc.
 The safetensors reader/writer is plain Python, so only torch is needed.
