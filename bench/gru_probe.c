@@ -34,6 +34,9 @@ static int time_paths(int B, int T, int D)
     CK(cudaMalloc(&w, 6 * (size_t)D * D));
     CK(cudaMemset(gx, 0x3c, 12 * MD)); CK(cudaMemset(bhh, 0, 12 * D)); CK(cudaMemset(w, 0x11, 6 * (size_t)D * D));
     CK(cudaMemset(dh, 0x3a, 4 * MD));
+    const gru_layer L = { .gx = gx, .whh16 = w, .bhh = bhh, .h = h, .gates = gates, .ghn = ghn, .hprev16 = hp };
+    const gru_grads G = { .dh_in = dh, .dgx16 = dgx, .dgh16 = dgh };
+    const gru_shape sh = { B, T, D };
     cudaEvent_t e0, e1, e2;
     cudaEventCreate(&e0); cudaEventCreate(&e1); cudaEventCreate(&e2);
     const char *names[] = { "cluster", "cluster wide", "persistent" };
@@ -47,14 +50,14 @@ static int time_paths(int B, int T, int D)
         float f[5], b[5];
         for (int r = 0; r < 5; r++) {
             cudaEventRecord(e0, 0);
-            if (cluster[v]) launch_gru_forward_cluster(h, gates, ghn, hp, gx, w, bhh, B, T, D, wide[v], &caps, 0);
-            else if (launch_gru_forward_persistent(h, gates, ghn, hp, gx, w, bhh, B, T, D, &caps, 0)) {
+            if (cluster[v]) launch_gru_forward_cluster(&L, sh, wide[v], &caps, 0);
+            else if (launch_gru_forward_persistent(&L, sh, &caps, 0)) {
                 fprintf(stderr, "gru_probe: %s\n", gru_persistent_refusal()); /* nothing ran: no time to report */
                 return 1;
             }
             cudaEventRecord(e1, 0);
-            if (cluster[v]) launch_gru_backward_cluster(dgx, dgh, NULL, dh, h, gates, ghn, w, B, T, D, 0.f, &caps, 0);
-            else if (launch_gru_backward_persistent(dgx, dgh, dh, h, gates, ghn, w, B, T, D, 0.f, &caps, 0)) {
+            if (cluster[v]) launch_gru_backward_cluster(&L, &G, sh, 0.f, &caps, 0);
+            else if (launch_gru_backward_persistent(&L, &G, sh, 0.f, &caps, 0)) {
                 fprintf(stderr, "gru_probe: %s\n", gru_persistent_refusal());
                 return 1;
             }

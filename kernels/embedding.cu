@@ -1,7 +1,7 @@
 // Token embedding: gather forward; scatter-add backward. The backward walks,
 // for each token id, the positions where it occurs (a CSR list the host
-// builds from the batch it already holds) in a fixed order, without atomics,
-// so every run gives the same bits.
+// builds from the batch it already holds: cc_embedding_csr, at the end) in a
+// fixed order, without atomics, so every run gives the same bits.
 #include "catchat/kernels.h"
 #include "common.cuh"
 
@@ -81,4 +81,17 @@ extern "C" void launch_embedding_backward(float *dtable, const float *dout, cons
         embedding_backward_kernel<float1, 1><<<V, EMB_THREADS, smem, s>>>(dtable, dout, offsets, positions, D);
     }
     LAUNCH_CHECK();
+}
+
+// The CSR list the backward walks, from the batch's token ids on the host:
+// counting sort, so positions stay in increasing order within an id.
+extern "C" void cc_embedding_csr(const int *x, int M, int V, int *offsets, int *positions)
+{
+    for (int v = 0; v <= V; v++) offsets[v] = 0;
+    for (int m = 0; m < M; m++) offsets[x[m] + 1]++;
+    for (int v = 0; v < V; v++) offsets[v + 1] += offsets[v];
+    // fill in position order, using offsets[v] as a cursor, then shift back
+    for (int m = 0; m < M; m++) positions[offsets[x[m]]++] = m;
+    for (int v = V; v > 0; v--) offsets[v] = offsets[v - 1];
+    offsets[0] = 0;
 }

@@ -1,8 +1,10 @@
-// GRU recurrence, element-wise part of one timestep (PyTorch gate order r, z, n).
-// The recurrent product W_hh·h_{t-1} is a cuBLASLt GEMM issued by the host
-// between these kernels; the input projections for all T steps were one GEMM
-// before the loop. One thread per (sequence, hidden unit) keeps a unit's three
-// gates together, so the blend and (backward) the grad_h clamp fuse here.
+// gru_cell: the element-wise part of one GRU timestep (PyTorch gate order r,
+// z, n), on [B,T,·] tensors at step t. The recurrent product W_hh·h_{t-1} is
+// the caller's, a cuBLASLt GEMM between these kernels (src/gpu/gru.c, the
+// per-step loop); the input projections for all T steps were one GEMM before
+// the loop. src/cpu/gru_cell.c is the same function on the CPU, with the same
+// contract (kernels.h). One thread per (sequence, hidden unit) keeps a unit's
+// three gates together, so the blend and (backward) the grad_h clamp fuse here.
 #include "catchat/kernels.h"
 #include "common.cuh"
 #include "gru_cell.cuh"
@@ -34,20 +36,18 @@ __global__ void gru_cell_backward_kernel(__half *dgx16, __half *dgh16, float *dh
                               gt[2 * D + i], ghn[row * D + i], t > 0 ? h[(row - 1) * D + i] : 0.f, row, i, D);
 }
 
-extern "C" void launch_gru_cell_forward(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                        const float *gh, const float *bhh, int B, int T, int D, int t,
-                                        cudaStream_t s)
+extern "C" void launch_gru_cell_forward(const gru_layer *L, gru_shape sh, int t, cudaStream_t s)
 {
-    gru_cell_forward_kernel<<<ceil_div((size_t)B * D, 256), 256, 0, s>>>(h, gates, ghn, (__half *)hprev16, gx,
-                                                                          gh, bhh, B, T, D, t);
+    gru_cell_forward_kernel<<<ceil_div((size_t)sh.B * sh.D, 256), 256, 0, s>>>(
+        L->h, L->gates, L->ghn, (__half *)L->hprev16, L->gx, L->gh, L->bhh, sh.B, sh.T, sh.D, t);
     LAUNCH_CHECK();
 }
 
-extern "C" void launch_gru_cell_backward(void *dgx16, void *dgh16, float *dhrec, const float *dh_in,
-                                         const float *h, const float *gates, const float *ghn, int B, int T,
-                                         int D, int t, float clamp_limit, cudaStream_t s)
+extern "C" void launch_gru_cell_backward(const gru_layer *L, const gru_grads *G, gru_shape sh, int t,
+                                         float clamp_limit, cudaStream_t s)
 {
-    gru_cell_backward_kernel<<<ceil_div((size_t)B * D, 256), 256, 0, s>>>(
-        (__half *)dgx16, (__half *)dgh16, dhrec, dh_in, h, gates, ghn, B, T, D, t, clamp_limit);
+    gru_cell_backward_kernel<<<ceil_div((size_t)sh.B * sh.D, 256), 256, 0, s>>>(
+        (__half *)G->dgx16, (__half *)G->dgh16, G->dhrec, G->dh_in, L->h, L->gates, L->ghn, sh.B, sh.T, sh.D, t,
+        clamp_limit);
     LAUNCH_CHECK();
 }

@@ -1,5 +1,5 @@
 // The GRU gate math of one hidden unit at one timestep (PyTorch order r, z, n),
-// shared by the per-step kernels (gru.cu), the persistent ones
+// shared by the per-step kernels (gru_cell.cu), the persistent ones
 // (gru_persistent.cu) and the cluster ones (gru_cluster.cu), so every path
 // computes the same function. The math and the stores are separate so a
 // kernel can publish h (or the gate gradients) to its peers first and write

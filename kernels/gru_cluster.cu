@@ -570,12 +570,16 @@ template <typename K> static void raise_smem(K kernel, size_t smem)
     }
 }
 
+// The launches of one instance: the layer's tensors as the kernels take them.
 template <int D, int BL, bool JITTER = false>
-static void fwd_launch(float *h, float *gates, float *ghn, __half *hp, const float *gx, const __half *w,
-                       const float *bhh, int B, int T, cudaStream_t s)
+static void fwd_launch(const gru_layer *L, int B, int T, cudaStream_t s)
 {
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     if (JITTER) raise_smem(gru_forward_cluster_kernel<D, BL, JITTER>, S::F_SMEM);
+    float *h = L->h, *gates = L->gates, *ghn = L->ghn;
+    __half *hp = (__half *)L->hprev16;
+    const float *gx = L->gx, *bhh = L->bhh;
+    const __half *w = (const __half *)L->whh16;
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (B / BL)), S::F_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_forward_cluster_kernel<D, BL, JITTER>, h, gates, ghn, hp, gx, w, bhh,
@@ -587,13 +591,15 @@ static void fwd_launch(float *h, float *gates, float *ghn, __half *hp, const flo
 }
 
 template <int D, int BL, bool JITTER = false>
-static void bwd_launch(__half *dgx, __half *dgh, float *bias_part, const float *dh_in, const float *h,
-                       const float *gates, const float *ghn, const __half *w, int B, int T, float clamp_limit,
-                       cudaStream_t s)
+static void bwd_launch(const gru_layer *L, const gru_grads *G, int B, int T, float clamp_limit, cudaStream_t s)
 {
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     static_assert((size_t)4 * BL * D / CL_C * sizeof(float) <= S::B_RECV, "bias sums fit in recv");
     if (JITTER) raise_smem(gru_backward_cluster_kernel<D, BL, JITTER>, S::B_SMEM);
+    __half *dgx = (__half *)G->dgx16, *dgh = (__half *)G->dgh16;
+    float *bias_part = G->bias_part;
+    const float *dh_in = G->dh_in, *h = L->h, *gates = L->gates, *ghn = L->ghn;
+    const __half *w = (const __half *)L->whh16;
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (B / BL)), S::B_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL, JITTER>, dgx, dgh, bias_part, dh_in, h,
@@ -694,43 +700,38 @@ extern "C" int gru_cluster_supported(const gpu_caps *caps, int B, int T, int D)
         else CALL(512);                                                                                       \
     } while (0)
 
-extern "C" void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                           const void *whh16, const float *bhh, int B, int T, int D, int wide,
-                                           const gpu_caps *caps, cudaStream_t s)
+extern "C" void launch_gru_forward_cluster(const gru_layer *L, gru_shape sh, int wide, const gpu_caps *caps,
+                                           cudaStream_t s)
 {
+    const int B = sh.B, T = sh.T, D = sh.D;
     if (!gru_cluster_supported(caps, B, T, D)) {
         fprintf(stderr, "catchat: cluster GRU forward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
-    __half *hp = (__half *)hprev16;
-    const __half *w = (const __half *)whh16;
     if (wide && B % CL_BL_WIDE == 0 && cluster_wide_ok(caps, D)) {
-#define FWD_WIDE_CALL(d) fwd_launch<d, CL_BL_WIDE>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
+#define FWD_WIDE_CALL(d) fwd_launch<d, CL_BL_WIDE>(L, B, T, s)
         CL_DISPATCH(D, FWD_WIDE_CALL);
 #undef FWD_WIDE_CALL
         return;
     }
-#define FWD_CALL(d) fwd_launch<d, CL_BL>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
-#define FWD_JITTER_CALL(d) fwd_launch<d, CL_BL, true>(h, gates, ghn, hp, gx, w, bhh, B, T, s)
+#define FWD_CALL(d) fwd_launch<d, CL_BL>(L, B, T, s)
+#define FWD_JITTER_CALL(d) fwd_launch<d, CL_BL, true>(L, B, T, s)
     if (cl_jitter_seed) CL_DISPATCH(D, FWD_JITTER_CALL);
     else CL_DISPATCH(D, FWD_CALL);
 #undef FWD_JITTER_CALL
 #undef FWD_CALL
 }
 
-extern "C" void launch_gru_backward_cluster(void *dgx16, void *dgh16, float *bias_part, const float *dh_in,
-                                            const float *h, const float *gates, const float *ghn, const void *whh16,
-                                            int B, int T, int D, float clamp_limit, const gpu_caps *caps,
-                                            cudaStream_t s)
+extern "C" void launch_gru_backward_cluster(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit,
+                                            const gpu_caps *caps, cudaStream_t s)
 {
+    const int B = sh.B, T = sh.T, D = sh.D;
     if (!gru_cluster_supported(caps, B, T, D)) {
         fprintf(stderr, "catchat: cluster GRU backward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
-    __half *dx = (__half *)dgx16, *dh = (__half *)dgh16;
-    const __half *w = (const __half *)whh16;
-#define BWD_CALL(d) bwd_launch<d, CL_BL>(dx, dh, bias_part, dh_in, h, gates, ghn, w, B, T, clamp_limit, s)
-#define BWD_JITTER_CALL(d) bwd_launch<d, CL_BL, true>(dx, dh, bias_part, dh_in, h, gates, ghn, w, B, T, clamp_limit, s)
+#define BWD_CALL(d) bwd_launch<d, CL_BL>(L, G, B, T, clamp_limit, s)
+#define BWD_JITTER_CALL(d) bwd_launch<d, CL_BL, true>(L, G, B, T, clamp_limit, s)
     if (cl_jitter_seed) CL_DISPATCH(D, BWD_JITTER_CALL);
     else CL_DISPATCH(D, BWD_CALL);
 #undef BWD_JITTER_CALL

@@ -288,7 +288,7 @@ template <int MU, int NT> struct gp_pairs {
 
 template <int MU, int NT>
 __global__ void __launch_bounds__(GP_THREADS, 1)
-    gru_forward_grid_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx, const __half *whh,
+    gru_forward_persistent_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx, const __half *whh,
                             const float *bhh, unsigned *flags, gp_plan P)
 {
     constexpr int MT = 3 * MU, KR = gp_kr(MT, NT), KRA = KR > 0 ? KR : 1, PP = gp_pairs<MU, NT>::PP;
@@ -371,7 +371,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
 
 template <int MU, int NT>
 __global__ void __launch_bounds__(GP_THREADS, 1)
-    gru_backward_grid_kernel(__half *dgx16, __half *dgh16, const float *dh_in, const float *h, const float *gates,
+    gru_backward_persistent_kernel(__half *dgx16, __half *dgh16, const float *dh_in, const float *h, const float *gates,
                              const float *ghn, const __half *whh_t, float clamp_limit, unsigned *flags, gp_plan P)
 {
     constexpr int MT = MU, KR = gp_kr(MT, NT), KRA = KR > 0 ? KR : 1, PP = gp_pairs<MU, NT>::PP;
@@ -484,8 +484,8 @@ static bool gp_instance(int MU, int NT)
 
 static const void *gp_kernel(int fwd, int MU, int NT)
 {
-    return fwd ? (const void *)GP_PICK(gru_forward_grid_kernel, MU, NT)
-               : (const void *)GP_PICK(gru_backward_grid_kernel, MU, NT);
+    return fwd ? (const void *)GP_PICK(gru_forward_persistent_kernel, MU, NT)
+               : (const void *)GP_PICK(gru_backward_persistent_kernel, MU, NT);
 }
 
 // How many CTAs of this kernel at this shared memory a cooperative launch
@@ -672,10 +672,9 @@ extern "C" void gru_persistent_plant_refusal(int plant)
     gp_refused[0] = 0;
 }
 
-extern "C" int launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                             const void *whh16, const float *bhh, int B, int T, int D,
-                                             const gpu_caps *caps, cudaStream_t s)
+extern "C" int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, const gpu_caps *caps, cudaStream_t s)
 {
+    const int B = sh.B, T = sh.T, D = sh.D;
     gp_plan P;
     if (!gp_make_plan(caps, B, T, D, 1, &P)) {
         fprintf(stderr, "catchat: persistent GRU forward: unsupported shape B=%d D=%d\n", B, D);
@@ -683,16 +682,18 @@ extern "C" int launch_gru_forward_persistent(float *h, float *gates, float *ghn,
     }
     if (!gp_instance(P.MU, P.NT)) gp_fail("forward: no kernel for this split", cudaErrorInvalidValue);
     unsigned *flags = gp_flags(P.G, s);
-    __half *hp = (__half *)hprev16;
-    const __half *w = (const __half *)whh16;
+    float *h = L->h, *gates = L->gates, *ghn = L->ghn;
+    const float *gx = L->gx, *bhh = L->bhh;
+    __half *hp = (__half *)L->hprev16;
+    const __half *w = (const __half *)L->whh16;
     void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &flags, &P };
     return gp_launch(caps, gp_kernel(1, P.MU, P.NT), P, args, gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J), s, "forward");
 }
 
-extern "C" int launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
-                                              const float *gates, const float *ghn, const void *whh16, int B, int T,
-                                              int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s)
+extern "C" int launch_gru_backward_persistent(const gru_layer *L, const gru_grads *G, gru_shape sh,
+                                              float clamp_limit, const gpu_caps *caps, cudaStream_t s)
 {
+    const int B = sh.B, T = sh.T, D = sh.D;
     gp_plan P;
     if (!gp_make_plan(caps, B, T, D, 0, &P)) {
         fprintf(stderr, "catchat: persistent GRU backward: unsupported shape B=%d D=%d\n", B, D);
@@ -700,11 +701,12 @@ extern "C" int launch_gru_backward_persistent(void *dgx16, void *dgh16, const fl
     }
     __half *wt = (__half *)stream_scratch(s, SCRATCH_GRU_WT, (size_t)3 * D * D * sizeof(__half));
     transpose_whh_kernel<<<dim3(ceil_div(D, 32), ceil_div(3 * D, 32)), dim3(32, 8), 0, s>>>(
-        wt, (const __half *)whh16, 3 * D, D);
+        wt, (const __half *)L->whh16, 3 * D, D);
     LAUNCH_CHECK();
     if (!gp_instance(P.MU, P.NT)) gp_fail("backward: no kernel for this split", cudaErrorInvalidValue);
     unsigned *flags = gp_flags(P.G, s);
-    __half *dx = (__half *)dgx16, *dh = (__half *)dgh16;
+    __half *dx = (__half *)G->dgx16, *dh = (__half *)G->dgh16;
+    const float *dh_in = G->dh_in, *h = L->h, *gates = L->gates, *ghn = L->ghn;
     const __half *w = wt;
     void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w, &clamp_limit,
                      &flags, &P };

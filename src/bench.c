@@ -11,7 +11,7 @@
 #include "catchat/data.h"
 #include "catchat/device.h"
 #include "catchat/executor.h"
-#include "catchat/gpu_ops.h"
+#include "catchat/gpu_gru.h"
 #include "catchat/optim.h"
 #include "catchat/rng.h"
 #include "catchat/util.h"

@@ -68,7 +68,7 @@ static const key_spec KEYS[] = {
     { "run", "device", K_CHOICE, OFF(device), 0, 0, "auto", "auto, cpu or gpu", "auto|cpu|gpu" },
     { "run", "threads", K_INT, OFF(threads), 0, 4096, "0", "CPU threads of the CPU reference (0 = all cores)", NULL },
     { "run", "out_dir", K_PATH, OFF(out_dir), 0, 0, "runs/default", "telemetry, checkpoints and samples go here", NULL },
-    { "gpu", "recurrence", K_CHOICE, OFF(gpu_recurrence), 0, 0, "auto", "GRU recurrence kernels: auto (the fastest this GPU and shape take), persistent or stepwise (also per-step, the name bench prints; forced, for measuring)", "auto|persistent|stepwise|per-step" },
+    { "gpu", "recurrence", K_CHOICE, OFF(gpu_recurrence), 0, 0, "auto", "GRU recurrence kernels: auto (the fastest this GPU and shape take), persistent or per-step (forced, for measuring)", "auto|persistent|per-step" },
     { "gpu", "attention", K_CHOICE, OFF(gpu_attention), 0, 0, "auto", "context attention kernels: auto (tensor cores for head sizes 64, 128 and 256, FP32 otherwise) or fp32 (forced: the way around a tensor-core kernel the preflight refuses)", "auto|fp32" },
     { "gpu", "lanes", K_INT, OFF(gpu_lanes), 0, 8, "0", "lanes a step's batch splits into (0 = chosen: up to 4 where the recurrence stays on clusters); must divide batch_size (env CATCHAT_GPU_LANES)", NULL },
     { "gpu", "cuda_graph", K_CHOICE, OFF(cuda_graph), 0, 0, "auto", "replay the step as one CUDA graph: auto (where the recurrence's clusters all fit), on or off (env CATCHAT_CUDA_GRAPH=1/0)", "auto|on|off" },
@@ -180,6 +180,9 @@ static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, s
             }
             ch += len + (ch[len] == '|');
         }
+        /* the per-step recurrence's old name: refused, naming the new one */
+        if (k->offset == OFF(gpu_recurrence) && strcmp(v, "stepwise") == 0)
+            return FAIL("[%s] %s: 'stepwise' is now spelled 'per-step'", k->section, k->key);
         char list[128] = "";
         for (const char *ch = k->choices; *ch;) { /* "a|b|c" as "a, b, c" */
             const size_t len = strcspn(ch, "|"), used = strlen(list);

@@ -35,8 +35,8 @@ run always --preflight always
 grep -q "kernel checks of this config passed" "$tmp/always.log" && ok || bad "--preflight always did not check"
 [ "$(grep -vc '^#' "$XDG_CACHE_HOME/catchat/preflight.txt")" -eq 1 ] && ok || bad "not one record a pass"
 # another path (the per-step recurrence) is another record: checked again
-run stepwise --set recurrence=stepwise
-grep -q "kernel checks of this config passed" "$tmp/stepwise.log" && ok || bad "another path was not checked"
+run per-step --set recurrence=per-step
+grep -q "kernel checks of this config passed" "$tmp/per-step.log" && ok || bad "another path was not checked"
 run never --preflight never
 grep -q "WARNING: --preflight never: the GPU kernels of this train are NOT checked" "$tmp/never.log" && ok \
   || bad "--preflight never said nothing"

@@ -291,6 +291,24 @@ Test(config, data_format_key)
     cr_expect_str_eq(c.data_format, "text");
 }
 
+/* [gpu] recurrence's per-step path has one name: its old one, 'stepwise', is
+ * refused with the name to use, from --set and from a file. */
+Test(config, recurrence_old_name_is_refused_with_the_new)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_expect_eq(cc_config_set_arg(&c, "gpu.recurrence=per-step"), 0);
+    cr_expect_str_eq(c.gpu_recurrence, "per-step");
+    th_stderr_begin();
+    const int rc = cc_config_set_arg(&c, "recurrence=stepwise");
+    const char *err = th_stderr_end();
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err, ": [gpu] recurrence: 'stepwise' is now spelled 'per-step'\n") != NULL, "message: %s", err);
+    cr_expect_str_eq(c.gpu_recurrence, "per-step");
+    expect_refused("[gpu]\nrecurrence = stepwise\n", ":2: [gpu] recurrence: 'stepwise' is now spelled 'per-step'\n",
+                   NULL);
+}
+
 /* A line longer than inih's buffer would be read as two lines, putting it
  * and every later line number one off: the long line itself is refused, at
  * its own number, counted after comment and blank lines. */

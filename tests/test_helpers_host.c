@@ -4,7 +4,7 @@
 #include <criterion/redirect.h>
 #include <stdio.h>
 #include <string.h>
-#include "catchat/gpu_ops.h"
+#include "catchat/kernels.h"
 #include "catchat/tfevents.h"
 #include "catchat/vocab.h"
 #include "helpers.h"

@@ -37,7 +37,7 @@ typedef struct cc_config {
     int threads;    /* CPU threads for the reference executor, 0 = all cores */
     char out_dir[CC_PATH_MAX];
     /* [gpu]: how the GPU executor runs a step (no effect on the numbers) */
-    char gpu_recurrence[16]; /* auto, persistent, stepwise */
+    char gpu_recurrence[16]; /* auto, persistent, per-step */
     char gpu_attention[8];   /* auto (tensor cores where the head size takes them), fp32 */
     int gpu_lanes;           /* 0 = chosen */
     char cuda_graph[8];      /* auto, on, off */

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 #include "catchat/config.h"
-#include "catchat/gpu_ops.h"
+#include "catchat/gpu_gru.h"
 
 typedef struct gpu_step_plan {
     gpu_caps caps;     /* the device's, narrowed by [gpu] profile, smem_per_block, sm_count, clusters */

@@ -61,6 +61,10 @@ void release_reduce_scratch(cudaStream_t s);
 void launch_embedding_forward(float *out, const int *x, const float *table, int M, int D, cudaStream_t s);
 void launch_embedding_backward(float *dtable, const float *dout, const int *offsets, const int *positions, int V,
                                int D, cudaStream_t s);
+/* The backward's CSR, made on the host from the token ids x[M]: positions
+ * of each id by counting sort (increasing within an id). offsets[V+1],
+ * positions[M]. */
+void cc_embedding_csr(const int *x, int M, int V, int *offsets, int *positions);
 
 /* rmsnorm.cu: y32 and/or y16 may be NULL. dx accumulates; dg accumulates. */
 /* The norm of x + res (res may be NULL), the sum written to sum (may be NULL):
@@ -73,20 +77,56 @@ void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float 
                              const float *ir, int M, int D, const cc_norm_consts *nc, const gpu_caps *caps,
                              cudaStream_t s);
 
-/* gru_cell.cu: one timestep's element-wise work; the W_h·h GEMM is the caller's.
- * Tensors are [B,T,·] with row stride T·width; t selects the timestep.
- * Forward: gh[B,3D] = W_hh·h_{t-1} (FP32, no bias). Reads gx (with b_ih),
- * b_hh, h_{t-1} from h (zeros at t = 0); writes gates, ghn, h[:,t] and the
- * FP16 copy hprev16[:,t+1] that the next step's GEMM reads. */
-void launch_gru_cell_forward(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                             const float *gh, const float *bhh, int B, int T, int D, int t,
-                             cudaStream_t s);
+/* ---- the GRU layer: gru_cell.cu, gru_persistent.cu, gru_cluster.cu ----
+ * Every recurrence launcher takes the layer as the same three values: its
+ * shape, its tensors and (backward) their gradients. Each path reads the
+ * members it needs and leaves the rest; a caller switching paths
+ * (src/gpu/gru.c) fills the structs once instead of re-listing a dozen
+ * pointers per launcher, where two swapped float * would still compile.
+ * [B,T,·] tensors are sequence-major: sequence b's step t is row b·T + t. */
+typedef struct gru_shape {
+    int B, T, D; /* sequences, steps, hidden units */
+} gru_shape;
+
+/* What a layer's forward reads (gx, W_hh, b_hh) and writes for its backward
+ * to read (h, gates, ghn, hprev16). */
+typedef struct gru_layer {
+    const float *gx;   /* [B,T,3D] W_ih·a + b_ih: all steps' input projections, one GEMM before the recurrence */
+    const void *whh16; /* [3D,D] FP16 W_hh */
+    const float *bhh;  /* [3D] b_hh */
+    float *h;          /* [B,T,D] h_t; step t reads h_{t-1} from row t-1 (h_{-1} = 0) */
+    float *gates;      /* [B,T,3D] r, z, n after their nonlinearities */
+    float *ghn;        /* [B,T,D] W_hn·h_{t-1} + b_hn, which the n gate reads through r */
+    void *hprev16;     /* [B,T,D] FP16 h_{t-1} (zeros at t = 0): the operand of the recurrent GEMM and of dW_hh */
+    float *gh;         /* [B,3D] one step's W_hh·h_{t-1} (no bias): the per-step loop's GEMM output, the cell's input */
+} gru_layer;
+
+/* A layer's gradients: what its BPTT reads (dh_in) and writes (the FP16 gate
+ * gradients, operands of the weight and input GEMMs), its scratch, and the
+ * parameter gradients the weight GEMMs accumulate (+=). */
+typedef struct gru_grads {
+    const float *dh_in; /* [B,T,D] dL/dh_t reaching each step from the residual stream */
+    void *dgx16;        /* [B,T,3D] FP16 gradient of the gates' input pre-activations (the W_ih GEMMs' operand) */
+    void *dgh16;        /* [B,T,3D] FP16 gradient of W_hh·h_{t-1} + b_hh (the W_hh GEMMs' operand) */
+    float *dhrec;       /* [B,D] the per-step loop's dL/dh_{t-1} through the recurrence */
+    float *bias_part;   /* the cluster BPTT's per-cluster bias sums (gpu_gru_bias_part_floats), or NULL */
+    float *dwhh, *dbhh; /* [3D,D], [3D] */
+    float *dbih;        /* [3D], or NULL: db_ih from the same sums as db_hh */
+} gru_grads;
+
+/* gru_cell.cu: one timestep's element-wise work (the contract of gru_cell,
+ * which the CPU's src/cpu/gru_cell.c keeps too); the W_hh·h GEMM is the
+ * caller's. t selects the timestep. Forward: reads L->gh = W_hh·h_{t-1}
+ * (FP32, no bias), b_hh, gx[:,t] (with b_ih) and h_{t-1} = h[:,t-1] (zeros at
+ * t = 0); writes gates, ghn and h at [:,t] and the FP16 copy hprev16[:,t+1]
+ * that the next step's GEMM reads. */
+void launch_gru_cell_forward(const gru_layer *L, gru_shape sh, int t, cudaStream_t s);
 /* Backward of step t: g = dh_in[:,t] + dhrec, clamped to ±clamp_limit (0 =
- * off); writes dgx16[:,t], dgh16[:,t] (FP16 GEMM operands) and dhrec = z⊙g;
- * the caller then adds dgh·W_hh into dhrec with a GEMM. */
-void launch_gru_cell_backward(void *dgx16, void *dgh16, float *dhrec, const float *dh_in,
-                              const float *h, const float *gates, const float *ghn, int B, int T,
-                              int D, int t, float clamp_limit, cudaStream_t s);
+ * off); reads gates, ghn and h_{t-1}; writes dgx16[:,t], dgh16[:,t] (FP16
+ * GEMM operands) and dhrec = z⊙g; the caller then adds dgh·W_hh into dhrec
+ * with a GEMM. */
+void launch_gru_cell_backward(const gru_layer *L, const gru_grads *G, gru_shape sh, int t, float clamp_limit,
+                              cudaStream_t s);
 
 /* gru_persistent.cu: the whole recurrence of a layer in one cooperative
  * launch on any GPU from sm_80 on (no clusters): W_hh spread over a grid of
@@ -105,13 +145,12 @@ int gru_persistent_describe(const gpu_caps *caps, int B, int T, int D, char *buf
  * (only its scratch was prepared: the counters cleared and, for the BPTT,
  * W_hhᵀ written, both harmless), the caller runs
  * the per-step loop instead, and from then on gru_persistent_supported is 0
- * in this process and gru_persistent_refusal says why (NULL before). */
-int launch_gru_forward_persistent(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                  const void *whh16, const float *bhh, int B, int T, int D, const gpu_caps *caps,
-                                  cudaStream_t s);
-int launch_gru_backward_persistent(void *dgx16, void *dgh16, const float *dh_in, const float *h,
-                                   const float *gates, const float *ghn, const void *whh16, int B, int T,
-                                   int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s);
+ * in this process and gru_persistent_refusal says why (NULL before).
+ * The forward reads gx, whh16, bhh and writes h, gates, ghn, hprev16; the
+ * BPTT reads h, gates, ghn, whh16 and dh_in and writes dgx16, dgh16. */
+int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, const gpu_caps *caps, cudaStream_t s);
+int launch_gru_backward_persistent(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit,
+                                   const gpu_caps *caps, cudaStream_t s);
 const char *gru_persistent_refusal(void);
 /* Testing aid (the ladder): with plant set, every persistent launch asks for
  * one CTA more than a cooperative launch admits, so the runtime refuses it;
@@ -128,15 +167,12 @@ int gru_cluster_supported(const gpu_caps *caps, int B, int T, int D);
 int gru_cluster_resident(const gpu_caps *caps, int D);
 /* wide: 16 sequences a cluster where B allows (more time a step, less a
  * sequence: for batches whose clusters of 8 would take several waves). */
-void launch_gru_forward_cluster(float *h, float *gates, float *ghn, void *hprev16, const float *gx,
-                                const void *whh16, const float *bhh, int B, int T, int D, int wide,
-                                const gpu_caps *caps, cudaStream_t s);
-/* bias_part (may be NULL): [2][B/8][3D], each cluster's sums over its
+void launch_gru_forward_cluster(const gru_layer *L, gru_shape sh, int wide, const gpu_caps *caps, cudaStream_t s);
+/* G->bias_part (may be NULL): [2][B/8][3D], each cluster's sums over its
  * sequences and all steps of dgx (first B/8 rows) and dgh (the rest), in
  * FP32 before the FP16 rounding: the bias gradients without another pass. */
-void launch_gru_backward_cluster(void *dgx16, void *dgh16, float *bias_part, const float *dh_in,
-                                 const float *h, const float *gates, const float *ghn, const void *whh16,
-                                 int B, int T, int D, float clamp_limit, const gpu_caps *caps, cudaStream_t s);
+void launch_gru_backward_cluster(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit,
+                                 const gpu_caps *caps, cudaStream_t s);
 /* Testing aid (the ladder's stress cases): with seed non-zero, the cluster
  * kernels of 8 sequences launched after it sleep pseudo-random times at
  * their exchange points (kernels/gru_cluster.cu's header); 0 turns it off.

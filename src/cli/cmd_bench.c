@@ -29,8 +29,7 @@ static const char *HELP =
     "  cuda_graph=on|off (CATCHAT_CUDA_GRAPH=1|0)  replay the step as one CUDA graph (default auto:\n"
     "                                       where the recurrence's clusters all fit at once)\n"
     "  attention=fp32                       the FP32 attention kernels for any head size\n"
-    "  recurrence=persistent|stepwise       force a GRU recurrence implementation (stepwise is\n"
-    "                                       what bench calls per-step)\n"
+    "  recurrence=persistent|per-step       force a GRU recurrence implementation\n"
     "  profile=sm80|sm86|sm89|sm90|sm100|sm120  run as that GPU family would (docs/gpus.md)\n"
     "  sm_count=N, smem_per_block=KB, clusters=off  the same limits one at a time\n";
 

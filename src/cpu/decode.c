@@ -14,8 +14,8 @@ int CC_FN(cpu_decoder_init)(CC_FN(cpu_decoder) *dec, const cc_dims *d)
     dec->d = *d;
     dec->h = cc_calloc((size_t)d->L * d->D, sizeof(real));
     dec->kv = cc_calloc((size_t)d->W * 2 * d->D, sizeof(real));
-    /* u, a, gx(3D), gates(3D), ghn, hnew, qkv(3D), o, c, f, ir, scores(W), inner(3D) */
-    dec->work = cc_calloc((size_t)d->D * 19 + d->W + 8, sizeof(real));
+    /* u, a, gx(6D), gates(6D), ghn(2D), hh(2D), gh(3D), qkv(3D), o, c, f, scores(W), ir */
+    dec->work = cc_calloc((size_t)d->D * 27 + d->W + 8, sizeof(real));
     return 0;
 }
 
@@ -33,18 +33,23 @@ void CC_FN(cpu_decoder_step)(CC_FN(cpu_decoder) *dec, const cc_layout *lay, cons
     const cc_dims *d = &dec->d;
     const int D = d->D, W = d->W, H = d->H, hd = D / H;
     const cc_norm_consts nc = cc_norm_consts_of(d);
-    real *u = dec->work, *a = u + D, *gx = a + D, *gates = gx + 3 * D, *ghn = gates + 3 * D;
-    real *hnew = ghn + D, *qkv = hnew + D, *o = qkv + 3 * D, *c = o + D, *f = c + D;
-    real *inner = f + D, *scores = inner + 3 * D, *ir = scores + W;
+    /* The GRU cell's tensors as [B,T,·] = [1,2,·] windows: step t = 1 reads
+     * h_{t-1} from row 0 of hh and writes row 1 of each (rows 0 of gx, gates
+     * and ghn are never read). */
+    real *u = dec->work, *a = u + D, *gx = a + D, *gates = gx + 6 * D, *ghn = gates + 6 * D;
+    real *hh = ghn + 2 * D, *gh = hh + 2 * D, *qkv = gh + 3 * D, *o = qkv + 3 * D, *c = o + D, *f = c + D;
+    real *scores = f + D, *ir = scores + W;
+    const real *hnew = hh + D;
 
     CC_FN(cpu_embedding_forward)(u, &token, PARAM(params, lay->embed), 1, D);
     for (int l = 0; l < d->L; l++) {
         real *hl = dec->h + (size_t)l * D;
         CC_FN(cpu_rmsnorm_forward)(a, ir, u, PARAM(params, lay->gru_norm[l]), 1, D, &nc);
-        CC_FN(cpu_matmul_forward)(gx, a, PARAM(params, lay->gru_wih[l]),
+        CC_FN(cpu_matmul_forward)(gx + 3 * D, a, PARAM(params, lay->gru_wih[l]),
                                   PARAM(params, lay->gru_bih[l]), 1, 3 * D, D);
-        CC_FN(cpu_gru_cell_forward)(hnew, gates, ghn, gx, hl, PARAM(params, lay->gru_whh[l]),
-                                    PARAM(params, lay->gru_bhh[l]), 1, D, inner);
+        CC_FN(cpu_matmul_forward)(gh, hl, PARAM(params, lay->gru_whh[l]), NULL, 1, 3 * D, D);
+        memcpy(hh, hl, sizeof(real) * D);
+        CC_FN(cpu_gru_cell_forward)(hh, gates, ghn, gx, gh, PARAM(params, lay->gru_bhh[l]), 1, 2, D, 1);
         memcpy(hl, hnew, sizeof(real) * D);
         for (int i = 0; i < D; i++) u[i] += hnew[i];
     }

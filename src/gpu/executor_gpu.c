@@ -11,7 +11,7 @@
 #include "catchat/executor.h"
 #include "catchat/matmul.h"
 #include "catchat/dist.h"
-#include "catchat/gpu_ops.h"
+#include "catchat/gpu_gru.h"
 #include "catchat/gpu_plan.h"
 #include "catchat/kernels.h"
 #include "catchat/safetensors.h"
@@ -63,12 +63,6 @@ static double collect_loss(cc_executor *ex, cc_score *score)
     }
     if (score) score->loss_sum += sum;
     return sum;
-}
-
-int gpu_overlaps_allreduce(const cc_executor *ex, int lanes)
-{
-    return ex->dist && ex->dist->active && lanes == 1 && ex->accum.n == 0 &&
-           strcmp(ex->cfg.allreduce_overlap, "on") == 0;
 }
 
 static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, double loss_scale)

@@ -5,9 +5,11 @@
 #define CATCHAT_GPU_IMPL_H
 
 #include <stdint.h>
+#include <string.h>
+#include "catchat/dist.h"
 #include "catchat/executor.h"
 #include "catchat/matmul.h"
-#include "catchat/gpu_ops.h"
+#include "catchat/gpu_gru.h"
 #include "gpu/gpu_check.h"
 
 /* A step's batch splits into lanes: independent groups of sequences whose
@@ -97,8 +99,15 @@ typedef struct {
 
 /* Whether this step all-reduces the tail of the gradients (ctx.*, final_norm,
  * lm_head) during the BPTT: under NCCL, one lane, no accumulation and
- * [gpu] allreduce_overlap = on (executor_gpu.c). */
-int gpu_overlaps_allreduce(const cc_executor *ex, int lanes);
+ * [gpu] allreduce_overlap = on. Here, not in a .c file, because both
+ * executor_gpu.c (the rest of the all-reduce) and passes_gpu.c (the early
+ * tail) ask it, and passes_gpu.c must not call back into executor_gpu.c,
+ * which calls it (through graph_gpu.c). */
+static inline int gpu_overlaps_allreduce(const cc_executor *ex, int lanes)
+{
+    return ex->dist && ex->dist->active && lanes == 1 && ex->accum.n == 0 &&
+           strcmp(ex->cfg.allreduce_overlap, "on") == 0;
+}
 
 /* passes_gpu.c: lane i covers sequences [i·B/n, (i+1)·B/n). */
 void gpu_set_lanes(cc_executor *ex, int n);

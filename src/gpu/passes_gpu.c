@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "catchat/dist.h"
-#include "catchat/gpu_ops.h"
+#include "catchat/gpu_gru.h"
 #include "catchat/kernels.h"
 #include "gpu/gpu_impl.h"
 
@@ -64,19 +64,46 @@ static void from_rec(gpu_lane *ln)
     cudaCheck(cudaStreamWaitEvent(ln->stream, ln->ev_from_rec, 0));
 }
 
+/* The lane's B sequences of a GRU layer, and layer l's tensors in the
+ * lane's rows (gh: the lane's block of the per-step loop's scratch). */
+static gru_shape gru_shape_of(const lane_ctx *c)
+{
+    const gru_shape sh = { c->B, c->T, c->D };
+    return sh;
+}
+
+static gru_layer gru_layer_of(const lane_ctx *c, int l)
+{
+    const cc_executor *ex = c->ex;
+    const gpu_impl *g = c->g;
+    const cc_layout *lay = &ex->lay;
+    const int D = c->D;
+    const gru_layer L = {
+        .gx = LROWS(c, g->gx, l, 3 * D),
+        .whh16 = P16(ex, lay->gru_whh[l]),
+        .bhh = P32(ex, lay->gru_bhh[l]),
+        .h = LROWS(c, g->h, l, D),
+        .gates = LROWS(c, g->gates, l, 3 * D),
+        .ghn = LROWS(c, g->ghn, l, D),
+        .hprev16 = LROWS(c, g->hprev16, l, D),
+        .gh = g->gh + (size_t)c->ln->b0 * 3 * D,
+    };
+    return L;
+}
+
 /* Layer l's forward (after the embedding, for l = 0). */
 static void forward_layer(lane_ctx *c, int l)
 {
     cc_executor *ex = c->ex;
     gpu_impl *g = c->g;
     const cc_layout *lay = &ex->lay;
-    const int M = c->M, D = c->D, T = c->T;
+    const int M = c->M, D = c->D;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = c->ln->stream;
 
-    float *ul = LROWS(c, g->u, l, D), *hl = LROWS(c, g->h, l, D), *gxl = LROWS(c, g->gx, l, 3 * D);
-    float *gatesl = LROWS(c, g->gates, l, 3 * D), *ghnl = LROWS(c, g->ghn, l, D);
-    uint16_t *al = LROWS(c, g->a16, l, D), *hp = LROWS(c, g->hprev16, l, D);
+    const gru_layer gl = gru_layer_of(c, l);
+    float *ul = LROWS(c, g->u, l, D), *hl = gl.h, *gxl = LROWS(c, g->gx, l, 3 * D);
+    uint16_t *al = LROWS(c, g->a16, l, D);
     if (l == 0) { /* later layers' norms ran with the residual add below */
         mark(c, PH_INPUT);
         launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
@@ -87,9 +114,7 @@ static void forward_layer(lane_ctx *c, int l)
     gpu_matmul_fwd(c->ln->gemm, gxl, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
     check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
     mark(c, PH_INPUT);
-    gpu_gru_forward(c->ln->gemm, &g->rec_caps, g->gru_path, hl, gatesl, ghnl, hp, gxl, P16(ex, lay->gru_whh[l]),
-                    P32(ex, lay->gru_bhh[l]),
-                    g->gh + (size_t)c->ln->b0 * 3 * D, c->B, T, D, g->gru_wide, to_rec(c->ln));
+    gpu_gru_forward(c->ln->gemm, &g->rec_caps, g->gru_path, &gl, gru_shape_of(c), g->gru_wide, to_rec(c->ln));
     from_rec(c->ln);
     mark(c, PH_REC_FWD);
     check(c, "gru_forward", "h", l, hl, MD, 0, D);
@@ -234,7 +259,7 @@ static void backward_top(lane_ctx *c, float ctx_limit)
 
 /* The lane's block of the BPTT's per-cluster bias sums for layer parity par
  * (NULL where its batch share does not run the cluster kernels). */
-static float *bias_part(lane_ctx *c, int par)
+static float *bias_part(const lane_ctx *c, int par)
 {
     if (c->B % 8) return NULL;
     /* per parity, the lanes' [2][B_lane/8][3D] blocks one after another */
@@ -242,22 +267,40 @@ static float *bias_part(lane_ctx *c, int par)
     return c->g->bias_part + par * all + (size_t)2 * (c->ln->b0 / 8) * 3 * c->D;
 }
 
+/* Layer l's gradients in the lane's rows: dh_in is du (see backward_layer);
+ * the gate gradients go to the buffer pair of the layer's parity. */
+static gru_grads gru_grads_of(const lane_ctx *c, int l)
+{
+    const cc_layout *lay = &c->ex->lay;
+    const gpu_impl *g = c->g;
+    const int D = c->D, par = l & 1;
+    const gru_grads G = {
+        .dh_in = ROWS(c, g->du, D),
+        /* the two parity buffers are [M_all, 3D] each; the lane's rows within */
+        .dgx16 = LROWS(c, g->dgx16, par, 3 * D),
+        .dgh16 = LROWS(c, g->dgh16, par, 3 * D),
+        .dhrec = g->dhrec + (size_t)c->ln->b0 * D,
+        .bias_part = bias_part(c, par),
+        .dwhh = G32L(c, lay->gru_whh[l]),
+        .dbhh = G32L(c, lay->gru_bhh[l]),
+        .dbih = G32L(c, lay->gru_bih[l]),
+    };
+    return G;
+}
+
 /* Layer l's weight gradients on the lane's side stream, from the gate
  * gradients its BPTT left in dgx and dgh (and the bias sums, nparts rows of
  * them, where its cluster kernels wrote them). */
-static void weight_grads(lane_ctx *c, int l, const uint16_t *dgx, const uint16_t *dgh, int nparts)
+static void weight_grads(lane_ctx *c, int l, const gru_layer *gl, const gru_grads *gg, int nparts)
 {
-    cc_executor *ex = c->ex;
+    const cc_layout *lay = &c->ex->lay;
     gpu_impl *g = c->g;
     gpu_lane *ln = c->ln;
-    const cc_layout *lay = &ex->lay;
     const int D = c->D, par = l & 1;
     side_stream_after(ln);
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
-    gpu_gru_weight_grads(ln->gemm_wgrad, G32L(c, lay->gru_whh[l]), G32L(c, lay->gru_bhh[l]), G32L(c, lay->gru_bih[l]),
-                         dgx, dgh, LROWS(c, g->hprev16, l, D), bias_part(c, par), nparts, c->B, c->T, D,
-                         ln->wgrad_stream);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), dgx, LROWS(c, g->a16, l, D), c->M, 3 * D, D,
+    gpu_gru_weight_grads(ln->gemm_wgrad, gl, gg, nparts, gru_shape_of(c), ln->wgrad_stream);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg->dgx16, LROWS(c, g->a16, l, D), c->M, 3 * D, D,
                   ln->wgrad_stream);
     cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
@@ -292,22 +335,21 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     gpu_impl *g = c->g;
     gpu_lane *ln = c->ln;
     const cc_layout *lay = &ex->lay;
-    const int M = c->M, D = c->D, T = c->T, V = c->V;
+    const int M = c->M, D = c->D, V = c->V;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream;
     float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D);
-    const float *hl = LROWS(c, g->h, l, D), *gatesl = LROWS(c, g->gates, l, 3 * D), *ghnl = LROWS(c, g->ghn, l, D);
     mark(c, l == c->L - 1 ? PH_CONTEXT_BWD : PH_WGRAD);
     if (l == c->L - 1 && gpu_overlaps_allreduce(ex, c->nlanes)) allreduce_tail_early(c);
     const int par = l & 1;
-    /* the two parity buffers are [M_all, 3D] each; the lane's rows within */
-    uint16_t *dgx = LROWS(c, g->dgx16, par, 3 * D), *dgh = LROWS(c, g->dgh16, par, 3 * D);
+    const gru_layer gl = gru_layer_of(c, l);
+    const gru_grads gg = gru_grads_of(c, l);
+    const uint16_t *dgx = gg.dgx16;
     if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
     float *planted = plant_begin(c, l, du, s);
-    const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, dgx, dgh, g->dhrec + (size_t)ln->b0 * D,
-                                    bias_part(c, par), du, hl,
-                                    gatesl, ghnl, P16(ex, lay->gru_whh[l]), c->B, T, D, clamp_limit, to_rec(ln));
+    const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, &gl, &gg, gru_shape_of(c), clamp_limit,
+                                    to_rec(ln));
     from_rec(ln);
     if (planted) /* the residual path keeps its value */
         cudaCheck(cudaMemcpyAsync(planted, c->g->plant_slot + 1, sizeof(float), cudaMemcpyDeviceToDevice, s));
@@ -318,13 +360,13 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
      * so they run beside the next layer's BPTT (on the SMs its clusters leave
      * free) instead of taking SMs from the input gradient, which the next
      * BPTT waits for; layer 0's run beside the embedding backward. */
-    if (l == 0) weight_grads(c, l, dgx, dgh, nparts);
+    if (l == 0) weight_grads(c, l, &gl, &gg, nparts);
     /* the input gradient stays on the critical path */
     gpu_matmul_dx(ln->gemm, dtmp, dgx, P16(ex, lay->gru_wih[l]), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, l, D), P32(ex, lay->gru_norm[l]),
                             LROWS(c, g->a_ir, l, 1), M, D, &c->nc, &g->caps, s);
     check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
-    if (l > 0) weight_grads(c, l, dgx, dgh, nparts);
+    if (l > 0) weight_grads(c, l, &gl, &gg, nparts);
     if (l == 0) {
         launch_embedding_backward(G32L(c, lay->embed), du, g->tok_off + (size_t)ln->index * (V + 1),
                                   ROWS(c, g->tok_pos, 1), V, D, s);

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "catchat/cpu_ref.h"
-#include "catchat/gpu_ops.h"
+#include "catchat/gpu_gru.h"
 #include "catchat/kernels.h"
 #include "catchat/util.h"
 #include "ladder/ladder.h"
@@ -42,7 +42,7 @@ const gru_path_case k_gru_paths[N_GRU_PATHS] = {
     { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 20, 37, 512, 0 },
     { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 24, 21, 1024, 0 },
     { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 12, 9, 2048, 0 },
-    { GPU_GRU_STEPWISE, GRU_IMPL_STEPWISE, 32, 48, 64, 0 },
+    { GPU_GRU_PER_STEP, GRU_IMPL_PER_STEP, 32, 48, 64, 0 },
     { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 16, 48, 512, 0 },
     { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 128, 0 }, /* odd T: the step handshake's buffer parity */
 };
@@ -85,5 +85,5 @@ void gru_stress_cases(const ladder_ctx *cx, stage *st, gru_case_fn one)
     const gpu_gru_impl after = gpu_gru_impl_for(cx->caps, pc->path, pc->B, pc->T, pc->D);
     gru_persistent_plant_refusal(0);
     snprintf(what, sizeof(what), "a refused persistent launch is recorded and the per-step loop taken (%s)", name);
-    check_flag(st, what, refused && after == GRU_IMPL_STEPWISE);
+    check_flag(st, what, refused && after == GRU_IMPL_PER_STEP);
 }

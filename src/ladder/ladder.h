@@ -22,7 +22,7 @@
 #include "catchat/dist.h"
 #include "catchat/executor.h"
 #include "catchat/matmul.h"
-#include "catchat/gpu_ops.h"
+#include "catchat/gpu_gru.h"
 #include "catchat/rng.h"
 #include "gpu/gpu_check.h"
 

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/cpu_ref.h"
-#include "catchat/gpu_ops.h"
 #include "catchat/kernels.h"
 #include "catchat/util.h"
 #include "ladder/ladder.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/cpu_ref.h"
-#include "catchat/gpu_ops.h"
+#include "catchat/gpu_gru.h"
 #include "catchat/util.h"
 #include "ladder/ladder.h"
 
@@ -32,8 +32,12 @@ static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpat
     float *dw = dev_f32(NULL, (size_t)3 * D * D), *db = dev_f32(NULL, 3 * D);
     cudaCheck(cudaMemset(dw, 0, 12 * (size_t)D * D));
     cudaCheck(cudaMemset(db, 0, 12 * (size_t)D));
-    gpu_gru_backward(gm, caps, gpath, dgx16, dgh16, dhrec, bias_part, dw, db, dh, h, gates, ghn, hp16, whh16, B, T, D,
-                     clamp_limit, 0);
+    /* the forward's states as the CPU left them; gx and b_hh are the forward's only */
+    const gru_layer L = { .whh16 = whh16, .h = h, .gates = gates, .ghn = ghn, .hprev16 = hp16 };
+    const gru_grads G = { .dh_in = dh, .dgx16 = dgx16, .dgh16 = dgh16, .dhrec = dhrec, .bias_part = bias_part,
+                          .dwhh = dw, .dbhh = db };
+    const gru_shape sh = { B, T, D };
+    gpu_gru_backward(gm, caps, gpath, &L, &G, sh, clamp_limit, 0);
     *dgx_out = get_f16(dgx16, 3 * MD);
     *dw_out = get_f32(dw, (size_t)3 * D * D);
     *db_out = get_f32(db, 3 * D);

@@ -1,5 +1,9 @@
-/* gru_cell (GRU gates): one cell step, forward and backward, with its two
- * W_hh GEMMs, against the CPU reference. */
+/* gru_cell (GRU gates): one cell step, forward and backward, the GPU's
+ * kernels/gru_cell.cu against the CPU's src/cpu/gru_cell.c. Both keep one
+ * contract (include/catchat/kernels.h, cpu_ref_api.inc): the element-wise
+ * step t of a layer's [B,T,·] tensors given W_hh·h_{t-1}, with the grad_h
+ * clamp; so both run on the same arrays, compared as they are. The W_hh
+ * products are the layer's, checked with it (gru_forward, gru_backward). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,64 +13,68 @@
 #include "catchat/util.h"
 #include "ladder/ladder.h"
 
+/* An output tensor [B,T,width] for step t: NaN at the step's rows (the GPU's
+ * copy is poisoned there, and the CPU overwrites them), zeros elsewhere, which
+ * both sides must leave alone. */
+static float *step_output(int B, int T, int t, int width)
+{
+    float *v = cc_calloc((size_t)B * T * width, 4);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < width; i++) v[((size_t)b * T + t) * width + i] = NAN;
+    return v;
+}
+
 static void run_gru_cell(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
-    gpu_matmul_ctx *gm = cx->gemm;
-    const int B = 16, D = 64, T = 2; /* the step is t = 1; t = 0 holds h_{t-1} */
-    snprintf(st->shape, sizeof(st->shape), "B=%d D=%d, one step", B, D);
-    const double ws = 1.0 / sqrt(D);
-    float *whh = rand_vec(r, (size_t)3 * D * D, ws, 1), *bhh = rand_vec(r, 3 * D, ws, 0);
-    float *hprev = rand_vec(r, (size_t)B * D, 0.5, 1), *gx = rand_vec(r, (size_t)B * 3 * D, 1, 0);
-    float *gin = rand_vec(r, (size_t)B * D, 1, 0);
-    /* [B,2,·] device layouts */
-    float *h2 = cc_calloc((size_t)B * T * D, 4), *gx2 = cc_calloc((size_t)B * T * 3 * D, 4);
-    float *dh2 = cc_calloc((size_t)B * T * D, 4), *hp2 = cc_calloc((size_t)B * T * D, 4);
-    for (int b = 0; b < B; b++) {
-        memcpy(h2 + (size_t)(b * T) * D, hprev + (size_t)b * D, 4 * D);
-        memcpy(hp2 + (size_t)(b * T + 1) * D, hprev + (size_t)b * D, 4 * D);
-        memcpy(gx2 + (size_t)(b * T + 1) * 3 * D, gx + (size_t)b * 3 * D, 12 * D);
-        memcpy(dh2 + (size_t)(b * T + 1) * D, gin + (size_t)b * D, 4 * D);
+    const int B = 16, D = 64, T = 2, t = 1; /* step 1 reads h_{t-1} from row 0 */
+    const size_t MD = (size_t)B * T * D, BD = (size_t)B * D;
+    const float lim = 1.f; /* binds for about a third of g = dh_in + dhrec */
+    snprintf(st->shape, sizeof(st->shape), "B=%d D=%d, one step given W_hh*h, clamp %g", B, D, lim);
+    /* inputs: h_{t-1} in h's row 0 (row 1 is the output), gx, gh = W_hh·h_{t-1}, b_hh; dh_in, dhrec */
+    float *h = step_output(B, T, t, D);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < D; i++) h[(size_t)b * T * D + i] = (float)(0.5 * cc_rng_normal(r));
+    float *gx = rand_vec(r, 3 * MD, 1, 0), *gh = rand_vec(r, 3 * BD, 1, 0), *bhh = rand_vec(r, 3 * D, 1.0 / sqrt(D), 0);
+    float *dh_in = rand_vec(r, MD, 1, 0), *dhrec = rand_vec(r, BD, 0.5, 0);
+    float *gates = step_output(B, T, t, 3 * D), *ghn = step_output(B, T, t, D);
+    float *dgx = step_output(B, T, t, 3 * D), *dgh = step_output(B, T, t, 3 * D);
+    /* the GPU's copies, before the CPU writes its outputs into the same arrays */
+    float *d_h = dev_f32(h, MD), *d_gx = dev_f32(gx, 3 * MD), *d_gh = dev_f32(gh, 3 * BD), *d_bhh = dev_f32(bhh, 3 * D);
+    float *d_gates = dev_f32(gates, 3 * MD), *d_ghn = dev_f32(ghn, MD), *d_dh_in = dev_f32(dh_in, MD);
+    float *d_dhrec = dev_f32(dhrec, BD);
+    void *d_hp16 = dev_f16(NULL, MD), *d_dgx16 = dev_f16(dgx, 3 * MD), *d_dgh16 = dev_f16(dgh, 3 * MD);
+    const gru_layer L = { .gx = d_gx, .bhh = d_bhh, .h = d_h, .gates = d_gates, .ghn = d_ghn, .hprev16 = d_hp16,
+                          .gh = d_gh };
+    const gru_grads G = { .dh_in = d_dh_in, .dgx16 = d_dgx16, .dgh16 = d_dgh16, .dhrec = d_dhrec };
+    const gru_shape sh = { B, T, D };
+    launch_gru_cell_forward(&L, sh, t, 0);
+    launch_gru_cell_backward(&L, &G, sh, t, lim, 0);
+    /* the CPU, and once without the clamp, to show that it binds */
+    float *dhrec_free = cc_malloc(4 * BD), *dgx_free = cc_calloc(3 * MD, 4);
+    memcpy(dhrec_free, dhrec, 4 * BD);
+    cpu_gru_cell_forward(h, gates, ghn, gx, gh, bhh, B, T, D, t);
+    cpu_gru_cell_backward(dgx, dgh, dhrec, dh_in, h, gates, ghn, B, T, D, t, lim);
+    cpu_gru_cell_backward(dgx_free, NULL, dhrec_free, dh_in, h, gates, ghn, B, T, D, t, 0);
+    double diff = 0, nrm = 0;
+    for (size_t i = 0; i < BD; i++) {
+        diff += ((double)dhrec[i] - dhrec_free[i]) * ((double)dhrec[i] - dhrec_free[i]);
+        nrm += (double)dhrec_free[i] * dhrec_free[i];
     }
-    void *dwhh16 = dev_f16(whh, (size_t)3 * D * D), *dhp16 = dev_f16(hp2, (size_t)B * T * D);
-    float *dbhh = dev_f32(bhh, 3 * D), *dh = dev_f32(h2, (size_t)B * T * D), *dgx = dev_f32(gx2, (size_t)B * T * 3 * D);
-    float *dgates = dev_f32(NULL, (size_t)B * T * 3 * D), *dghn = dev_f32(NULL, (size_t)B * T * D);
-    float *dgh = dev_f32(NULL, (size_t)B * 3 * D), *ddh = dev_f32(dh2, (size_t)B * T * D);
-    void *ddgx16 = dev_f16(NULL, (size_t)B * T * 3 * D), *ddgh16 = dev_f16(NULL, (size_t)B * T * 3 * D);
-    float *dhrec = dev_f32(NULL, (size_t)B * D), *ddwhh = dev_f32(NULL, (size_t)3 * D * D);
-    cudaCheck(cudaMemset(dhrec, 0, 4 * (size_t)B * D));
-    cudaCheck(cudaMemset(ddwhh, 0, 4 * (size_t)3 * D * D));
-    uint16_t *hp16 = dhp16;
-    gpu_matmul(gm, dgh, 3 * D, hp16 + D, T * D, 0, dwhh16, D, 1, B, 3 * D, D, 1.f, 0.f, NULL, 0);
-    launch_gru_cell_forward(dh, dgates, dghn, dhp16, dgx, dgh, dbhh, B, T, D, 1, 0);
-    launch_gru_cell_backward(ddgx16, ddgh16, dhrec, ddh, dh, dgates, dghn, B, T, D, 1, 0.f, 0);
-    uint16_t *dgh16p = ddgh16;
-    gpu_matmul(gm, dhrec, D, dgh16p + 3 * D, T * 3 * D, 0, dwhh16, D, 0, B, D, 3 * D, 1.f, 1.f, NULL, 0);
-    gpu_matmul(gm, ddwhh, D, dgh16p + 3 * D, T * 3 * D, 1, hp16 + D, T * D, 0, 3 * D, D, B, 1.f, 1.f, NULL, 0);
-    float *gh_all = get_f32(dh, (size_t)B * T * D), *gg_all = get_f32(dgates, (size_t)B * T * 3 * D);
-    float *gdgx_all = get_f16(ddgx16, (size_t)B * T * 3 * D), *gdhp = get_f32(dhrec, (size_t)B * D);
-    float *gdw = get_f32(ddwhh, (size_t)3 * D * D);
-    float *gh1 = cc_malloc(4 * (size_t)B * D), *gg1 = cc_malloc(12 * (size_t)B * D), *gdgx1 = cc_malloc(12 * (size_t)B * D);
-    for (int b = 0; b < B; b++) {
-        memcpy(gh1 + (size_t)b * D, gh_all + (size_t)(b * T + 1) * D, 4 * D);
-        memcpy(gg1 + (size_t)b * 3 * D, gg_all + (size_t)(b * T + 1) * 3 * D, 12 * D);
-        memcpy(gdgx1 + (size_t)b * 3 * D, gdgx_all + (size_t)(b * T + 1) * 3 * D, 12 * D);
-    }
-    float *rh = cc_malloc(4 * (size_t)B * D), *rg = cc_malloc(12 * (size_t)B * D), *rghn = cc_malloc(4 * (size_t)B * D);
-    float *scr = cc_malloc(12 * (size_t)B * D), *rdgx = cc_malloc(12 * (size_t)B * D), *rdhp = cc_malloc(4 * (size_t)B * D);
-    float *rdw = cc_calloc((size_t)3 * D * D, 4), *rdb = cc_calloc(3 * D, 4);
-    cpu_gru_cell_forward(rh, rg, rghn, gx, hprev, whh, bhh, B, D, scr);
-    cpu_gru_cell_backward(rdgx, rdhp, rdw, rdb, gin, rg, rghn, hprev, whh, B, D, scr);
-    /* forward: FP16-exact operands, FP32 accumulation */
-    check(st, "h", gh1, rh, (size_t)B * D, 1e-5, 0);
-    check(st, "gates", gg1, rg, (size_t)B * 3 * D, 1e-5, 0);
-    /* backward: gate gradients are rounded to FP16 (rel. 2^-11) before their GEMMs */
-    check(st, "dgx", gdgx1, rdgx, (size_t)B * 3 * D, 1e-3, 0);
-    check(st, "dh_prev", gdhp, rdhp, (size_t)B * D, 2e-3, 0);
-    check(st, "dW_hh", gdw, rdw, (size_t)3 * D * D, 2e-3, 0);
-    FREE_ALL(whh, bhh, hprev, gx, gin, h2, gx2, dh2, hp2, gh_all, gg_all, gdgx_all, gdhp, gdw, gh1, gg1, gdgx1, rh, rg,
-             rghn, scr, rdgx, rdhp, rdw, rdb);
-    DFREE_ALL(dwhh16, dhp16, dbhh, dh, dgx, dgates, dghn, dgh, ddh, ddgx16, ddgh16, dhrec, ddwhh);
+    check_flag(st, "the clamp binds (moves dhrec by more than 1%)", sqrt(diff / nrm) > 1e-2);
+    float *g_h = get_f32(d_h, MD), *g_gates = get_f32(d_gates, 3 * MD), *g_ghn = get_f32(d_ghn, MD);
+    float *g_dgx = get_f16(d_dgx16, 3 * MD), *g_dgh = get_f16(d_dgh16, 3 * MD), *g_dhrec = get_f32(d_dhrec, BD);
+    /* forward: the same FP32 operands; __expf and the device tanhf against the host's */
+    check(st, "h", g_h, h, MD, 1e-5, 0);
+    check(st, "gates", g_gates, gates, 3 * MD, 1e-5, 0);
+    check(st, "ghn", g_ghn, ghn, MD, 1e-5, 0);
+    /* backward: the gate gradients are stored in FP16 (rel. 2^-11), dhrec = z*g in FP32 */
+    check(st, "dgx", g_dgx, dgx, 3 * MD, 1e-3, 0);
+    check(st, "dgh", g_dgh, dgh, 3 * MD, 1e-3, 0);
+    check(st, "dhrec", g_dhrec, dhrec, BD, 1e-5, 0);
+    FREE_ALL(h, gx, gh, bhh, dh_in, dhrec, gates, ghn, dgx, dgh, dhrec_free, dgx_free, g_h, g_gates, g_ghn, g_dgx,
+             g_dgh, g_dhrec);
+    DFREE_ALL(d_h, d_gx, d_gh, d_bhh, d_gates, d_ghn, d_dh_in, d_dhrec, d_hp16, d_dgx16, d_dgh16);
 }
 
 const ladder_stage ladder_stage_gru_cell = { "gru_cell", "GRU gates", run_gru_cell };

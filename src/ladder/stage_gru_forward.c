@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "catchat/gpu_ops.h"
+#include "catchat/gpu_gru.h"
 #include "catchat/util.h"
 #include "ladder/ladder.h"
 
@@ -22,7 +22,10 @@ void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int 
     void *whh16 = dev_f16(c.whh, (size_t)3 * D * D), *hp16 = dev_f16(NULL, MD);
     float *bhh = dev_f32(c.bhh, 3 * D), *gx = dev_f32(c.gx, 3 * MD), *h = dev_f32(NULL, MD);
     float *gates = dev_f32(NULL, 3 * MD), *ghn = dev_f32(NULL, MD), *gh = dev_f32(NULL, (size_t)B * 3 * D);
-    gpu_gru_forward(cx->gemm, cx->caps, gpath, h, gates, ghn, hp16, gx, whh16, bhh, gh, B, T, D, wide, 0);
+    const gru_layer L = { .gx = gx, .whh16 = whh16, .bhh = bhh, .h = h, .gates = gates, .ghn = ghn, .hprev16 = hp16,
+                          .gh = gh };
+    const gru_shape sh = { B, T, D };
+    gpu_gru_forward(cx->gemm, cx->caps, gpath, &L, sh, wide, 0);
     float *gh_ = get_f32(h, MD), *gg = get_f32(gates, 3 * MD);
     /* h_{t-1} is FP16 in the recurrent GEMM (rel. 2^-11 per step); the error
      * compounds over T but the GRU is contractive: 5e-3 at T = 48 */

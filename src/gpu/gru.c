@@ -1,0 +1,135 @@
+/* gru: the GRU layer's recurrence on the GPU. The cluster or persistent
+ * kernels where they support the shape, else per timestep one cuBLASLt GEMM
+ * for W_hh·h (reading every T-th row of a [B,T,·] tensor through the leading
+ * dimension) and one gru_cell kernel; the weight gradient of W_hh is one GEMM
+ * over all B·T positions afterwards. The CPU twin is src/cpu/gru.c. */
+#include "catchat/gpu_gru.h"
+#include "catchat/kernels.h"
+#include "gpu/gpu_check.h"
+
+#include <string.h>
+
+/* "stepwise" is the old name of per-step, which the config refuses; only
+ * src/ladder/preflight.c still writes it into a config it makes (remove with
+ * the aliases in gpu_gru.h). */
+gpu_gru_path gpu_gru_path_named(const char *name)
+{
+    if (strcmp(name, "persistent") == 0) return GPU_GRU_PERSISTENT;
+    if (strcmp(name, "per-step") == 0 || strcmp(name, "stepwise") == 0) return GPU_GRU_PER_STEP;
+    return GPU_GRU_AUTO;
+}
+
+gpu_gru_impl gpu_gru_impl_for(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D)
+{
+    if (path == GPU_GRU_AUTO && gru_cluster_supported(caps, B, T, D)) return GRU_IMPL_CLUSTER;
+    if (path != GPU_GRU_PER_STEP && gru_persistent_supported(caps, B, T, D)) return GRU_IMPL_PERSISTENT;
+    return GRU_IMPL_PER_STEP;
+}
+
+const char *gpu_gru_impl_name(gpu_gru_impl impl)
+{
+    return impl == GRU_IMPL_CLUSTER ? "cluster" : impl == GRU_IMPL_PERSISTENT ? "persistent" : "per-step";
+}
+
+void gpu_gru_impl_why(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D, char *buf, size_t len)
+{
+    const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
+    char split[160] = "";
+    if (impl == GRU_IMPL_CLUSTER) {
+        snprintf(buf, len, "W_hh fits one cluster of 8 CTAs (sm_90 clusters, D <= 512)");
+        return;
+    }
+    if (impl == GRU_IMPL_PERSISTENT) {
+        gru_persistent_describe(caps, B, T, D, split, sizeof(split));
+        const char *no_cluster = path != GPU_GRU_AUTO ? "forced by [gpu] recurrence"
+                                 : !gpu_caps_has_sm90_features(caps) ? "no sm_90 clusters on this GPU, profile or build"
+                                 : D != 128 && D != 256 && D != 512 ? "W_hh does not fit one cluster at this D"
+                                 : "the cluster kernels do not fit this GPU's limits or B";
+        snprintf(buf, len, "%s; %s", no_cluster, split);
+        return;
+    }
+    if (path != GPU_GRU_PER_STEP && gru_persistent_refusal()) {
+        snprintf(buf, len, "%s", gru_persistent_refusal());
+        return;
+    }
+    snprintf(buf, len, "%s", path == GPU_GRU_PER_STEP ? "forced by [gpu] recurrence"
+                             : "no persistent split fits this GPU (D not a multiple of 32, too few SMs or too little "
+                               "shared memory, or its grid cannot be resident: the occupancy API's limit)");
+}
+
+/* Wide pays where the recurrences hold the SMs for longer than the rest of
+ * the step needs them, which takes two waves of clusters of 8 or more
+ * (measured faster at B=256 on the H200, slower at B=128, where each lane's
+ * chain of recurrences gets 1.5 times longer: docs/performance.md). */
+int gpu_gru_wide_for(const gpu_caps *caps, gpu_gru_path path, int B_total, int T, int D)
+{
+    const int resident = gru_cluster_resident(caps, D);
+    return gpu_gru_impl_for(caps, path, B_total, T, D) == GRU_IMPL_CLUSTER && resident > 0 && B_total / 8 >= 2 * resident;
+}
+
+void gpu_gru_forward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, const gru_layer *L, gru_shape sh,
+                     int wide, cudaStream_t s)
+{
+    const int B = sh.B, T = sh.T, D = sh.D;
+    const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
+    if (impl == GRU_IMPL_CLUSTER) {
+        launch_gru_forward_cluster(L, sh, wide, caps, s);
+        return;
+    }
+    /* a persistent launch the runtime refuses falls through to the per-step loop */
+    if (impl == GRU_IMPL_PERSISTENT && launch_gru_forward_persistent(L, sh, caps, s) == 0) return;
+    uint16_t *hp = L->hprev16;
+    /* h_{-1} = 0: the FP16 copy read at t = 0 (and by dW_hh) is zero */
+    cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * T * D, 0, sizeof(uint16_t) * D, B, s));
+    cudaCheck(cudaMemsetAsync(L->gh, 0, sizeof(float) * B * 3 * D, s));
+    for (int t = 0; t < T; t++) {
+        if (t > 0) /* gh[B,3D] = h_{t-1} · W_hhᵀ */
+            gpu_matmul(gm, L->gh, 3 * D, hp + (size_t)t * D, T * D, 0, L->whh16, D, 1, B, 3 * D, D, 1.f, 0.f, NULL,
+                       s);
+        launch_gru_cell_forward(L, sh, t, s);
+    }
+}
+
+size_t gpu_gru_bias_part_floats(int B, int D) { return (size_t)2 * (B / 8 > 0 ? B / 8 : 1) * 3 * D; }
+
+int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, const gru_layer *L, const gru_grads *G,
+                 gru_shape sh, float clamp_limit, cudaStream_t s)
+{
+    const int B = sh.B, T = sh.T, D = sh.D;
+    const uint16_t *dgh = G->dgh16;
+    const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
+    if (impl == GRU_IMPL_CLUSTER) {
+        launch_gru_backward_cluster(L, G, sh, clamp_limit, caps, s);
+        return G->bias_part ? B / 8 : 0;
+    }
+    if (impl == GRU_IMPL_PERSISTENT && launch_gru_backward_persistent(L, G, sh, clamp_limit, caps, s) == 0) return 0;
+    cudaCheck(cudaMemsetAsync(G->dhrec, 0, sizeof(float) * B * D, s));
+    for (int t = T - 1; t >= 0; t--) {
+        launch_gru_cell_backward(L, G, sh, t, clamp_limit, s);
+        if (t > 0) /* dhrec += dgh_t · W_hh */
+            gpu_matmul(gm, G->dhrec, D, dgh + (size_t)t * 3 * D, T * 3 * D, 0, L->whh16, D, 0, B, D, 3 * D, 1.f, 1.f,
+                       NULL, s);
+    }
+    return 0;
+}
+
+void gpu_gru_weight_grads(gpu_matmul_ctx *gm, const gru_layer *L, const gru_grads *G, int nparts, gru_shape sh,
+                          cudaStream_t s)
+{
+    const int M = sh.B * sh.T, D = sh.D;
+    gpu_matmul_dw(gm, G->dwhh, G->dgh16, L->hprev16, M, 3 * D, D, s);
+    if (nparts > 0) { /* the BPTT's per-cluster sums, added in cluster order */
+        if (G->dbih) launch_sum_chunks_acc(G->dbih, G->bias_part, nparts, 3 * D, s);
+        launch_sum_chunks_acc(G->dbhh, G->bias_part + (size_t)nparts * 3 * D, nparts, 3 * D, s);
+    } else {
+        if (G->dbih) launch_colsum_f16_acc(G->dbih, G->dgx16, M, 3 * D, s);
+        launch_colsum_f16_acc(G->dbhh, G->dgh16, M, 3 * D, s);
+    }
+}
+
+void gpu_gru_backward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, const gru_layer *L,
+                      const gru_grads *G, gru_shape sh, float clamp_limit, cudaStream_t s)
+{
+    const int nparts = gpu_gru_bptt(gm, caps, path, L, G, sh, clamp_limit, s);
+    gpu_gru_weight_grads(gm, L, G, nparts, sh, s);
+}
