@@ -182,7 +182,7 @@ static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, s
         }
         /* the per-step recurrence's old name: refused, naming the new one */
         if (k->offset == OFF(gpu_recurrence) && strcmp(v, "stepwise") == 0)
-            return FAIL("[%s] %s: 'stepwise' is now spelled 'per-step'", k->section, k->key);
+            return FAIL("[%s] %s: 'stepwise' is spelled 'per-step'", k->section, k->key);
         char list[128] = "";
         for (const char *ch = k->choices; *ch;) { /* "a|b|c" as "a, b, c" */
             const size_t len = strcspn(ch, "|"), used = strlen(list);

@@ -303,9 +303,9 @@ Test(config, recurrence_old_name_is_refused_with_the_new)
     const int rc = cc_config_set_arg(&c, "recurrence=stepwise");
     const char *err = th_stderr_end();
     cr_expect_neq(rc, 0);
-    cr_expect(strstr(err, ": [gpu] recurrence: 'stepwise' is now spelled 'per-step'\n") != NULL, "message: %s", err);
+    cr_expect(strstr(err, ": [gpu] recurrence: 'stepwise' is spelled 'per-step'\n") != NULL, "message: %s", err);
     cr_expect_str_eq(c.gpu_recurrence, "per-step");
-    expect_refused("[gpu]\nrecurrence = stepwise\n", ":2: [gpu] recurrence: 'stepwise' is now spelled 'per-step'\n",
+    expect_refused("[gpu]\nrecurrence = stepwise\n", ":2: [gpu] recurrence: 'stepwise' is spelled 'per-step'\n",
                    NULL);
 }
 

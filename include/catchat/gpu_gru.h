@@ -19,10 +19,6 @@
  * kernel per step). The others force a path, for the ladder and the bench. */
 typedef enum { GPU_GRU_AUTO, GPU_GRU_PERSISTENT, GPU_GRU_PER_STEP } gpu_gru_path;
 typedef enum { GRU_IMPL_CLUSTER, GRU_IMPL_PERSISTENT, GRU_IMPL_PER_STEP } gpu_gru_impl;
-/* The old spellings, for src/ladder/preflight.c until it takes the new ones;
- * remove with its last use. */
-#define GPU_GRU_STEPWISE GPU_GRU_PER_STEP
-#define GRU_IMPL_STEPWISE GRU_IMPL_PER_STEP
 /* [gpu] recurrence's value (auto, persistent, per-step) as a path. */
 gpu_gru_path gpu_gru_path_named(const char *name);
 /* The implementation gpu_gru_forward/backward take on `path` for this shape. */

@@ -9,13 +9,10 @@
 
 #include <string.h>
 
-/* "stepwise" is the old name of per-step, which the config refuses; only
- * src/ladder/preflight.c still writes it into a config it makes (remove with
- * the aliases in gpu_gru.h). */
 gpu_gru_path gpu_gru_path_named(const char *name)
 {
     if (strcmp(name, "persistent") == 0) return GPU_GRU_PERSISTENT;
-    if (strcmp(name, "per-step") == 0 || strcmp(name, "stepwise") == 0) return GPU_GRU_PER_STEP;
+    if (strcmp(name, "per-step") == 0) return GPU_GRU_PER_STEP;
     return GPU_GRU_AUTO;
 }
 

@@ -71,17 +71,17 @@ typedef struct {
 static int rec_cases(const gpu_step_plan *p, int B, rec_case out[2])
 {
     int n = 0;
-    out[n++] = (rec_case){ p->impl, p->impl == GRU_IMPL_STEPWISE ? imin(p->lane_B, 8) : p->lane_B, "" };
+    out[n++] = (rec_case){ p->impl, p->impl == GRU_IMPL_PER_STEP ? imin(p->lane_B, 8) : p->lane_B, "" };
     const int wide_only_whole = p->wide && p->lane_B % 16 != 0 && B % 16 == 0;
     if (B != p->lane_B && (p->eval_impl != p->impl || p->eval_impl == GRU_IMPL_PERSISTENT || wide_only_whole))
-        out[n++] = (rec_case){ p->eval_impl, p->eval_impl == GRU_IMPL_STEPWISE ? imin(B, 8) : B, ", whole batch" };
+        out[n++] = (rec_case){ p->eval_impl, p->eval_impl == GRU_IMPL_PER_STEP ? imin(B, 8) : B, ", whole batch" };
     return n;
 }
 
 /* The path that takes exactly `impl` at a case's shape. */
 static gpu_gru_path path_of(gpu_gru_impl impl)
 {
-    return impl == GRU_IMPL_PERSISTENT ? GPU_GRU_PERSISTENT : impl == GRU_IMPL_STEPWISE ? GPU_GRU_STEPWISE : GPU_GRU_AUTO;
+    return impl == GRU_IMPL_PERSISTENT ? GPU_GRU_PERSISTENT : impl == GRU_IMPL_PER_STEP ? GPU_GRU_PER_STEP : GPU_GRU_AUTO;
 }
 
 /* What the run takes, for the cache key and the messages: everything that
@@ -131,7 +131,7 @@ static void model_config(cc_config *c, const cc_config *cfg, const gpu_step_plan
     c->grad_accum = 1;
     c->gpu_lanes = lanes;
     snprintf(c->gpu_recurrence, sizeof(c->gpu_recurrence), "%s",
-             p->impl == GRU_IMPL_PERSISTENT ? "persistent" : p->impl == GRU_IMPL_STEPWISE ? "stepwise" : "auto");
+             p->impl == GRU_IMPL_PERSISTENT ? "persistent" : p->impl == GRU_IMPL_PER_STEP ? "per-step" : "auto");
     c->loss_scale = 128;
     c->loss_scale_dynamic = 0;
 }
@@ -171,7 +171,7 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
                  * loop from then on, the run's steps too: that is the path to check now */
                 const gpu_gru_impl now = gpu_gru_impl_for(cx_rec.caps, path, rc[i].B, T_rec, D);
                 check_flag(&st, what, now == rc[i].impl || (rc[i].impl == GRU_IMPL_PERSISTENT &&
-                                                            now == GRU_IMPL_STEPWISE && gru_persistent_refusal()));
+                                                            now == GRU_IMPL_PER_STEP && gru_persistent_refusal()));
                 if (k == PF_GRU_FORWARD) gru_forward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, p->wide, name);
                 else gru_backward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, name);
             }
@@ -207,11 +207,11 @@ static const char *remedy(int k, const gpu_step_plan *p)
     const int rec = k == PF_GRU_FORWARD || k == PF_GRU_BACKWARD || k == PF_MODEL;
     const int att = (k == PF_ATTENTION || k == PF_MODEL) && p->attn_tc;
     if (rec && p->impl == GRU_IMPL_CLUSTER)
-        return att ? "other kernels may work: --set recurrence=persistent (or stepwise), or --set attention=fp32; "
-                   : "another recurrence may work: --set recurrence=persistent (or stepwise); ";
+        return att ? "other kernels may work: --set recurrence=persistent (or per-step), or --set attention=fp32; "
+                   : "another recurrence may work: --set recurrence=persistent (or per-step); ";
     if (rec && p->impl == GRU_IMPL_PERSISTENT)
-        return att ? "other kernels may work: --set recurrence=stepwise, or --set attention=fp32; "
-                   : "another recurrence may work: --set recurrence=stepwise; ";
+        return att ? "other kernels may work: --set recurrence=per-step, or --set attention=fp32; "
+                   : "another recurrence may work: --set recurrence=per-step; ";
     return att ? "the FP32 attention kernels may work: --set attention=fp32; " : "";
 }
 
