@@ -65,8 +65,9 @@ def usage_error(message):
 
 def main():
     ap = argparse.ArgumentParser(description="Tokenize a file into .bin token shards and a vocabulary.")
-    ap.add_argument("input")
-    ap.add_argument("out_prefix")
+    ap.add_argument("input", help="a text file, or a folder whose .txt files are read in name order as one text")
+    ap.add_argument("out_prefix", help="where the files go: PREFIX_train_000.bin ..., PREFIX_val_000.bin, PREFIX.vocab "
+                    "(e.g. data/mine; its folder is made if missing)")
     ap.add_argument("--tokenizer", default="bytes", help="bytes (default), gpt2, or PATH/tokenizer.json")
     ap.add_argument("--val-fraction", type=float, default=0.05, help="tail of the input held out, 0 < F < 1")
     ap.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard file, at least 1")
@@ -76,6 +77,9 @@ def main():
         ap.error(f"--val-fraction must lie strictly between 0 and 1 (got {a.val_fraction:g})")
     if a.shard_tokens < 1:
         ap.error(f"--shard-tokens must be at least 1 (got {a.shard_tokens})")
+    if a.out_prefix.endswith(os.sep) or os.path.isdir(a.out_prefix):
+        ap.error(f"OUT_PREFIX {a.out_prefix} names a folder: give a file-name prefix inside it, e.g. "
+                 f"{os.path.join(a.out_prefix, 'mine')}")
     try:
         if os.path.isdir(a.input):  # a folder: its .txt files in name order, as one text
             names = sorted(glob.glob(os.path.join(a.input, "*.txt")))

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include "catchat/version.h"
 
 typedef enum { K_INT, K_LONG, K_REAL, K_U64, K_PATH, K_CHOICE, K_SCALE } key_type;
 
@@ -245,11 +246,11 @@ void cc_config_tiny(cc_config *c)
  * alone.
  *
  * Comments are the reader's too. inih's options are fixed when it is built,
- * and Debian's ends a value only at a ';' after a blank: with it a '#' after
- * a value became part of the value (a path "runs/x # where"), and anything
- * after a header's first ']' was dropped unseen ("[train]]" read as
- * "[train]"). So the reader cuts the line at the first '#' or ';' that
- * follows a blank, and inih sees only what is left. */
+ * and Debian's ends a value only at a ';' after a blank: a '#' after a value
+ * would be part of it (a path "runs/x # where"), and inih drops anything
+ * after a header's first ']' ("[train]]" would read as "[train]"). So the
+ * reader cuts the line at the first '#' or ';' that follows a blank, checks
+ * the header itself, and inih sees only what is left. */
 typedef struct {
     cc_config *c;
     const char *text; /* what is left to read */
@@ -506,6 +507,15 @@ int cc_config_from_json(cc_config *c, const char *json, const char *origin)
             else if (json_is_integer(val)) snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(val));
             else if (json_is_real(val)) cc_format_real(buf, sizeof(buf), json_real_value(val));
             else { rc = cc_error("%s: config key %s.%s has an unsupported JSON type", origin, sname, kname); break; }
+            /* a stored config is a record, not the user's input: a key of a newer catchat that does not
+             * shape the model is passed over with a note, and an old spelling is read as today's */
+            if (!find_key(sname, kname) && strcmp(sname, "model") != 0) {
+                fprintf(stderr, "catchat: note: %s: stored config key [%s] %s is not known to this catchat (%s): "
+                                "passed over\n", origin, sname, kname, cc_version());
+                continue;
+            }
+            if (strcmp(sname, "gpu") == 0 && strcmp(kname, "recurrence") == 0 && strcmp(buf, "stepwise") == 0)
+                snprintf(buf, sizeof(buf), "per-step");
             if ((rc = cc_config_set(c, sname, kname, buf, origin)) != 0) break;
         }
         if (rc) break;

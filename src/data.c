@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include <sys/stat.h>
 #include "catchat/rng.h"
 #include "catchat/util.h"
@@ -379,4 +380,10 @@ int cc_data_check_split(const char *train, const char *val)
     cc_data_files_free(tf, nt);
     cc_data_files_free(vf, nv);
     return rc;
+}
+
+uint64_t cc_tokens_digest(const cc_tokens *t)
+{
+    const uint64_t d = XXH3_64bits(t->tok, t->n * sizeof(t->tok[0]));
+    return d ? d : 1; /* 0 means "unknown" in a checkpoint */
 }

@@ -334,7 +334,8 @@ void cc_stall_describe(const cc_stall *s, char *out, size_t cap)
                  s->floor_s);
     snprintf(out, cap,
              "rank %d: %s: %s%s%s has waited %.3g s, %s: %s; rank %d stops instead of waiting in NCCL for ever; "
-             "the last checkpoint resumes the run at any world size (--resume)",
+             "the last checkpoint resumes the run at any world size (--resume; where a rank is only slow, e.g. "
+             "writing a large checkpoint, raise [gpu] collective_timeout)",
              s->rank, when, s->what ? s->what : "a collective", s->detail ? " " : "", s->detail ? s->detail : "",
              s->waited_s, limit,
              s->peers_alive ? "every rank's heartbeat still moves, so one is alive but has not reached it (hung, or "

@@ -8,6 +8,7 @@
 #include "catchat/optim.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 void cc_scaler_init(cc_scaler *s, const cc_config *cfg)
@@ -41,6 +42,8 @@ double cc_lr_at(const cc_config *cfg, const cc_lr_segment *seg, long step)
     cc_config c = *cfg;
     c.warmup_steps = seg->from_step;
     c.lr = seg->from_lr;
+    /* wsd already decaying (below lr) goes on decaying, linearly, instead of holding a new stable phase */
+    if (strcmp(cfg->lr_schedule, "wsd") == 0 && seg->from_lr < cfg->lr) snprintf(c.lr_schedule, sizeof(c.lr_schedule), "linear");
     return planned_lr(&c, step);
 }
 

@@ -47,14 +47,6 @@ void cc_progress_grad_norms(const char *out_dir, cc_executor *ex, long step, int
     free(g);
 }
 
-void cc_format_duration(char *buf, size_t cap, double seconds)
-{
-    if (seconds < 0 || !isfinite(seconds)) seconds = 0;
-    long s = (long)seconds;
-    if (s >= 3600) snprintf(buf, cap, "%ldh%02ldm", s / 3600, s / 60 % 60);
-    else snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
-}
-
 void cc_progress_break(cc_progress *p)
 {
     if (p->open) {
@@ -64,12 +56,13 @@ void cc_progress_break(cc_progress *p)
     }
 }
 
-/* tokens/s in at most 5 characters before the unit: 9876, 98.8k, 3.40M */
+/* tokens/s in 5 characters before the unit (9876, 98.8k, 3.40M), padded, so
+ * the line keeps its width from step to step */
 static void fmt_rate(char *buf, size_t cap, double per_s)
 {
-    if (per_s < 1e4) snprintf(buf, cap, "%.0f", per_s);
-    else if (per_s < 1e6) snprintf(buf, cap, "%.1fk", per_s * 1e-3);
-    else snprintf(buf, cap, "%.2fM", per_s * 1e-6);
+    if (per_s < 9999.5) snprintf(buf, cap, "%5.0f", per_s);
+    else if (per_s < 999.95e3) snprintf(buf, cap, "%4.1fk", per_s * 1e-3);
+    else snprintf(buf, cap, "%4.2fM", per_s * 1e-6);
 }
 
 /* The progress line, its fields in the order a user looks for them: where
@@ -87,9 +80,12 @@ void cc_progress_print(cc_progress *p, const cc_telemetry_row *row, long max_ste
     cc_format_duration(took, sizeof(took), pr->elapsed_s);
     fmt_rate(rate, sizeof(rate), row->tok_per_s);
     char field[9][96];
-    snprintf(field[0], sizeof(field[0]), "step %ld/%ld", row->step, max_steps);
+    /* widths that do not change from step to step, so the fields a terminal shows stay the same */
+    char total[24];
+    const int digits = snprintf(total, sizeof(total), "%ld", max_steps);
+    snprintf(field[0], sizeof(field[0]), "step %*ld/%ld", digits, row->step, max_steps);
     snprintf(field[1], sizeof(field[1]), "loss %.4f%s", row->loss, row->skipped ? " SKIPPED" : "");
-    snprintf(field[2], sizeof(field[2]), "%.1f ms", row->step_ms);
+    snprintf(field[2], sizeof(field[2]), "%6.1f ms", row->step_ms);
     snprintf(field[3], sizeof(field[3]), "%s tok/s", rate);
     snprintf(field[4], sizeof(field[4]), "%s ETA %s", took, eta);
     snprintf(field[5], sizeof(field[5]), "lr %.2e", row->lr);

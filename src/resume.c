@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 #include "catchat/util.h"
 
 /* --resume of a run with no step left: 1 (said, nothing written), -1 when
@@ -31,13 +30,6 @@ int cc_resume_has_ended(const cc_config *cfg, const char *resume, int lead)
     return 1;
 }
 
-/* A token stream's identity: its tokens in order (where the files lie does not matter). */
-uint64_t cc_tokens_digest(const cc_tokens *t)
-{
-    const uint64_t d = XXH3_64bits(t->tok, t->n * sizeof(t->tok[0]));
-    return d ? d : 1; /* 0 means "unknown" in a checkpoint */
-}
-
 /* A resume must go on with the data its checkpoint was trained and
  * evaluated on: its best eval loss was measured on that validation set and
  * its data position counts batches of that training set. With --new-data a
@@ -55,9 +47,12 @@ int cc_resume_same_data(const cc_config *cfg, const char *resume, int new_data, 
                                                      : "validation data ([data] val)";
     if (!new_data)
         return cc_error("%s was trained on other %s than %s%s%s: resume with the same data, or pass --new-data to go "
-                        "on with this data (a new best-eval record; the training data from its start)",
+                        "on with this data (%s)",
                         resume, which, train_differs ? cfg->train : cfg->val,
-                        train_differs && val_differs ? " and " : "", train_differs && val_differs ? cfg->val : "");
+                        train_differs && val_differs ? " and " : "", train_differs && val_differs ? cfg->val : "",
+                        train_differs && val_differs ? "a new best-eval record; the training data from its start"
+                        : train_differs            ? "the training data from its start"
+                                                   : "a new best-eval record");
     if (val_differs) {
         st->best_step = 0; /* the next eval starts the record (and writes checkpoint_best) */
         st->best_eval = 0;
@@ -77,12 +72,18 @@ int cc_resume_same_data(const cc_config *cfg, const char *resume, int new_data, 
  * change (warmup does not depend on max_steps). */
 void cc_resume_replan_schedule(const cc_config *cfg, cc_run_state *st, char *how, size_t cap)
 {
-    if (st->sched_max_steps <= 0 || st->sched_max_steps == cfg->max_steps || st->step < cfg->warmup_steps) return;
+    if (st->sched_max_steps <= 0 || st->sched_max_steps == cfg->max_steps) return;
+    if (st->step < cfg->warmup_steps) { /* warmup does not depend on max_steps: the plan stands */
+        const size_t len = strlen(how);
+        snprintf(how + len, cap - len, "; max_steps %ld -> %ld (in warmup: the schedule is planned to the new one)",
+                 st->sched_max_steps, cfg->max_steps);
+        return;
+    }
     cc_config planned = *cfg;
     planned.max_steps = st->sched_max_steps;
     const double from = cc_lr_at(&planned, &st->lr_seg, st->step);
     st->lr_seg = (cc_lr_segment){ st->step, from };
     const size_t len = strlen(how);
-    snprintf(how + len, cap - len, "; max_steps %ld -> %ld: the lr goes on from %.3g to lr_min %.3g at step %ld (%s)",
+    snprintf(how + len, cap - len, "; max_steps %ld -> %ld: the lr goes on from %.3g toward lr_min %.3g at max_steps %ld (%s)",
              st->sched_max_steps, cfg->max_steps, from, cfg->lr_min, cfg->max_steps, cfg->lr_schedule);
 }

@@ -161,6 +161,9 @@ int cc_run_dir_prepare(const cc_config *cfg, const cc_run_intent *in)
     if (in->force && input && !resuming_own && cc_run_dir_holds(cfg->out_dir, input))
         return cc_error("%s is one of the files --force would delete from %s: copy it elsewhere first", input,
                         cfg->out_dir);
+    if (in->resume && !resuming_own && info.has_checkpoint && cc_run_dir_holds(cfg->out_dir, in->resume))
+        return cc_error("%s is not %s's latest checkpoint (%s, step %ld): to go on from it, --set out_dir=DIR (a new "
+                        "folder)", in->resume, cfg->out_dir, CC_CHECKPOINT_NAME, info.checkpoint_step);
     if (!resuming_own && !in->force && info.has_checkpoint) {
         char at[48] = "";
         if (info.checkpoint_step >= 0) snprintf(at, sizeof(at), " at step %ld", info.checkpoint_step);

@@ -10,8 +10,8 @@
  * present: files written elsewhere have none and still load, files of older
  * catchat have only the data checksum. They are two keys, not one over
  * everything, so that a tool that rewrites tensors and drops the data
- * checksum (the one it knows to be stale) leaves a file that still loads,
- * as before, and an older catchat still verifies a newer file's data. */
+ * checksum (the one it knows to be stale) leaves a file that still loads
+ * with its metadata checked. */
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/safetensors.h"
 

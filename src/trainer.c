@@ -355,6 +355,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     cc_run_state st;
     const int opened = run_open(&r, cfg, o, &st, res);
     if (opened != 0) {
+        r.dist.finished = opened > 0; /* nothing to do: an end as planned, its heartbeat file removed */
         run_free(&r);
         return opened > 0 ? 0 : -1;
     }
@@ -419,8 +420,8 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     if (r.lead && rc == 0 && !res->stopped_by) { /* the summary, --quiet too */
         char took[32];
         cc_format_duration(took, sizeof(took), (cc_now_ms() - t_start) * 1e-3);
-        printf("catchat train: %s after step %ld (%ld steps in %s), last loss %.4f", early ? "stopped early" : "done",
-               st.step, res->steps_run, took, res->last_loss);
+        printf("catchat train: %s after step %ld (%ld step%s in %s), last loss %.4f", early ? "stopped early" : "done",
+               st.step, res->steps_run, res->steps_run == 1 ? "" : "s", took, res->last_loss);
         if (st.best_step > 0)
             printf("; best eval loss %.4f at step %ld: %s/%s", st.best_eval, st.best_step, cfg->out_dir,
                    CC_CHECKPOINT_BEST_NAME);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,6 +23,14 @@ int cc_error(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return -1;
+}
+
+void cc_format_duration(char *buf, size_t cap, double seconds)
+{
+    if (seconds < 0 || !isfinite(seconds)) seconds = 0;
+    long s = (long)seconds;
+    if (s >= 3600) snprintf(buf, cap, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
 }
 
 void cc_format_bytes(char *buf, size_t cap, double bytes)

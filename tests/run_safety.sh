@@ -299,10 +299,34 @@ watchdog $pid
 wait $pid
 rc=$?
 if [ $rc -ne 130 ]; then bad "second SIGINT before a checkpoint: exit $rc"
-elif [ "$(grep -c . "$tmp/sig3.err")" -ne 1 ] ||
+elif [ "$(grep -c . "$tmp/sig3.err")" -ne 2 ] ||
+     ! grep -q "^catchat: SIGINT: stopping after the step in flight, with a checkpoint (another Ctrl-C stops at once)$" "$tmp/sig3.err" ||
      ! grep -q "second SIGINT: stopped at once; nothing was saved (no checkpoint had been written yet)" "$tmp/sig3.err"; then
   bad "second SIGINT before a checkpoint: $(cat "$tmp/sig3.err")"
 else ok; fi
+# after a checkpoint: the second SIGINT names it and its step
+CATCHAT_TEST_WRITE_DELAY_US=100000 "$bin" train "${tiny[@]}" --set out_dir="$tmp/sig4" --set max_steps=100000 \
+  --set checkpoint_interval=2 --set eval_interval=0 >/dev/null 2>"$tmp/sig4.err" &
+pid=$!
+for _ in $(seq 200); do [ -f "$tmp/sig4/checkpoint.safetensors" ] && break; sleep 0.1; done
+sleep 1.5 # past the first checkpoint's write, into the steps after it
+kill -INT $pid
+sleep 0.4 # inside the stretched write of the stop's checkpoint
+kill -INT $pid
+watchdog $pid
+wait $pid
+rc=$?
+if [ $rc -ne 130 ]; then bad "second SIGINT after a checkpoint: exit $rc"
+elif ! grep -q "second SIGINT: stopped at once; the checkpoint of step [0-9]* is saved in $tmp/sig4/checkpoint.safetensors" "$tmp/sig4.err"; then
+  bad "second SIGINT after a checkpoint: $(cat "$tmp/sig4.err")"
+else
+  said=$(grep -o "checkpoint of step [0-9]*" "$tmp/sig4.err" | grep -o "[0-9]*$")
+  python3 - "$tmp/sig4/checkpoint.safetensors" "$said" <<'PY' || bad "second SIGINT names step $said, the checkpoint holds another"
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+assert json.loads(b[8:8 + n])["__metadata__"]["step"] == sys.argv[2]
+PY
+fi
 
 # ---- 19. a SIGINT ignored from the start is said (Ctrl-C would do nothing) ----
 (trap '' INT; exec "$bin" train "${tiny[@]}" --set out_dir="$tmp/noint" --set max_steps=1) >/dev/null 2>"$tmp/err" ||
@@ -348,6 +372,8 @@ if ! "$bin" train --resume "$tmp/run_a/checkpoint.safetensors" --set val="$tmp/v
     --set eval_interval=2 --new-data --sample-tokens 0 >"$tmp/out" 2>"$tmp/err"; then bad "--new-data: $(cat "$tmp/err")"
 elif ! grep -q "resumed from .* at step 6; --new-data: other validation data (\[data\] val), a new best-eval record" "$tmp/out"; then
   bad "--new-data resume line: $(grep resumed "$tmp/out")"
+elif ! grep -q "best eval loss [0-9.]* at step 8:" "$tmp/out"; then
+  bad "--new-data: the best-eval record is not the new validation set's (step 8): $(grep 'done after' "$tmp/out")"
 elif cmp -s "$tmp/best_before.safetensors" "$tmp/run_a/checkpoint_best.safetensors"; then
   bad "--new-data: checkpoint_best was not written on the new validation set"
 else ok; fi
@@ -376,7 +402,7 @@ mv "$tmp/val.moved" "$tmp/val.txt"
   >/dev/null 2>&1 || bad "lr setup"
 "$bin" train --resume "$tmp/lr/checkpoint.safetensors" --set max_steps=9 --sample-tokens 0 >"$tmp/out" 2>&1 ||
   bad "raised max_steps: $(tail -2 "$tmp/out")"
-grep -q "resumed from .* at step 6; max_steps 6 -> 9: the lr goes on from 0.0002 to lr_min 0.0002 at step 9 (cosine)" \
+grep -q "resumed from .* at step 6; max_steps 6 -> 9: the lr goes on from 0.0002 toward lr_min 0.0002 at max_steps 9 (cosine)" \
   "$tmp/out" || bad "raised max_steps, resume line: $(grep resumed "$tmp/out")"
 python3 -c "
 import csv; rows = list(csv.DictReader(open('$tmp/lr/telemetry.csv')))
@@ -403,13 +429,17 @@ for p in steps:
     assert len(p) <= 79, (len(p), p)
     for want in ("loss ", " ms", "tok/s", "ETA"):
         assert want in p, (want, p)
+assert len({p.count("|") for p in steps}) == 1, ("the fields shown change from step to step", steps)
 PY
 else
   echo "skip: no script(1) for the 80-column progress check"
 fi
 
-# ---- 26. help train: no paragraph inside the option list ----
-"$bin" help train | awk '/^  --/ { opts = 1 } opts && /^Progress/ { inside = 1 } END { exit inside }' ||
-  bad "help train: the progress paragraph is inside the option list"
+# ---- 26. help train: no paragraph inside the option list (every line after the first option is indented) ----
+"$bin" help train | awk '/^  --/ { opts = 1 } opts && NF && !/^  / { print; inside = 1 } END { exit inside }' >"$tmp/out" ||
+  bad "help train: text inside the option list: $(cat "$tmp/out")"
+# an earlier checkpoint of a run is not resumed over that run's latest
+expect_error "resume checkpoint_best in its own folder" "checkpoint_best.safetensors is not $tmp/run_a's latest checkpoint (checkpoint.safetensors, step 8): to go on from it, --set out_dir=DIR" \
+  "$bin" train --resume "$tmp/run_a/checkpoint_best.safetensors" --set max_steps=10
 
 finish

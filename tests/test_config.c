@@ -354,3 +354,24 @@ Test(config, section_diff_and_copy)
     cr_expect_eq(run.rms_eps, 2.5e-5);
     cr_expect_eq(run.batch_size, 4, "[train] was copied too");
 }
+
+/* A stored config (a checkpoint's record) of another catchat: a key this one
+ * does not know is passed over with a note unless it is a [model] key (those
+ * shape the weights), and the per-step loop's old spelling reads as today's. */
+Test(config, stored_config_of_another_version)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    th_stderr_begin();
+    cr_expect_eq(cc_config_from_json(&c, "{\"gpu\":{\"recurrence\":\"stepwise\",\"new_knob\":3},\"train\":{\"lr\":0.002}}",
+                                     "ck"), 0);
+    const char *err = th_stderr_end();
+    cr_expect_str_eq(c.gpu_recurrence, "per-step");
+    cr_expect_eq(c.lr, 0.002);
+    cr_expect(strstr(err, "ck: stored config key [gpu] new_knob is not known to this catchat") != NULL, "%s", err);
+    cc_config_defaults(&c);
+    th_stderr_begin();
+    cr_expect_neq(cc_config_from_json(&c, "{\"model\":{\"new_width\":3}}", "ck"), 0);
+    err = th_stderr_end();
+    cr_expect(strstr(err, "new_width") != NULL, "%s", err);
+}

@@ -262,6 +262,14 @@ Test(optim, a_replanned_schedule_goes_on_from_the_lr_reached)
     for (long s = 110; s <= 210; s += 25) cr_expect(fabs(cc_lr_at(&c, &done, s) - 0.1) < 1e-12, "step %ld", s);
     strcpy(c.lr_schedule, "linear");
     cr_expect(fabs(cc_lr_at(&c, &mid, 135) - 0.325) < 1e-12, "linear: half-way between 0.55 and 0.1");
+    /* wsd: still stable at the segment's start, a new stable phase; already decaying, a linear decay on */
+    strcpy(c.lr_schedule, "wsd");
+    c.decay_fraction = 0.2;
+    const cc_lr_segment stable = { 60, 1.0 };
+    cr_expect(fabs(cc_lr_at(&c, &stable, 150) - 1.0) < 1e-12, "wsd from lr: stable until 80%% of the segment");
+    cr_expect(fabs(cc_lr_at(&c, &stable, 210) - 0.1) < 1e-12);
+    cr_expect(fabs(cc_lr_at(&c, &mid, 61) - (0.55 - 0.45 / 150)) < 1e-12, "wsd mid-decay: the decay goes on at once");
+    cr_expect(fabs(cc_lr_at(&c, &mid, 135) - 0.325) < 1e-12, "wsd mid-decay: linear to lr_min");
 }
 
 /* [run] threads sets the CPU reference's OpenMP team. */

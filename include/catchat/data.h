@@ -40,6 +40,9 @@ int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char
 /* The same with format auto. */
 int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size);
 void cc_tokens_free(cc_tokens *t);
+/* A token stream's identity, kept in checkpoints: an XXH3 of its tokens in
+ * order (where the files lie does not matter); never 0, which means unknown. */
+uint64_t cc_tokens_digest(const cc_tokens *t);
 /* The same for bytes already in memory; `name` stands for the path in errors. */
 int cc_tokens_from_bytes_as(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size,
                             const char *format);

@@ -39,7 +39,5 @@ void cc_progress_break(cc_progress *p);
  * tab (tag "sample", at `step`) and stdout unless quiet. */
 void cc_progress_sample(const cc_progress *pg, cc_executor *ex, const cc_config *cfg, cc_tfevents *tfe,
                         const char *prompt, int tokens, long step);
-/* 1h02m or 3m07s */
-void cc_format_duration(char *buf, size_t cap, double seconds);
 
 #endif

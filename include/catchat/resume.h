@@ -12,8 +12,6 @@
 /* A run with no step left: 1 (said by the lead rank, nothing written), -1
  * when its step is past max_steps or its tensors are unfit (said), else 0. */
 int cc_resume_has_ended(const cc_config *cfg, const char *resume, int lead);
-/* A token stream's identity: its tokens in order (never 0, "unknown"). */
-uint64_t cc_tokens_digest(const cc_tokens *t);
 /* Refuses (-1, said) a resume on other data than the checkpoint's, unless
  * new_data: then a new best-eval record where the validation set changed
  * and the training data from its start where it did, described in `how`. */

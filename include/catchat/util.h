@@ -22,6 +22,8 @@ void *cc_calloc(size_t count, size_t size);
 void *cc_realloc(void *p, size_t bytes);
 /* A byte count in human units: "512 bytes", "1.5 KiB", "48.8 GiB". */
 void cc_format_bytes(char *buf, size_t cap, double bytes);
+/* A duration as 1h02m or 3m07s (negative or non-finite: 0m00s). */
+void cc_format_duration(char *buf, size_t cap, double seconds);
 
 /* Whole file into memory (NUL-terminated for convenience). Returns NULL and
  * reports a one-line error naming the path on failure. */

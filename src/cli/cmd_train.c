@@ -76,7 +76,7 @@ static const char *HELP =
 static volatile sig_atomic_t stop_signal = 0;
 static volatile sig_atomic_t saved_step = 0; /* the trainer's last checkpoint of this invocation, 0: none */
 static char saved_path[CC_PATH_MAX + 64];
-static long resumed_step = -1; /* the step of the checkpoint resumed, -1: none */
+static volatile sig_atomic_t resumed_step = -1; /* the step of the checkpoint resumed, -1: none */
 
 static void say(const char *text) { ssize_t n = write(STDERR_FILENO, text, strlen(text)); (void)n; }
 
@@ -112,6 +112,8 @@ static void on_stop_signal(int sig)
         return;
     }
     stop_signal = sig;
+    say(sig == SIGINT ? "\ncatchat: SIGINT: stopping after the step in flight, with a checkpoint (another Ctrl-C stops at once)\n"
+                      : "\ncatchat: SIGTERM: stopping after the step in flight, with a checkpoint\n");
 }
 
 static void catch_stop_signals(void)
@@ -255,12 +257,13 @@ int cmd_train(int argc, char **argv)
     if (from && (cli_check_stored_data(&ca, from, &cfg, "train", way_out) != 0 ||
                  cli_check_stored_data(&ca, from, &cfg, "val", way_out) != 0))
         return 1;
+    /* what the handler of a second signal says, set before it can run */
+    snprintf(saved_path, sizeof(saved_path), "%s/%s", cfg.out_dir, CC_CHECKPOINT_NAME);
+    if (o.resume) resumed_step = (sig_atomic_t)cc_checkpoint_step(o.resume);
     catch_stop_signals();
     o.stop_signal = &stop_signal;
     o.saved_step = &saved_step;
     o.prog = cli_program;
-    snprintf(saved_path, sizeof(saved_path), "%s/%s", cfg.out_dir, CC_CHECKPOINT_NAME);
-    if (o.resume) resumed_step = cc_checkpoint_step(o.resume);
     cc_dist_launch launch;
     cli_dist_launch(&launch);
     o.launch = &launch;

@@ -8,8 +8,8 @@
  * The contract of the GPU's kernels/gru_cell.cu (include/catchat/kernels.h):
  * the layer's [B,T,·] tensors at step t, h_{t-1} read from row t-1 of h
  * (zero at t = 0), and the backward clamps the gradient it takes in. Each
- * side adds gh's three terms in its own order (this one the reference's
- * since its first version); the ladder's tolerances cover the rounding. The
+ * side adds gh's three terms in its own order; the ladder's tolerances
+ * cover the rounding. The
  * layer over T steps, with the W_hh products, is src/cpu/gru.c. */
 #include "cpu/real.h"
 
