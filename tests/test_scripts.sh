@@ -101,6 +101,10 @@ expect_refusal "A9 a missing input" "$tmp/missing.txt" "$tmp/missing.txt" "$tmp/
 if prep "$tmp/small.txt" "$tmp/new/deeper/p" >"$tmp/out" 2>"$tmp/err" && [ ! -s "$tmp/err" ] &&
    [ -s "$tmp/new/deeper/p_train_000.bin" ] && [ -s "$tmp/new/deeper/p_val_000.bin" ] && [ -s "$tmp/new/deeper/p.vocab" ]; then ok
 else bad "A10 prepare.py into a new folder: $(head -3 "$tmp/err" | tr '\n' '|')"; fi
+# A12: a folder as OUT_PREFIX (a trailing slash): refused, naming a prefix inside it, nothing written
+mkdir -p "$tmp/outdir"
+expect_refusal "A12 a folder as OUT_PREFIX" "names a folder: give a file-name prefix inside it" "$tmp/small.txt" "$tmp/outdir/"
+[ -z "$(ls -A "$tmp/outdir")" ] || bad "A12 wrote into the folder: $(ls -A "$tmp/outdir" | tr '\n' ' ')"
 # A11: a file where the folder should be: one line naming it, exit 1, no traceback
 : >"$tmp/afile"
 prep "$tmp/small.txt" "$tmp/afile/p" >"$tmp/out" 2>"$tmp/err"
