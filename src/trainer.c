@@ -380,10 +380,11 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         /* Under NCCL the step's all-reduce told every rank whether any was signalled. */
         const int stop = ex->dist ? r.dist.stop_agreed > 0 : (o->stop_signal && *o->stop_signal);
         const int periodic = cfg->checkpoint_interval > 0 && st.step % cfg->checkpoint_interval == 0;
-        if (r.lead && (periodic || st.step == end || stop || early)) {
-            if (cc_checkpoint_save_run(cfg, ex, &st, CC_CHECKPOINT_NAME) != 0) { rc = -1; break; }
+        if (periodic || st.step == end || stop || early) {
+            if (r.lead && cc_checkpoint_save_run(cfg, ex, &st, CC_CHECKPOINT_NAME) != 0) { rc = -1; break; }
+            /* every rank: a second signal on any of them names rank 0's checkpoint (one out_dir) */
             if (o->saved_step) *o->saved_step = (sig_atomic_t)st.step;
-            if (periodic && cc_checkpoint_keep_step(cfg, st.step) != 0) { rc = -1; break; }
+            if (r.lead && periodic && cc_checkpoint_keep_step(cfg, st.step) != 0) { rc = -1; break; }
         }
         if (early) {
             res->early_stopped = 1;
