@@ -42,48 +42,86 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
         }
     }
     char *cfg_json = cc_config_to_json(cfg);
-    char vals[N_META][256];
-    const char *keys[N_META] = { "format", "config", "catchat_version", "step", "applied_steps", "skipped_steps",
-                                 "loss_scale", "scale_growth_count", "data_pos", "rng_state", "running_loss",
-                                 "eval_track", "schedule", "data_digest", "start_dir" };
-    const char *valp[N_META];
-    snprintf(vals[0], sizeof(vals[0]), "catchat-v1");
-    snprintf(vals[2], sizeof(vals[2]), "%s", cc_version());
-    int n_meta = 3; /* format, config, version; then the run state, when there is one */
-    /* the folder the run started in: the config's relative paths are relative to it */
+    /* format, config, version and the folder the run started in (the config's relative paths are
+     * relative to it); then the run state, when there is one */
     char cwd[CC_PATH_MAX];
-    const char *start_dir = getcwd(cwd, sizeof(cwd)) ? cwd : "";
+    const char *keys[N_META] = { "format", "config", "catchat_version", "start_dir", "step", "applied_steps",
+                                 "skipped_steps", "loss_scale", "scale_growth_count", "data_pos", "rng_state",
+                                 "running_loss", "eval_track", "schedule", "data_digest" };
+    char vals[N_META][256];
+    const char *valp[N_META];
+    for (int i = 0; i < N_META; i++) valp[i] = vals[i];
+    valp[0] = "catchat-v1";
+    valp[1] = cfg_json;
+    valp[2] = cc_version();
+    valp[3] = getcwd(cwd, sizeof(cwd)) ? cwd : "";
+    int n_meta = 4;
     if (state) {
-        snprintf(vals[3], 256, "%ld", state->step);
-        snprintf(vals[4], 256, "%ld", state->counts.applied);
-        snprintf(vals[5], 256, "%ld", state->counts.skipped);
-        snprintf(vals[6], 256, "%.17g", state->scaler.scale);
-        snprintf(vals[7], 256, "%ld", state->scaler.growth_count);
-        snprintf(vals[8], 256, "%" PRIu64, state->data_pos);
-        snprintf(vals[9], 256, "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
+        snprintf(vals[4], 256, "%ld", state->step);
+        snprintf(vals[5], 256, "%ld", state->counts.applied);
+        snprintf(vals[6], 256, "%ld", state->counts.skipped);
+        snprintf(vals[7], 256, "%.17g", state->scaler.scale);
+        snprintf(vals[8], 256, "%ld", state->scaler.growth_count);
+        snprintf(vals[9], 256, "%" PRIu64, state->data_pos);
+        snprintf(vals[10], 256, "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
                  state->rng.s[0], state->rng.s[1], state->rng.s[2], state->rng.s[3]);
-        snprintf(vals[10], 256, "%.17g", state->running_loss);
+        snprintf(vals[11], 256, "%.17g", state->running_loss);
         /* best eval loss, its step, then the overfitting watch (checkpoint.h) */
-        snprintf(vals[11], 256, "%.17g,%ld,%d,%.17g,%.17g,%.17g,%.17g", state->best_eval, state->best_step, state->rising,
+        snprintf(vals[12], 256, "%.17g,%ld,%d,%.17g,%.17g,%.17g,%.17g", state->best_eval, state->best_step, state->rising,
                  state->last_eval, state->last_train, state->rise_from_eval, state->rise_from_train);
         /* the max_steps the schedule is planned for, and where it was re-planned (checkpoint.h) */
-        snprintf(vals[12], 256, "%ld,%ld,%.17g", state->sched_max_steps, state->lr_seg.from_step,
+        snprintf(vals[13], 256, "%ld,%ld,%.17g", state->sched_max_steps, state->lr_seg.from_step,
                  state->lr_seg.from_lr);
-        snprintf(vals[13], 256, "%016" PRIx64 ",%016" PRIx64, state->train_digest, state->val_digest);
+        snprintf(vals[14], 256, "%016" PRIx64 ",%016" PRIx64, state->train_digest, state->val_digest);
         n_meta = N_META;
-    }
-    for (int i = 0; i < N_META; i++) valp[i] = vals[i];
-    valp[1] = cfg_json;
-    valp[14] = start_dir;
-    if (!state) { /* weights only: the start folder still goes with the config */
-        keys[3] = keys[14];
-        valp[3] = start_dir;
-        n_meta = 4;
     }
     int rc = cc_st_write(path, e, n, keys, valp, n_meta);
     free(cfg_json);
     free(e);
     free(names);
+    return rc;
+}
+
+/* One path list ("a,b", globs) with each relative entry put under dir. */
+static int rebase_list(const char *dir, const char *list, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        const size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        const int rel = n > 0 && p[0] != '/';
+        const int w = snprintf(out + len, cap - len, "%s%s%s%.*s", len ? "," : "", rel ? dir : "", rel ? "/" : "",
+                               (int)n, p);
+        if (w < 0 || (size_t)w >= cap - len) return -1;
+        len += (size_t)w;
+        p = comma ? comma + 1 : p + n;
+    }
+    return 0;
+}
+
+/* The stored config's relative [data] train and val paths name files
+ * relative to the folder its run started in (metadata start_dir): put under
+ * that folder, the checkpoint reads the same data from anywhere. Without
+ * start_dir (before catchat 0.8), or started here, nothing changes. */
+static int rebase_paths(const cc_st_file *f, const char *path, cc_config *cfg)
+{
+    const char *dir = cc_st_meta(f, "start_dir");
+    char cwd[CC_PATH_MAX];
+    int rc = 0;
+    /* absent before catchat 0.8, or the same folder as now: the paths read as they are */
+    if (dir && *dir == '/' && !(getcwd(cwd, sizeof(cwd)) && strcmp(cwd, dir) == 0)) {
+        char *const keys[] = { cfg->train, cfg->val };
+        const char *const names[] = { "train", "val" };
+        for (int i = 0; i < 2 && rc == 0; i++) {
+            char out[CC_PATH_MAX];
+            if (rebase_list(dir, keys[i], out, sizeof(out)) != 0)
+                rc = cc_error("%s: [data] %s '%s' under the run's start folder %s is longer than %d bytes", path,
+                              names[i], keys[i], dir, CC_PATH_MAX - 1);
+            else
+                snprintf(keys[i], CC_PATH_MAX, "%s", out);
+        }
+    }
     return rc;
 }
 
@@ -93,7 +131,7 @@ int cc_checkpoint_read_config(const char *path, cc_config *cfg)
     if (cc_st_open_meta(&f, path) != 0) return -1;
     const char *js = cc_st_meta(&f, "config");
     int rc = 0;
-    if (js) rc = cc_config_from_json(cfg, js, path) == 0 ? 1 : -1;
+    if (js) rc = cc_config_from_json(cfg, js, path) == 0 && rebase_paths(&f, path, cfg) == 0 ? 1 : -1;
     cc_st_close(&f);
     return rc;
 }
@@ -238,48 +276,6 @@ long cc_checkpoint_step(const char *path)
     const int ok = s && end != s && *end == 0 && step >= 0;
     cc_st_close(&f);
     return ok ? step : -1;
-}
-
-/* One path list ("a,b", globs) with each relative entry put under dir. */
-static int rebase_list(const char *dir, const char *list, char *out, size_t cap)
-{
-    size_t len = 0;
-    out[0] = 0;
-    for (const char *p = list; *p;) {
-        const char *comma = strchr(p, ',');
-        const size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        const int rel = n > 0 && p[0] != '/';
-        const int w = snprintf(out + len, cap - len, "%s%s%s%.*s", len ? "," : "", rel ? dir : "", rel ? "/" : "",
-                               (int)n, p);
-        if (w < 0 || (size_t)w >= cap - len) return -1;
-        len += (size_t)w;
-        p = comma ? comma + 1 : p + n;
-    }
-    return 0;
-}
-
-int cc_checkpoint_rebase_paths(const char *path, cc_config *cfg)
-{
-    cc_st_file f;
-    if (cc_st_open_meta(&f, path) != 0) return -1;
-    const char *dir = cc_st_meta(&f, "start_dir");
-    char cwd[CC_PATH_MAX];
-    int rc = 0;
-    /* absent before catchat 0.8, or the same folder as now: the paths read as they are */
-    if (dir && *dir == '/' && !(getcwd(cwd, sizeof(cwd)) && strcmp(cwd, dir) == 0)) {
-        char *const keys[] = { cfg->train, cfg->val };
-        const char *const names[] = { "train", "val" };
-        for (int i = 0; i < 2 && rc == 0; i++) {
-            char out[CC_PATH_MAX];
-            if (rebase_list(dir, keys[i], out, sizeof(out)) != 0)
-                rc = cc_error("%s: [data] %s '%s' under the run's start folder %s is longer than %d bytes", path,
-                              names[i], keys[i], dir, CC_PATH_MAX - 1);
-            else
-                snprintf(keys[i], CC_PATH_MAX, "%s", out);
-        }
-    }
-    cc_st_close(&f);
-    return rc;
 }
 
 /* ---- a run's checkpoints: written from and restored into an executor ---- */

@@ -52,29 +52,6 @@ static int load_text(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_siz
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if none. */
-static size_t utf8_len(const uint8_t *p, size_t n)
-{
-    const uint8_t b = p[0];
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xbf; /* the range of the second byte */
-    if (b < 0x80) return 1;
-    else if (b >= 0xc2 && b <= 0xdf) len = 2;
-    else if (b >= 0xe0 && b <= 0xef) {
-        len = 3;
-        if (b == 0xe0) lo = 0xa0; /* overlong */
-        if (b == 0xed) hi = 0x9f; /* surrogates */
-    } else if (b >= 0xf0 && b <= 0xf4) {
-        len = 4;
-        if (b == 0xf0) lo = 0x90; /* overlong */
-        if (b == 0xf4) hi = 0x8f; /* past U+10FFFF */
-    } else return 0;
-    if (n < len || p[1] < lo || p[1] > hi) return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((p[i] & 0xc0) != 0x80) return 0;
-    return len;
-}
-
 /* Whether bytes read as text look like a binary file (an executable, an
  * archive, raw numbers): a NUL byte, which text never holds, or more than
  * half of the bytes not UTF-8 text (invalid sequences, or control bytes
@@ -89,7 +66,7 @@ static int looks_binary(const uint8_t *buf, size_t len, char *why, size_t cap)
     }
     size_t odd = 0;
     for (size_t i = 0; i < len;) {
-        const size_t n = utf8_len(buf + i, len - i);
+        const size_t n = cc_utf8_seq_len(buf + i, len - i);
         if (n == 0 || (n == 1 && buf[i] < 0x20 && !strchr("\t\n\v\f\r\x1b", buf[i]))) {
             odd++;
             i++;

@@ -12,7 +12,7 @@
 int cc_resume_has_ended(const cc_config *cfg, const char *resume, int lead)
 {
     const long step = cc_checkpoint_step(resume);
-    if (step < cfg->max_steps) return 0; /* -1 too: restore() names what is wrong with the file */
+    if (step < cfg->max_steps) return 0; /* -1 too: cc_checkpoint_restore names what is wrong with the file */
     /* a checkpoint unfit to resume (a NaN weight, a missing tensor) is said as such, ended or not */
     const cc_dims d = cc_dims_from_config(cfg);
     cc_layout lay;

@@ -153,22 +153,28 @@ int cc_copy_file(const char *from, const char *to)
     return 0;
 }
 
+size_t cc_utf8_seq_len(const unsigned char *s, size_t n)
+{
+    const unsigned c = s[0];
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    int ok = len > 0 && len <= n && c != 0xC0 && c != 0xC1 && c < 0xF5;
+    for (size_t k = 1; ok && k < len; k++) ok = (s[k] & 0xC0) == 0x80;
+    if (ok && len > 2) { /* no overlong forms, surrogates or code points past U+10FFFF */
+        const unsigned c1 = s[1];
+        ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0) && !(c == 0xF0 && c1 < 0x90) &&
+             !(c == 0xF4 && c1 >= 0x90);
+    }
+    return ok ? len : 0;
+}
+
 char *cc_valid_utf8(const char *bytes, size_t n)
 {
     char *out = cc_malloc(n * 3 + 1);
     size_t o = 0;
     const unsigned char *s = (const unsigned char *)(bytes ? bytes : "");
     for (size_t i = 0; i < n;) {
-        const unsigned c = s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        int ok = len > 0 && i + len <= n && (len > 1 || c != 0) && c != 0xC0 && c != 0xC1 && c < 0xF5;
-        for (size_t k = 1; ok && k < len; k++) ok = (s[i + k] & 0xC0) == 0x80;
-        if (ok && len > 2) { /* no overlong forms, surrogates or code points past U+10FFFF */
-            const unsigned c1 = s[i + 1];
-            ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0) && !(c == 0xF0 && c1 < 0x90) &&
-                 !(c == 0xF4 && c1 >= 0x90);
-        }
-        if (ok) {
+        const size_t len = s[i] ? cc_utf8_seq_len(s + i, n - i) : 0; /* NUL: not in a C string */
+        if (len) {
             memcpy(out + o, s + i, len);
             o += len;
             i += len;

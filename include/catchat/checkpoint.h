@@ -38,9 +38,11 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
                        const float *params, const float *m, const float *v,
                        const cc_run_state *state);
 
-/* Read the config stored in a checkpoint's metadata over *cfg. Returns 1 if
- * the file holds one, 0 if not, -1 on error. Only the header is read, and no
- * checksum is checked: cc_checkpoint_verify the file first. */
+/* Read the config stored in a checkpoint's metadata over *cfg, its relative
+ * [data] paths put under the folder its run started in (so they read the
+ * same data from anywhere). Returns 1 if the file holds one, 0 if not, -1 on
+ * error. Only the header is read, and no checksum is checked:
+ * cc_checkpoint_verify the file first. */
 int cc_checkpoint_read_config(const char *path, cc_config *cfg);
 
 /* Read the whole file and check what a load checks before any tensor is
@@ -54,11 +56,6 @@ int cc_checkpoint_verify(const char *path);
  * (said) if the file cannot be read. */
 int cc_checkpoint_fits(const char *path, const cc_layout *lay);
 
-/* The stored config's relative [data] train and val paths name files
- * relative to the folder its run started in (metadata start_dir): put them
- * under that folder, so the checkpoint reads the same data from anywhere.
- * A checkpoint without start_dir, or one started here, changes nothing. */
-int cc_checkpoint_rebase_paths(const char *path, cc_config *cfg);
 
 /* The step a resumable checkpoint is at, from its metadata alone (no
  * tensor is read): -1 when the file has none or cannot be read (said). */

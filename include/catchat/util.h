@@ -46,6 +46,9 @@ int cc_copy_file(const char *from, const char *to);
  * start a valid sequence (NUL included) becomes U+FFFD. For JSON and
  * TensorBoard text, which take only UTF-8. */
 char *cc_valid_utf8(const char *bytes, size_t n);
+/* Length of the valid UTF-8 sequence at s (n bytes left, n >= 1): 1 to 4,
+ * or 0 for an invalid one (a stray byte, overlong, a surrogate, past U+10FFFF). */
+size_t cc_utf8_seq_len(const unsigned char *s, size_t n);
 
 /* Shortest "%g" text that parses back to the same double. */
 void cc_format_real(char *buf, size_t cap, double v);

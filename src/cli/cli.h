@@ -63,6 +63,8 @@ typedef enum {
 /* defaults → config stored in `ckpt` (if given and no --config) → --config →
  * environment (cli_env.c) → --set, then the stored [model] keys by `policy`. ckpt may be NULL. */
 int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt, cli_ckpt_model policy);
+/* Whether a --set of `a` names [section] key ("key=…" or "section.key=…"). */
+int cli_sets_key(const cli_config_args *a, const char *section, const char *key);
 /* After cli_resolve_config: when [data] KEY (train or val) came from the
  * checkpoint's stored config and cannot be read, one line naming the
  * checkpoint, the path and `way_out` (what the user can pass instead); -1. */

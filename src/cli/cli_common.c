@@ -33,11 +33,7 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
         if ((has_stored = cc_checkpoint_read_config(ckpt, &stored)) < 0) return -1;
         if (!has_stored && !a->config_path)
             return cc_error("%s holds no config: pass --config with the model's shape", ckpt);
-        /* the stored config's relative data paths are the run's start folder's (docs/training.md) */
-        if (has_stored && !a->config_path) {
-            if (cc_checkpoint_rebase_paths(ckpt, &stored) != 0) return -1;
-            *cfg = stored;
-        }
+        if (has_stored && !a->config_path) *cfg = stored;
     }
     /* keys that span each other (n_heads | d_model, lr_min ≤ lr) are checked
      * once everything is applied, so --set can mend a file's pair */
@@ -200,22 +196,25 @@ int cli_preflight_opts(cc_preflight_opts *o, const cli_config_args *ca, const ch
     return 0;
 }
 
-/* Whether --set names [data] KEY ("KEY=…" or "data.KEY=…"). */
-static int sets_data_key(const cli_config_args *a, const char *key)
+int cli_sets_key(const cli_config_args *a, const char *section, const char *key)
 {
-    char plain[32], dotted[40];
-    snprintf(plain, sizeof(plain), "%s=", key);
-    snprintf(dotted, sizeof(dotted), "data.%s=", key);
-    for (int i = 0; i < a->nsets; i++)
-        if (strncmp(a->sets[i], plain, strlen(plain)) == 0 || strncmp(a->sets[i], dotted, strlen(dotted)) == 0)
+    for (int i = 0; i < a->nsets; i++) {
+        const char *s = a->sets[i];
+        while (*s == ' ' || *s == '\t') s++;
+        size_t n = strcspn(s, "=");
+        while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--; /* "key = value" as --set trims it */
+        const size_t ls = strlen(section), lk = strlen(key);
+        if ((n == lk && strncmp(s, key, lk) == 0) ||
+            (n == ls + 1 + lk && strncmp(s, section, ls) == 0 && s[ls] == '.' && strncmp(s + ls + 1, key, lk) == 0))
             return 1;
+    }
     return 0;
 }
 
 int cli_check_stored_data(const cli_config_args *a, const char *ckpt, const cc_config *cfg, const char *key,
                           const char *way_out)
 {
-    if (a->config_path || sets_data_key(a, key)) return 0; /* the path is the user's own, not the checkpoint's */
+    if (a->config_path || cli_sets_key(a, "data", key)) return 0; /* the path is the user's own, not the checkpoint's */
     const char *path = strcmp(key, "train") == 0 ? cfg->train : cfg->val;
     if (strpbrk(path, ",*?[")) return 0; /* a list or a glob: the data loader names the entry that fails */
     if (access(path, R_OK) == 0) return 0;

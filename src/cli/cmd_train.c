@@ -133,13 +133,6 @@ static void catch_stop_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* Whether --set names [run] out_dir ("out_dir=…" or "run.out_dir=…"). */
-static int sets_out_dir(const cli_config_args *ca)
-{
-    for (int i = 0; i < ca->nsets; i++)
-        if (strncmp(ca->sets[i], "out_dir=", 8) == 0 || strncmp(ca->sets[i], "run.out_dir=", 12) == 0) return 1;
-    return 0;
-}
 
 /* The trainer calls this once its ranks are up, before the executor: every
  * rank checks its own GPU; only rank 0 says that it passed. */
@@ -239,7 +232,7 @@ int cmd_train(int argc, char **argv)
     if (cli_resolve_config(&cfg, &ca, o.resume ? o.resume : o.init_ckpt,
                            o.resume ? CKPT_MODEL_MUST_MATCH : CKPT_MODEL_MAY_DIFFER) != 0)
         return 1;
-    if (resume_named && !sets_out_dir(&ca)) {
+    if (resume_named && !cli_sets_key(&ca, "run", "out_dir")) {
         /* --resume CKPT continues that run where its checkpoint is, wherever
          * that folder is now; a config's out_dir names where new runs go */
         char dir[CC_PATH_MAX];
