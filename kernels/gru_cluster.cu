@@ -227,7 +227,7 @@ __device__ __forceinline__ void warp_slots_mma(float (&acc)[NSLOT][NT][4], const
 template <int D, int BL, bool JITTER = false>
 __global__ void __launch_bounds__(CL_THREADS, 1)
     gru_forward_cluster_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx,
-                               const __half *whh, const float *bhh, int T, unsigned jitter)
+                               const __half *whh, const float *bhh, int T, int t0, int t1, unsigned jitter)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 // clusters are sm_90+; host code never launches it below
     using S = cl_shape<D, BL>;
@@ -262,8 +262,16 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 #pragma unroll
     for (int p = 0; p < S::NP; p++) {
         const int idx = threadIdx.x + p * CL_THREADS, j = idx % J;
-        hpv[p] = 0.f;
+        // a window after the first starts from the h_{t0-1} the window before stored
+        hpv[p] = t0 > 0 && idx < BL * J ? h[((size_t)(seq0 + idx / J) * T + t0 - 1) * D + u0 + j] : 0.f;
         for (int q = 0; q < 3; q++) bh[p][q] = idx < BL * J ? bhh[q * D + u0 + j] : 0.f;
+    }
+    if (t0 > 0) { // and its FP16 copy (hprev16 row t0), all D units, into the buffer step t0 reads
+        __half *hb = hbuf + (size_t)((t0 - 1) & 1) * CL_C * BL * S::LDS;
+        for (int i = threadIdx.x; i < BL * D; i += CL_THREADS) {
+            const int b = i / D, k = i % D;
+            hb[((size_t)(k / J) * BL + b) * S::LDS + k % J] = hprev16[((size_t)(seq0 + b) * T + t0) * D + k];
+        }
     }
     // gx of step t, issued a step ahead (while the peers' h of the step before is in flight)
     auto prefetch_gx = [&](int t) {
@@ -278,20 +286,23 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             }
         }
     };
-    prefetch_gx(0);
-    // h_t is pushed for t ≤ T-2; every CTA receives CL_C blocks of [BL][LDS] halfs a step
+    prefetch_gx(t0);
+    // h_t is pushed for t0 ≤ t ≤ t1-2; every CTA receives CL_C blocks of [BL][LDS] halfs a step
     constexpr uint32_t STEP_BYTES = CL_C * BL * S::LDS * 2;
-    mbar_setup(bars, STEP_BYTES, T >= 2, T >= 3);
+    const int n = t1 - t0; // first uses: bars[t0 & 1] for h_{t0}, the other for h_{t0+1}
+    mbar_setup(bars, STEP_BYTES, (t0 & 1) == 0 ? n >= 2 : n >= 3, (t0 & 1) == 1 ? n >= 2 : n >= 3);
     uint32_t phase = 0; // bit b: parity of bars[b]'s next phase
     cluster.sync(); // every peer has started, and its barriers are armed, before anyone writes to it
 
-    for (int t = 0; t < T; t++) {
+    for (int t = t0; t < t1; t++) {
         cl_jitter<JITTER>(jitter, t, 0);
         if (t > 0) { // h_{-1} = 0: nothing to multiply at t = 0
             const int pb = (t - 1) & 1;
-            mbar_wait(&bars[pb], (phase >> pb) & 1);
-            phase ^= 1u << pb;
-            if (threadIdx.x == 0 && t + 1 <= T - 2) mbar_expect(&bars[pb], STEP_BYTES); // for h_{t+1}
+            if (t > t0) { // h_{t0-1} was loaded above
+                mbar_wait(&bars[pb], (phase >> pb) & 1);
+                phase ^= 1u << pb;
+                if (threadIdx.x == 0 && t + 1 <= t1 - 2) mbar_expect(&bars[pb], STEP_BYTES); // for h_{t+1}
+            }
             const __half *hb = hbuf + (size_t)((t - 1) & 1) * CL_C * BL * S::LDS;
             float acc[S::F_NSLOT][S::NT][4];
             warp_slots_mma<S::F_NSLOT, S::F_RSLOT, S::F_KSJ, S::NT>(
@@ -341,7 +352,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         // h_t into every peer's buffer (t & 1), block `rank`: one bulk copy per peer.
         // hstage alternates by parity: its copy of step t has landed everywhere before this CTA
         // can reach step t+2 (each peer needs it to produce the h_{t+1} waited for there).
-        if (t + 1 < T && threadIdx.x < CL_C) {
+        if (t + 1 < t1 && threadIdx.x < CL_C) {
             const int peer = threadIdx.x;
             cl_jitter<JITTER>(jitter, t, 1 + peer);
             const uint32_t dst = smem_u32(hbuf + ((size_t)(t & 1) * CL_C + rank) * BL * S::LDS);
@@ -356,7 +367,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             gru_fwd_store(h, gates, ghn, hprev16, v[p], row, u, D, T, t);
             if (t == 0) hprev16[row * D + u] = __float2half(0.f); // h_{-1} = 0 for dW_hh
         }
-        if (t + 1 < T) prefetch_gx(t + 1);
+        if (t + 1 < t1) prefetch_gx(t + 1);
     }
     cluster.sync(); // no CTA leaves while a peer's writes into it may be in flight
 #endif
@@ -364,9 +375,9 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 
 template <int D, int BL, bool JITTER = false>
 __global__ void __launch_bounds__(CL_THREADS, 1)
-    gru_backward_cluster_kernel(__half *dgx16, __half *dgh16, float *bias_part, const float *dh_in, const float *h,
-                                const float *gates, const float *ghn, const __half *whh, int T, float clamp_limit,
-                                unsigned jitter)
+    gru_backward_cluster_kernel(__half *dgx16, __half *dgh16, float *bias_part, float *carry_io, const float *dh_in,
+                                const float *h, const float *gates, const float *ghn, const __half *whh, int T,
+                                int t0, int t1, float clamp_limit, unsigned jitter)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     using S = cl_shape<D, BL>;
@@ -400,9 +411,12 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
     }
     float zg[S::NP], pre[S::NP][6]; // z⊙g carried; prefetched dh_in, r, z, n, ghn, h_{t-1}
     float bsum[S::NP][4];           // Σ_t dr, dz, dn, dn⊙r: the bias gradients' share of this (b, j)
+    // carry into step t1-1 when a window after it ran first: z⊙g plus W_hhᵀ·dgh of step t1, as stored there
+    const bool carried = t1 < T;
 #pragma unroll
     for (int p = 0; p < S::NP; p++) {
-        zg[p] = 0.f;
+        const int idx = threadIdx.x + p * CL_THREADS;
+        zg[p] = carried && idx < BL * J ? carry_io[(size_t)(seq0 + idx / J) * D + u0 + idx % J] : 0.f;
         bsum[p][0] = bsum[p][1] = bsum[p][2] = bsum[p][3] = 0.f;
     }
     // the step's operands, issued a step ahead (while the peers' partials are in flight)
@@ -414,34 +428,40 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
                 gru_bwd_operands(pre[p], dh_in, gates, ghn, h, (size_t)(seq0 + idx / J) * T + t, u0 + idx % J, D, t);
         }
     };
-    prefetch(T - 1);
-    // partials are sent at steps T-1 .. 1; each owner receives CL_C slots of [J][LDR] floats a step
+    prefetch(t1 - 1);
+    // partials are sent at steps t1-1 .. lo (a window from t0 = 0 sends none at step 0); each
+    // owner receives CL_C slots of [J][LDR] floats a step and waits for all of them, those of
+    // step t0 > 0 after the loop (they are the carry into the window before)
     constexpr uint32_t SLOT_BYTES = J * S::LDR * 4, STEP_BYTES = CL_C * SLOT_BYTES;
-    // first uses: bars[(T-1) & 1] for step T-1 (if T ≥ 2), the other for step T-2 (if T ≥ 3)
-    const int last = (T - 1) & 1;
-    mbar_setup(bars, STEP_BYTES, last == 0 ? T >= 2 : T >= 3, last == 1 ? T >= 2 : T >= 3);
+    const int lo = t0 > 1 ? t0 : 1, nsend = t1 - lo;
+    // first uses: bars[(t1-1) & 1] for step t1-1, the other for step t1-2
+    const int last = (t1 - 1) & 1;
+    mbar_setup(bars, STEP_BYTES, last == 0 ? nsend >= 1 : nsend >= 2, last == 1 ? nsend >= 1 : nsend >= 2);
     uint32_t phase = 0;
     cluster.sync();
 
-    for (int t = T - 1; t >= 0; t--) {
+    for (int t = t1 - 1; t >= t0; t--) {
         cl_jitter<JITTER>(jitter, t, 0);
         __half *G = Gbuf + (size_t)(t & 1) * BL * S::LDG;
-        if (t < T - 1) { // the partials of step t+1
+        if (t < t1 - 1) { // the partials of step t+1
             const int pb = (t + 1) & 1;
             mbar_wait(&bars[pb], (phase >> pb) & 1);
             phase ^= 1u << pb;
-            if (threadIdx.x == 0 && t - 1 >= 1) mbar_expect(&bars[pb], STEP_BYTES); // for step t-1
+            if (threadIdx.x == 0 && t - 1 >= lo) mbar_expect(&bars[pb], STEP_BYTES); // for step t-1
         }
         gru_bwd_vals v[S::NP];
 #pragma unroll
         for (int p = 0; p < S::NP; p++) {
             const int idx = threadIdx.x + p * CL_THREADS, b = idx / J, j = idx % J;
             if (idx >= BL * J) break;
-            float g_tot = pre[p][0] + zg[p];
-            if (t < T - 1) { // what step t+1 sent back, summed in rank order
+            // the gradient through the recurrence first (z⊙g, then what step t+1 sent back, in
+            // rank order), then dh_in: the carry a window boundary stores is the same sum
+            float carry = zg[p];
+            if (t < t1 - 1) {
                 const float *rp = recv + ((size_t)((t + 1) & 1) * CL_C * J + j) * S::LDR + b;
-                for (int c = 0; c < CL_C; c++) g_tot += rp[(size_t)c * J * S::LDR];
+                for (int c = 0; c < CL_C; c++) carry += rp[(size_t)c * J * S::LDR];
             }
+            const float g_tot = pre[p][0] + carry;
             v[p] = gru_bwd_math(g_tot, clamp_limit, pre[p][1], pre[p][2], pre[p][3], pre[p][4], pre[p][5]);
             zg[p] = v[p].zg;
             bsum[p][0] += v[p].dr;
@@ -494,7 +514,20 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             if (idx >= BL * J) break;
             gru_bwd_store(dgx16, dgh16, v[p], (size_t)(seq0 + idx / J) * T + t, u0 + idx % J, D);
         }
-        if (t > 0) prefetch(t - 1);
+        if (t > t0) prefetch(t - 1);
+    }
+    if (t0 > 0) { // the carry into step t0-1: z⊙g of step t0 and the partials it sent, for the window before
+        const int pb = t0 & 1;
+        mbar_wait(&bars[pb], (phase >> pb) & 1);
+#pragma unroll
+        for (int p = 0; p < S::NP; p++) {
+            const int idx = threadIdx.x + p * CL_THREADS, b = idx / J, j = idx % J;
+            if (idx >= BL * J) break;
+            float carry = zg[p];
+            const float *rp = recv + ((size_t)pb * CL_C * J + j) * S::LDR + b;
+            for (int c = 0; c < CL_C; c++) carry += rp[(size_t)c * J * S::LDR];
+            carry_io[(size_t)(seq0 + b) * D + u0 + j] = carry;
+        }
     }
     if (bias_part) { // this CTA's units summed over its sequences in order, into the cluster's row
         // recv is free: every partial sent to this CTA arrived before its step 0 went on
@@ -515,9 +548,10 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             for (int b = 0; b < BL; b++) acc += bs[(q * BL + b) * J + j];
             float *px = bias_part + (size_t)cl * 3 * D, *ph = bias_part + ((size_t)ncl + cl) * 3 * D;
             const int u = u0 + j;
-            if (q < 2) px[q * D + u] = ph[q * D + u] = acc;
-            else if (q == 2) px[2 * D + u] = acc;
-            else ph[2 * D + u] = acc;
+            // windows run from the last: the first one sets the sums, the ones before add to them
+            if (q < 2) px[q * D + u] = ph[q * D + u] = carried ? px[q * D + u] + acc : acc;
+            else if (q == 2) px[2 * D + u] = carried ? px[2 * D + u] + acc : acc;
+            else ph[2 * D + u] = carried ? ph[2 * D + u] + acc : acc;
         }
     }
     cluster.sync();
@@ -572,7 +606,7 @@ template <typename K> static void raise_smem(K kernel, size_t smem)
 
 // The launches of one instance: the layer's tensors as the kernels take them.
 template <int D, int BL, bool JITTER = false>
-static void fwd_launch(const gru_layer *L, int B, int T, cudaStream_t s)
+static void fwd_launch(const gru_layer *L, gru_shape sh, cudaStream_t s)
 {
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     if (JITTER) raise_smem(gru_forward_cluster_kernel<D, BL, JITTER>, S::F_SMEM);
@@ -581,9 +615,9 @@ static void fwd_launch(const gru_layer *L, int B, int T, cudaStream_t s)
     const float *gx = L->gx, *bhh = L->bhh;
     const __half *w = (const __half *)L->whh16;
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (B / BL)), S::F_SMEM, s, &attr);
+    cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (sh.B / BL)), S::F_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_forward_cluster_kernel<D, BL, JITTER>, h, gates, ghn, hp, gx, w, bhh,
-                                       T, cl_jitter_seed);
+                                       sh.T, sh.t0, sh.t1, cl_jitter_seed);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: cluster GRU forward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);
@@ -591,19 +625,19 @@ static void fwd_launch(const gru_layer *L, int B, int T, cudaStream_t s)
 }
 
 template <int D, int BL, bool JITTER = false>
-static void bwd_launch(const gru_layer *L, const gru_grads *G, int B, int T, float clamp_limit, cudaStream_t s)
+static void bwd_launch(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit, cudaStream_t s)
 {
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     static_assert((size_t)4 * BL * D / CL_C * sizeof(float) <= S::B_RECV, "bias sums fit in recv");
     if (JITTER) raise_smem(gru_backward_cluster_kernel<D, BL, JITTER>, S::B_SMEM);
     __half *dgx = (__half *)G->dgx16, *dgh = (__half *)G->dgh16;
-    float *bias_part = G->bias_part;
+    float *bias_part = G->bias_part, *carry = G->dhrec;
     const float *dh_in = G->dh_in, *h = L->h, *gates = L->gates, *ghn = L->ghn;
     const __half *w = (const __half *)L->whh16;
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (B / BL)), S::B_SMEM, s, &attr);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL, JITTER>, dgx, dgh, bias_part, dh_in, h,
-                                       gates, ghn, w, T, clamp_limit, cl_jitter_seed);
+    cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (sh.B / BL)), S::B_SMEM, s, &attr);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL, JITTER>, dgx, dgh, bias_part, carry,
+                                       dh_in, h, gates, ghn, w, sh.T, sh.t0, sh.t1, clamp_limit, cl_jitter_seed);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: cluster GRU backward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);
@@ -709,13 +743,13 @@ extern "C" void launch_gru_forward_cluster(const gru_layer *L, gru_shape sh, int
         exit(1);
     }
     if (wide && B % CL_BL_WIDE == 0 && cluster_wide_ok(caps, D)) {
-#define FWD_WIDE_CALL(d) fwd_launch<d, CL_BL_WIDE>(L, B, T, s)
+#define FWD_WIDE_CALL(d) fwd_launch<d, CL_BL_WIDE>(L, sh, s)
         CL_DISPATCH(D, FWD_WIDE_CALL);
 #undef FWD_WIDE_CALL
         return;
     }
-#define FWD_CALL(d) fwd_launch<d, CL_BL>(L, B, T, s)
-#define FWD_JITTER_CALL(d) fwd_launch<d, CL_BL, true>(L, B, T, s)
+#define FWD_CALL(d) fwd_launch<d, CL_BL>(L, sh, s)
+#define FWD_JITTER_CALL(d) fwd_launch<d, CL_BL, true>(L, sh, s)
     if (cl_jitter_seed) CL_DISPATCH(D, FWD_JITTER_CALL);
     else CL_DISPATCH(D, FWD_CALL);
 #undef FWD_JITTER_CALL
@@ -730,8 +764,8 @@ extern "C" void launch_gru_backward_cluster(const gru_layer *L, const gru_grads 
         fprintf(stderr, "catchat: cluster GRU backward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
-#define BWD_CALL(d) bwd_launch<d, CL_BL>(L, G, B, T, clamp_limit, s)
-#define BWD_JITTER_CALL(d) bwd_launch<d, CL_BL, true>(L, G, B, T, clamp_limit, s)
+#define BWD_CALL(d) bwd_launch<d, CL_BL>(L, G, sh, clamp_limit, s)
+#define BWD_JITTER_CALL(d) bwd_launch<d, CL_BL, true>(L, G, sh, clamp_limit, s)
     if (cl_jitter_seed) CL_DISPATCH(D, BWD_JITTER_CALL);
     else CL_DISPATCH(D, BWD_CALL);
 #undef BWD_JITTER_CALL

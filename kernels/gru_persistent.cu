@@ -47,6 +47,7 @@
 // What the host chose for one launch; the same struct on both sides.
 struct gp_plan {
     int D, T, B;   // B: sequences in all (the last group may be partly empty)
+    int t0, t1;    // the window of steps this launch runs (gru_shape)
     int K, KP;     // reduction length (D forward, 3D backward) and its 32-wide k-pairs
     int MU, J, N;  // 16-unit blocks a CTA owns, units a CTA owns, CTAs a group
     int G, Bg, NT; // groups, sequences a group, 8-sequence tiles a CTA computes (NT·8 ≥ Bg)
@@ -291,6 +292,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
     gru_forward_persistent_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx, const __half *whh,
                             const float *bhh, unsigned *flags, gp_plan P)
 {
+    const int t0 = P.t0, t1 = P.t1;
     constexpr int MT = 3 * MU, KR = gp_kr(MT, NT), KRA = KR > 0 ? KR : 1, PP = gp_pairs<MU, NT>::PP;
     extern __shared__ __align__(16) unsigned char smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -309,11 +311,13 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < PP; i++) {
         const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
-        m.state[p] = 0.f;
-        if (n < nvalid) hprev16[(size_t)(b0 + n) * T * D + u0 + j] = __float2half(0.f); // h_{-1}
+        // a window after the first starts from the h_{t0-1} the window before stored (its FP16
+        // copy, hprev16 row t0, is where the first step's product reads it)
+        m.state[p] = t0 > 0 && n < nvalid ? h[((size_t)(b0 + n) * T + t0 - 1) * D + u0 + j] : 0.f;
+        if (t0 == 0 && n < nvalid) hprev16[(size_t)(b0 + n) * T * D + u0 + j] = __float2half(0.f); // h_{-1}
     }
     float acc[MT][NT][4];
-    for (int t = 0; t < T; t++) {
+    for (int t = t0; t < t1; t++) {
         float gxv[PP][3]; // issued before the wait, used after it
 #pragma unroll
         for (int i = 0; i < PP; i++) {
@@ -326,7 +330,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             }
         }
         if (t > 0) {
-            if (lane == 0) gp_wait(flag, (unsigned)(P.N * t));
+            if (lane == 0 && t > t0) gp_wait(flag, (unsigned)(P.N * (t - t0)));
             __syncwarp();
             gp_step<MT, NT, KR, KRA>(acc, areg, m.asm_, whh, arow, D, m.ring, hprev16 + (size_t)b0 * T * D + (size_t)t * D,
                                 (size_t)T * D, nvalid, kpw, P.ks, warp, lane);
@@ -358,7 +362,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             }
         }
         __syncthreads(); // every h_t store of the CTA precedes the signal; red is free again
-        if (threadIdx.x == 0 && t + 1 < T) gp_signal(flag);
+        if (threadIdx.x == 0 && t + 1 < t1) gp_signal(flag);
         if constexpr (DEFER) {
 #pragma unroll
             for (int i = 0; i < PP; i++) { // what only the backward reads, after the signal
@@ -372,8 +376,10 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
 template <int MU, int NT>
 __global__ void __launch_bounds__(GP_THREADS, 1)
     gru_backward_persistent_kernel(__half *dgx16, __half *dgh16, const float *dh_in, const float *h, const float *gates,
-                             const float *ghn, const __half *whh_t, float clamp_limit, unsigned *flags, gp_plan P)
+                             const float *ghn, const __half *whh_t, float clamp_limit, float *carry_io,
+                             unsigned *flags, gp_plan P)
 {
+    const int t0 = P.t0, t1 = P.t1;
     constexpr int MT = MU, KR = gp_kr(MT, NT), KRA = KR > 0 ? KR : 1, PP = gp_pairs<MU, NT>::PP;
     extern __shared__ __align__(16) unsigned char smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -389,10 +395,14 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
     uint4 areg[KRA][MT][2];
     gp_load_stationary<MT, KR, KRA>(areg, m.asm_, whh_t, arow, K, kpw, P.ks, warp, lane);
     unsigned *flag = flags + group;
+    // z⊙g of step t1 where a window after this one ran first (its dgh_{t1} is in dgh16)
 #pragma unroll
-    for (int i = 0; i < PP; i++) m.state[threadIdx.x + GP_THREADS * i] = 0.f;
+    for (int i = 0; i < PP; i++) {
+        const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+        m.state[p] = t1 < T && n < nvalid ? carry_io[(size_t)(b0 + n) * D + u0 + j] : 0.f;
+    }
     float acc[MT][NT][4];
-    for (int t = T - 1; t >= 0; t--) {
+    for (int t = t1 - 1; t >= t0; t--) {
         float pre[PP][6]; // dh_in, r, z, n, ghn, h_{t-1}: issued before the wait
 #pragma unroll
         for (int i = 0; i < PP; i++) {
@@ -400,7 +410,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             if (n < nvalid) gru_bwd_operands(pre[i], dh_in, gates, ghn, h, (size_t)(b0 + n) * T + t, u0 + j, D, t);
         }
         if (t < T - 1) {
-            if (lane == 0) gp_wait(flag, (unsigned)(P.N * (T - 1 - t)));
+            if (lane == 0 && t < t1 - 1) gp_wait(flag, (unsigned)(P.N * (t1 - 1 - t)));
             __syncwarp();
             gp_step<MT, NT, KR, KRA>(acc, areg, m.asm_, whh_t, arow, K, m.ring,
                                 dgh16 + (size_t)b0 * T * K + (size_t)(t + 1) * K, (size_t)T * K, nvalid, kpw, P.ks,
@@ -430,7 +440,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             }
         }
         __syncthreads();
-        if (threadIdx.x == 0 && t > 0) gp_signal(flag);
+        if (threadIdx.x == 0 && t > t0) gp_signal(flag);
 #pragma unroll
         for (int i = 0; i < PP; i++) { // the input-side gradients, after the signal
             const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
@@ -441,6 +451,12 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             dx[2 * D] = __float2half_rn(v[i].dn);
         }
     }
+    if (t0 > 0) // z⊙g of step t0, for the window before
+#pragma unroll
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
+            if (n < nvalid) carry_io[(size_t)(b0 + n) * D + u0 + j] = m.state[p];
+        }
 }
 
 // W_hh [3D, D] → W_hhᵀ [D, 3D] (FP16), 32×32 tiles through shared memory.
@@ -574,7 +590,7 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
             const double cost = l2 + ks * frag / 2 + 384.0 * MT * NT * kpw * 2;
             if (best < 0 || cost < best) {
                 best = cost;
-                out->D = D; out->T = T; out->B = B; out->K = K; out->KP = KP;
+                out->D = D; out->T = T; out->B = B; out->t0 = 0; out->t1 = T; out->K = K; out->KP = KP;
                 out->MU = MU; out->J = J; out->N = N; out->G = G; out->Bg = Bg; out->NT = NT; out->ks = ks;
                 out->l2_bytes = (int)l2;
             }
@@ -681,6 +697,8 @@ extern "C" int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, c
         exit(1);
     }
     if (!gp_instance(P.MU, P.NT)) gp_fail("forward: no kernel for this split", cudaErrorInvalidValue);
+    P.t0 = sh.t0;
+    P.t1 = sh.t1;
     unsigned *flags = gp_flags(P.G, s);
     float *h = L->h, *gates = L->gates, *ghn = L->ghn;
     const float *gx = L->gx, *bhh = L->bhh;
@@ -704,11 +722,14 @@ extern "C" int launch_gru_backward_persistent(const gru_layer *L, const gru_grad
         wt, (const __half *)L->whh16, 3 * D, D);
     LAUNCH_CHECK();
     if (!gp_instance(P.MU, P.NT)) gp_fail("backward: no kernel for this split", cudaErrorInvalidValue);
+    P.t0 = sh.t0;
+    P.t1 = sh.t1;
     unsigned *flags = gp_flags(P.G, s);
     __half *dx = (__half *)G->dgx16, *dh = (__half *)G->dgh16;
+    float *carry = G->dhrec;
     const float *dh_in = G->dh_in, *h = L->h, *gates = L->gates, *ghn = L->ghn;
     const __half *w = wt;
     void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w, &clamp_limit,
-                     &flags, &P };
+                     &carry, &flags, &P };
     return gp_launch(caps, gp_kernel(0, P.MU, P.NT), P, args, gp_smem_bytes(P.MU, P.NT, P.ks, P.J), s, "BPTT");
 }

@@ -22,11 +22,12 @@ __device__ __forceinline__ float row_inv_rms(float ss, int D, float eps, float f
 
 // x (+ res, written to sum when sum is given) normalised into y32 and/or y16.
 __global__ void rmsnorm_forward_kernel(float *sum, float *y32, __half *y16, float *ir, const float *x,
-                                       const float *res, const float *g, int M, int D, float eps, float floor_,
-                                       float inv_max)
+                                       const float *res, const float *g, int M, int D, row_window rw, float eps,
+                                       float floor_, float inv_max)
 {
-    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (row >= M) return;
+    const int i_row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (i_row >= M) return;
+    const size_t row = window_row(rw, i_row);
     const size_t base = (size_t)row * D;
     float ss = 0.f;
     for (int i = lane; i < D; i += 32) {
@@ -47,12 +48,13 @@ __global__ void rmsnorm_forward_kernel(float *sum, float *y32, __half *y16, floa
 
 template <int NV>
 __global__ void rmsnorm_forward_vec(float *sum, float *y32, __half *y16, float *ir, const float *__restrict__ x,
-                                    const float *__restrict__ res, const float *__restrict__ g, int M, float eps,
-                                    float floor_, float inv_max)
+                                    const float *__restrict__ res, const float *__restrict__ g, int M, row_window rw,
+                                    float eps, float floor_, float inv_max)
 {
     constexpr int D = 128 * NV;
-    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (row >= M) return;
+    const int i_row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (i_row >= M) return;
+    const size_t row = window_row(rw, i_row);
     const size_t base = (size_t)row * D + 4 * lane;
     float4 v[NV];
     float ss = 0.f;
@@ -94,7 +96,7 @@ __global__ void rmsnorm_forward_vec(float *sum, float *y32, __half *y16, float *
 #define RMS_BWD_ROWS_PER_WARP 4
 __global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
     rmsnorm_backward_kernel(float *dx, float *partial, const float *dy, const float *x, const float *g,
-                            const float *ir, int M, int D, float eps, float floor_, float inv_max)
+                            const float *ir, int M, int D, row_window rw, float eps, float floor_, float inv_max)
 {
     extern __shared__ float colsum[]; // [warps][D]
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
@@ -102,8 +104,9 @@ __global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
     for (int i = lane; i < D; i += 32) mine[i] = 0.f;
     const int row0 = (blockIdx.x * nw + warp) * RMS_BWD_ROWS_PER_WARP;
     const int row1 = min(M, row0 + RMS_BWD_ROWS_PER_WARP);
-    for (int row = row0; row < row1; row++) {
-        const float *xr = x + (size_t)row * D, *dyr = dy + (size_t)row * D;
+    for (int i_row = row0; i_row < row1; i_row++) {
+        const size_t row = window_row(rw, i_row);
+        const float *xr = x + row * D, *dyr = dy + row * D;
         float ss = 0.f, dot = 0.f;
         for (int i = lane; i < D; i += 32) {
             ss += xr[i] * xr[i];
@@ -117,7 +120,7 @@ __global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
         const float k = c ? 0.f : r * r * r / (float)D * dot;
         for (int i = lane; i < D; i += 32) {
             const float xv = xr[i], dyv = dyr[i];
-            dx[(size_t)row * D + i] += r * dyv * g[i] - k * xv;
+            dx[row * D + i] += r * dyv * g[i] - k * xv;
             mine[i] += dyv * xv * r;
         }
     }
@@ -132,8 +135,8 @@ __global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
 template <int NV>
 __global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
     rmsnorm_backward_vec(float *dx, float *partial, const float *__restrict__ dy, const float *__restrict__ x,
-                         const float *__restrict__ g, const float *__restrict__ ir, int M, float eps, float floor_,
-                         float inv_max)
+                         const float *__restrict__ g, const float *__restrict__ ir, int M, row_window rw, float eps,
+                         float floor_, float inv_max)
 {
     constexpr int D = 128 * NV;
     extern __shared__ float colsum[]; // [warps][D]
@@ -146,8 +149,8 @@ __global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
     }
     const int row0 = (blockIdx.x * nw + warp) * RMS_BWD_ROWS_PER_WARP;
     const int row1 = min(M, row0 + RMS_BWD_ROWS_PER_WARP);
-    for (int row = row0; row < row1; row++) {
-        const size_t base = (size_t)row * D + 4 * lane;
+    for (int i_row = row0; i_row < row1; i_row++) {
+        const size_t row = window_row(rw, i_row), base = row * D + 4 * lane;
         float4 xv[NV], dv[NV];
         float ss = 0.f, dot = 0.f;
 #pragma unroll
@@ -203,18 +206,18 @@ static int vec_width(int D) { return D % 128 == 0 && D / 128 <= MAX_NV ? D / 128
     }
 
 extern "C" void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, float *ir, const float *x,
-                                           const float *res, const float *g, int M, int D, const cc_norm_consts *nc,
-                                           cudaStream_t s)
+                                           const float *res, const float *g, int M, int D, row_window rw,
+                                           const cc_norm_consts *nc, cudaStream_t s)
 {
     const float eps = (float)nc->eps, floor_ = (float)nc->floor, inv_max = (float)nc->inv_max;
     const int nv = vec_width(D);
 #define FWD_VEC(N)                                                                                                 \
-    rmsnorm_forward_vec<N><<<ceil_div(M, 8), 256, 0, s>>>(sum, y32, (__half *)y16, ir, x, res, g, M, eps, floor_, \
-                                                          inv_max)
+    rmsnorm_forward_vec<N><<<ceil_div(M, 8), 256, 0, s>>>(sum, y32, (__half *)y16, ir, x, res, g, M, rw, eps,  \
+                                                          floor_, inv_max)
     if (nv)
         NV_DISPATCH(nv, FWD_VEC)
     else
-        rmsnorm_forward_kernel<<<ceil_div(M, 8), 256, 0, s>>>(sum, y32, (__half *)y16, ir, x, res, g, M, D, eps,
+        rmsnorm_forward_kernel<<<ceil_div(M, 8), 256, 0, s>>>(sum, y32, (__half *)y16, ir, x, res, g, M, D, rw, eps,
                                                               floor_, inv_max);
 #undef FWD_VEC
     LAUNCH_CHECK();
@@ -223,12 +226,12 @@ extern "C" void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, fl
 extern "C" void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const float *x, const float *g, int M, int D,
                                        const cc_norm_consts *nc, cudaStream_t s)
 {
-    launch_add_rmsnorm_forward(NULL, y32, y16, ir, x, NULL, g, M, D, nc, s);
+    launch_add_rmsnorm_forward(NULL, y32, y16, ir, x, NULL, g, M, D, row_window_all(M), nc, s);
 }
 
 extern "C" void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *g,
-                                        const float *ir, int M, int D, const cc_norm_consts *nc, const gpu_caps *caps,
-                                        cudaStream_t s)
+                                        const float *ir, int M, int D, row_window rw, const cc_norm_consts *nc,
+                                        const gpu_caps *caps, cudaStream_t s)
 {
     const float eps = (float)nc->eps, floor_ = (float)nc->floor, inv_max = (float)nc->inv_max;
     int nw = caps->smem_per_block_optin / (int)(sizeof(float) * D); /* warps whose rows of dg fit */
@@ -241,14 +244,14 @@ extern "C" void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, c
     do {                                                                                                           \
         if (smem > 48 * 1024)                                                                                      \
             cudaFuncSetAttribute(rmsnorm_backward_vec<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem); \
-        rmsnorm_backward_vec<N><<<nblocks, nw * 32, smem, s>>>(dx, partial, dy, x, g, ir, M, eps, floor_, inv_max); \
+        rmsnorm_backward_vec<N><<<nblocks, nw * 32, smem, s>>>(dx, partial, dy, x, g, ir, M, rw, eps, floor_, inv_max); \
     } while (0)
     if (nv)
         NV_DISPATCH(nv, BWD_VEC)
     else {
         if (smem > 48 * 1024) /* a failure here shows in LAUNCH_CHECK */
             cudaFuncSetAttribute(rmsnorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        rmsnorm_backward_kernel<<<nblocks, nw * 32, smem, s>>>(dx, partial, dy, x, g, ir, M, D, eps, floor_,
+        rmsnorm_backward_kernel<<<nblocks, nw * 32, smem, s>>>(dx, partial, dy, x, g, ir, M, D, rw, eps, floor_,
                                                                inv_max);
     }
 #undef BWD_VEC

@@ -77,7 +77,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     int *x = cc_malloc(sizeof(int) * B * T), *y = cc_malloc(sizeof(int) * B * T);
     fixture(cfg, x, y);
     double gpu_ms = 0, opt_ms = 0, ph[PH_COUNT] = { 0 }, mem_mb = 0;
-    int lanes = 0;
+    int lanes = 0, wave_chunk = 0;
+    char wave_why[96] = "";
     const int gpus = strcmp(cfg->device, "cpu") != 0 ? cc_gpu_count() : 0;
     if (gpus < 0) { /* the driver fails: cc_gpu_count said why; a CPU-only bench would hide it */
         free(x);
@@ -102,6 +103,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         /* the breakdown comes from separate steps: phase marks need one lane
          * whose phases run in order, while the timed steps overlap the lanes */
         lanes = cc_gpu_lanes(ex);
+        snprintf(wave_why, sizeof(wave_why), "%s", cc_gpu_wavefront(ex, &wave_chunk));
         cc_gpu_profile_enable(ex, 1);
         cc_gpu_profile_take(ex, ph); /* clear */
         time_steps(ex, cfg, x, y, o->steps, &dummy);
@@ -137,6 +139,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         json_object_set_new(j, "tok_per_s", have_gpu ? json_real(tokens / (gpu_ms * 1e-3)) : json_null());
         json_object_set_new(j, "lanes", have_gpu ? json_integer(lanes) : json_null());
         json_object_set_new(j, "rec_impl", have_gpu ? json_string(rec_impl) : json_null());
+        json_object_set_new(j, "wavefront_chunk", have_gpu ? json_integer(wave_chunk) : json_null());
+        json_object_set_new(j, "wavefront", have_gpu ? json_string(wave_why) : json_null());
         json_object_set_new(j, "rec_why", have_gpu ? json_string(rec_why) : json_null());
         json_object_set_new(j, "gpu_profile", json_string(cfg->gpu_profile));
         json_object_set_new(j, "rec_fwd_wide", have_gpu ? json_integer(rec_wide) : json_null());
@@ -158,10 +162,10 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
             fprintf(out, "GPU: %s (sm_%d%d), run as %s: %d SMs, %d KB shared memory a block, clusters %s\n", caps.name,
                     caps.cc_major, caps.cc_minor, strcmp(cfg->gpu_profile, "native") ? cfg->gpu_profile : "itself",
                     caps.sm_count, caps.smem_per_block_optin / 1024, caps.cluster_launch ? "on" : "off");
-            fprintf(out, "GPU step: %.3f ms median of %d (after %d warm-up) | %.0f tokens/s | %d lane%s\n", gpu_ms,
-                    o->steps, o->warmup, tokens / (gpu_ms * 1e-3), lanes, lanes == 1 ? "" : "s");
-            fprintf(out, "breakdown (device time per step, CUDA events, %d more steps in one lane%s):\n", o->steps,
-                    lanes > 1 ? ": the timed steps overlap these phases across lanes" : "");
+            fprintf(out, "GPU step: %.3f ms median of %d (after %d warm-up) | %.0f tokens/s | %d lane%s | wavefront %s\n",
+                    gpu_ms, o->steps, o->warmup, tokens / (gpu_ms * 1e-3), lanes, lanes == 1 ? "" : "s", wave_why);
+            fprintf(out, "breakdown (device time per step, CUDA events, %d more steps in one lane, layer after layer%s):\n",
+                    o->steps, lanes > 1 || wave_chunk ? ": the timed steps overlap these phases" : "");
             for (int i = 0; i < PH_COUNT; i++) fprintf(out, "  %-36s %8.3f ms\n", CC_PHASE_NAMES[i], ph[i]);
             fprintf(out, "  %-36s %8.3f ms (host-timed, includes the norm read-back)\n", "optimizer step", opt_ms);
             fprintf(out, "device memory: %.0f MiB (%.0f bytes per token of the batch)\n", mem_mb,

@@ -40,6 +40,8 @@ typedef struct cc_config {
     char gpu_recurrence[16]; /* auto, persistent, per-step */
     char gpu_attention[8];   /* auto (tensor cores where the head size takes them), fp32 */
     int gpu_lanes;           /* 0 = chosen */
+    char gpu_wavefront[8];   /* auto, off */
+    int gpu_wavefront_chunk; /* timesteps a wavefront chunk, 0 = chosen */
     char cuda_graph[8];      /* auto, on, off */
     int lane_trace;
     int gpu_smem_per_block;  /* KB a block may use, 0 = the GPU's */

@@ -83,6 +83,9 @@ void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT]);
 /* How many lanes (groups of sequences on their own streams) a training step
  * of this GPU executor runs; profiled and checked steps run one. */
 int cc_gpu_lanes(const cc_executor *ex);
+/* The GPU executor's wavefront: its chunk in *chunk (0: the step runs layer
+ * after layer), and the plan's words for it. */
+const char *cc_gpu_wavefront(const cc_executor *ex, int *chunk);
 
 /* The GPU executor (FP16 GEMM operands, FP32 accumulation). NULL with a
  * one-line error when the device cannot run it. */

@@ -66,16 +66,37 @@ void launch_embedding_backward(float *dtable, const float *dout, const int *offs
  * positions[M]. */
 void cc_embedding_csr(const int *x, int M, int V, int *offsets, int *positions);
 
-/* rmsnorm.cu: y32 and/or y16 may be NULL. dx accumulates; dg accumulates. */
+/* Which rows a row-wise kernel visits: its M rows in segments of seg rows,
+ * segment i starting at row i·stride past the base pointers. { M, M }
+ * (row_window_all) is the plain block of M rows; the time window [t0, t0+len)
+ * of nseq sequences of a [B,T,·] tensor is { len, T } over M = nseq·len rows,
+ * from the pointers at the first sequence's row t0. */
+typedef struct row_window {
+    int seg, stride;
+} row_window;
+static inline row_window row_window_all(int M)
+{
+    const row_window w = { M > 0 ? M : 1, M > 0 ? M : 1 };
+    return w;
+}
+#ifdef __CUDACC__
+__host__ __device__ static inline size_t window_row(row_window w, int i)
+{
+    return (size_t)(i / w.seg) * w.stride + i % w.seg;
+}
+#endif
+
+/* rmsnorm.cu: y32 and/or y16 may be NULL. dx accumulates; dg accumulates.
+ * The forward and backward visit the rows of rw (row_window_all(M): all). */
 /* The norm of x + res (res may be NULL), the sum written to sum (may be NULL):
  * a residual add and the next norm in one pass. */
 void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, float *ir, const float *x, const float *res,
-                                const float *g, int M, int D, const cc_norm_consts *nc, cudaStream_t s);
+                                const float *g, int M, int D, row_window rw, const cc_norm_consts *nc, cudaStream_t s);
 void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const float *x, const float *g, int M, int D,
                             const cc_norm_consts *nc, cudaStream_t s);
 void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *g,
-                             const float *ir, int M, int D, const cc_norm_consts *nc, const gpu_caps *caps,
-                             cudaStream_t s);
+                             const float *ir, int M, int D, row_window rw, const cc_norm_consts *nc,
+                             const gpu_caps *caps, cudaStream_t s);
 
 /* ---- the GRU layer: gru_cell.cu, gru_persistent.cu, gru_cluster.cu ----
  * Every recurrence launcher takes the layer as the same three values: its
@@ -86,6 +107,15 @@ void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float 
  * [B,T,·] tensors are sequence-major: sequence b's step t is row b·T + t. */
 typedef struct gru_shape {
     int B, T, D; /* sequences, steps, hidden units */
+    /* The window of steps a launch runs, 0 ≤ t0 < t1 ≤ T (all: 0, T); T stays
+     * the row stride. Windows of a layer run in time order forward and in
+     * reverse order backward, each on the state the one before left: the
+     * forward's h and hprev16 at row t0 - 1 and t0, and the backward's
+     * gradient into step t1 - 1 through the recurrence, which every path
+     * keeps in gru_grads.dhrec between windows. A layer split into windows
+     * computes what the whole launch does, bit for bit (the cluster BPTT's
+     * bias sums excepted: they are added window by window). */
+    int t0, t1;
 } gru_shape;
 
 /* What a layer's forward reads (gx, W_hh, b_hh) and writes for its backward
@@ -108,7 +138,8 @@ typedef struct gru_grads {
     const float *dh_in; /* [B,T,D] dL/dh_t reaching each step from the residual stream */
     void *dgx16;        /* [B,T,3D] FP16 gradient of the gates' input pre-activations (the W_ih GEMMs' operand) */
     void *dgh16;        /* [B,T,3D] FP16 gradient of W_hh·h_{t-1} + b_hh (the W_hh GEMMs' operand) */
-    float *dhrec;       /* [B,D] the per-step loop's dL/dh_{t-1} through the recurrence */
+    float *dhrec;       /* [B,D] dL/dh_{t-1} through the recurrence: the per-step loop's accumulator, and every
+                         * path's carry from one window to the one before (gru_shape) */
     float *bias_part;   /* the cluster BPTT's per-cluster bias sums (gpu_gru_bias_part_floats), or NULL */
     float *dwhh, *dbhh; /* [3D,D], [3D] */
     float *dbih;        /* [3D], or NULL: db_ih from the same sums as db_hh */

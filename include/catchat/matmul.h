@@ -14,6 +14,10 @@
 typedef struct gpu_matmul_ctx gpu_matmul_ctx;
 
 gpu_matmul_ctx *gpu_matmul_create(void);
+/* One with a smaller workspace (fewer algorithms to choose from: for the
+ * small products of a time window). */
+gpu_matmul_ctx *gpu_matmul_create_sized(size_t workspace_bytes);
+#define GPU_MATMUL_WINDOW_WORKSPACE (4u << 20)
 /* The device memory a context holds (its cuBLASLt workspace). */
 size_t gpu_matmul_workspace_bytes(void);
 /* The cuBLASLt library loaded (major*10000 + minor*100 + patch). */
@@ -43,5 +47,12 @@ void gpu_matmul_dx_f16(gpu_matmul_ctx *g, void *dx16, const void *dy16, const vo
                        cudaStream_t s);
 void gpu_matmul_dw(gpu_matmul_ctx *g, float *dw, const void *dy16, const void *x16, int M, int N, int K,
                    cudaStream_t s);
+/* fwd and dx (not accumulating) over a time window of a [B,T,·] tensor:
+ * rows t0 .. t0+len-1 of nseq sequences, the pointers at the first
+ * sequence's row t0 (sequence i's rows start T rows after sequence i-1's). */
+void gpu_matmul_fwd_window(gpu_matmul_ctx *g, float *y, const void *x16, const void *w16, const float *bias, int nseq,
+                           int len, int T, int N, int K, cudaStream_t s);
+void gpu_matmul_dx_window(gpu_matmul_ctx *g, float *dx, const void *dy16, const void *w16, int nseq, int len, int T,
+                          int N, int K, cudaStream_t s);
 
 #endif

@@ -225,6 +225,12 @@ static void gpu_get_input_grad(cc_executor *ex, float *du0)
 
 int cc_gpu_lanes(const cc_executor *ex) { return IMPL(ex)->nlanes; }
 
+const char *cc_gpu_wavefront(const cc_executor *ex, int *chunk)
+{
+    *chunk = IMPL(ex)->wave_chunk;
+    return IMPL(ex)->wave_why;
+}
+
 /* Every device buffer of the executor: where its pointer lives, its size
  * for this shape (0: not needed here) and what it holds (named in an
  * out-of-memory message). Creation allocates (and zeroes where marked) from
@@ -262,6 +268,7 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(ghn, 4 * L * MD, "ghn", 0);
     BUF(h, 4 * L * MD, "GRU states", 0);
     BUF(gh, 4 * (size_t)B * 3 * D, "recurrent product", 0);
+    const size_t WL = g->wave_layers; /* layers with their own gradient buffers */
     BUF(a16, 2 * L * MD, "normalised inputs", 0);
     BUF(hprev16, 2 * L * MD, "h_{t-1} FP16", 0);
     BUF(s_ir, 4 * M, "ctx norm stats", 0);
@@ -285,11 +292,11 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(dlogits16, 2 * M * V, "dlogits", 0);
     BUF(du, 4 * MD, "du", 0);
     BUF(dtmp, 4 * MD, "dtmp", 0);
-    BUF(dhrec, 4 * (size_t)B * D, "dh recurrent", 0);
+    BUF(dhrec, 4 * WL * B * D, "dh recurrent", 0);
     BUF(dc, 4 * MD, "dc", 0);
-    BUF(dgx16, 2 * 2 * 3 * MD, "dgx (two layers' worth)", 0);
-    BUF(dgh16, 2 * 2 * 3 * MD, "dgh (two layers' worth)", 0);
-    BUF(bias_part, 4 * 2 * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (two layers' worth)", 0);
+    BUF(dgx16, 2 * WL * 3 * MD, "dgx (a layer's worth each)", 0);
+    BUF(dgh16, 2 * WL * 3 * MD, "dgh (a layer's worth each)", 0);
+    BUF(bias_part, 4 * WL * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (a layer's worth each)", 0);
     BUF(d16, 2 * 3 * MD, "FP16 dqkv", 0);
     BUF(dc16, 2 * MD, "FP16 context-stream gradient", 0);
     BUF(partials, 4 * (size_t)grad_reduce_blocks(), "norm partials", 0);
@@ -320,6 +327,16 @@ static void gpu_destroy(cc_executor *ex)
         cudaEvent_t evs[] = { ln->ev_wgrad[0], ln->ev_wgrad[1],
                               ln->ev_finished, ln->ev_to_rec, ln->ev_from_rec, ln->ev_side, ln->ev_top_wgrad };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) cudaEventDestroy(evs[i]);
+        for (int k = 0; g->wave_chunk && k < ex->lay.dims.L; k++) {
+            cudaEventDestroy(ln->ev_feed[k]);
+            cudaEventDestroy(ln->ev_rec[k]);
+            if (k == 0) continue; /* the lane's own */
+            release_reduce_scratch(ln->feed[k]);
+            release_reduce_scratch(ln->rec[k]);
+            cudaStreamDestroy(ln->feed[k]);
+            cudaStreamDestroy(ln->rec[k]);
+            gpu_matmul_destroy(ln->feed_gemm[k]);
+        }
         release_reduce_scratch(ln->rec_stream);
         cudaStreamDestroy(ln->rec_stream);
         release_reduce_scratch(ln->wgrad_stream);
@@ -376,6 +393,37 @@ static int lanes_for(const cc_config *cfg, const gpu_caps *caps, gpu_gru_path pa
     return 1;
 }
 
+/* Layers with their own BPTT gradient buffers (gpu_impl.h). */
+static int wave_layers_of(const gpu_step_plan *p, const cc_dims *d)
+{
+    return p->wave_chunk && d->L > 2 ? d->L : 2;
+}
+
+/* The wavefront's chunk (passes_gpu.c), 0 where the step runs layer after
+ * layer, and why in either case. It needs recurrence kernels that run a
+ * window of steps from the state the window before left (cluster and
+ * persistent; the per-step loop's GEMMs take the whole GPU at every step,
+ * which leaves nothing to run beside them). A chunk of 64 steps measured
+ * fastest at D = 512 (docs/performance.md): shorter chunks fill the
+ * pipeline sooner and pay a launch and a reload of W_hh more often. */
+static int wave_chunk_for(const cc_config *cfg, const gpu_step_plan *p, int T, int L, char *why, size_t len)
+{
+    int chunk = cfg->gpu_wavefront_chunk > 0 ? cfg->gpu_wavefront_chunk : 64;
+    if (chunk > T) chunk = T;
+    const char *off = strcmp(cfg->gpu_wavefront, "off") == 0 ? "off ([gpu] wavefront)"
+                      : p->impl == GRU_IMPL_PER_STEP ? "off: the per-step recurrence's GEMMs take the whole GPU at every step"
+                      : L > GPU_WAVE_MAX_LAYERS ? "off: more layers than the wavefront's streams"
+                      : cfg->gpu_wavefront_chunk == 0 && L < 2 ? "off: one layer, nothing to run beside its recurrence"
+                      : cfg->gpu_wavefront_chunk == 0 && chunk >= T ? "off: T fits one chunk"
+                                                                   : NULL;
+    if (off) {
+        snprintf(why, len, "%s", off);
+        return 0;
+    }
+    snprintf(why, len, "chunks of %d steps%s", chunk, cfg->gpu_wavefront_chunk > 0 ? " ([gpu] wavefront_chunk)" : "");
+    return chunk;
+}
+
 /* Device bytes of the executor at B: its buffer table, each lane's two
  * cuBLASLt workspaces, the persistent BPTT's W_hhᵀ a lane, and the
  * accumulated gradient of grad_accum. */
@@ -385,11 +433,13 @@ static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_
     memset(&g, 0, sizeof(g));
     g.nlanes = p->lanes;
     g.attn_tc = p->attn_tc;
+    g.wave_layers = wave_layers_of(p, d);
     gpu_buffer bufs[MAX_BUFFERS];
     const int nb = buffer_table(&g, d, n, B, T, bufs);
     size_t bytes = 0;
     for (int i = 0; i < nb; i++) bytes += bufs[i].bytes;
     bytes += (size_t)p->lanes * 2 * gpu_matmul_workspace_bytes();
+    if (p->wave_chunk) bytes += (size_t)p->lanes * (d->L - 1) * GPU_MATMUL_WINDOW_WORKSPACE;
     if (p->impl == GRU_IMPL_PERSISTENT) bytes += (size_t)p->lanes * 6 * d->D * d->D;
     if (cfg->grad_accum > 1) bytes += 4 * n;
     return bytes;
@@ -416,6 +466,18 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     if (p->lanes > 1) p->rec_caps.sm_count = caps->sm_count / p->lanes;
     p->impl = gpu_gru_impl_for(&p->rec_caps, p->path, p->lane_B, T, d.D);
     p->eval_impl = gpu_gru_impl_for(&p->rec_caps, p->path, B, T, d.D);
+    p->wave_chunk = wave_chunk_for(cfg, p, T, d.L, p->wave_why, sizeof(p->wave_why));
+    if (p->wave_chunk && p->impl == GRU_IMPL_PERSISTENT) {
+        /* the wavefront's layers run at once: each persistent grid takes its share of the lane's SMs */
+        gpu_caps share = p->rec_caps;
+        share.sm_count = p->rec_caps.sm_count / d.L;
+        if (gpu_gru_impl_for(&share, p->path, p->lane_B, T, d.D) == GRU_IMPL_PERSISTENT) p->rec_caps = share;
+        else {
+            p->wave_chunk = 0;
+            snprintf(p->wave_why, sizeof(p->wave_why), "off: no persistent split fits %d SMs (the lane's share a layer)",
+                     share.sm_count);
+        }
+    }
     p->wide = gpu_gru_wide_for(caps, p->path, B, T, d.D);
     p->attn_tc = strcmp(cfg->gpu_attention, "fp32") != 0 && attention_tc_supported(caps, d.D, d.H, d.W);
     cc_layout lay;
@@ -430,8 +492,8 @@ void gpu_step_plan_describe(const gpu_step_plan *p, const cc_config *cfg, int T,
 {
     char why[320];
     gpu_gru_impl_why(&p->rec_caps, p->path, p->lane_B, T, cfg->d_model, why, sizeof(why));
-    snprintf(buf, len, "%s recurrence, %d lane%s of %d sequences%s (%s)", gpu_gru_impl_name(p->impl), p->lanes,
-             p->lanes > 1 ? "s" : "", p->lane_B, p->wide ? ", wide clusters" : "", why);
+    snprintf(buf, len, "%s recurrence, %d lane%s of %d sequences%s, wavefront %s (%s)", gpu_gru_impl_name(p->impl),
+             p->lanes, p->lanes > 1 ? "s" : "", p->lane_B, p->wide ? ", wide clusters" : "", p->wave_why, why);
 }
 
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
@@ -454,6 +516,9 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->nlanes = plan.lanes;
     g->attn_tc = plan.attn_tc;
     g->gru_wide = plan.wide;
+    g->wave_chunk = plan.wave_chunk;
+    snprintf(g->wave_why, sizeof(g->wave_why), "%s", plan.wave_why);
+    g->wave_layers = wave_layers_of(&plan, &d);
     /* Priorities: the recurrences first, then the lanes' own streams, then
      * the side streams (weight gradients, which nothing waits for until the
      * step's end); lane 0's stream is the main one. Side streams below the
@@ -480,6 +545,18 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
                                &ln->ev_finished, &ln->ev_to_rec, &ln->ev_from_rec, &ln->ev_side, &ln->ev_top_wgrad };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
             cudaCheck(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
+        ln->feed[0] = ln->stream;
+        ln->rec[0] = ln->rec_stream;
+        ln->feed_gemm[0] = ln->gemm;
+        for (int k = 0; g->wave_chunk && k < d.L; k++) {
+            if (k > 0) {
+                cudaCheck(cudaStreamCreateWithPriority(&ln->feed[k], cudaStreamDefault, lane_priority));
+                cudaCheck(cudaStreamCreateWithPriority(&ln->rec[k], cudaStreamDefault, highest));
+                ln->feed_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
+            }
+            cudaCheck(cudaEventCreateWithFlags(&ln->ev_feed[k], cudaEventDisableTiming));
+            cudaCheck(cudaEventCreateWithFlags(&ln->ev_rec[k], cudaEventDisableTiming));
+        }
     }
     gpu_buffer bufs[MAX_BUFFERS];
     const int nb = buffer_table(g, &d, n, B, T, bufs);

@@ -21,6 +21,11 @@
  * accumulates into its own buffer, added into the first in lane order
  * (deterministic). */
 #define GPU_MAX_LANES 8
+/* The wavefront (passes_gpu.c) gives each layer of a lane its own pair of
+ * streams: a feed stream (the layer's norm and input GEMM forward, its
+ * input gradient and norm backward, chunk by chunk) and a recurrence stream;
+ * layer 0's are the lane's stream and rec_stream. Up to this many layers. */
+#define GPU_WAVE_MAX_LAYERS 8
 
 typedef struct {
     cudaStream_t stream;       /* lane 0: the executor's main stream */
@@ -34,6 +39,12 @@ typedef struct {
     cudaEvent_t ev_wgrad[2], ev_finished, ev_to_rec, ev_from_rec;
     /* ev_side: where the side stream picks up (side_stream_after); ev_top_wgrad: the top's weight GEMMs done */
     cudaEvent_t ev_side, ev_top_wgrad;
+    /* the wavefront's streams, GEMM contexts (one per feed stream: a context's
+     * workspace serves one stream at a time) and events, by layer: ev_feed[l]
+     * a chunk of layer l's feed done, ev_rec[l] a chunk of its recurrence */
+    cudaStream_t feed[GPU_WAVE_MAX_LAYERS], rec[GPU_WAVE_MAX_LAYERS];
+    gpu_matmul_ctx *feed_gemm[GPU_WAVE_MAX_LAYERS];
+    cudaEvent_t ev_feed[GPU_WAVE_MAX_LAYERS], ev_rec[GPU_WAVE_MAX_LAYERS];
     float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
     int index;  /* 0 .. nlanes − 1 */
     int b0, B;  /* sequences [b0, b0 + B) of the batch */
@@ -48,6 +59,9 @@ typedef struct {
     gpu_caps caps;         /* what the GPU can do, read once at creation; every kernel choice reads it */
     gpu_caps rec_caps;     /* the same with a lane's share of the SMs: what the recurrence kernels choose by */
     int gru_wide; /* the forward recurrence 16 sequences a cluster (gpu_gru_wide_for the whole batch) */
+    int wave_chunk; /* timesteps a chunk of the wavefront (gpu_step_plan), 0: layer after layer */
+    char wave_why[96];
+    int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */
     /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;
     double graph_scale;
@@ -73,7 +87,9 @@ typedef struct {
     uint16_t *s16, *o16, *f16, *dlogits16;
     int *rank;
     /* backward; dgx16/dgh16 alternate between two buffers by layer parity so
-     * a BPTT never overwrites what the weight-gradient stream still reads */
+     * a BPTT never overwrites what the weight-gradient stream still reads
+     * (under the wavefront, whose layers' BPTTs overlap, one per layer:
+     * wave_layers) */
     float *du, *dtmp, *dhrec, *dc;
     float *bias_part; /* the cluster BPTT's bias sums, by layer parity like dgx16 (gpu_gru_bptt) */
     uint16_t *dgx16, *dgh16, *d16, *dc16;
@@ -137,6 +153,8 @@ int gpu_trace_on(void);
 void gpu_trace_start(cudaStream_t s);
 void gpu_trace_point(int lane, cudaStream_t s);
 void gpu_trace_end(int lane, cudaStream_t s);
+/* The wavefront's chunks: a point before and after each chunk's recurrence of a lane's layer. */
+void gpu_trace_wave_point(int lane, int layer, cudaStream_t s);
 void gpu_trace_print(int nlanes);
 
 #endif

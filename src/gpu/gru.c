@@ -7,6 +7,8 @@
 #include "catchat/kernels.h"
 #include "gpu/gpu_check.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 gpu_gru_path gpu_gru_path_named(const char *name)
@@ -64,10 +66,19 @@ int gpu_gru_wide_for(const gpu_caps *caps, gpu_gru_path path, int B_total, int T
     return gpu_gru_impl_for(caps, path, B_total, T, D) == GRU_IMPL_CLUSTER && resident > 0 && B_total / 8 >= 2 * resident;
 }
 
+static void check_window(gru_shape sh, const char *what)
+{
+    if (sh.t0 < 0 || sh.t0 >= sh.t1 || sh.t1 > sh.T) {
+        fprintf(stderr, "catchat: GRU %s: window [%d, %d) is not within T=%d\n", what, sh.t0, sh.t1, sh.T);
+        exit(1);
+    }
+}
+
 void gpu_gru_forward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, const gru_layer *L, gru_shape sh,
                      int wide, cudaStream_t s)
 {
     const int B = sh.B, T = sh.T, D = sh.D;
+    check_window(sh, "forward");
     const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
     if (impl == GRU_IMPL_CLUSTER) {
         launch_gru_forward_cluster(L, sh, wide, caps, s);
@@ -76,10 +87,11 @@ void gpu_gru_forward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path
     /* a persistent launch the runtime refuses falls through to the per-step loop */
     if (impl == GRU_IMPL_PERSISTENT && launch_gru_forward_persistent(L, sh, caps, s) == 0) return;
     uint16_t *hp = L->hprev16;
-    /* h_{-1} = 0: the FP16 copy read at t = 0 (and by dW_hh) is zero */
-    cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * T * D, 0, sizeof(uint16_t) * D, B, s));
-    cudaCheck(cudaMemsetAsync(L->gh, 0, sizeof(float) * B * 3 * D, s));
-    for (int t = 0; t < T; t++) {
+    if (sh.t0 == 0) { /* h_{-1} = 0: the FP16 copy read at t = 0 (and by dW_hh) is zero */
+        cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * T * D, 0, sizeof(uint16_t) * D, B, s));
+        cudaCheck(cudaMemsetAsync(L->gh, 0, sizeof(float) * B * 3 * D, s));
+    }
+    for (int t = sh.t0; t < sh.t1; t++) {
         if (t > 0) /* gh[B,3D] = h_{t-1} · W_hhᵀ */
             gpu_matmul(gm, L->gh, 3 * D, hp + (size_t)t * D, T * D, 0, L->whh16, D, 1, B, 3 * D, D, 1.f, 0.f, NULL,
                        s);
@@ -93,6 +105,7 @@ int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, co
                  gru_shape sh, float clamp_limit, cudaStream_t s)
 {
     const int B = sh.B, T = sh.T, D = sh.D;
+    check_window(sh, "BPTT");
     const uint16_t *dgh = G->dgh16;
     const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
     if (impl == GRU_IMPL_CLUSTER) {
@@ -100,8 +113,9 @@ int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, co
         return G->bias_part ? B / 8 : 0;
     }
     if (impl == GRU_IMPL_PERSISTENT && launch_gru_backward_persistent(L, G, sh, clamp_limit, caps, s) == 0) return 0;
-    cudaCheck(cudaMemsetAsync(G->dhrec, 0, sizeof(float) * B * D, s));
-    for (int t = T - 1; t >= 0; t--) {
+    /* dhrec carries dL/dh_{t-1} through the recurrence from one step, and one window, to the next */
+    if (sh.t1 == T) cudaCheck(cudaMemsetAsync(G->dhrec, 0, sizeof(float) * B * D, s));
+    for (int t = sh.t1 - 1; t >= sh.t0; t--) {
         launch_gru_cell_backward(L, G, sh, t, clamp_limit, s);
         if (t > 0) /* dhrec += dgh_t · W_hh */
             gpu_matmul(gm, G->dhrec, D, dgh + (size_t)t * 3 * D, T * 3 * D, 0, L->whh16, D, 0, B, D, 3 * D, 1.f, 1.f,

@@ -81,8 +81,11 @@ void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT])
  * lanes overlap, and when its layers' weight GEMMs ran on the side stream
  * (series GPU_MAX_LANES + lane), to see what shares the GPU with a
  * recurrence. Process-wide: one executor traces at a time. */
-#define TRACE_MAX 16
-#define TRACE_SERIES (2 * GPU_MAX_LANES)
+#define TRACE_MAX 64
+/* series: each lane's recurrences, each lane's weight GEMMs, and under the
+ * wavefront each lane's layers' recurrence chunks (lane·GPU_WAVE_MAX_LAYERS + layer) */
+#define TRACE_WAVE (2 * GPU_MAX_LANES)
+#define TRACE_SERIES (TRACE_WAVE + GPU_MAX_LANES * GPU_WAVE_MAX_LAYERS)
 static struct {
     int on, n[TRACE_SERIES];
     cudaEvent_t ev[TRACE_SERIES][TRACE_MAX], t0;
@@ -112,10 +115,27 @@ void gpu_trace_end(int lane, cudaStream_t s)
     gpu_trace_point(lane, s);
 }
 
+void gpu_trace_wave_point(int lane, int layer, cudaStream_t s)
+{
+    gpu_trace_point(TRACE_WAVE + lane * GPU_WAVE_MAX_LAYERS + layer, s);
+}
+
 void gpu_trace_print(int nlanes)
 {
     if (!trace.on) return;
     cudaCheck(cudaDeviceSynchronize());
+    for (int k = 0; k < nlanes * GPU_WAVE_MAX_LAYERS; k++) { /* the wavefront's chunks, forward then BPTT */
+        const int l = TRACE_WAVE + k;
+        if (!trace.n[l]) continue;
+        fprintf(stderr, "lane %d layer %d chunks:", k / GPU_WAVE_MAX_LAYERS, k % GPU_WAVE_MAX_LAYERS);
+        for (int i = 0; i < trace.n[l]; i++) {
+            float ms = 0;
+            cudaCheck(cudaEventElapsedTime(&ms, trace.t0, trace.ev[l][i]));
+            fprintf(stderr, "%s%.3f", i % 2 ? "-" : " ", ms);
+        }
+        fputc('\n', stderr);
+        trace.n[l] = 0;
+    }
     for (int k = 0; k < 2 * nlanes; k++) {
         const int l = k < nlanes ? k : GPU_MAX_LANES + k - nlanes;
         if (k < nlanes) fprintf(stderr, "lane %d:", l);

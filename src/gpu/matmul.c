@@ -15,6 +15,8 @@
 
 typedef struct {
     int transA, transB, M, N, K, lda, ldb, ldc, has_bias, c16;
+    int batch;                   /* products of one call: A and C step by stride_a and stride_c, B is shared */
+    long long stride_a, stride_c; /* elements */
     unsigned align_a, align_b, align_c;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -24,6 +26,7 @@ typedef struct {
 struct gpu_matmul_ctx {
     cublasLtHandle_t handle;
     void *workspace;
+    size_t ws_bytes;
     int n;
     plan cache[CACHE_SIZE];
 };
@@ -32,13 +35,16 @@ size_t gpu_matmul_workspace_bytes(void) { return WORKSPACE_BYTES; }
 
 size_t gpu_matmul_library_version(void) { return cublasLtGetVersion(); }
 
-gpu_matmul_ctx *gpu_matmul_create(void)
+gpu_matmul_ctx *gpu_matmul_create_sized(size_t workspace_bytes)
 {
     gpu_matmul_ctx *g = cc_calloc(1, sizeof(*g));
     cublasCheck(cublasLtCreate(&g->handle));
-    g->workspace = cc_device_alloc(WORKSPACE_BYTES, "cuBLASLt workspace");
+    g->ws_bytes = workspace_bytes;
+    g->workspace = cc_device_alloc(workspace_bytes, "cuBLASLt workspace");
     return g;
 }
+
+gpu_matmul_ctx *gpu_matmul_create(void) { return gpu_matmul_create_sized(WORKSPACE_BYTES); }
 
 void gpu_matmul_destroy(gpu_matmul_ctx *g)
 {
@@ -69,7 +75,8 @@ static plan *find_or_build(gpu_matmul_ctx *g, const plan *key, int need_bias)
         if (p->transA == key->transA && p->transB == key->transB && p->M == key->M && p->N == key->N &&
             p->K == key->K && p->lda == key->lda && p->ldb == key->ldb && p->ldc == key->ldc &&
             p->has_bias == key->has_bias && p->c16 == key->c16 && p->align_a == key->align_a && p->align_b == key->align_b &&
-            p->align_c == key->align_c)
+            p->align_c == key->align_c && p->batch == key->batch && p->stride_a == key->stride_a &&
+            p->stride_c == key->stride_c)
             return p;
     }
     if (g->n == CACHE_SIZE) { /* full: recycle the oldest slot */
@@ -99,10 +106,21 @@ static plan *find_or_build(gpu_matmul_ctx *g, const plan *key, int need_bias)
     cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16F, opa == CUBLAS_OP_N ? m : k, opa == CUBLAS_OP_N ? k : m, key->ldb));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16F, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k, key->lda));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, key->c16 ? CUDA_R_16F : CUDA_R_32F, m, n, key->ldc));
+    if (key->batch > 1) { /* our A is cuBLASLt's B; the weight (cuBLASLt's A) is the same in every product */
+        const int32_t count = key->batch;
+        const int64_t none = 0, sa = key->stride_a, sc = key->stride_c;
+        const cublasLtMatrixLayout_t ls[3] = { p->la, p->lb, p->lc };
+        const int64_t strides[3] = { none, sa, sc };
+        for (int i = 0; i < 3; i++) {
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
+                                                         sizeof(strides[i])));
+        }
+    }
 
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = WORKSPACE_BYTES;
+    size_t ws = g->ws_bytes;
     uint32_t aa = key->align_b, ab = key->align_a, ac = key->align_c; /* swapped with the operands */
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof(aa)));
@@ -123,12 +141,15 @@ static plan *find_or_build(gpu_matmul_ctx *g, const plan *key, int need_bias)
     return p;
 }
 
-static void gemm_any(gpu_matmul_ctx *g, void *C, int c16, int ldc, const void *A, int lda, int transA, const void *B,
-                     int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
-                     cudaStream_t stream)
+static void gemm_batched(gpu_matmul_ctx *g, void *C, int c16, int ldc, const void *A, int lda, int transA,
+                         const void *B, int ldb, int transB, int M, int N, int K, float alpha, float beta,
+                         const float *bias, int batch, long long stride_a, long long stride_c, cudaStream_t stream)
 {
     plan key;
     memset(&key, 0, sizeof(key));
+    key.batch = batch > 1 ? batch : 1;
+    key.stride_a = key.batch > 1 ? stride_a : 0;
+    key.stride_c = key.batch > 1 ? stride_c : 0;
     key.transA = transA;
     key.transB = transB;
     key.M = M;
@@ -146,7 +167,14 @@ static void gemm_any(gpu_matmul_ctx *g, void *C, int c16, int ldc, const void *A
     if (bias)
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     cublasCheck(cublasLtMatmul(g->handle, p->desc, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc,
-                               &p->algo, g->workspace, WORKSPACE_BYTES, stream));
+                               &p->algo, g->workspace, g->ws_bytes, stream));
+}
+
+static void gemm_any(gpu_matmul_ctx *g, void *C, int c16, int ldc, const void *A, int lda, int transA, const void *B,
+                     int ldb, int transB, int M, int N, int K, float alpha, float beta, const float *bias,
+                     cudaStream_t stream)
+{
+    gemm_batched(g, C, c16, ldc, A, lda, transA, B, ldb, transB, M, N, K, alpha, beta, bias, 1, 0, 0, stream);
 }
 
 void gpu_matmul(gpu_matmul_ctx *g, float *C, int ldc, const void *A, int lda, int transA, const void *B,
@@ -190,4 +218,29 @@ void gpu_matmul_dw(gpu_matmul_ctx *g, float *dw, const void *dy16, const void *x
                    cudaStream_t s)
 {
     gpu_matmul(g, dw, K, dy16, N, 1, x16, K, 0, N, K, M, 1.f, 1.f, NULL, s);
+}
+
+/* A window's rows are contiguous only within a sequence: one product per
+ * sequence, all in one batched call (or one plain product where the window
+ * is whole sequences). */
+void gpu_matmul_fwd_window(gpu_matmul_ctx *g, float *y, const void *x16, const void *w16, const float *bias, int nseq,
+                           int len, int T, int N, int K, cudaStream_t s)
+{
+    if (nseq == 1 || len == T) {
+        gpu_matmul_fwd(g, y, x16, w16, bias, nseq * len, N, K, s);
+        return;
+    }
+    gemm_batched(g, y, 0, N, x16, K, 0, w16, K, 1, len, N, K, 1.f, 0.f, bias, nseq, (long long)T * K,
+                 (long long)T * N, s);
+}
+
+void gpu_matmul_dx_window(gpu_matmul_ctx *g, float *dx, const void *dy16, const void *w16, int nseq, int len, int T,
+                          int N, int K, cudaStream_t s)
+{
+    if (nseq == 1 || len == T) {
+        gpu_matmul_dx(g, dx, dy16, w16, nseq * len, N, K, 0, s);
+        return;
+    }
+    gemm_batched(g, dx, 0, K, dy16, N, 0, w16, K, 0, len, K, N, 1.f, 0.f, NULL, nseq, (long long)T * N,
+                 (long long)T * K, s);
 }

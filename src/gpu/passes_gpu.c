@@ -68,7 +68,7 @@ static void from_rec(gpu_lane *ln)
  * lane's rows (gh: the lane's block of the per-step loop's scratch). */
 static gru_shape gru_shape_of(const lane_ctx *c)
 {
-    const gru_shape sh = { c->B, c->T, c->D };
+    const gru_shape sh = { c->B, c->T, c->D, 0, c->T };
     return sh;
 }
 
@@ -123,12 +123,12 @@ static void forward_layer(lane_ctx *c, int l)
     if (l + 1 < c->L) {
         uint16_t *anext = LROWS(c, g->a16, l + 1, D);
         launch_add_rmsnorm_forward(unext, NULL, anext, LROWS(c, g->a_ir, l + 1, 1), ul, hl,
-                                   P32(ex, lay->gru_norm[l + 1]), M, D, &c->nc, s);
+                                   P32(ex, lay->gru_norm[l + 1]), M, D, row_window_all(M), &c->nc, s);
         check(c, "rmsnorm", "a", l + 1, anext, MD, 1, D);
     } else {
         uint16_t *s16 = ROWS(c, g->s16, D);
         launch_add_rmsnorm_forward(unext, NULL, s16, ROWS(c, g->s_ir, 1), ul, hl, P32(ex, lay->ctx_norm), M, D,
-                                   &c->nc, s);
+                                   row_window_all(M), &c->nc, s);
         check(c, "ctx_rmsnorm", "s", -1, s16, MD, 1, D);
     }
 }
@@ -161,7 +161,7 @@ static void forward_top(lane_ctx *c)
     check(c, "attention_forward", "o", -1, o16, MD, 1, D);
     gpu_matmul_fwd(c->ln->gemm, cc, o16, P16(ex, lay->ctx_out), NULL, M, D, D, s);
     check(c, "ctx_out_projection", "c", -1, cc, MD, 0, D);
-    launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1), uL, cc, P32(ex, lay->final_norm), M, D, &c->nc, s);
+    launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1), uL, cc, P32(ex, lay->final_norm), M, D, row_window_all(M), &c->nc, s);
     check(c, "final_rmsnorm", "f", -1, f16, MD, 1, D);
     mark(c, PH_CONTEXT_FWD);
     float *logits = ROWS(c, g->logits, c->V);
@@ -223,7 +223,7 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     gpu_matmul_dx(ln->gemm, dtmp, dlogits, P16(ex, lay->lm_head), M, V, D, 0, s);
     cudaCheck(cudaMemsetAsync(du, 0, sizeof(float) * MD, s));
     launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, ROWS(c, g->mm, D), P32(ex, lay->final_norm),
-                            ROWS(c, g->f_ir, 1), M, D, &c->nc, &g->caps, s);
+                            ROWS(c, g->f_ir, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
     mark(c, PH_CLASSIFIER);
     check(c, "final_rmsnorm_backward", "dm", -1, du, MD, 0, D);
     /* context stream */
@@ -253,7 +253,7 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));
     gpu_matmul_dx(ln->gemm, dtmp, d16, P16(ex, lay->ctx_qkv), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, LROWS(c, g->u, c->L, D), P32(ex, lay->ctx_norm),
-                            ROWS(c, g->s_ir, 1), M, D, &c->nc, &g->caps, s);
+                            ROWS(c, g->s_ir, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
     check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
 }
 
@@ -262,10 +262,15 @@ static void backward_top(lane_ctx *c, float ctx_limit)
 static float *bias_part(const lane_ctx *c, int par)
 {
     if (c->B % 8) return NULL;
-    /* per parity, the lanes' [2][B_lane/8][3D] blocks one after another */
+    /* per buffer slot, the lanes' [2][B_lane/8][3D] blocks one after another */
     const size_t all = gpu_gru_bias_part_floats(c->ex->B, c->D);
     return c->g->bias_part + par * all + (size_t)2 * (c->ln->b0 / 8) * 3 * c->D;
 }
+
+/* Which of the gradient buffer slots layer l's BPTT writes: by parity (the
+ * weight GEMMs of layer l+2 wait for it), or under the wavefront, where the
+ * layers' BPTTs overlap, one per layer. */
+static int grad_slot(const lane_ctx *c, int l) { return c->g->wave_layers > 2 ? l : l & 1; }
 
 /* Layer l's gradients in the lane's rows: dh_in is du (see backward_layer);
  * the gate gradients go to the buffer pair of the layer's parity. */
@@ -273,13 +278,13 @@ static gru_grads gru_grads_of(const lane_ctx *c, int l)
 {
     const cc_layout *lay = &c->ex->lay;
     const gpu_impl *g = c->g;
-    const int D = c->D, par = l & 1;
+    const int D = c->D, par = grad_slot(c, l);
     const gru_grads G = {
         .dh_in = ROWS(c, g->du, D),
-        /* the two parity buffers are [M_all, 3D] each; the lane's rows within */
+        /* the slots' buffers are [M_all, 3D] each; the lane's rows within */
         .dgx16 = LROWS(c, g->dgx16, par, 3 * D),
         .dgh16 = LROWS(c, g->dgh16, par, 3 * D),
-        .dhrec = g->dhrec + (size_t)c->ln->b0 * D,
+        .dhrec = g->dhrec + ((size_t)par * c->ex->B + c->ln->b0) * D,
         .bias_part = bias_part(c, par),
         .dwhh = G32L(c, lay->gru_whh[l]),
         .dbhh = G32L(c, lay->gru_bhh[l]),
@@ -364,7 +369,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     /* the input gradient stays on the critical path */
     gpu_matmul_dx(ln->gemm, dtmp, dgx, P16(ex, lay->gru_wih[l]), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, l, D), P32(ex, lay->gru_norm[l]),
-                            LROWS(c, g->a_ir, l, 1), M, D, &c->nc, &g->caps, s);
+                            LROWS(c, g->a_ir, l, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
     check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
     if (l > 0) weight_grads(c, l, &gl, &gg, nparts);
     if (l == 0) {
@@ -372,6 +377,154 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
                                   ROWS(c, g->tok_pos, 1), V, D, s);
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[0], 0)); /* layer 0's weight gradients, and so all of them */
     }
+}
+
+
+/* ---- the wavefront: the layers' recurrences over time chunks ----
+ *
+ * Forward, chunk k = [t0, t1): layer l's input on the chunk needs only layer
+ * l-1's h there (and its own u), and layer l's recurrence on the chunk needs
+ * that input and its own state at t0-1, which its chunk k-1 left. So layer l
+ * runs chunk k while layer l-1 runs chunk k+1. Each layer has a feed stream
+ * (the residual add and norm that make its input, and its input GEMM, on
+ * the chunk's rows) and a recurrence stream; an event per layer hands each
+ * chunk on. The host issues chunk by chunk, layer by layer, so every wait is
+ * enqueued right after the record it waits for, and one event per layer
+ * serves every chunk. Layer 0's input is made for all T at once (nothing
+ * comes before it). The BPTT is the same top down and in reverse time: layer
+ * l's chunk needs dL/dh^l on the chunk, which layer l+1's input gradient and
+ * norm backward on that chunk finish, and the carry its own chunk k+1 left.
+ * Every kernel of a chunk reads and writes only the chunk's rows, and no two
+ * layers work on the same rows at once; each layer's weight gradients, one
+ * GEMM over all T, follow its last chunk on the side stream. */
+
+static void wave_window(const lane_ctx *c, int k, int *t0, int *t1)
+{
+    const int C = c->g->wave_chunk;
+    *t0 = k * C;
+    *t1 = *t0 + C < c->T ? *t0 + C : c->T;
+}
+
+static int wave_chunks(const lane_ctx *c) { return (c->T + c->g->wave_chunk - 1) / c->g->wave_chunk; }
+
+/* The rows of layer-indexed tensor `base` (width w) at the lane's first sequence's step t0. */
+#define WROWS(c, base, l, w, t0) (LROWS(c, base, l, w) + (size_t)(t0) * (w))
+
+static void wave_wait(cudaStream_t s, cudaEvent_t ev) { cudaCheck(cudaStreamWaitEvent(s, ev, 0)); }
+static void wave_record(cudaEvent_t ev, cudaStream_t s) { cudaCheck(cudaEventRecord(ev, s)); }
+
+/* Layer l's forward on chunk k. */
+static void wave_forward_chunk(lane_ctx *c, int l, int k)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    gpu_lane *ln = c->ln;
+    const cc_layout *lay = &ex->lay;
+    const int D = c->D, T = c->T, B = c->B;
+    int t0, t1;
+    wave_window(c, k, &t0, &t1);
+    const int len = t1 - t0, M = c->M;
+    const row_window rw = { len, T };
+    cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
+    if (l == 0 && k == 0) { /* layer 0's input for every step */
+        launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, feed);
+        launch_rmsnorm_forward(NULL, LROWS(c, g->a16, 0, D), LROWS(c, g->a_ir, 0, 1), LROWS(c, g->u, 0, D),
+                               P32(ex, lay->gru_norm[0]), M, D, &c->nc, feed);
+        gpu_matmul_fwd(ln->feed_gemm[0], LROWS(c, g->gx, 0, 3 * D), LROWS(c, g->a16, 0, D), P16(ex, lay->gru_wih[0]),
+                       P32(ex, lay->gru_bih[0]), M, 3 * D, D, feed);
+        wave_record(ln->ev_feed[0], feed);
+    } else if (l > 0) { /* u^l = u^{l-1} + h^{l-1} and its norm on the chunk, then gx^l */
+        wave_wait(feed, ln->ev_rec[l - 1]);
+        launch_add_rmsnorm_forward(WROWS(c, g->u, l, D, t0), NULL, WROWS(c, g->a16, l, D, t0),
+                                   WROWS(c, g->a_ir, l, 1, t0), WROWS(c, g->u, l - 1, D, t0),
+                                   WROWS(c, g->h, l - 1, D, t0), P32(ex, lay->gru_norm[l]), B * len, D, rw, &c->nc,
+                                   feed);
+        gpu_matmul_fwd_window(ln->feed_gemm[l], WROWS(c, g->gx, l, 3 * D, t0), WROWS(c, g->a16, l, D, t0),
+                              P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), B, len, T, 3 * D, D, feed);
+        wave_record(ln->ev_feed[l], feed);
+    }
+    if (l > 0 || k == 0) wave_wait(rec, ln->ev_feed[l]);
+    const gru_layer gl = gru_layer_of(c, l);
+    gru_shape sh = gru_shape_of(c);
+    sh.t0 = t0;
+    sh.t1 = t1;
+    gpu_trace_wave_point(ln->index, l, rec);
+    gpu_gru_forward(ln->gemm, &g->rec_caps, g->gru_path, &gl, sh, g->gru_wide, rec);
+    gpu_trace_wave_point(ln->index, l, rec);
+    wave_record(ln->ev_rec[l], rec);
+    if (l == c->L - 1) { /* u^L and the context stream's norm of it, on the lane's stream */
+        cudaStream_t s = ln->stream;
+        wave_wait(s, ln->ev_rec[l]);
+        launch_add_rmsnorm_forward(WROWS(c, g->u, c->L, D, t0), NULL, ROWS(c, g->s16, D) + (size_t)t0 * D,
+                                   ROWS(c, g->s_ir, 1) + t0, WROWS(c, g->u, l, D, t0), WROWS(c, g->h, l, D, t0),
+                                   P32(ex, lay->ctx_norm), B * len, D, rw, &c->nc, s);
+    }
+}
+
+/* Layer l's BPTT on chunk k (chunks run from the last), then its input
+ * gradient and norm backward there: dL/du^l on the chunk, in du. */
+static void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    gpu_lane *ln = c->ln;
+    const cc_layout *lay = &ex->lay;
+    const int D = c->D, T = c->T, B = c->B;
+    int t0, t1;
+    wave_window(c, k, &t0, &t1);
+    const int len = t1 - t0;
+    const row_window rw = { len, T };
+    cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
+    if (l == c->L - 1) { /* dL/du^L of every step is the context stream's */
+        if (k == wave_chunks(c) - 1) {
+            wave_record(ln->ev_feed[c->L - 1], ln->stream);
+            wave_wait(rec, ln->ev_feed[c->L - 1]);
+        }
+    } else {
+        wave_wait(rec, ln->ev_feed[l + 1]);
+    }
+    const gru_layer gl = gru_layer_of(c, l);
+    const gru_grads gg = gru_grads_of(c, l);
+    gru_shape sh = gru_shape_of(c);
+    sh.t0 = t0;
+    sh.t1 = t1;
+    gpu_trace_wave_point(ln->index, l, rec);
+    const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, &gl, &gg, sh, clamp_limit, rec);
+    gpu_trace_wave_point(ln->index, l, rec);
+    wave_record(ln->ev_rec[l], rec);
+    if (k == 0) { /* the layer's weight gradients, one GEMM over all T each */
+        wave_wait(ln->wgrad_stream, ln->ev_rec[l]);
+        gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
+        gpu_gru_weight_grads(ln->gemm_wgrad, &gl, &gg, nparts, gru_shape_of(c), ln->wgrad_stream);
+        gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg.dgx16, LROWS(c, g->a16, l, D), c->M, 3 * D, D,
+                      ln->wgrad_stream);
+        gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
+        if (l == 0) wave_record(ln->ev_wgrad[0], ln->wgrad_stream);
+    }
+    wave_wait(feed, ln->ev_rec[l]);
+    float *du = ROWS(c, g->du, D) + (size_t)t0 * D, *dtmp = ROWS(c, g->dtmp, D) + (size_t)t0 * D;
+    gpu_matmul_dx_window(ln->feed_gemm[l], dtmp, (const uint16_t *)gg.dgx16 + (size_t)t0 * 3 * D,
+                         P16(ex, lay->gru_wih[l]), B, len, T, 3 * D, D, feed);
+    launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, WROWS(c, g->u, l, D, t0), P32(ex, lay->gru_norm[l]),
+                            WROWS(c, g->a_ir, l, 1, t0), B * len, D, rw, &c->nc, &g->caps, feed);
+    wave_record(ln->ev_feed[l], feed);
+    if (l == 0 && k == 0) { /* every chunk of du^0 is done: the embedding's gradient, then the weight GEMMs' end */
+        cudaStream_t s = ln->stream;
+        wave_wait(s, ln->ev_feed[0]);
+        launch_embedding_backward(G32L(c, lay->embed), ROWS(c, g->du, D), g->tok_off + (size_t)ln->index * (c->V + 1),
+                                  ROWS(c, g->tok_pos, 1), c->V, D, s);
+        wave_wait(s, ln->ev_wgrad[0]);
+    }
+}
+
+/* Whether this step takes the wavefront: the plan's, except while profiling
+ * phases (which time one kernel after another), checking every tensor
+ * against the CPU (the check reads whole layers) or planting a NaN (the
+ * plant stands in for one element around a whole layer's BPTT). */
+static int wave_on(const cc_executor *ex)
+{
+    const gpu_impl *g = IMPL(ex);
+    return g->wave_chunk > 0 && !g->profile && !ex->check && !ex->plant_grad_h.on;
 }
 
 /* Lane i covers sequences [i·B/n, (i+1)·B/n); n divides B (checked at creation). */
@@ -432,14 +585,27 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
         c[i] = lane_view(ex, &g->lane[i], n);
         if (i > 0) cudaCheck(cudaStreamWaitEvent(g->lane[i].stream, g->ev_batch, 0));
     }
-    for (int l = 0; l < L; l++)
-        for (int i = 0; i < n; i++) forward_layer(&c[i], l);
+    const int wave = wave_on(ex), nchunks = wave ? wave_chunks(&c[0]) : 0;
+    if (wave) /* chunk by chunk, layer by layer, lane by lane */
+        for (int k = 0; k < nchunks; k++)
+            for (int l = 0; l < L; l++)
+                for (int i = 0; i < n; i++) wave_forward_chunk(&c[i], l, k);
+    else
+        for (int l = 0; l < L; l++)
+            for (int i = 0; i < n; i++) forward_layer(&c[i], l);
     for (int i = 0; i < n; i++) {
         forward_top(&c[i]);
         crossentropy_lane(&c[i], (float)loss_scale, scored > 0);
         if (scored > 0) backward_top(&c[i], ctx_limit);
     }
-    for (int l = L - 1; scored > 0 && l >= 0; l--)
+    if (wave && scored > 0) {
+        for (int i = 0; i < n; i++)
+            if (gpu_overlaps_allreduce(ex, n)) allreduce_tail_early(&c[i]);
+        for (int k = nchunks - 1; k >= 0; k--)
+            for (int l = L - 1; l >= 0; l--)
+                for (int i = 0; i < n; i++) wave_backward_chunk(&c[i], l, k, clamp_limit);
+    }
+    for (int l = L - 1; !wave && scored > 0 && l >= 0; l--)
         for (int i = 0; i < n; i++) backward_layer(&c[i], l, clamp_limit);
     for (int i = 0; i < n; i++) {
         gpu_trace_end(i, g->lane[i].stream);

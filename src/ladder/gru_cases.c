@@ -47,6 +47,10 @@ const gru_path_case k_gru_paths[N_GRU_PATHS] = {
     { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 128, 0 }, /* odd T: the step handshake's buffer parity */
 };
 
+/* The window a case also runs in: about a third of T, so the last window is
+ * shorter than the others (T = 48: 17, 17, 14). */
+int gru_case_chunk(const gru_path_case *pc) { return pc->T / 3 + 1; }
+
 int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, char *name, size_t n)
 {
     snprintf(name, n, "%s D=%d B=%d T=%d", gpu_gru_impl_name(pc->impl), pc->D, pc->B, pc->T);

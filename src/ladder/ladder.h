@@ -117,9 +117,13 @@ float *plant_grads(cc_rng *r, cc_executor *a, cc_executor *b, double unit_a, dou
  * config c at its batch_size and seq_len (stage_model.c; lanes > 0: the step
  * must run that many; guard_binds: a ctx_grad_clamp must change the context
  * gradients). Each compares with the CPU twin at the stage's tolerances. */
-void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int B, int T, int D, int wide,
+/* The recurrence checks with chunk > 0 also run the layer in windows of
+ * chunk steps (the wavefront's launches) and require the whole launch's
+ * results bit for bit (the cluster BPTT's bias sums: within tolerance). */
+void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int B, int T, int D, int wide, int chunk,
                        const char *name);
-void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int B, int T, int D, const char *name);
+void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int B, int T, int D, int chunk,
+                        const char *name);
 void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T, int W, int tc);
 void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *c, const char *tag, int lanes, int guard_binds);
 extern const ladder_stage ladder_stage_matmul, ladder_stage_embedding, ladder_stage_rmsnorm, ladder_stage_gru_cell,
@@ -148,6 +152,8 @@ extern const gru_path_case k_gru_paths[N_GRU_PATHS];
  * GPU (or profile) takes another implementation for the shape, the case does
  * not apply: 0, and the row names it as not run here. */
 int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, char *name, size_t n);
+/* The window a case of k_gru_paths also runs in. */
+int gru_case_chunk(const gru_path_case *pc);
 /* The recurrence's stress cases, each through `one` (a stage's check of a
  * case): the cluster cases again with random per-CTA delays at the exchange
  * points (gru_cluster_set_jitter), and a persistent case whose launch the

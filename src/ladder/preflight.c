@@ -134,6 +134,9 @@ static void model_config(cc_config *c, const cc_config *cfg, const gpu_step_plan
              p->impl == GRU_IMPL_PERSISTENT ? "persistent" : p->impl == GRU_IMPL_PER_STEP ? "per-step" : "auto");
     c->loss_scale = 128;
     c->loss_scale_dynamic = 0;
+    /* the run's schedule: under the wavefront, chunks of 5 over the 12 positions (5, 5, 2) */
+    snprintf(c->gpu_wavefront, sizeof(c->gpu_wavefront), "%s", p->wave_chunk ? "auto" : "off");
+    c->gpu_wavefront_chunk = p->wave_chunk ? 5 : 0;
 }
 
 /* Runs the checks; returns the index of the first that failed (its row in
@@ -172,8 +175,10 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
                 const gpu_gru_impl now = gpu_gru_impl_for(cx_rec.caps, path, rc[i].B, T_rec, D);
                 check_flag(&st, what, now == rc[i].impl || (rc[i].impl == GRU_IMPL_PERSISTENT &&
                                                             now == GRU_IMPL_PER_STEP && gru_persistent_refusal()));
-                if (k == PF_GRU_FORWARD) gru_forward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, p->wide, name);
-                else gru_backward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, name);
+                /* under the wavefront, in windows too (T_rec = 5: windows of 2, 2, 1) */
+                const int chunk = p->wave_chunk ? 2 : 0;
+                if (k == PF_GRU_FORWARD) gru_forward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, p->wide, chunk, name);
+                else gru_backward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, chunk, name);
             }
             break;
         case PF_ATTENTION:

@@ -14,10 +14,11 @@
 #include "catchat/util.h"
 #include "ladder/ladder.h"
 
-/* GPU BPTT on the CPU forward's states; returns host dgx, dW_hh, db_hh. */
+/* GPU BPTT on the CPU forward's states; returns host dgx, dW_hh, db_hh.
+ * chunk > 0: the recurrence in windows of that many steps, the last window
+ * first (the wavefront's launches), then the weight gradients once. */
 static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, const gru_case *c, const float *dh_in,
-                     float clamp_limit,
-                     float **dgx_out, float **dw_out, float **db_out)
+                     float clamp_limit, int chunk, float **dgx_out, float **dw_out, float **db_out)
 {
     const int B = c->B, T = c->T, D = c->D;
     const size_t MD = (size_t)B * T * D;
@@ -36,8 +37,19 @@ static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpat
     const gru_layer L = { .whh16 = whh16, .h = h, .gates = gates, .ghn = ghn, .hprev16 = hp16 };
     const gru_grads G = { .dh_in = dh, .dgx16 = dgx16, .dgh16 = dgh16, .dhrec = dhrec, .bias_part = bias_part,
                           .dwhh = dw, .dbhh = db };
-    const gru_shape sh = { B, T, D };
-    gpu_gru_backward(gm, caps, gpath, &L, &G, sh, clamp_limit, 0);
+    const gru_shape sh = { B, T, D, 0, T };
+    if (chunk <= 0) {
+        gpu_gru_backward(gm, caps, gpath, &L, &G, sh, clamp_limit, 0);
+    } else {
+        int nparts = 0;
+        for (int t0 = (T - 1) / chunk * chunk; t0 >= 0; t0 -= chunk) {
+            gru_shape w = sh;
+            w.t0 = t0;
+            w.t1 = t0 + chunk < T ? t0 + chunk : T;
+            nparts = gpu_gru_bptt(gm, caps, gpath, &L, &G, w, clamp_limit, 0);
+        }
+        gpu_gru_weight_grads(gm, &L, &G, nparts, sh, 0);
+    }
     *dgx_out = get_f16(dgx16, 3 * MD);
     *dw_out = get_f32(dw, (size_t)3 * D * D);
     *db_out = get_f32(db, 3 * D);
@@ -45,7 +57,8 @@ static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpat
     DFREE_ALL(whh16, hp16, h, gates, ghn, dh, dhrec, bias_part, dgx16, dgh16, dw, db);
 }
 
-void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int B, int T, int D, const char *path)
+void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int B, int T, int D, int chunk,
+                        const char *path)
 {
     cc_rng *r = cx->rng;
     gpu_matmul_ctx *gm = cx->gemm;
@@ -72,7 +85,7 @@ void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int
     snprintf(what, sizeof(what), "clamp binds (%s shape)", path);
     check_flag(st, what, sqrt(diff / nrm) > 1e-2);
     float *gdgx, *gdw, *gdb, *g1dgx, *g1dw, *g1db;
-    gpu_bptt(gm, caps, gpath, &c, dhS, (float)(c_user * S), &gdgx, &gdw, &gdb);
+    gpu_bptt(gm, caps, gpath, &c, dhS, (float)(c_user * S), 0, &gdgx, &gdw, &gdb);
     /* FP16 gate gradients feed T recurrent GEMMs: 1e-2 */
     snprintf(what, sizeof(what), "dgx (%s)", path);
     check(st, what, gdgx, rdgx, 3 * MD, 1e-2, 0);
@@ -81,7 +94,17 @@ void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int
     snprintf(what, sizeof(what), "db_hh (%s)", path);
     check(st, what, gdb, rdb, 3 * D, 1e-2, 0);
     /* The same clamp at S = 1 must give the same unscaled gradients. */
-    gpu_bptt(gm, caps, gpath, &c, dh1, (float)c_user, &g1dgx, &g1dw, &g1db);
+    gpu_bptt(gm, caps, gpath, &c, dh1, (float)c_user, 0, &g1dgx, &g1dw, &g1db);
+    if (chunk > 0) { /* in windows: the gate gradients and dW_hh bit for bit; the cluster's bias sums add up by window */
+        float *wdgx, *wdw, *wdb;
+        gpu_bptt(gm, caps, gpath, &c, dhS, (float)(c_user * S), chunk, &wdgx, &wdw, &wdb);
+        snprintf(what, sizeof(what), "in windows of %d steps: dgx and dW_hh bit for bit the whole launch's (%s)", chunk,
+                 path);
+        check_flag(st, what, memcmp(wdgx, gdgx, 12 * MD) == 0 && memcmp(wdw, gdw, 12 * (size_t)D * D) == 0);
+        snprintf(what, sizeof(what), "db_hh in windows of %d (%s)", chunk, path);
+        check(st, what, wdb, rdb, 3 * D, 1e-2, 0);
+        FREE_ALL(wdgx, wdw, wdb);
+    }
     for (size_t i = 0; i < (size_t)3 * D * D; i++) gdw[i] = (float)(gdw[i] / S);
     snprintf(what, sizeof(what), "dW_hh S=128 vs S=1 (%s)", path);
     check(st, what, gdw, g1dw, (size_t)3 * D * D, 1e-2, 0);
@@ -107,7 +130,7 @@ static void gru_backward_nan_check(const ladder_ctx *cx, stage *st, gpu_gru_path
     float *rdgx = cc_malloc(12 * MD), *rdw = cc_calloc((size_t)3 * D * D, 4), *rdb = cc_calloc(3 * D, 4);
     cpu_gru_backward(rdgx, rdw, rdb, dh, c.h, c.gates, c.ghn, c.whh, B, T, D, c_user * S, c.scratch);
     float *gdgx, *gdw, *gdb;
-    gpu_bptt(cx->gemm, cx->caps, gpath, &c, dh, (float)(c_user * S), &gdgx, &gdw, &gdb);
+    gpu_bptt(cx->gemm, cx->caps, gpath, &c, dh, (float)(c_user * S), 0, &gdgx, &gdw, &gdb);
     size_t differ = 0, bad = 0, kept = 0;
     float *gk = cc_malloc(12 * MD), *rk = cc_malloc(12 * MD);
     for (size_t i = 0; i < 3 * MD; i++) {
@@ -138,7 +161,7 @@ static void gru_backward_nan_check(const ladder_ctx *cx, stage *st, gpu_gru_path
 
 static void bptt_case(const ladder_ctx *cx, stage *st, const gru_path_case *pc, const char *name)
 {
-    gru_backward_check(cx, st, pc->path, pc->B, pc->T, pc->D, name);
+    gru_backward_check(cx, st, pc->path, pc->B, pc->T, pc->D, gru_case_chunk(pc), name);
 }
 
 static void run_gru_backward(const ladder_ctx *cx, stage *st)
@@ -147,7 +170,7 @@ static void run_gru_backward(const ladder_ctx *cx, stage *st)
         const gru_path_case *pc = &k_gru_paths[i];
         char name[64];
         if (!gru_path_begin(cx, st, pc, name, sizeof(name))) continue;
-        gru_backward_check(cx, st, pc->path, pc->B, pc->T, pc->D, name);
+        gru_backward_check(cx, st, pc->path, pc->B, pc->T, pc->D, gru_case_chunk(pc), name);
         gru_backward_nan_check(cx, st, pc->path, pc->B, pc->T, pc->D, name);
     }
     gru_stress_cases(cx, st, bptt_case);

@@ -12,7 +12,37 @@
 /* the forward's wide cluster kernels: two clusters of 16 at D=512, an odd T */
 static const gru_path_case k_gru_wide = { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 512, 1 };
 
-void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int B, int T, int D, int wide,
+/* The layer again in windows of `chunk` steps (the wavefront's launches, the
+ * last one shorter where chunk does not divide T), into fresh buffers: every
+ * output must be the whole launch's bit for bit. */
+static void forward_windows_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, const gru_layer *whole,
+                                  gru_shape sh, int wide, int chunk, const char *path)
+{
+    const size_t MD = (size_t)sh.B * sh.T * sh.D;
+    void *hp16 = dev_f16(NULL, MD);
+    float *h = dev_f32(NULL, MD), *gates = dev_f32(NULL, 3 * MD), *ghn = dev_f32(NULL, MD);
+    gru_layer L = *whole;
+    L.h = h;
+    L.gates = gates;
+    L.ghn = ghn;
+    L.hprev16 = hp16;
+    for (int t0 = 0; t0 < sh.T; t0 += chunk) {
+        gru_shape w = sh;
+        w.t0 = t0;
+        w.t1 = t0 + chunk < sh.T ? t0 + chunk : sh.T;
+        gpu_gru_forward(cx->gemm, cx->caps, gpath, &L, w, wide, 0);
+    }
+    float *a = get_f32(h, MD), *b = get_f32(whole->h, MD), *ga = get_f32(gates, 3 * MD), *gb = get_f32(whole->gates, 3 * MD);
+    float *pa = get_f16(hp16, MD), *pb = get_f16(whole->hprev16, MD);
+    char what[160];
+    snprintf(what, sizeof(what), "in windows of %d steps: h, gates and hprev16 bit for bit the whole launch's (%s)", chunk,
+             path);
+    check_flag(st, what, memcmp(a, b, 4 * MD) == 0 && memcmp(ga, gb, 12 * MD) == 0 && memcmp(pa, pb, 4 * MD) == 0);
+    FREE_ALL(a, b, ga, gb, pa, pb);
+    DFREE_ALL(hp16, h, gates, ghn);
+}
+
+void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int B, int T, int D, int wide, int chunk,
                        const char *path)
 {
     cc_rng *r = cx->rng;
@@ -24,7 +54,7 @@ void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int 
     float *gates = dev_f32(NULL, 3 * MD), *ghn = dev_f32(NULL, MD), *gh = dev_f32(NULL, (size_t)B * 3 * D);
     const gru_layer L = { .gx = gx, .whh16 = whh16, .bhh = bhh, .h = h, .gates = gates, .ghn = ghn, .hprev16 = hp16,
                           .gh = gh };
-    const gru_shape sh = { B, T, D };
+    const gru_shape sh = { B, T, D, 0, T };
     gpu_gru_forward(cx->gemm, cx->caps, gpath, &L, sh, wide, 0);
     float *gh_ = get_f32(h, MD), *gg = get_f32(gates, 3 * MD);
     /* h_{t-1} is FP16 in the recurrent GEMM (rel. 2^-11 per step); the error
@@ -34,6 +64,7 @@ void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int 
     check(st, what, gh_, c.h, MD, 5e-3, 0);
     snprintf(what, sizeof(what), "gates (%s)", path);
     check(st, what, gg, c.gates, 3 * MD, 5e-3, 0);
+    if (chunk > 0) forward_windows_check(cx, st, gpath, &L, sh, wide, chunk, path);
     FREE_ALL(gh_, gg);
     DFREE_ALL(whh16, hp16, bhh, gx, h, gates, ghn, gh);
     gru_case_free(&c);
@@ -41,17 +72,18 @@ void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int 
 
 static void forward_case(const ladder_ctx *cx, stage *st, const gru_path_case *pc, const char *name)
 {
-    gru_forward_check(cx, st, pc->path, pc->B, pc->T, pc->D, pc->wide, name);
+    gru_forward_check(cx, st, pc->path, pc->B, pc->T, pc->D, pc->wide, gru_case_chunk(pc), name);
 }
 
 static void run_gru_forward(const ladder_ctx *cx, stage *st)
 {
     snprintf(st->shape, sizeof(st->shape),
-             "persistent D64/512/1024/2048, per-step D64, cluster D512/128 + wide, stress (gru_cases.c)");
+             "persistent D64/512/1024/2048, per-step D64, cluster D512/128 + wide, windows, stress");
     for (int i = 0; i < N_GRU_PATHS; i++) {
         char name[64];
         if (!gru_path_begin(cx, st, &k_gru_paths[i], name, sizeof(name))) continue;
-        gru_forward_check(cx, st, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, 0, name);
+        gru_forward_check(cx, st, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, 0,
+                          gru_case_chunk(&k_gru_paths[i]), name);
     }
     /* Where this GPU cannot place the wide kernels' clusters of 16,
      * launch_gru_forward_cluster runs the clusters of 8 instead and this case
@@ -61,7 +93,7 @@ static void run_gru_forward(const ladder_ctx *cx, stage *st)
     const gru_path_case *w = &k_gru_wide;
     char name[64];
     if (gru_path_begin(cx, st, w, name, sizeof(name)))
-        gru_forward_check(cx, st, w->path, w->B, w->T, w->D, w->wide, "cluster wide D=512");
+        gru_forward_check(cx, st, w->path, w->B, w->T, w->D, w->wide, gru_case_chunk(w), "cluster wide D=512");
     gru_stress_cases(cx, st, forward_case);
 }
 

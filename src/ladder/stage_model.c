@@ -28,6 +28,18 @@ void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *cfg, cons
         snprintf(what, sizeof(what), "the step runs %d lanes%s", lanes, tag);
         check_flag(st, what, cc_gpu_lanes(gpu) == lanes);
     }
+    if (c.gpu_wavefront_chunk > 0 && strcmp(c.gpu_wavefront, "off") != 0) {
+        int chunk = 0;
+        const char *why = cc_gpu_wavefront(gpu, &chunk);
+        if (chunk == 0) { /* the plan's reason (the per-step loop here, say): the case does not apply */
+            char part[160];
+            snprintf(part, sizeof(part), "wavefront%s (%s)", tag, why);
+            stage_skip_part(st, part);
+        } else {
+            snprintf(what, sizeof(what), "the step runs the wavefront in chunks of %d%s", c.gpu_wavefront_chunk, tag);
+            check_flag(st, what, chunk == (c.gpu_wavefront_chunk < T ? c.gpu_wavefront_chunk : T));
+        }
+    }
     const size_t n = cpu->lay.total;
     float *p = cc_malloc(4 * n);
     cc_layout_init_params(&cpu->lay, p, cc_rng_next(r));
@@ -151,6 +163,36 @@ static void accum_step_case(const ladder_ctx *cx, stage *st, cc_rng *r)
     gpu->ops->destroy(gpu);
 }
 
+/* The wavefront (passes_gpu.c): chunks that divide T and chunks that do
+ * not, L = 1 to 4, and the default config's kernels in 2 lanes (cluster
+ * recurrence where the GPU has clusters), each a full step against the CPU
+ * and run twice for the same bits (full_step_check). */
+static void wavefront_cases(const ladder_ctx *cx, stage *st)
+{
+    static const struct {
+        int L, chunk, D, lanes;
+    } cases[] = {
+        { 2, 8, 64, 0 }, { 2, 5, 64, 0 }, { 1, 7, 64, 0 }, { 3, 11, 64, 0 }, { 4, 6, 64, 0 }, { 3, 16, 128, 2 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cc_config c;
+        small_config(cx, &c);
+        c.n_layers = cases[i].L;
+        c.gpu_wavefront_chunk = cases[i].chunk;
+        if (cases[i].lanes) { /* the 2-lane case's shape */
+            c.d_model = cases[i].D;
+            c.n_heads = 2;
+            c.seq_len = 40;
+            c.batch_size = 16;
+            c.gpu_lanes = cases[i].lanes;
+        }
+        char tag[64];
+        snprintf(tag, sizeof(tag), " (wavefront L=%d T=%d chunk %d%s)", c.n_layers, c.seq_len, c.gpu_wavefront_chunk,
+                 cases[i].lanes ? ", 2 lanes" : "");
+        full_step_check(cx, st, &c, tag, cases[i].lanes, 0);
+    }
+}
+
 /* The tiny config with the guard off and on (the guard binds on most tokens
  * at 2e-4: a per-token L2 cap on dL/dc of the mean loss), then the shape the
  * default config's kernels run (head size 64 on tensor cores, cluster
@@ -160,7 +202,7 @@ static void run_model(const ladder_ctx *cx, stage *st)
     cc_config c;
     small_config(cx, &c);
     snprintf(st->shape, sizeof(st->shape),
-             "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on; D=128 B=16 2 lanes; 2x2 accumulated",
+             "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on; D=128 B=16 2 lanes; 2x2 accum.; wavefront",
              c.d_model, c.n_layers, c.n_heads, c.ctx_window, c.seq_len, c.batch_size);
     full_step_check(cx, st, &c, "", 0, 0);
     c.ctx_grad_clamp = 2e-4;
@@ -173,6 +215,7 @@ static void run_model(const ladder_ctx *cx, stage *st)
     c.gpu_lanes = 2; /* as chosen where the recurrence runs on clusters; set so every profile splits */
     full_step_check(cx, st, &c, " (2 lanes)", 2, 0);
     accum_step_case(cx, st, cx->rng);
+    wavefront_cases(cx, st);
 }
 
 const ladder_stage ladder_stage_model = { "model", "full step", run_model };

@@ -12,11 +12,64 @@
 
 /* D = 96 runs the scalar kernels; D = 256 the ones that keep a row in
  * registers, with the residual add the forward fuses in front of the norm. */
+/* The wavefront's form: the rows of a time window, [t0, t0 + len) of each
+ * of NS sequences of T steps (row_window { len, T }), with the residual add;
+ * the rows outside the window must be left as they were. */
+static void window_case(const ladder_ctx *cx, stage *st, int D)
+{
+    enum { NS = 4, T = 16, T0 = 5, LEN = 7 };
+    const int M = NS * T, MW = NS * LEN;
+    const size_t MD = (size_t)M * D;
+    const cc_norm_consts nc = { 1e-6, 1e-6, 1000.0 };
+    const row_window rw = { LEN, T };
+    float *x = rand_vec(cx->rng, MD, 1, 0), *res = rand_vec(cx->rng, MD, 1, 0), *g = rand_vec(cx->rng, D, 0.5, 0);
+    float *dy = rand_vec(cx->rng, MD, 1, 0), *dx0 = rand_vec(cx->rng, MD, 1, 0), *y0 = rand_vec(cx->rng, MD, 1, 0);
+    float *dg_ref = cc_calloc(D, 4), *xs = cc_malloc(4 * MD), *ry = cc_malloc(4 * MD), *rir = cc_malloc(4 * M);
+    float *rdx = cc_malloc(4 * MD);
+    for (size_t i = 0; i < MD; i++) xs[i] = x[i] + res[i];
+    memcpy(rdx, dx0, 4 * MD);
+    memcpy(ry, y0, 4 * MD);
+    for (int b = 0; b < NS; b++) { /* the CPU on each sequence's window rows */
+        const size_t at = ((size_t)b * T + T0) * D;
+        cpu_rmsnorm_forward(ry + at, rir + b * T + T0, xs + at, g, LEN, D, &nc);
+        cpu_rmsnorm_backward(rdx + at, dg_ref, dy + at, xs + at, g, rir + b * T + T0, LEN, D, &nc);
+    }
+    float *dx_ = dev_f32(x, MD), *dres = dev_f32(res, MD), *dg = dev_f32(g, D), *ddy = dev_f32(dy, MD);
+    float *ddx = dev_f32(dx0, MD), *ddg = dev_f32(NULL, D), *dsum = dev_f32(NULL, MD), *dyo = dev_f32(y0, MD);
+    float *dir = dev_f32(NULL, M);
+    const size_t off = (size_t)T0 * D;
+    cudaCheck(cudaMemset(ddg, 0, 4 * (size_t)D));
+    launch_add_rmsnorm_forward(dsum + off, dyo + off, NULL, dir + T0, dx_ + off, dres + off, dg, MW, D, rw, &nc, 0);
+    launch_rmsnorm_backward(ddx + off, ddg, ddy + off, dsum + off, dg, dir + T0, MW, D, rw, &nc, cx->caps, 0);
+    float *gy = get_f32(dyo, MD), *gdx = get_f32(ddx, MD), *gdg = get_f32(ddg, D);
+    char what[64];
+    snprintf(what, sizeof(what), "y, time window (D %d)", D);
+    check(st, what, gy, ry, MD, 1e-5, 0);
+    snprintf(what, sizeof(what), "dx, time window (D %d)", D);
+    check(st, what, gdx, rdx, MD, 1e-5, 0);
+    snprintf(what, sizeof(what), "dg, time window (D %d)", D);
+    check(st, what, gdg, dg_ref, D, 1e-5, 0);
+    int outside_kept = 1; /* rows outside the window: bit for bit what they held */
+    for (int row = 0; row < M; row++) {
+        const int t = row % T;
+        if (t >= T0 && t < T0 + LEN) continue;
+        for (int i = 0; i < D; i++) {
+            const size_t at = (size_t)row * D + i;
+            outside_kept &= memcmp(&gy[at], &y0[at], 4) == 0 && memcmp(&gdx[at], &dx0[at], 4) == 0;
+        }
+    }
+    snprintf(what, sizeof(what), "time window (D %d): rows outside it untouched", D);
+    check_flag(st, what, outside_kept);
+    FREE_ALL(x, res, g, dy, dx0, y0, dg_ref, xs, ry, rir, rdx, gy, gdx, gdg);
+    DFREE_ALL(dx_, dres, dg, ddy, ddx, ddg, dsum, dyo, dir);
+}
+
 static void run_rmsnorm(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
     const int M = 64, widths[2] = { 96, 256 };
-    snprintf(st->shape, sizeof(st->shape), "M=%d D=96, D=256 with residual add (fallback, near-zero, capped rows)", M);
+    snprintf(st->shape, sizeof(st->shape),
+             "M=%d D=96, D=256 with residual add (fallback, near-zero, capped rows), a time window", M);
     const cc_norm_consts runs[2] = { { 1e-6, 1e-6, 1000.0 }, { 0.0, 1e-8, 1000.0 } };
     for (int di = 0; di < 2; di++)
         for (int k = 0; k < 2; k++) {
@@ -41,8 +94,9 @@ static void run_rmsnorm(const ladder_ctx *cx, stage *st)
             float *ddx = dev_f32(dx0, MD), *ddg = dev_f32(dg0, D), *dsum = dev_f32(NULL, MD);
             float *dyo = dev_f32(NULL, MD), *dir = dev_f32(NULL, M);
             launch_add_rmsnorm_forward(with_res ? dsum : NULL, dyo, NULL, dir, dxg, with_res ? dres : NULL, dgg, M, D,
-                                       nc, 0);
-            launch_rmsnorm_backward(ddx, ddg, ddy, with_res ? dsum : dxg, dgg, dir, M, D, nc, cx->caps, 0);
+                                       row_window_all(M), nc, 0);
+            launch_rmsnorm_backward(ddx, ddg, ddy, with_res ? dsum : dxg, dgg, dir, M, D, row_window_all(M), nc,
+                                    cx->caps, 0);
             float *gy = get_f32(dyo, MD), *gir = get_f32(dir, M), *gdx = get_f32(ddx, MD), *gdg = get_f32(ddg, D);
             float *gsum = get_f32(dsum, MD);
             float *ry = cc_malloc(4 * MD), *rir = cc_malloc(4 * M);
@@ -68,6 +122,7 @@ static void run_rmsnorm(const ladder_ctx *cx, stage *st)
             FREE_ALL(x, res, g, dy, dx0, dg0, xs, gy, gir, gdx, gdg, gsum, ry, rir);
             DFREE_ALL(dxg, dres, dgg, ddy, ddx, ddg, dsum, dyo, dir);
         }
+    for (int di = 0; di < 2; di++) window_case(cx, st, widths[di]);
 }
 
 const ladder_stage ladder_stage_rmsnorm = { "rmsnorm", "RMSNorm", run_rmsnorm };
