@@ -288,12 +288,13 @@ __device__ __forceinline__ void key_tile_grads(float s[2][4], float dp[2][4], in
 
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
-    attention_forward_mma(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int T, int D, int H, int W)
+    attention_forward_mma(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int T, int D, int H, int W,
+                          int qoff)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
     __half *Q = (__half *)sm, *K = Q + QB * LDH, *V = K + RS * LDH;
-    const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const int t0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
     stage_rows(Q, qkv, 3 * D, j * HD, b, t0, QB, T);
     stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T);
     stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T);
@@ -319,12 +320,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     attention_backward_query_mma(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
-                                 const __half *qkv, int T, int D, int H, int W)
+                                 const __half *qkv, int T, int D, int H, int W, int qoff)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
     __half *Q = (__half *)sm, *dO = Q + QB * LDH, *K = dO + QB * LDH, *V = K + RS * LDH;
-    const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const int t0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
     stage_rows(Q, qkv, 3 * D, j * HD, b, t0, QB, T);
     stage_rows(dO, dout, D, j * HD, b, t0, QB, T);
     stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T);
@@ -377,13 +378,13 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     attention_backward_key_mma(float *dqkv, __half *dqkv16, const float *delta, const __half *dout, const float *lse,
-                               const __half *qkv, int T, int D, int H, int W)
+                               const __half *qkv, int T, int D, int H, int W, int qoff)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
     __half *Ks = (__half *)sm, *Vs = Ks + QB * LDH, *Q = Vs + QB * LDH, *dO = Q + RS * LDH;
     float *lse_s = (float *)(dO + RS * LDH), *delta_s = lse_s + RS;
-    const int kb0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const int kb0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
     const size_t head = ((size_t)b * H + j) * T;
     stage_rows(Ks, qkv, 3 * D, D + j * HD, b, kb0, QB, T);
     stage_rows(Vs, qkv, 3 * D, 2 * D + j * HD, b, kb0, QB, T);
@@ -432,12 +433,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     attention_forward_mma_wide(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int T, int D, int H,
-                               int W, int nch)
+                               int W, int nch, int qoff)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT), hd = HD * nch;
     __half *Q = (__half *)sm, *K = Q + QB * LDH, *V = K + RS * LDH;
-    const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const int t0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int q0 = t0 + 16 * warp;
     const bool active = q0 < T; // inactive warps still stage and meet the barriers
@@ -479,12 +480,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     attention_backward_query_mma_wide(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
-                                      const __half *qkv, int T, int D, int H, int W, int nch)
+                                      const __half *qkv, int T, int D, int H, int W, int nch, int qoff)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT), hd = HD * nch;
     __half *Q = (__half *)sm, *dO = Q + QB * LDH, *K = dO + QB * LDH, *V = K + RS * LDH;
-    const int t0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const int t0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
     const int q0 = t0 + 16 * warp;
     const bool active = q0 < T;
@@ -550,13 +551,14 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     attention_backward_key_mma_wide(float *dqkv, __half *dqkv16, const float *delta, const __half *dout,
-                                    const float *lse, const __half *qkv, int T, int D, int H, int W, int nch)
+                                    const float *lse, const __half *qkv, int T, int D, int H, int W, int nch,
+                                    int qoff)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT), hd = HD * nch;
     __half *Ks = (__half *)sm, *Vs = Ks + QB * LDH, *Q = Vs + QB * LDH, *dO = Q + RS * LDH;
     float *lse_s = (float *)(dO + RS * LDH), *delta_s = lse_s + RS;
-    const int kb0 = blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const int kb0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
     const size_t head = ((size_t)b * H + j) * T;
     for (int r = threadIdx.x; r < RS; r += blockDim.x) {
         const bool in = kb0 + r < T;
@@ -616,12 +618,13 @@ extern "C" int attention_tc_supported(const gpu_caps *caps, int D, int H, int W)
     return smem_backward(band_tiles(W)) <= (size_t)caps->smem_per_block_optin;
 }
 
-// One kernel of a band width, its shared memory opted in first.
+// One kernel of a band width over the query (or key) blocks of rows
+// [q0, q1), its shared memory opted in first.
 template <typename Kernel, typename... Args>
-static void launch_band(Kernel k, size_t smem, int B, int T, int H, cudaStream_t s, Args... args)
+static void launch_band(Kernel k, size_t smem, int B, int q0, int q1, int H, cudaStream_t s, Args... args)
 {
     cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    k<<<dim3(ceil_div(T, QB), H, B), ATT_WARPS * 32, smem, s>>>(args...);
+    k<<<dim3(ceil_div(q1 - q0, QB), H, B), ATT_WARPS * 32, smem, s>>>(args..., q0);
     LAUNCH_CHECK();
 }
 
@@ -629,30 +632,30 @@ static void launch_band(Kernel k, size_t smem, int B, int T, int H, cudaStream_t
 // kernels (head sizes 128, 256) take the number of 64-column chunks.
 template <int KT> struct attention_mma {
     static void forward(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int B, int T, int D, int H,
-                        int W, cudaStream_t s)
+                        int W, int q0, int q1, cudaStream_t s)
     {
-        launch_band(attention_forward_mma<KT>, smem_forward(KT), B, T, H, s, o32, o16, p, lse, qkv, T, D, H, W);
+        launch_band(attention_forward_mma<KT>, smem_forward(KT), B, q0, q1, H, s, o32, o16, p, lse, qkv, T, D, H, W);
     }
     static void backward(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
-                         const __half *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
+                         const __half *qkv, int B, int T, int D, int H, int W, int q0, int q1, cudaStream_t s)
     {
-        launch_band(attention_backward_query_mma<KT>, smem_backward(KT), B, T, H, s, dqkv, dqkv16, delta, dout, lse,
-                    qkv, T, D, H, W);
-        launch_band(attention_backward_key_mma<KT>, smem_backward(KT), B, T, H, s, dqkv, dqkv16,
+        launch_band(attention_backward_query_mma<KT>, smem_backward(KT), B, q0, q1, H, s, dqkv, dqkv16, delta, dout,
+                    lse, qkv, T, D, H, W);
+        launch_band(attention_backward_key_mma<KT>, smem_backward(KT), B, q0, q1, H, s, dqkv, dqkv16,
                     (const float *)delta, dout, lse, qkv, T, D, H, W);
     }
     static void forward_wide(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int B, int T, int D,
-                             int H, int W, cudaStream_t s)
+                             int H, int W, int q0, int q1, cudaStream_t s)
     {
-        launch_band(attention_forward_mma_wide<KT>, smem_forward(KT), B, T, H, s, o32, o16, p, lse, qkv, T, D, H, W,
-                    D / H / HD);
+        launch_band(attention_forward_mma_wide<KT>, smem_forward(KT), B, q0, q1, H, s, o32, o16, p, lse, qkv, T, D, H,
+                    W, D / H / HD);
     }
     static void backward_wide(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
-                              const __half *qkv, int B, int T, int D, int H, int W, cudaStream_t s)
+                              const __half *qkv, int B, int T, int D, int H, int W, int q0, int q1, cudaStream_t s)
     {
-        launch_band(attention_backward_query_mma_wide<KT>, smem_backward(KT), B, T, H, s, dqkv, dqkv16, delta, dout,
-                    lse, qkv, T, D, H, W, D / H / HD);
-        launch_band(attention_backward_key_mma_wide<KT>, smem_backward(KT), B, T, H, s, dqkv, dqkv16,
+        launch_band(attention_backward_query_mma_wide<KT>, smem_backward(KT), B, q0, q1, H, s, dqkv, dqkv16, delta,
+                    dout, lse, qkv, T, D, H, W, D / H / HD);
+        launch_band(attention_backward_key_mma_wide<KT>, smem_backward(KT), B, q0, q1, H, s, dqkv, dqkv16,
                     (const float *)delta, dout, lse, qkv, T, D, H, W, D / H / HD);
     }
 };
@@ -672,21 +675,50 @@ template <int KT> struct attention_mma {
              exit(1);                                                                                              \
     }
 
+// A window [q0, q1) of the sequences: blocks of QB queries (forward and the
+// backward's query side) and keys (its key side) from q0, which must be a
+// multiple of QB, as q1 must be or equal T, so no block reaches past the
+// window. The forward reads keys from q0 - W + 1, the backward's key side
+// queries up to q1 + W - 2, with their dO, lse and delta: the windows after
+// this one must have run their query side first.
+static void check_window(int T, int q0, int q1)
+{
+    if (q0 < 0 || q0 >= q1 || q1 > T || q0 % QB || (q1 % QB && q1 != T)) {
+        fprintf(stderr, "catchat: attention_tc: window [%d, %d) of T=%d is not in blocks of %d\n", q0, q1, T, QB);
+        exit(1);
+    }
+}
+
+extern "C" void launch_attention_forward_tc_window(float *o32, void *o16, float *p, float *lse, const void *qkv16,
+                                                   int B, int T, int D, int H, int W, int q0, int q1, cudaStream_t s)
+{
+    check_window(T, q0, q1);
+    if (D / H == HD) BAND_DISPATCH(forward(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, q0, q1, s))
+    else BAND_DISPATCH(forward_wide(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, q0, q1, s))
+}
+
+extern "C" void launch_attention_backward_tc_window(float *dqkv, void *dqkv16, float *delta, const void *dout16,
+                                                    const float *lse, const void *qkv16, int B, int T, int D, int H,
+                                                    int W, int q0, int q1, cudaStream_t s)
+{
+    check_window(T, q0, q1);
+    if (D / H == HD)
+        BAND_DISPATCH(backward(dqkv, (__half *)dqkv16, delta, (const __half *)dout16, lse, (const __half *)qkv16, B, T,
+                               D, H, W, q0, q1, s))
+    else
+        BAND_DISPATCH(backward_wide(dqkv, (__half *)dqkv16, delta, (const __half *)dout16, lse,
+                                    (const __half *)qkv16, B, T, D, H, W, q0, q1, s))
+}
+
 extern "C" void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, const void *qkv16, int B,
                                             int T, int D, int H, int W, cudaStream_t s)
 {
-    if (D / H == HD) BAND_DISPATCH(forward(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, s))
-    else BAND_DISPATCH(forward_wide(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, s))
+    launch_attention_forward_tc_window(o32, o16, p, lse, qkv16, B, T, D, H, W, 0, T, s);
 }
 
 extern "C" void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const void *dout16,
                                              const float *lse, const void *qkv16, int B, int T, int D, int H, int W,
                                              cudaStream_t s)
 {
-    if (D / H == HD)
-        BAND_DISPATCH(backward(dqkv, (__half *)dqkv16, delta, (const __half *)dout16, lse, (const __half *)qkv16, B, T,
-                               D, H, W, s))
-    else
-        BAND_DISPATCH(backward_wide(dqkv, (__half *)dqkv16, delta, (const __half *)dout16, lse,
-                                    (const __half *)qkv16, B, T, D, H, W, s))
+    launch_attention_backward_tc_window(dqkv, dqkv16, delta, dout16, lse, qkv16, B, T, D, H, W, 0, T, s);
 }

@@ -141,6 +141,22 @@ extern "C" int kernels_compiled_for(int *binary_version, int *ptx_version)
     return 0;
 }
 
+// The rows of a row window (kernels.h), D values each.
+__global__ void f32_to_f16_rows_kernel(__half *dst, const float *src, int M, int D, row_window rw)
+{
+    const size_t n = (size_t)M * D;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t at = window_row(rw, (int)(i / D)) * D + i % D;
+        dst[at] = __float2half_rn(src[at]);
+    }
+}
+
+extern "C" void launch_f32_to_f16_rows(void *dst, const float *src, int M, int D, row_window rw, cudaStream_t s)
+{
+    f32_to_f16_rows_kernel<<<grid_for((size_t)M * D), 256, 0, s>>>((__half *)dst, src, M, D, rw);
+    LAUNCH_CHECK();
+}
+
 extern "C" void launch_f32_to_f16(void *dst, const float *src, size_t n, cudaStream_t s)
 {
     f32_to_f16_kernel<<<grid_for(n), 256, 0, s>>>((__half *)dst, src, n);

@@ -11,10 +11,11 @@
 
 __global__ void __launch_bounds__(CE_WARPS * 32)
     crossentropy_kernel(float *loss, int *rank_class, __half *dlogits16, const float *logits, const int *y, int M,
-                        int V, float grad_scale)
+                        int V, row_window rw, float grad_scale)
 {
-    const int m = blockIdx.x * CE_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (m >= M) return;
+    const int i_row = blockIdx.x * CE_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (i_row >= M) return;
+    const size_t m = window_row(rw, i_row);
     const float *lr = logits + (size_t)m * V;
     const int tgt = y[m];
     if (tgt < 0) { // not scored: no loss, no gradient
@@ -51,9 +52,9 @@ __global__ void __launch_bounds__(CE_WARPS * 32)
 }
 
 extern "C" void launch_crossentropy(float *loss, int *rank_class, void *dlogits16, const float *logits, const int *y,
-                                    int M, int V, float grad_scale, cudaStream_t s)
+                                    int M, int V, row_window rw, float grad_scale, cudaStream_t s)
 {
     crossentropy_kernel<<<ceil_div(M, CE_WARPS), CE_WARPS * 32, 0, s>>>(loss, rank_class, (__half *)dlogits16, logits,
-                                                                        y, M, V, grad_scale);
+                                                                        y, M, V, rw, grad_scale);
     LAUNCH_CHECK();
 }

@@ -7,11 +7,11 @@
 
 #define RC_WARPS 4 // rows per block
 
-__global__ void rownorm_clamp_kernel(float *d, int M, int D, float limit)
+__global__ void rownorm_clamp_kernel(float *d, int M, int D, row_window rw, float limit)
 {
-    const int row = blockIdx.x * RC_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (row >= M) return;
-    float *r = d + (size_t)row * D;
+    const int i_row = blockIdx.x * RC_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (i_row >= M) return;
+    float *r = d + window_row(rw, i_row) * D;
     float ss = 0.f;
     for (int i = lane; i < D; i += 32) ss += r[i] * r[i];
     const float nrm = sqrtf(warp_sum(ss));
@@ -21,9 +21,9 @@ __global__ void rownorm_clamp_kernel(float *d, int M, int D, float limit)
     }
 }
 
-extern "C" void launch_rownorm_clamp(float *d, int M, int D, float limit, cudaStream_t s)
+extern "C" void launch_rownorm_clamp(float *d, int M, int D, row_window rw, float limit, cudaStream_t s)
 {
     if (limit <= 0.f) return;
-    rownorm_clamp_kernel<<<ceil_div(M, RC_WARPS), 32 * RC_WARPS, 0, s>>>(d, M, D, limit);
+    rownorm_clamp_kernel<<<ceil_div(M, RC_WARPS), 32 * RC_WARPS, 0, s>>>(d, M, D, rw, limit);
     LAUNCH_CHECK();
 }

@@ -78,7 +78,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     fixture(cfg, x, y);
     double gpu_ms = 0, opt_ms = 0, ph[PH_COUNT] = { 0 }, mem_mb = 0;
     int lanes = 0, wave_chunk = 0;
-    char wave_why[96] = "";
+    char wave_why[128] = "";
     const int gpus = strcmp(cfg->device, "cpu") != 0 ? cc_gpu_count() : 0;
     if (gpus < 0) { /* the driver fails: cc_gpu_count said why; a CPU-only bench would hide it */
         free(x);

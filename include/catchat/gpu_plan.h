@@ -20,7 +20,7 @@ typedef struct gpu_step_plan {
     gpu_gru_impl eval_impl; /* the recurrence of an evaluation's forward (the whole batch in one lane) */
     int wide;          /* the forward's cluster kernels 16 sequences a cluster */
     int wave_chunk;    /* timesteps a chunk of the layers' wavefront, 0: layer after layer ([gpu] wavefront) */
-    char wave_why[96]; /* the chunk, or why there is no wavefront, in words */
+    char wave_why[128]; /* the chunk, or why there is no wavefront, in words */
     int attn_tc;       /* the context attention on tensor cores */
     size_t device_bytes;     /* estimate of the executor's device memory at this batch */
     size_t bytes_per_seq;    /* the part of it that grows with each sequence of the batch */

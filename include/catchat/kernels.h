@@ -86,6 +86,9 @@ __host__ __device__ static inline size_t window_row(row_window w, int i)
 }
 #endif
 
+/* convert.cu: launch_f32_to_f16 on the rows of rw, D values a row. */
+void launch_f32_to_f16_rows(void *dst, const float *src, int M, int D, row_window rw, cudaStream_t s);
+
 /* rmsnorm.cu: y32 and/or y16 may be NULL. dx accumulates; dg accumulates.
  * The forward and backward visit the rows of rw (row_window_all(M): all). */
 /* The norm of x + res (res may be NULL), the sum written to sum (may be NULL):
@@ -231,15 +234,26 @@ void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, co
                                  int D, int H, int W, cudaStream_t s);
 void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const void *dout16, const float *lse,
                                   const void *qkv16, int B, int T, int D, int H, int W, cudaStream_t s);
+/* The same on the queries (forward, the backward's dq) and keys (dk, dv) of
+ * a time window [q0, q1) of every sequence; q0 a multiple of
+ * ATTENTION_TC_BLOCK, q1 too or T. The forward reads k, v from q0 - W + 1
+ * on; the backward's keys read the queries up to q1 + W - 2 (their dO, lse
+ * and delta), so windows after this one run their backward first. */
+#define ATTENTION_TC_BLOCK 64
+void launch_attention_forward_tc_window(float *o32, void *o16, float *p, float *lse, const void *qkv16, int B, int T,
+                                        int D, int H, int W, int q0, int q1, cudaStream_t s);
+void launch_attention_backward_tc_window(float *dqkv, void *dqkv16, float *delta, const void *dout16,
+                                         const float *lse, const void *qkv16, int B, int T, int D, int H, int W,
+                                         int q0, int q1, cudaStream_t s);
 
-/* rownorm_clamp.cu: per-row L2 clamp of d[M,D] to `limit` (0 = off), in place. */
-void launch_rownorm_clamp(float *d, int M, int D, float limit, cudaStream_t s);
+/* rownorm_clamp.cu: per-row L2 clamp of d[M,D] to `limit` (0 = off), in place, on the rows of rw. */
+void launch_rownorm_clamp(float *d, int M, int D, row_window rw, float limit, cudaStream_t s);
 
 /* crossentropy.cu: per row of logits[M,V]: loss[m] (0 when y < 0), counts
  * hits[m] = 1 for top-1, 2 for top-5 only, 0 otherwise (−1 when not scored);
  * dlogits16 (may be NULL) = grad_scale·(softmax − onehot), 0 where y < 0. */
 void launch_crossentropy(float *loss, int *rank_class, void *dlogits16, const float *logits,
-                         const int *y, int M, int V, float grad_scale, cudaStream_t s);
+                         const int *y, int M, int V, row_window rw, float grad_scale, cudaStream_t s);
 
 /* grad_reduce.cu: g ← g·mul over n elements; partial sums of squares into
  * partials[grad_reduce_blocks()] (FP32 per block) and the count of non-finite values. */

@@ -54,5 +54,9 @@ void gpu_matmul_fwd_window(gpu_matmul_ctx *g, float *y, const void *x16, const v
                            int len, int T, int N, int K, cudaStream_t s);
 void gpu_matmul_dx_window(gpu_matmul_ctx *g, float *dx, const void *dy16, const void *w16, int nseq, int len, int T,
                           int N, int K, cudaStream_t s);
+void gpu_matmul_fwd_f16_window(gpu_matmul_ctx *g, void *y16, const void *x16, const void *w16, int nseq, int len, int T,
+                               int N, int K, cudaStream_t s);
+void gpu_matmul_dx_f16_window(gpu_matmul_ctx *g, void *dx16, const void *dy16, const void *w16, int nseq, int len,
+                              int T, int N, int K, cudaStream_t s);
 
 #endif

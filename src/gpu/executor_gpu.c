@@ -330,12 +330,12 @@ static void gpu_destroy(cc_executor *ex)
         for (int k = 0; g->wave_chunk && k < ex->lay.dims.L; k++) {
             cudaEventDestroy(ln->ev_feed[k]);
             cudaEventDestroy(ln->ev_rec[k]);
-            if (k == 0) continue; /* the lane's own */
             release_reduce_scratch(ln->feed[k]);
-            release_reduce_scratch(ln->rec[k]);
             cudaStreamDestroy(ln->feed[k]);
-            cudaStreamDestroy(ln->rec[k]);
             gpu_matmul_destroy(ln->feed_gemm[k]);
+            if (k == 0) continue; /* the lane's own rec_stream */
+            release_reduce_scratch(ln->rec[k]);
+            cudaStreamDestroy(ln->rec[k]);
         }
         release_reduce_scratch(ln->rec_stream);
         cudaStreamDestroy(ln->rec_stream);
@@ -403,25 +403,82 @@ static int wave_layers_of(const gpu_step_plan *p, const cc_dims *d)
  * layer, and why in either case. It needs recurrence kernels that run a
  * window of steps from the state the window before left (cluster and
  * persistent; the per-step loop's GEMMs take the whole GPU at every step,
- * which leaves nothing to run beside them). A chunk of 64 steps measured
- * fastest at D = 512 (docs/performance.md): shorter chunks fill the
- * pipeline sooner and pay a launch and a reload of W_hh more often. */
-static int wave_chunk_for(const cc_config *cfg, const gpu_step_plan *p, int T, int L, char *why, size_t len)
+ * which leaves nothing to run beside them), and it pays where one layer's
+ * recurrence leaves SMs idle: at B=256 the lanes' clusters of one layer
+ * already take every cluster slot, and the wavefront measured 6% slower
+ * there. The chunk: a quarter of T, at most 128 steps, at least 32 (128
+ * measured fastest on the cluster kernels at T=512 against 64, 32 and 16:
+ * each chunk pays a launch and a reload of W_hh, while shorter chunks fill
+ * the pipeline sooner; docs/performance.md). [gpu] wavefront_chunk sets it
+ * and takes the wavefront wherever the kernels can. */
+static int wave_chunk_for(const cc_config *cfg, const gpu_step_plan *p, int B, int T, int L, char *why, size_t len)
 {
-    int chunk = cfg->gpu_wavefront_chunk > 0 ? cfg->gpu_wavefront_chunk : 64;
+    const int forced = cfg->gpu_wavefront_chunk > 0;
+    /* the persistent kernels' steps are slower, so a chunk fills their pipeline later: half as long there
+     * at D <= 512 (64 measured 9.6-9.8 ms against 10.1 at 32 and 11.0 at 128 under the sm89 profile;
+     * at D = 1024, 128 against 64: 21.7 against 22.6) */
+    const int persistent_half = p->impl == GRU_IMPL_PERSISTENT && cfg->d_model <= 512;
+    int chunk = forced ? cfg->gpu_wavefront_chunk : T / 4 > 128 ? 128 : T / 4;
+    if (!forced && persistent_half) chunk /= 2;
     if (chunk > T) chunk = T;
+    const int resident = p->impl == GRU_IMPL_CLUSTER ? gru_cluster_resident(&p->caps, cfg->d_model) : 0;
+    char fill[96];
+    snprintf(fill, sizeof(fill), "off: one layer's clusters fill the GPU already (%d of %d)", B / 8, resident);
     const char *off = strcmp(cfg->gpu_wavefront, "off") == 0 ? "off ([gpu] wavefront)"
                       : p->impl == GRU_IMPL_PER_STEP ? "off: the per-step recurrence's GEMMs take the whole GPU at every step"
                       : L > GPU_WAVE_MAX_LAYERS ? "off: more layers than the wavefront's streams"
-                      : cfg->gpu_wavefront_chunk == 0 && L < 2 ? "off: one layer, nothing to run beside its recurrence"
-                      : cfg->gpu_wavefront_chunk == 0 && chunk >= T ? "off: T fits one chunk"
-                                                                   : NULL;
+                      : forced ? NULL
+                      : L < 2 ? "off: one layer, nothing to run beside its recurrence"
+                      : chunk < 32 ? "off: T too short for chunks of 32 steps"
+                      : resident > 0 && B / 8 >= resident ? fill
+                                                          : NULL;
     if (off) {
         snprintf(why, len, "%s", off);
         return 0;
     }
-    snprintf(why, len, "chunks of %d steps%s", chunk, cfg->gpu_wavefront_chunk > 0 ? " ([gpu] wavefront_chunk)" : "");
+    snprintf(why, len, "chunks of %d steps%s", chunk, forced ? " ([gpu] wavefront_chunk)" : "");
     return chunk;
+}
+
+/* A lane's recurrence: its batch, the SMs it chooses its kernels by (the
+ * lanes' recurrences run at once: a persistent one sizes its grid to its
+ * lane's share, so every lane's stays resident) and the implementation. */
+static void plan_recurrence(gpu_step_plan *p, int B, int T, int D)
+{
+    p->lane_B = B / p->lanes;
+    p->rec_caps = p->caps;
+    if (p->lanes > 1) p->rec_caps.sm_count = p->caps.sm_count / p->lanes;
+    p->impl = gpu_gru_impl_for(&p->rec_caps, p->path, p->lane_B, T, D);
+    p->eval_impl = gpu_gru_impl_for(&p->rec_caps, p->path, B, T, D);
+}
+
+/* Under the wavefront the layers' recurrences run at once. Cluster lanes:
+ * 2 rather than 4 (each lane's layers take 3x the clusters; measured 6.7
+ * against 6.9 ms at the default config). Persistent grids: each layer's
+ * takes its share of the lane's SMs, as many layers at once as have a split
+ * that fits (all L where one does; at D=1024 a third of the H200 holds no
+ * split of W_hh, half does); no split for two: no wavefront. */
+static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T, int L)
+{
+    p->wave_chunk = wave_chunk_for(cfg, p, B, T, L, p->wave_why, sizeof(p->wave_why));
+    if (!p->wave_chunk) return;
+    if (p->impl == GRU_IMPL_CLUSTER && cfg->gpu_lanes == 0 && p->lanes > 2 && B % 2 == 0 &&
+        gpu_gru_impl_for(&p->caps, p->path, B / 2, T, cfg->d_model) == GRU_IMPL_CLUSTER) {
+        p->lanes = 2;
+        plan_recurrence(p, B, T, cfg->d_model);
+    }
+    if (p->impl != GRU_IMPL_PERSISTENT) return;
+    for (int k = L; k >= (L > 1 ? 2 : 1); k--) {
+        gpu_caps share = p->rec_caps;
+        share.sm_count = p->rec_caps.sm_count / k;
+        if (gpu_gru_impl_for(&share, p->path, p->lane_B, T, cfg->d_model) != GRU_IMPL_PERSISTENT) continue;
+        p->rec_caps = share;
+        const size_t n = strlen(p->wave_why);
+        snprintf(p->wave_why + n, sizeof(p->wave_why) - n, ", %d layers at once on %d SMs each", k, share.sm_count);
+        return;
+    }
+    p->wave_chunk = 0;
+    snprintf(p->wave_why, sizeof(p->wave_why), "off: no persistent split fits half of %d SMs", p->rec_caps.sm_count);
 }
 
 /* Device bytes of the executor at B: its buffer table, each lane's two
@@ -439,7 +496,7 @@ static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_
     size_t bytes = 0;
     for (int i = 0; i < nb; i++) bytes += bufs[i].bytes;
     bytes += (size_t)p->lanes * 2 * gpu_matmul_workspace_bytes();
-    if (p->wave_chunk) bytes += (size_t)p->lanes * (d->L - 1) * GPU_MATMUL_WINDOW_WORKSPACE;
+    if (p->wave_chunk) bytes += (size_t)p->lanes * d->L * GPU_MATMUL_WINDOW_WORKSPACE;
     if (p->impl == GRU_IMPL_PERSISTENT) bytes += (size_t)p->lanes * 6 * d->D * d->D;
     if (cfg->grad_accum > 1) bytes += 4 * n;
     return bytes;
@@ -459,25 +516,8 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     const cc_dims d = cc_dims_from_config(cfg);
     p->path = gpu_gru_path_named(cfg->gpu_recurrence);
     if (!(p->lanes = lanes_for(cfg, caps, p->path, B, T, d.D))) return -1;
-    p->lane_B = B / p->lanes;
-    /* The lanes' recurrences run at once: a persistent one sizes its grid to
-     * its lane's share of the SMs, so every lane's stays resident. */
-    p->rec_caps = *caps;
-    if (p->lanes > 1) p->rec_caps.sm_count = caps->sm_count / p->lanes;
-    p->impl = gpu_gru_impl_for(&p->rec_caps, p->path, p->lane_B, T, d.D);
-    p->eval_impl = gpu_gru_impl_for(&p->rec_caps, p->path, B, T, d.D);
-    p->wave_chunk = wave_chunk_for(cfg, p, T, d.L, p->wave_why, sizeof(p->wave_why));
-    if (p->wave_chunk && p->impl == GRU_IMPL_PERSISTENT) {
-        /* the wavefront's layers run at once: each persistent grid takes its share of the lane's SMs */
-        gpu_caps share = p->rec_caps;
-        share.sm_count = p->rec_caps.sm_count / d.L;
-        if (gpu_gru_impl_for(&share, p->path, p->lane_B, T, d.D) == GRU_IMPL_PERSISTENT) p->rec_caps = share;
-        else {
-            p->wave_chunk = 0;
-            snprintf(p->wave_why, sizeof(p->wave_why), "off: no persistent split fits %d SMs (the lane's share a layer)",
-                     share.sm_count);
-        }
-    }
+    plan_recurrence(p, B, T, d.D);
+    plan_wavefront(p, cfg, B, T, d.L);
     p->wide = gpu_gru_wide_for(caps, p->path, B, T, d.D);
     p->attn_tc = strcmp(cfg->gpu_attention, "fp32") != 0 && attention_tc_supported(caps, d.D, d.H, d.W);
     cc_layout lay;
@@ -545,15 +585,11 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
                                &ln->ev_finished, &ln->ev_to_rec, &ln->ev_from_rec, &ln->ev_side, &ln->ev_top_wgrad };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
             cudaCheck(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
-        ln->feed[0] = ln->stream;
         ln->rec[0] = ln->rec_stream;
-        ln->feed_gemm[0] = ln->gemm;
         for (int k = 0; g->wave_chunk && k < d.L; k++) {
-            if (k > 0) {
-                cudaCheck(cudaStreamCreateWithPriority(&ln->feed[k], cudaStreamDefault, lane_priority));
-                cudaCheck(cudaStreamCreateWithPriority(&ln->rec[k], cudaStreamDefault, highest));
-                ln->feed_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
-            }
+            cudaCheck(cudaStreamCreateWithPriority(&ln->feed[k], cudaStreamDefault, lane_priority));
+            ln->feed_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
+            if (k > 0) cudaCheck(cudaStreamCreateWithPriority(&ln->rec[k], cudaStreamDefault, highest));
             cudaCheck(cudaEventCreateWithFlags(&ln->ev_feed[k], cudaEventDisableTiming));
             cudaCheck(cudaEventCreateWithFlags(&ln->ev_rec[k], cudaEventDisableTiming));
         }

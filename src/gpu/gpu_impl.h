@@ -23,8 +23,9 @@
 #define GPU_MAX_LANES 8
 /* The wavefront (passes_gpu.c) gives each layer of a lane its own pair of
  * streams: a feed stream (the layer's norm and input GEMM forward, its
- * input gradient and norm backward, chunk by chunk) and a recurrence stream;
- * layer 0's are the lane's stream and rec_stream. Up to this many layers. */
+ * input gradient and norm backward, chunk by chunk) and a recurrence stream
+ * (layer 0's is the lane's rec_stream); the lane's own stream runs the
+ * context stream and the classifier beside them. Up to this many layers. */
 #define GPU_WAVE_MAX_LAYERS 8
 
 typedef struct {
@@ -60,7 +61,7 @@ typedef struct {
     gpu_caps rec_caps;     /* the same with a lane's share of the SMs: what the recurrence kernels choose by */
     int gru_wide; /* the forward recurrence 16 sequences a cluster (gpu_gru_wide_for the whole batch) */
     int wave_chunk; /* timesteps a chunk of the wavefront (gpu_step_plan), 0: layer after layer */
-    char wave_why[96];
+    char wave_why[128];
     int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */
     /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;

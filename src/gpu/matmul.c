@@ -244,3 +244,25 @@ void gpu_matmul_dx_window(gpu_matmul_ctx *g, float *dx, const void *dy16, const 
     gemm_batched(g, dx, 0, K, dy16, N, 0, w16, K, 0, len, K, N, 1.f, 0.f, NULL, nseq, (long long)T * N,
                  (long long)T * K, s);
 }
+
+void gpu_matmul_fwd_f16_window(gpu_matmul_ctx *g, void *y16, const void *x16, const void *w16, int nseq, int len, int T,
+                               int N, int K, cudaStream_t s)
+{
+    if (nseq == 1 || len == T) {
+        gpu_matmul_fwd_f16(g, y16, x16, w16, nseq * len, N, K, s);
+        return;
+    }
+    gemm_batched(g, y16, 1, N, x16, K, 0, w16, K, 1, len, N, K, 1.f, 0.f, NULL, nseq, (long long)T * K,
+                 (long long)T * N, s);
+}
+
+void gpu_matmul_dx_f16_window(gpu_matmul_ctx *g, void *dx16, const void *dy16, const void *w16, int nseq, int len,
+                              int T, int N, int K, cudaStream_t s)
+{
+    if (nseq == 1 || len == T) {
+        gpu_matmul_dx_f16(g, dx16, dy16, w16, nseq * len, N, K, s);
+        return;
+    }
+    gemm_batched(g, dx16, 1, K, dy16, N, 0, w16, K, 0, len, K, N, 1.f, 0.f, NULL, nseq, (long long)T * N,
+                 (long long)T * K, s);
+}

@@ -18,6 +18,7 @@ typedef struct {
     int nlanes; /* lanes of this step */
     int B, T, M, D, L, H, W, V;
     size_t r0, M_all; /* the lane's first row; rows of the whole batch (per-layer tensors are [L, M_all, ·]) */
+    int top_chunked; /* the wavefront also chunks the context stream and classifier (wave_top_chunked) */
     cc_norm_consts nc; /* RMSNorm's constants */
 } lane_ctx;
 
@@ -25,7 +26,7 @@ static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
 {
     const cc_dims *d = &ex->lay.dims;
     lane_ctx c = { ex, IMPL(ex), ln, nlanes, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
-                   (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T,
+                   (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T, 0,
                    cc_norm_consts_of(d) };
     return c;
 }
@@ -173,7 +174,8 @@ static void crossentropy_lane(lane_ctx *c, float loss_scale, int with_grad)
 {
     gpu_impl *g = c->g;
     launch_crossentropy(ROWS(c, g->loss_row, 1), ROWS(c, g->rank, 1), with_grad ? ROWS(c, g->dlogits16, c->V) : NULL,
-                        ROWS(c, g->logits, c->V), ROWS(c, g->y, 1), c->M, c->V, loss_scale, c->ln->stream);
+                        ROWS(c, g->logits, c->V), ROWS(c, g->y, 1), c->M, c->V, row_window_all(c->M), loss_scale,
+                        c->ln->stream);
 }
 
 /* The ctx.*, final_norm and lm_head gradients lie at the end of the buffer
@@ -229,7 +231,7 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     /* context stream */
     if (ctx_limit > 0) { /* the guard rescales a copy: du itself flows on down the residual */
         cudaCheck(cudaMemcpyAsync(dc, du, sizeof(float) * MD, cudaMemcpyDeviceToDevice, s));
-        launch_rownorm_clamp(dc, M, D, ctx_limit, s);
+        launch_rownorm_clamp(dc, M, D, row_window_all(M), ctx_limit, s);
     }
     launch_f32_to_f16(dc16, ctx_limit > 0 ? dc : du, MD, s);
     side_stream_after(ln);
@@ -426,7 +428,9 @@ static void wave_forward_chunk(lane_ctx *c, int l, int k)
     const int len = t1 - t0, M = c->M;
     const row_window rw = { len, T };
     cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
-    if (l == 0 && k == 0) { /* layer 0's input for every step */
+    if (l == 0 && k == 0) { /* layer 0's input for every step, once the lane's batch is there */
+        wave_record(ln->ev_feed[0], ln->stream);
+        wave_wait(feed, ln->ev_feed[0]);
         launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, feed);
         launch_rmsnorm_forward(NULL, LROWS(c, g->a16, 0, D), LROWS(c, g->a_ir, 0, 1), LROWS(c, g->u, 0, D),
                                P32(ex, lay->gru_norm[0]), M, D, &c->nc, feed);
@@ -475,8 +479,8 @@ static void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
     const int len = t1 - t0;
     const row_window rw = { len, T };
     cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
-    if (l == c->L - 1) { /* dL/du^L of every step is the context stream's */
-        if (k == wave_chunks(c) - 1) {
+    if (l == c->L - 1) { /* dL/du^L: the context stream's, of the chunk or of every step */
+        if (c->top_chunked || k == wave_chunks(c) - 1) {
             wave_record(ln->ev_feed[c->L - 1], ln->stream);
             wave_wait(rec, ln->ev_feed[c->L - 1]);
         }
@@ -515,6 +519,95 @@ static void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
                                   ROWS(c, g->tok_pos, 1), c->V, D, s);
         wave_wait(s, ln->ev_wgrad[0]);
     }
+}
+
+
+/* The context stream, the classifier and the loss on chunk k, after the
+ * last layer's chunk k (wave_forward_chunk left s there): the attention's
+ * queries in the chunk read keys from up to W - 1 steps before it, which
+ * earlier chunks made. All on the lane's stream. */
+static void wave_top_forward(lane_ctx *c, int k, float loss_scale, int with_grad)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    const cc_layout *lay = &ex->lay;
+    const int D = c->D, T = c->T, B = c->B, V = c->V;
+    int t0, t1;
+    wave_window(c, k, &t0, &t1);
+    const int len = t1 - t0, Mw = B * len;
+    const row_window rw = { len, T };
+    cudaStream_t s = c->ln->stream;
+    gpu_matmul_ctx *gm = c->ln->gemm;
+    const size_t at = (size_t)t0;
+    uint16_t *s16 = ROWS(c, g->s16, D) + at * D, *o16 = ROWS(c, g->o16, D) + at * D, *f16 = ROWS(c, g->f16, D) + at * D;
+    float *cc = ROWS(c, g->c, D) + at * D, *mm = ROWS(c, g->mm, D) + at * D;
+    gpu_matmul_fwd_f16_window(gm, ROWS(c, g->qkv16, 3 * D) + at * 3 * D, s16, P16(ex, lay->ctx_qkv), B, len, T, 3 * D,
+                              D, s);
+    launch_attention_forward_tc_window(NULL, ROWS(c, g->o16, D), NULL, HROWS(c, g->lse), ROWS(c, g->qkv16, 3 * D), B, T,
+                                       D, c->H, c->W, t0, t1, s);
+    gpu_matmul_fwd_window(gm, cc, o16, P16(ex, lay->ctx_out), NULL, B, len, T, D, D, s);
+    launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1) + at, WROWS(c, g->u, c->L, D, t0), cc,
+                               P32(ex, lay->final_norm), Mw, D, rw, &c->nc, s);
+    float *logits = ROWS(c, g->logits, V) + at * V;
+    gpu_matmul_fwd_window(gm, logits, f16, P16(ex, lay->lm_head), NULL, B, len, T, V, D, s);
+    launch_crossentropy(ROWS(c, g->loss_row, 1) + at, ROWS(c, g->rank, 1) + at,
+                        with_grad ? ROWS(c, g->dlogits16, V) + at * V : NULL, logits, ROWS(c, g->y, 1) + at, Mw, V,
+                        rw, loss_scale, s);
+}
+
+/* The classifier's and the context stream's backward on chunk k (chunks
+ * from the last), down to dL/du^L there: the attention's keys in the chunk
+ * take the gradients of the queries up to W - 1 steps after it, whose
+ * chunks ran before. After the first chunk, the top's weight gradients,
+ * one GEMM each over all T, go to the side stream. */
+static void wave_top_backward(lane_ctx *c, int k, float ctx_limit)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    gpu_lane *ln = c->ln;
+    const cc_layout *lay = &ex->lay;
+    const int D = c->D, T = c->T, B = c->B, V = c->V, M = c->M;
+    int t0, t1;
+    wave_window(c, k, &t0, &t1);
+    const int len = t1 - t0, Mw = B * len;
+    const row_window rw = { len, T };
+    const size_t at = (size_t)t0, pitch = sizeof(float) * (size_t)T * D, width = sizeof(float) * (size_t)len * D;
+    cudaStream_t s = ln->stream;
+    gpu_matmul_ctx *gm = ln->gemm;
+    float *du = ROWS(c, g->du, D) + at * D, *dtmp = ROWS(c, g->dtmp, D) + at * D, *dc = ROWS(c, g->dc, D) + at * D;
+    uint16_t *d16 = ROWS(c, g->d16, 3 * D), *dc16 = ROWS(c, g->dc16, D) + at * D;
+    gpu_matmul_dx_window(gm, dtmp, ROWS(c, g->dlogits16, V) + at * V, P16(ex, lay->lm_head), B, len, T, V, D, s);
+    cudaCheck(cudaMemset2DAsync(du, pitch, 0, width, B, s));
+    launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, ROWS(c, g->mm, D) + at * D, P32(ex, lay->final_norm),
+                            ROWS(c, g->f_ir, 1) + at, Mw, D, rw, &c->nc, &g->caps, s);
+    if (ctx_limit > 0) { /* the guard rescales a copy: du itself flows on down the residual */
+        cudaCheck(cudaMemcpy2DAsync(dc, pitch, du, pitch, width, B, cudaMemcpyDeviceToDevice, s));
+        launch_rownorm_clamp(dc, Mw, D, rw, ctx_limit, s);
+    }
+    launch_f32_to_f16_rows(dc16, ctx_limit > 0 ? dc : du, Mw, D, rw, s);
+    gpu_matmul_dx_f16_window(gm, ROWS(c, g->do16, D) + at * D, dc16, P16(ex, lay->ctx_out), B, len, T, D, D, s);
+    launch_attention_backward_tc_window(NULL, d16, HROWS(c, g->delta), ROWS(c, g->do16, D), HROWS(c, g->lse),
+                                        ROWS(c, g->qkv16, 3 * D), B, T, D, c->H, c->W, t0, t1, s);
+    gpu_matmul_dx_window(gm, dtmp, d16 + at * 3 * D, P16(ex, lay->ctx_qkv), B, len, T, 3 * D, D, s);
+    launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, WROWS(c, g->u, c->L, D, t0), P32(ex, lay->ctx_norm),
+                            ROWS(c, g->s_ir, 1) + at, Mw, D, rw, &c->nc, &g->caps, s);
+    if (k > 0) return;
+    side_stream_after(ln);
+    cudaStream_t side = ln->wgrad_stream;
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->lm_head), ROWS(c, g->dlogits16, V), ROWS(c, g->f16, D), M, V, D, side);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_out), ROWS(c, g->dc16, D), ROWS(c, g->o16, D), M, D, D, side);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_qkv), d16, ROWS(c, g->s16, D), M, 3 * D, D, side);
+    cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));
+    if (gpu_overlaps_allreduce(ex, c->nlanes)) allreduce_tail_early(c);
+}
+
+/* Whether the wavefront chunks the context stream too: its tensor-core
+ * attention works in blocks of ATTENTION_TC_BLOCK queries, so the chunks
+ * must be whole blocks (the FP32 kernels take the whole sequence). */
+static int wave_top_chunked(const cc_executor *ex)
+{
+    const gpu_impl *g = IMPL(ex);
+    return g->attn_tc && g->wave_chunk % ATTENTION_TC_BLOCK == 0 && g->wave_chunk < ex->T;
 }
 
 /* Whether this step takes the wavefront: the plan's, except while profiling
@@ -585,25 +678,30 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
         c[i] = lane_view(ex, &g->lane[i], n);
         if (i > 0) cudaCheck(cudaStreamWaitEvent(g->lane[i].stream, g->ev_batch, 0));
     }
-    const int wave = wave_on(ex), nchunks = wave ? wave_chunks(&c[0]) : 0;
+    const int wave = wave_on(ex), nchunks = wave ? wave_chunks(&c[0]) : 0, top = wave && wave_top_chunked(ex);
+    for (int i = 0; i < n; i++) c[i].top_chunked = top;
     if (wave) /* chunk by chunk, layer by layer, lane by lane */
-        for (int k = 0; k < nchunks; k++)
+        for (int k = 0; k < nchunks; k++) {
             for (int l = 0; l < L; l++)
                 for (int i = 0; i < n; i++) wave_forward_chunk(&c[i], l, k);
+            for (int i = 0; top && i < n; i++) wave_top_forward(&c[i], k, (float)loss_scale, scored > 0);
+        }
     else
         for (int l = 0; l < L; l++)
             for (int i = 0; i < n; i++) forward_layer(&c[i], l);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; !top && i < n; i++) {
         forward_top(&c[i]);
         crossentropy_lane(&c[i], (float)loss_scale, scored > 0);
         if (scored > 0) backward_top(&c[i], ctx_limit);
     }
     if (wave && scored > 0) {
-        for (int i = 0; i < n; i++)
+        for (int i = 0; !top && i < n; i++)
             if (gpu_overlaps_allreduce(ex, n)) allreduce_tail_early(&c[i]);
-        for (int k = nchunks - 1; k >= 0; k--)
+        for (int k = nchunks - 1; k >= 0; k--) {
+            for (int i = 0; top && i < n; i++) wave_top_backward(&c[i], k, ctx_limit);
             for (int l = L - 1; l >= 0; l--)
                 for (int i = 0; i < n; i++) wave_backward_chunk(&c[i], l, k, clamp_limit);
+        }
     }
     for (int l = L - 1; !wave && scored > 0 && l >= 0; l--)
         for (int i = 0; i < n; i++) backward_layer(&c[i], l, clamp_limit);

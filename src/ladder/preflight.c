@@ -134,9 +134,15 @@ static void model_config(cc_config *c, const cc_config *cfg, const gpu_step_plan
              p->impl == GRU_IMPL_PERSISTENT ? "persistent" : p->impl == GRU_IMPL_PER_STEP ? "per-step" : "auto");
     c->loss_scale = 128;
     c->loss_scale_dynamic = 0;
-    /* the run's schedule: under the wavefront, chunks of 5 over the 12 positions (5, 5, 2) */
+    /* the run's schedule: under the wavefront, chunks of 5 over the 12 positions (5, 5, 2); where
+     * its chunks also cut the context stream (whole blocks of the tensor-core attention), chunks
+     * of one block over 72 positions (64, 8: the keys of the first take the second's queries) */
     snprintf(c->gpu_wavefront, sizeof(c->gpu_wavefront), "%s", p->wave_chunk ? "auto" : "off");
     c->gpu_wavefront_chunk = p->wave_chunk ? 5 : 0;
+    if (p->wave_chunk && p->attn_tc && p->wave_chunk % ATTENTION_TC_BLOCK == 0 && T > ATTENTION_TC_BLOCK) {
+        c->seq_len = imin(T, ATTENTION_TC_BLOCK + 8);
+        c->gpu_wavefront_chunk = ATTENTION_TC_BLOCK;
+    }
 }
 
 /* Runs the checks; returns the index of the first that failed (its row in

@@ -37,6 +37,31 @@ static void ref_attention_lse(float *lse, const float *qkv, int B, int T, int D,
 }
 
 
+/* The tensor-core kernels again in time windows of ATTENTION_TC_BLOCK
+ * queries, as the wavefront runs them (the forward in time order, the
+ * backward from the last window), into fresh buffers: o, lse and the FP16
+ * dqkv must be the whole launch's bit for bit. */
+static void window_check(stage *st, const void *dq16, const void *ddo16, const float *whole_o, const float *whole_lse,
+                         const float *whole_d16, int B, int T, int D, int H, int W)
+{
+    const int C = ATTENTION_TC_BLOCK;
+    const size_t MD = (size_t)B * T * D, PH = (size_t)B * H * T;
+    float *o = dev_f32(NULL, MD), *lse = dev_f32(NULL, PH), *delta = dev_f32(NULL, PH);
+    void *d16 = dev_f16(NULL, 3 * MD);
+    for (int t0 = 0; t0 < T; t0 += C)
+        launch_attention_forward_tc_window(o, NULL, NULL, lse, dq16, B, T, D, H, W, t0, t0 + C < T ? t0 + C : T, 0);
+    for (int t0 = (T - 1) / C * C; t0 >= 0; t0 -= C)
+        launch_attention_backward_tc_window(NULL, d16, delta, ddo16, lse, dq16, B, T, D, H, W, t0,
+                                            t0 + C < T ? t0 + C : T, 0);
+    float *go = get_f32(o, MD), *gl = get_f32(lse, PH), *gd = get_f16(d16, 3 * MD);
+    char what[96];
+    snprintf(what, sizeof(what), "windows of %d: o, lse, dqkv FP16 bit for bit (hd %d, T %d, W %d)", C, D / H, T, W);
+    check_flag(st, what, memcmp(go, whole_o, 4 * MD) == 0 && memcmp(gl, whole_lse, 4 * PH) == 0 &&
+                             memcmp(gd, whole_d16, 12 * MD) == 0);
+    FREE_ALL(go, gl, gd);
+    DFREE_ALL(o, lse, delta, d16);
+}
+
 /* One case: B sequences of T tokens, H heads of D / H, window W, on the
  * tensor-core kernels (tc, where attention_tc_supported) or the FP32 ones,
  * forward and backward against the CPU reference. */
@@ -77,6 +102,7 @@ void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T
     check(st, what, gd, rd, 3 * MD, tol, 0);
     snprintf(what, sizeof(what), "dqkv FP16 (hd %d, T %d, W %d)", D / H, T, W);
     check(st, what, gd16, rd, 3 * MD, tol > 1e-3 ? tol : 1e-3, 0); /* FP16 storage */
+    if (tc && T > ATTENTION_TC_BLOCK) window_check(st, dq16, ddo16, go, glse, gd16, B, T, D, H, W);
     FREE_ALL(qkv, dout, go, gp, gd, gd16, glse, ro, rp, rd, rlse);
     DFREE_ALL(dq, ddo, o, p, dqkv, ds, dqkv16, lse, delta, dq16, ddo16);
 }
@@ -93,7 +119,7 @@ static void run_attention(const ladder_ctx *cx, stage *st)
         { 256, 2, 40, 16 }, { 256, 2, 150, 128 }, { 512, 2, 70, 64 }, /* hd 128 and 256: 64-column chunks */
     };
     snprintf(st->shape, sizeof(st->shape),
-             "B=%d, hd 16 (FP32), 64/128/256 (tensor cores) W=16..128, T up to 300", B);
+             "B=%d, hd 16 (FP32), 64/128/256 (tensor cores) W=16..128, T up to 300, time windows", B);
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         const int D = cases[ci].D, H = cases[ci].H, T = cases[ci].T, W = cases[ci].W;
         attention_check(cx, st, B, D, H, T, W, attention_tc_supported(cx->caps, D, H, W));

@@ -28,7 +28,7 @@ static void run_crossentropy(const ladder_ctx *cx, stage *st)
     float *dW = dev_f32(NULL, (size_t)V * D);
     cudaCheck(cudaMemset(dW, 0, 4 * (size_t)V * D));
     gpu_matmul(gm, dlog, V, df16, D, 0, dw16, D, 1, M, V, D, 1.f, 0.f, NULL, 0);
-    launch_crossentropy(dloss, drank, ddl16, dlog, dy, M, V, S, 0);
+    launch_crossentropy(dloss, drank, ddl16, dlog, dy, M, V, row_window_all(M), S, 0);
     gpu_matmul(gm, dW, D, ddl16, V, 1, df16, D, 0, V, D, M, 1.f, 1.f, NULL, 0);
     float *glog = get_f32(dlog, (size_t)M * V), *gloss = get_f32(dloss, M), *gdl = get_f16(ddl16, (size_t)M * V);
     float *gW = get_f32(dW, (size_t)V * D);

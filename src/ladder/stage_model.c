@@ -23,7 +23,7 @@ void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *cfg, cons
     const int B = c.batch_size, T = c.seq_len, M = B * T, V = c.vocab_size;
     cc_executor *cpu, *gpu;
     if (!executor_pair(st, &c, B, T, &cpu, &gpu)) return;
-    char what[96];
+    char what[160];
     if (lanes) {
         snprintf(what, sizeof(what), "the step runs %d lanes%s", lanes, tag);
         check_flag(st, what, cc_gpu_lanes(gpu) == lanes);
@@ -169,10 +169,13 @@ static void accum_step_case(const ladder_ctx *cx, stage *st, cc_rng *r)
  * and run twice for the same bits (full_step_check). */
 static void wavefront_cases(const ladder_ctx *cx, stage *st)
 {
+    /* chunks of 64 on D=128, H=2 (head size 64 on tensor cores) also chunk the
+     * context stream: W=64 reaches into the chunk before, W=128 over two */
     static const struct {
-        int L, chunk, D, lanes;
+        int L, chunk, D, lanes, T, W;
     } cases[] = {
-        { 2, 8, 64, 0 }, { 2, 5, 64, 0 }, { 1, 7, 64, 0 }, { 3, 11, 64, 0 }, { 4, 6, 64, 0 }, { 3, 16, 128, 2 },
+        { 2, 8, 64, 0, 0, 0 },    { 2, 5, 64, 0, 0, 0 },     { 1, 7, 64, 0, 0, 0 },      { 3, 11, 64, 0, 0, 0 },
+        { 4, 6, 64, 0, 0, 0 },    { 3, 16, 128, 2, 40, 16 }, { 2, 64, 128, 2, 160, 64 }, { 3, 64, 128, 2, 200, 128 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cc_config c;
@@ -182,13 +185,14 @@ static void wavefront_cases(const ladder_ctx *cx, stage *st)
         if (cases[i].lanes) { /* the 2-lane case's shape */
             c.d_model = cases[i].D;
             c.n_heads = 2;
-            c.seq_len = 40;
+            c.seq_len = cases[i].T;
+            c.ctx_window = cases[i].W;
             c.batch_size = 16;
             c.gpu_lanes = cases[i].lanes;
         }
-        char tag[64];
-        snprintf(tag, sizeof(tag), " (wavefront L=%d T=%d chunk %d%s)", c.n_layers, c.seq_len, c.gpu_wavefront_chunk,
-                 cases[i].lanes ? ", 2 lanes" : "");
+        char tag[80];
+        snprintf(tag, sizeof(tag), " (wavefront L=%d T=%d W=%d chunk %d%s)", c.n_layers, c.seq_len, c.ctx_window,
+                 c.gpu_wavefront_chunk, cases[i].lanes ? ", 2 lanes" : "");
         full_step_check(cx, st, &c, tag, cases[i].lanes, 0);
     }
 }
