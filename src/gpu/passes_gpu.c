@@ -9,20 +9,9 @@
 #include "catchat/gpu_gru.h"
 #include "catchat/kernels.h"
 #include "gpu/gpu_impl.h"
+#include "gpu/lane_gpu.h"
 
-/* A lane's view of the batch: rows [r0, r0 + M) of every [B·T, ·] tensor. */
-typedef struct {
-    cc_executor *ex;
-    gpu_impl *g;
-    gpu_lane *ln;
-    int nlanes; /* lanes of this step */
-    int B, T, M, D, L, H, W, V;
-    size_t r0, M_all; /* the lane's first row; rows of the whole batch (per-layer tensors are [L, M_all, ·]) */
-    int top_chunked; /* the wavefront also chunks the context stream and classifier (wave_top_chunked) */
-    cc_norm_consts nc; /* RMSNorm's constants */
-} lane_ctx;
-
-static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
+lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
 {
     const cc_dims *d = &ex->lay.dims;
     lane_ctx c = { ex, IMPL(ex), ln, nlanes, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
@@ -30,13 +19,6 @@ static lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
                    cc_norm_consts_of(d) };
     return c;
 }
-
-/* The lane's first row of a [M_all, width] tensor, and of layer l's block of an [L, M_all, width] one. */
-#define ROWS(c, base, width) ((base) + (c)->r0 * (size_t)(width))
-#define LROWS(c, base, l, width) ((base) + ((size_t)(l) * (c)->M_all + (c)->r0) * (size_t)(width))
-#define G32L(c, idx) ((c)->ln->g32 + (c)->ex->lay.t[(idx)].offset)
-/* A lane's rows of a per-query, per-head [B, H, T] tensor (sequence-major). */
-#define HROWS(c, base) ((base) + (size_t)(c)->ln->b0 * (c)->H * (c)->T)
 
 static void check(lane_ctx *c, const char *stage, const char *tensor, int layer, const void *ptr, size_t n, int half,
                   int width)
@@ -67,13 +49,13 @@ static void from_rec(gpu_lane *ln)
 
 /* The lane's B sequences of a GRU layer, and layer l's tensors in the
  * lane's rows (gh: the lane's block of the per-step loop's scratch). */
-static gru_shape gru_shape_of(const lane_ctx *c)
+gru_shape gru_shape_of(const lane_ctx *c)
 {
     const gru_shape sh = { c->B, c->T, c->D, 0, c->T };
     return sh;
 }
 
-static gru_layer gru_layer_of(const lane_ctx *c, int l)
+gru_layer gru_layer_of(const lane_ctx *c, int l)
 {
     const cc_executor *ex = c->ex;
     const gpu_impl *g = c->g;
@@ -181,7 +163,7 @@ static void crossentropy_lane(lane_ctx *c, float loss_scale, int with_grad)
 /* The ctx.*, final_norm and lm_head gradients lie at the end of the buffer
  * and are final once the context stream's backward is done: with one lane,
  * reduce them over ranks on the side stream while the recurrence runs. */
-static void allreduce_tail_early(lane_ctx *c)
+void allreduce_tail_early(lane_ctx *c)
 {
     cc_executor *ex = c->ex;
     gpu_impl *g = c->g;
@@ -193,7 +175,7 @@ static void allreduce_tail_early(lane_ctx *c)
 }
 
 /* The side stream starts what follows once the lane's stream has reached this point. */
-static void side_stream_after(gpu_lane *ln)
+void side_stream_after(gpu_lane *ln)
 {
     cudaCheck(cudaEventRecord(ln->ev_side, ln->stream));
     cudaCheck(cudaStreamWaitEvent(ln->wgrad_stream, ln->ev_side, 0));
@@ -276,7 +258,7 @@ static int grad_slot(const lane_ctx *c, int l) { return c->g->wave_layers > 2 ? 
 
 /* Layer l's gradients in the lane's rows: dh_in is du (see backward_layer);
  * the gate gradients go to the buffer pair of the layer's parity. */
-static gru_grads gru_grads_of(const lane_ctx *c, int l)
+gru_grads gru_grads_of(const lane_ctx *c, int l)
 {
     const cc_layout *lay = &c->ex->lay;
     const gpu_impl *g = c->g;
@@ -381,244 +363,6 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     }
 }
 
-
-/* ---- the wavefront: the layers' recurrences over time chunks ----
- *
- * Forward, chunk k = [t0, t1): layer l's input on the chunk needs only layer
- * l-1's h there (and its own u), and layer l's recurrence on the chunk needs
- * that input and its own state at t0-1, which its chunk k-1 left. So layer l
- * runs chunk k while layer l-1 runs chunk k+1. Each layer has a feed stream
- * (the residual add and norm that make its input, and its input GEMM, on
- * the chunk's rows) and a recurrence stream; an event per layer hands each
- * chunk on. The host issues chunk by chunk, layer by layer, so every wait is
- * enqueued right after the record it waits for, and one event per layer
- * serves every chunk. Layer 0's input is made for all T at once (nothing
- * comes before it). The BPTT is the same top down and in reverse time: layer
- * l's chunk needs dL/dh^l on the chunk, which layer l+1's input gradient and
- * norm backward on that chunk finish, and the carry its own chunk k+1 left.
- * Every kernel of a chunk reads and writes only the chunk's rows, and no two
- * layers work on the same rows at once; each layer's weight gradients, one
- * GEMM over all T, follow its last chunk on the side stream. */
-
-static void wave_window(const lane_ctx *c, int k, int *t0, int *t1)
-{
-    const int C = c->g->wave_chunk;
-    *t0 = k * C;
-    *t1 = *t0 + C < c->T ? *t0 + C : c->T;
-}
-
-static int wave_chunks(const lane_ctx *c) { return (c->T + c->g->wave_chunk - 1) / c->g->wave_chunk; }
-
-/* The rows of layer-indexed tensor `base` (width w) at the lane's first sequence's step t0. */
-#define WROWS(c, base, l, w, t0) (LROWS(c, base, l, w) + (size_t)(t0) * (w))
-
-static void wave_wait(cudaStream_t s, cudaEvent_t ev) { cudaCheck(cudaStreamWaitEvent(s, ev, 0)); }
-static void wave_record(cudaEvent_t ev, cudaStream_t s) { cudaCheck(cudaEventRecord(ev, s)); }
-
-/* Layer l's forward on chunk k. */
-static void wave_forward_chunk(lane_ctx *c, int l, int k)
-{
-    cc_executor *ex = c->ex;
-    gpu_impl *g = c->g;
-    gpu_lane *ln = c->ln;
-    const cc_layout *lay = &ex->lay;
-    const int D = c->D, T = c->T, B = c->B;
-    int t0, t1;
-    wave_window(c, k, &t0, &t1);
-    const int len = t1 - t0, M = c->M;
-    const row_window rw = { len, T };
-    cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
-    if (l == 0 && k == 0) { /* layer 0's input for every step, once the lane's batch is there */
-        wave_record(ln->ev_feed[0], ln->stream);
-        wave_wait(feed, ln->ev_feed[0]);
-        launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, feed);
-        launch_rmsnorm_forward(NULL, LROWS(c, g->a16, 0, D), LROWS(c, g->a_ir, 0, 1), LROWS(c, g->u, 0, D),
-                               P32(ex, lay->gru_norm[0]), M, D, &c->nc, feed);
-        gpu_matmul_fwd(ln->feed_gemm[0], LROWS(c, g->gx, 0, 3 * D), LROWS(c, g->a16, 0, D), P16(ex, lay->gru_wih[0]),
-                       P32(ex, lay->gru_bih[0]), M, 3 * D, D, feed);
-        wave_record(ln->ev_feed[0], feed);
-    } else if (l > 0) { /* u^l = u^{l-1} + h^{l-1} and its norm on the chunk, then gx^l */
-        wave_wait(feed, ln->ev_rec[l - 1]);
-        launch_add_rmsnorm_forward(WROWS(c, g->u, l, D, t0), NULL, WROWS(c, g->a16, l, D, t0),
-                                   WROWS(c, g->a_ir, l, 1, t0), WROWS(c, g->u, l - 1, D, t0),
-                                   WROWS(c, g->h, l - 1, D, t0), P32(ex, lay->gru_norm[l]), B * len, D, rw, &c->nc,
-                                   feed);
-        gpu_matmul_fwd_window(ln->feed_gemm[l], WROWS(c, g->gx, l, 3 * D, t0), WROWS(c, g->a16, l, D, t0),
-                              P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), B, len, T, 3 * D, D, feed);
-        wave_record(ln->ev_feed[l], feed);
-    }
-    if (l > 0 || k == 0) wave_wait(rec, ln->ev_feed[l]);
-    const gru_layer gl = gru_layer_of(c, l);
-    gru_shape sh = gru_shape_of(c);
-    sh.t0 = t0;
-    sh.t1 = t1;
-    gpu_trace_wave_point(ln->index, l, rec);
-    gpu_gru_forward(ln->gemm, &g->rec_caps, g->gru_path, &gl, sh, g->gru_wide, rec);
-    gpu_trace_wave_point(ln->index, l, rec);
-    wave_record(ln->ev_rec[l], rec);
-    if (l == c->L - 1) { /* u^L and the context stream's norm of it, on the lane's stream */
-        cudaStream_t s = ln->stream;
-        wave_wait(s, ln->ev_rec[l]);
-        launch_add_rmsnorm_forward(WROWS(c, g->u, c->L, D, t0), NULL, ROWS(c, g->s16, D) + (size_t)t0 * D,
-                                   ROWS(c, g->s_ir, 1) + t0, WROWS(c, g->u, l, D, t0), WROWS(c, g->h, l, D, t0),
-                                   P32(ex, lay->ctx_norm), B * len, D, rw, &c->nc, s);
-    }
-}
-
-/* Layer l's BPTT on chunk k (chunks run from the last), then its input
- * gradient and norm backward there: dL/du^l on the chunk, in du. */
-static void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
-{
-    cc_executor *ex = c->ex;
-    gpu_impl *g = c->g;
-    gpu_lane *ln = c->ln;
-    const cc_layout *lay = &ex->lay;
-    const int D = c->D, T = c->T, B = c->B;
-    int t0, t1;
-    wave_window(c, k, &t0, &t1);
-    const int len = t1 - t0;
-    const row_window rw = { len, T };
-    cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
-    if (l == c->L - 1) { /* dL/du^L: the context stream's, of the chunk or of every step */
-        if (c->top_chunked || k == wave_chunks(c) - 1) {
-            wave_record(ln->ev_feed[c->L - 1], ln->stream);
-            wave_wait(rec, ln->ev_feed[c->L - 1]);
-        }
-    } else {
-        wave_wait(rec, ln->ev_feed[l + 1]);
-    }
-    const gru_layer gl = gru_layer_of(c, l);
-    const gru_grads gg = gru_grads_of(c, l);
-    gru_shape sh = gru_shape_of(c);
-    sh.t0 = t0;
-    sh.t1 = t1;
-    gpu_trace_wave_point(ln->index, l, rec);
-    const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, &gl, &gg, sh, clamp_limit, rec);
-    gpu_trace_wave_point(ln->index, l, rec);
-    wave_record(ln->ev_rec[l], rec);
-    if (k == 0) { /* the layer's weight gradients, one GEMM over all T each */
-        wave_wait(ln->wgrad_stream, ln->ev_rec[l]);
-        gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
-        gpu_gru_weight_grads(ln->gemm_wgrad, &gl, &gg, nparts, gru_shape_of(c), ln->wgrad_stream);
-        gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg.dgx16, LROWS(c, g->a16, l, D), c->M, 3 * D, D,
-                      ln->wgrad_stream);
-        gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
-        if (l == 0) wave_record(ln->ev_wgrad[0], ln->wgrad_stream);
-    }
-    wave_wait(feed, ln->ev_rec[l]);
-    float *du = ROWS(c, g->du, D) + (size_t)t0 * D, *dtmp = ROWS(c, g->dtmp, D) + (size_t)t0 * D;
-    gpu_matmul_dx_window(ln->feed_gemm[l], dtmp, (const uint16_t *)gg.dgx16 + (size_t)t0 * 3 * D,
-                         P16(ex, lay->gru_wih[l]), B, len, T, 3 * D, D, feed);
-    launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, WROWS(c, g->u, l, D, t0), P32(ex, lay->gru_norm[l]),
-                            WROWS(c, g->a_ir, l, 1, t0), B * len, D, rw, &c->nc, &g->caps, feed);
-    wave_record(ln->ev_feed[l], feed);
-    if (l == 0 && k == 0) { /* every chunk of du^0 is done: the embedding's gradient, then the weight GEMMs' end */
-        cudaStream_t s = ln->stream;
-        wave_wait(s, ln->ev_feed[0]);
-        launch_embedding_backward(G32L(c, lay->embed), ROWS(c, g->du, D), g->tok_off + (size_t)ln->index * (c->V + 1),
-                                  ROWS(c, g->tok_pos, 1), c->V, D, s);
-        wave_wait(s, ln->ev_wgrad[0]);
-    }
-}
-
-
-/* The context stream, the classifier and the loss on chunk k, after the
- * last layer's chunk k (wave_forward_chunk left s there): the attention's
- * queries in the chunk read keys from up to W - 1 steps before it, which
- * earlier chunks made. All on the lane's stream. */
-static void wave_top_forward(lane_ctx *c, int k, float loss_scale, int with_grad)
-{
-    cc_executor *ex = c->ex;
-    gpu_impl *g = c->g;
-    const cc_layout *lay = &ex->lay;
-    const int D = c->D, T = c->T, B = c->B, V = c->V;
-    int t0, t1;
-    wave_window(c, k, &t0, &t1);
-    const int len = t1 - t0, Mw = B * len;
-    const row_window rw = { len, T };
-    cudaStream_t s = c->ln->stream;
-    gpu_matmul_ctx *gm = c->ln->gemm;
-    const size_t at = (size_t)t0;
-    uint16_t *s16 = ROWS(c, g->s16, D) + at * D, *o16 = ROWS(c, g->o16, D) + at * D, *f16 = ROWS(c, g->f16, D) + at * D;
-    float *cc = ROWS(c, g->c, D) + at * D, *mm = ROWS(c, g->mm, D) + at * D;
-    gpu_matmul_fwd_f16_window(gm, ROWS(c, g->qkv16, 3 * D) + at * 3 * D, s16, P16(ex, lay->ctx_qkv), B, len, T, 3 * D,
-                              D, s);
-    launch_attention_forward_tc_window(NULL, ROWS(c, g->o16, D), NULL, HROWS(c, g->lse), ROWS(c, g->qkv16, 3 * D), B, T,
-                                       D, c->H, c->W, t0, t1, s);
-    gpu_matmul_fwd_window(gm, cc, o16, P16(ex, lay->ctx_out), NULL, B, len, T, D, D, s);
-    launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1) + at, WROWS(c, g->u, c->L, D, t0), cc,
-                               P32(ex, lay->final_norm), Mw, D, rw, &c->nc, s);
-    float *logits = ROWS(c, g->logits, V) + at * V;
-    gpu_matmul_fwd_window(gm, logits, f16, P16(ex, lay->lm_head), NULL, B, len, T, V, D, s);
-    launch_crossentropy(ROWS(c, g->loss_row, 1) + at, ROWS(c, g->rank, 1) + at,
-                        with_grad ? ROWS(c, g->dlogits16, V) + at * V : NULL, logits, ROWS(c, g->y, 1) + at, Mw, V,
-                        rw, loss_scale, s);
-}
-
-/* The classifier's and the context stream's backward on chunk k (chunks
- * from the last), down to dL/du^L there: the attention's keys in the chunk
- * take the gradients of the queries up to W - 1 steps after it, whose
- * chunks ran before. After the first chunk, the top's weight gradients,
- * one GEMM each over all T, go to the side stream. */
-static void wave_top_backward(lane_ctx *c, int k, float ctx_limit)
-{
-    cc_executor *ex = c->ex;
-    gpu_impl *g = c->g;
-    gpu_lane *ln = c->ln;
-    const cc_layout *lay = &ex->lay;
-    const int D = c->D, T = c->T, B = c->B, V = c->V, M = c->M;
-    int t0, t1;
-    wave_window(c, k, &t0, &t1);
-    const int len = t1 - t0, Mw = B * len;
-    const row_window rw = { len, T };
-    const size_t at = (size_t)t0, pitch = sizeof(float) * (size_t)T * D, width = sizeof(float) * (size_t)len * D;
-    cudaStream_t s = ln->stream;
-    gpu_matmul_ctx *gm = ln->gemm;
-    float *du = ROWS(c, g->du, D) + at * D, *dtmp = ROWS(c, g->dtmp, D) + at * D, *dc = ROWS(c, g->dc, D) + at * D;
-    uint16_t *d16 = ROWS(c, g->d16, 3 * D), *dc16 = ROWS(c, g->dc16, D) + at * D;
-    gpu_matmul_dx_window(gm, dtmp, ROWS(c, g->dlogits16, V) + at * V, P16(ex, lay->lm_head), B, len, T, V, D, s);
-    cudaCheck(cudaMemset2DAsync(du, pitch, 0, width, B, s));
-    launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, ROWS(c, g->mm, D) + at * D, P32(ex, lay->final_norm),
-                            ROWS(c, g->f_ir, 1) + at, Mw, D, rw, &c->nc, &g->caps, s);
-    if (ctx_limit > 0) { /* the guard rescales a copy: du itself flows on down the residual */
-        cudaCheck(cudaMemcpy2DAsync(dc, pitch, du, pitch, width, B, cudaMemcpyDeviceToDevice, s));
-        launch_rownorm_clamp(dc, Mw, D, rw, ctx_limit, s);
-    }
-    launch_f32_to_f16_rows(dc16, ctx_limit > 0 ? dc : du, Mw, D, rw, s);
-    gpu_matmul_dx_f16_window(gm, ROWS(c, g->do16, D) + at * D, dc16, P16(ex, lay->ctx_out), B, len, T, D, D, s);
-    launch_attention_backward_tc_window(NULL, d16, HROWS(c, g->delta), ROWS(c, g->do16, D), HROWS(c, g->lse),
-                                        ROWS(c, g->qkv16, 3 * D), B, T, D, c->H, c->W, t0, t1, s);
-    gpu_matmul_dx_window(gm, dtmp, d16 + at * 3 * D, P16(ex, lay->ctx_qkv), B, len, T, 3 * D, D, s);
-    launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, WROWS(c, g->u, c->L, D, t0), P32(ex, lay->ctx_norm),
-                            ROWS(c, g->s_ir, 1) + at, Mw, D, rw, &c->nc, &g->caps, s);
-    if (k > 0) return;
-    side_stream_after(ln);
-    cudaStream_t side = ln->wgrad_stream;
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->lm_head), ROWS(c, g->dlogits16, V), ROWS(c, g->f16, D), M, V, D, side);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_out), ROWS(c, g->dc16, D), ROWS(c, g->o16, D), M, D, D, side);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_qkv), d16, ROWS(c, g->s16, D), M, 3 * D, D, side);
-    cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));
-    if (gpu_overlaps_allreduce(ex, c->nlanes)) allreduce_tail_early(c);
-}
-
-/* Whether the wavefront chunks the context stream too: its tensor-core
- * attention works in blocks of ATTENTION_TC_BLOCK queries, so the chunks
- * must be whole blocks (the FP32 kernels take the whole sequence). */
-static int wave_top_chunked(const cc_executor *ex)
-{
-    const gpu_impl *g = IMPL(ex);
-    return g->attn_tc && g->wave_chunk % ATTENTION_TC_BLOCK == 0 && g->wave_chunk < ex->T;
-}
-
-/* Whether this step takes the wavefront: the plan's, except while profiling
- * phases (which time one kernel after another), checking every tensor
- * against the CPU (the check reads whole layers) or planting a NaN (the
- * plant stands in for one element around a whole layer's BPTT). */
-static int wave_on(const cc_executor *ex)
-{
-    const gpu_impl *g = IMPL(ex);
-    return g->wave_chunk > 0 && !g->profile && !ex->check && !ex->plant_grad_h.on;
-}
 
 /* Lane i covers sequences [i·B/n, (i+1)·B/n); n divides B (checked at creation). */
 void gpu_set_lanes(cc_executor *ex, int n)

@@ -1,0 +1,57 @@
+/* A lane's view of the step (gpu_impl.h: lanes) and the helpers that both
+ * schedules of its passes use: passes_gpu.c (layer after layer) and
+ * wavefront_gpu.c (the layers over time chunks). Private to src/gpu. */
+#ifndef CATCHAT_LANE_GPU_H
+#define CATCHAT_LANE_GPU_H
+
+#include "catchat/kernels.h"
+#include "gpu/gpu_impl.h"
+
+/* A lane's view of the batch: rows [r0, r0 + M) of every [B·T, ·] tensor. */
+typedef struct {
+    cc_executor *ex;
+    gpu_impl *g;
+    gpu_lane *ln;
+    int nlanes; /* lanes of this step */
+    int B, T, M, D, L, H, W, V;
+    size_t r0, M_all; /* the lane's first row; rows of the whole batch (per-layer tensors are [L, M_all, ·]) */
+    int top_chunked; /* the wavefront also chunks the context stream and classifier (wave_top_chunked) */
+    cc_norm_consts nc; /* RMSNorm's constants */
+} lane_ctx;
+
+/* The lane's first row of a [M_all, width] tensor, and of layer l's block of an [L, M_all, width] one. */
+#define ROWS(c, base, width) ((base) + (c)->r0 * (size_t)(width))
+#define LROWS(c, base, l, width) ((base) + ((size_t)(l) * (c)->M_all + (c)->r0) * (size_t)(width))
+#define G32L(c, idx) ((c)->ln->g32 + (c)->ex->lay.t[(idx)].offset)
+/* A lane's rows of a per-query, per-head [B, H, T] tensor (sequence-major). */
+#define HROWS(c, base) ((base) + (size_t)(c)->ln->b0 * (c)->H * (c)->T)
+
+/* The rows of layer-indexed tensor `base` (width w) at the lane's first sequence's step t0. */
+#define WROWS(c, base, l, w, t0) (LROWS(c, base, l, w) + (size_t)(t0) * (w))
+
+lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes);
+/* The lane's B sequences of a GRU layer (all T steps), layer l's tensors in
+ * the lane's rows, and their gradients (dh_in is du). */
+gru_shape gru_shape_of(const lane_ctx *c);
+gru_layer gru_layer_of(const lane_ctx *c, int l);
+gru_grads gru_grads_of(const lane_ctx *c, int l);
+/* The side stream starts what follows once the lane's stream has reached this point. */
+void side_stream_after(gpu_lane *ln);
+/* With one lane, the context stream's and classifier's gradients reduced
+ * over ranks on the side stream once they are final (after ev_top_wgrad). */
+void allreduce_tail_early(lane_ctx *c);
+
+/* wavefront_gpu.c. Whether this step takes the wavefront, and whether it
+ * chunks the context stream and classifier too; chunks of the lane's T. */
+int wave_on(const cc_executor *ex);
+int wave_top_chunked(const cc_executor *ex);
+int wave_chunks(const lane_ctx *c);
+/* Layer l's forward on chunk k, and its BPTT there (chunks from the last,
+ * layers from the top); the context stream, classifier and loss forward on
+ * chunk k, and their backward down to dL/du^L there. */
+void wave_forward_chunk(lane_ctx *c, int l, int k);
+void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit);
+void wave_top_forward(lane_ctx *c, int k, float loss_scale, int with_grad);
+void wave_top_backward(lane_ctx *c, int k, float ctx_limit);
+
+#endif
