@@ -26,7 +26,8 @@ __global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
 // executor's lanes and weight-gradient streams reduce at the same time on
 // different streams. A buffer only grows during the first steps.
 // Whoever destroys a stream releases its buffer (release_reduce_scratch).
-#define SCRATCH_STREAMS 64
+// Up to 8 lanes of 2 + 2 x 8 streams under the wavefront (src/gpu/gpu_impl.h), the executor's and the checks'
+#define SCRATCH_STREAMS 160
 static struct {
     cudaStream_t stream;
     void *buf[SCRATCH_KINDS];

@@ -272,6 +272,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             const int b = i / D, k = i % D;
             hb[((size_t)(k / J) * BL + b) * S::LDS + k % J] = hprev16[((size_t)(seq0 + b) * T + t0) * D + k];
         }
+        fence_async_smem(); // the next writes here are the peers' bulk copies (async proxy): these stores first
     }
     // gx of step t, issued a step ahead (while the peers' h of the step before is in flight)
     auto prefetch_gx = [&](int t) {
@@ -530,7 +531,8 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         }
     }
     if (bias_part) { // this CTA's units summed over its sequences in order, into the cluster's row
-        // recv is free: every partial sent to this CTA arrived before its step 0 went on
+        // recv is free: every partial sent to this CTA arrived before its step t0 went on (or, for t0 > 0,
+        // was waited for and read into the carry above)
         float *bs = recv;
         __syncthreads();
 #pragma unroll

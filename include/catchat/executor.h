@@ -86,6 +86,9 @@ int cc_gpu_lanes(const cc_executor *ex);
 /* The GPU executor's wavefront: its chunk in *chunk (0: the step runs layer
  * after layer), and the plan's words for it. */
 const char *cc_gpu_wavefront(const cc_executor *ex, int *chunk);
+/* Whether the last training step ran the wavefront (its chunk, else 0), and
+ * whether it chunked the context stream too. */
+int cc_gpu_wavefront_ran(const cc_executor *ex, int *top_chunked);
 
 /* The GPU executor (FP16 GEMM operands, FP32 accumulation). NULL with a
  * one-line error when the device cannot run it. */

@@ -13,6 +13,7 @@
 typedef struct gpu_step_plan {
     gpu_caps caps;     /* the device's, narrowed by [gpu] profile, smem_per_block, sm_count, clusters */
     gpu_caps rec_caps; /* the same with a lane's share of the SMs: what the recurrence kernels choose by */
+    gpu_caps wave_caps; /* under the wavefront, a layer's share of rec_caps (the layers' grids run at once) */
     gpu_gru_path path; /* [gpu] recurrence */
     int lanes;         /* lanes of a training step */
     int lane_B;        /* sequences a lane's recurrence runs (batch_size / lanes) */

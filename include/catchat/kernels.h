@@ -114,8 +114,11 @@ typedef struct gru_shape {
      * the row stride. Windows of a layer run in time order forward and in
      * reverse order backward, each on the state the one before left: the
      * forward's h and hprev16 at row t0 - 1 and t0, and the backward's
-     * gradient into step t1 - 1 through the recurrence, which every path
-     * keeps in gru_grads.dhrec between windows. A layer split into windows
+     * gradient into step t1 - 1 through the recurrence, carried in
+     * gru_grads.dhrec between windows in each path's own form (the cluster
+     * kernels and the per-step loop: the whole of it; the persistent ones:
+     * z ⊙ g, taking W_hhᵀ·dgh of step t1 from dgh16 again), so every window
+     * of a layer runs on the same path. A layer split into windows
      * computes what the whole launch does, bit for bit (the cluster BPTT's
      * bias sums excepted: they are added window by window). */
     int t0, t1;
@@ -141,7 +144,7 @@ typedef struct gru_grads {
     const float *dh_in; /* [B,T,D] dL/dh_t reaching each step from the residual stream */
     void *dgx16;        /* [B,T,3D] FP16 gradient of the gates' input pre-activations (the W_ih GEMMs' operand) */
     void *dgh16;        /* [B,T,3D] FP16 gradient of W_hh·h_{t-1} + b_hh (the W_hh GEMMs' operand) */
-    float *dhrec;       /* [B,D] dL/dh_{t-1} through the recurrence: the per-step loop's accumulator, and every
+    float *dhrec;       /* [B,D] dL/dh_{t-1} through the recurrence: the per-step loop's accumulator, and each
                          * path's carry from one window to the one before (gru_shape) */
     float *bias_part;   /* the cluster BPTT's per-cluster bias sums (gpu_gru_bias_part_floats), or NULL */
     float *dwhh, *dbhh; /* [3D,D], [3D] */

@@ -231,6 +231,12 @@ const char *cc_gpu_wavefront(const cc_executor *ex, int *chunk)
     return IMPL(ex)->wave_why;
 }
 
+int cc_gpu_wavefront_ran(const cc_executor *ex, int *top_chunked)
+{
+    *top_chunked = IMPL(ex)->wave_top_ran;
+    return IMPL(ex)->wave_ran;
+}
+
 /* Every device buffer of the executor: where its pointer lives, its size
  * for this shape (0: not needed here) and what it holds (named in an
  * out-of-memory message). Creation allocates (and zeroes where marked) from
@@ -267,8 +273,8 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(gates, 4 * L * 3 * MD, "gates", 0);
     BUF(ghn, 4 * L * MD, "ghn", 0);
     BUF(h, 4 * L * MD, "GRU states", 0);
-    BUF(gh, 4 * (size_t)B * 3 * D, "recurrent product", 0);
-    const size_t WL = g->wave_layers; /* layers with their own gradient buffers */
+    const size_t WL = g->wave_layers; /* layers with their own scratch and gradient buffers */
+    BUF(gh, 4 * WL * B * 3 * D, "recurrent product", 0);
     BUF(a16, 2 * L * MD, "normalised inputs", 0);
     BUF(hprev16, 2 * L * MD, "h_{t-1} FP16", 0);
     BUF(s_ir, 4 * M, "ctx norm stats", 0);
@@ -333,6 +339,7 @@ static void gpu_destroy(cc_executor *ex)
             release_reduce_scratch(ln->feed[k]);
             cudaStreamDestroy(ln->feed[k]);
             gpu_matmul_destroy(ln->feed_gemm[k]);
+            gpu_matmul_destroy(ln->rec_gemm[k]);
             if (k == 0) continue; /* the lane's own rec_stream */
             release_reduce_scratch(ln->rec[k]);
             cudaStreamDestroy(ln->rec[k]);
@@ -399,7 +406,7 @@ static int wave_layers_of(const gpu_step_plan *p, const cc_dims *d)
     return p->wave_chunk && d->L > 2 ? d->L : 2;
 }
 
-/* The wavefront's chunk (passes_gpu.c), 0 where the step runs layer after
+/* The wavefront's chunk (wavefront_gpu.c), 0 where the step runs layer after
  * layer, and why in either case. It needs recurrence kernels that run a
  * window of steps from the state the window before left (cluster and
  * persistent; the per-step loop's GEMMs take the whole GPU at every step,
@@ -448,6 +455,7 @@ static void plan_recurrence(gpu_step_plan *p, int B, int T, int D)
     p->lane_B = B / p->lanes;
     p->rec_caps = p->caps;
     if (p->lanes > 1) p->rec_caps.sm_count = p->caps.sm_count / p->lanes;
+    p->wave_caps = p->rec_caps;
     p->impl = gpu_gru_impl_for(&p->rec_caps, p->path, p->lane_B, T, D);
     p->eval_impl = gpu_gru_impl_for(&p->rec_caps, p->path, B, T, D);
 }
@@ -472,7 +480,7 @@ static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T,
         gpu_caps share = p->rec_caps;
         share.sm_count = p->rec_caps.sm_count / k;
         if (gpu_gru_impl_for(&share, p->path, p->lane_B, T, cfg->d_model) != GRU_IMPL_PERSISTENT) continue;
-        p->rec_caps = share;
+        p->wave_caps = share;
         const size_t n = strlen(p->wave_why);
         snprintf(p->wave_why + n, sizeof(p->wave_why) - n, ", %d layers at once on %d SMs each", k, share.sm_count);
         return;
@@ -496,8 +504,9 @@ static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_
     size_t bytes = 0;
     for (int i = 0; i < nb; i++) bytes += bufs[i].bytes;
     bytes += (size_t)p->lanes * 2 * gpu_matmul_workspace_bytes();
-    if (p->wave_chunk) bytes += (size_t)p->lanes * d->L * GPU_MATMUL_WINDOW_WORKSPACE;
-    if (p->impl == GRU_IMPL_PERSISTENT) bytes += (size_t)p->lanes * 6 * d->D * d->D;
+    if (p->wave_chunk) bytes += (size_t)p->lanes * 2 * d->L * GPU_MATMUL_WINDOW_WORKSPACE;
+    /* W_hhᵀ: per stream that runs a persistent BPTT (each layer's own under the wavefront) */
+    if (p->impl == GRU_IMPL_PERSISTENT) bytes += (size_t)p->lanes * (p->wave_chunk ? d->L : 1) * 6 * d->D * d->D;
     if (cfg->grad_accum > 1) bytes += 4 * n;
     return bytes;
 }
@@ -552,6 +561,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     ex->impl = g;
     g->caps = plan.caps;
     g->rec_caps = plan.rec_caps;
+    g->wave_caps = plan.wave_caps;
     g->gru_path = plan.path;
     g->nlanes = plan.lanes;
     g->attn_tc = plan.attn_tc;
@@ -589,6 +599,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         for (int k = 0; g->wave_chunk && k < d.L; k++) {
             cudaCheck(cudaStreamCreateWithPriority(&ln->feed[k], cudaStreamDefault, lane_priority));
             ln->feed_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
+            ln->rec_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE); /* the per-step loop's */
             if (k > 0) cudaCheck(cudaStreamCreateWithPriority(&ln->rec[k], cudaStreamDefault, highest));
             cudaCheck(cudaEventCreateWithFlags(&ln->ev_feed[k], cudaEventDisableTiming));
             cudaCheck(cudaEventCreateWithFlags(&ln->ev_rec[k], cudaEventDisableTiming));

@@ -21,7 +21,7 @@
  * accumulates into its own buffer, added into the first in lane order
  * (deterministic). */
 #define GPU_MAX_LANES 8
-/* The wavefront (passes_gpu.c) gives each layer of a lane its own pair of
+/* The wavefront (wavefront_gpu.c) gives each layer of a lane its own pair of
  * streams: a feed stream (the layer's norm and input GEMM forward, its
  * input gradient and norm backward, chunk by chunk) and a recurrence stream
  * (layer 0's is the lane's rec_stream); the lane's own stream runs the
@@ -44,7 +44,7 @@ typedef struct {
      * workspace serves one stream at a time) and events, by layer: ev_feed[l]
      * a chunk of layer l's feed done, ev_rec[l] a chunk of its recurrence */
     cudaStream_t feed[GPU_WAVE_MAX_LAYERS], rec[GPU_WAVE_MAX_LAYERS];
-    gpu_matmul_ctx *feed_gemm[GPU_WAVE_MAX_LAYERS];
+    gpu_matmul_ctx *feed_gemm[GPU_WAVE_MAX_LAYERS], *rec_gemm[GPU_WAVE_MAX_LAYERS];
     cudaEvent_t ev_feed[GPU_WAVE_MAX_LAYERS], ev_rec[GPU_WAVE_MAX_LAYERS];
     float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
     int index;  /* 0 .. nlanes − 1 */
@@ -59,9 +59,11 @@ typedef struct {
     gpu_gru_path gru_path; /* [gpu] recurrence */
     gpu_caps caps;         /* what the GPU can do, read once at creation; every kernel choice reads it */
     gpu_caps rec_caps;     /* the same with a lane's share of the SMs: what the recurrence kernels choose by */
+    gpu_caps wave_caps;    /* under the wavefront, a layer's share of the lane's (gpu_step_plan) */
     int gru_wide; /* the forward recurrence 16 sequences a cluster (gpu_gru_wide_for the whole batch) */
     int wave_chunk; /* timesteps a chunk of the wavefront (gpu_step_plan), 0: layer after layer */
     char wave_why[128];
+    int wave_ran, wave_top_ran; /* the last step took the wavefront's chunks, and chunked the context stream */
     int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */
     /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;
@@ -87,12 +89,13 @@ typedef struct {
     uint16_t *qkv16, *do16;
     uint16_t *s16, *o16, *f16, *dlogits16;
     int *rank;
-    /* backward; dgx16/dgh16 alternate between two buffers by layer parity so
-     * a BPTT never overwrites what the weight-gradient stream still reads
-     * (under the wavefront, whose layers' BPTTs overlap, one per layer:
-     * wave_layers) */
+    /* backward; dgx16/dgh16 (and the bias sums, the carry dhrec and the
+     * per-step loop's gh) alternate between two buffers by layer parity so a
+     * BPTT never overwrites what the weight-gradient stream still reads;
+     * under the wavefront, whose layers' recurrences overlap, one per layer
+     * (wave_layers; lane_gpu.h, layer_slot) */
     float *du, *dtmp, *dhrec, *dc;
-    float *bias_part; /* the cluster BPTT's bias sums, by layer parity like dgx16 (gpu_gru_bptt) */
+    float *bias_part; /* the cluster BPTT's bias sums, by layer slot like dgx16 (gpu_gru_bptt) */
     uint16_t *dgx16, *dgh16, *d16, *dc16;
     int *tok_off, *tok_pos; /* embedding-backward CSR of each lane's tokens (device) */
     int *tok_off_host, *tok_pos_host;

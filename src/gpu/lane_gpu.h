@@ -29,6 +29,11 @@ typedef struct {
 /* The rows of layer-indexed tensor `base` (width w) at the lane's first sequence's step t0. */
 #define WROWS(c, base, l, w, t0) (LROWS(c, base, l, w) + (size_t)(t0) * (w))
 
+/* Which of the per-layer buffer slots (gpu_impl.h) layer l uses: by parity
+ * (the weight GEMMs of layer l+2 wait for it), or under the wavefront, where
+ * the layers' recurrences overlap, its own. */
+static inline int layer_slot(const gpu_impl *g, int l) { return g->wave_layers > 2 ? l : l & 1; }
+
 lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes);
 /* The lane's B sequences of a GRU layer (all T steps), layer l's tensors in
  * the lane's rows, and their gradients (dh_in is du). */

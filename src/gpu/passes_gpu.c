@@ -69,7 +69,7 @@ gru_layer gru_layer_of(const lane_ctx *c, int l)
         .gates = LROWS(c, g->gates, l, 3 * D),
         .ghn = LROWS(c, g->ghn, l, D),
         .hprev16 = LROWS(c, g->hprev16, l, D),
-        .gh = g->gh + (size_t)c->ln->b0 * 3 * D,
+        .gh = g->gh + ((size_t)layer_slot(g, l) * c->ex->B + c->ln->b0) * 3 * D,
     };
     return L;
 }
@@ -241,7 +241,7 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
 }
 
-/* The lane's block of the BPTT's per-cluster bias sums for layer parity par
+/* The lane's block of the BPTT's per-cluster bias sums for buffer slot par (layer_slot)
  * (NULL where its batch share does not run the cluster kernels). */
 static float *bias_part(const lane_ctx *c, int par)
 {
@@ -251,18 +251,14 @@ static float *bias_part(const lane_ctx *c, int par)
     return c->g->bias_part + par * all + (size_t)2 * (c->ln->b0 / 8) * 3 * c->D;
 }
 
-/* Which of the gradient buffer slots layer l's BPTT writes: by parity (the
- * weight GEMMs of layer l+2 wait for it), or under the wavefront, where the
- * layers' BPTTs overlap, one per layer. */
-static int grad_slot(const lane_ctx *c, int l) { return c->g->wave_layers > 2 ? l : l & 1; }
 
 /* Layer l's gradients in the lane's rows: dh_in is du (see backward_layer);
- * the gate gradients go to the buffer pair of the layer's parity. */
+ * the gate gradients go to the buffers of the layer's slot (layer_slot). */
 gru_grads gru_grads_of(const lane_ctx *c, int l)
 {
     const cc_layout *lay = &c->ex->lay;
     const gpu_impl *g = c->g;
-    const int D = c->D, par = grad_slot(c, l);
+    const int D = c->D, par = layer_slot(c->g, l);
     const gru_grads G = {
         .dh_in = ROWS(c, g->du, D),
         /* the slots' buffers are [M_all, 3D] each; the lane's rows within */
@@ -424,6 +420,8 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
     }
     const int wave = wave_on(ex), nchunks = wave ? wave_chunks(&c[0]) : 0, top = wave && wave_top_chunked(ex);
     for (int i = 0; i < n; i++) c[i].top_chunked = top;
+    g->wave_ran = wave ? g->wave_chunk : 0;
+    g->wave_top_ran = top;
     if (wave) /* chunk by chunk, layer by layer, lane by lane */
         for (int k = 0; k < nchunks; k++) {
             for (int l = 0; l < L; l++)

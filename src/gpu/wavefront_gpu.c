@@ -85,7 +85,7 @@ void wave_forward_chunk(lane_ctx *c, int l, int k)
     sh.t0 = t0;
     sh.t1 = t1;
     gpu_trace_wave_point(ln->index, l, rec);
-    gpu_gru_forward(ln->gemm, &g->rec_caps, g->gru_path, &gl, sh, g->gru_wide, rec);
+    gpu_gru_forward(ln->rec_gemm[l], &g->wave_caps, g->gru_path, &gl, sh, g->gru_wide, rec);
     gpu_trace_wave_point(ln->index, l, rec);
     wave_record(ln->ev_rec[l], rec);
     if (l == c->L - 1) { /* u^L and the context stream's norm of it, on the lane's stream */
@@ -125,7 +125,7 @@ void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
     sh.t0 = t0;
     sh.t1 = t1;
     gpu_trace_wave_point(ln->index, l, rec);
-    const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, &gl, &gg, sh, clamp_limit, rec);
+    const int nparts = gpu_gru_bptt(ln->rec_gemm[l], &g->wave_caps, g->gru_path, &gl, &gg, sh, clamp_limit, rec);
     gpu_trace_wave_point(ln->index, l, rec);
     wave_record(ln->ev_rec[l], rec);
     if (k == 0) { /* the layer's weight gradients, one GEMM over all T each */
@@ -190,8 +190,8 @@ void wave_top_forward(lane_ctx *c, int k, float loss_scale, int with_grad)
 /* The classifier's and the context stream's backward on chunk k (chunks
  * from the last), down to dL/du^L there: the attention's keys in the chunk
  * take the gradients of the queries up to W - 1 steps after it, whose
- * chunks ran before. After the first chunk, the top's weight gradients,
- * one GEMM each over all T, go to the side stream. */
+ * chunks ran before. After chunk 0, the last to run, the top's weight
+ * gradients, one GEMM each over all T, go to the side stream. */
 void wave_top_backward(lane_ctx *c, int k, float ctx_limit)
 {
     cc_executor *ex = c->ex;
@@ -244,10 +244,13 @@ int wave_top_chunked(const cc_executor *ex)
 
 /* Whether this step takes the wavefront: the plan's, except while profiling
  * phases (which time one kernel after another), checking every tensor
- * against the CPU (the check reads whole layers) or planting a NaN (the
- * plant stands in for one element around a whole layer's BPTT). */
+ * against the CPU (the check reads whole layers), planting a NaN (the plant
+ * stands in for one element around a whole layer's BPTT) or after a refused
+ * persistent launch. */
 int wave_on(const cc_executor *ex)
 {
     const gpu_impl *g = IMPL(ex);
-    return g->wave_chunk > 0 && !g->profile && !ex->check && !ex->plant_grad_h.on;
+    /* after a refused persistent launch every recurrence takes the per-step loop, whose carry between
+     * windows differs from the persistent kernels' (gru_shape): one layer after another from then on */
+    return g->wave_chunk > 0 && !g->profile && !ex->check && !ex->plant_grad_h.on && !gru_persistent_refusal();
 }

@@ -66,15 +66,27 @@ typedef struct {
     gpu_gru_impl impl;
     int B;
     const char *what;
+    const gpu_caps *caps; /* the SMs its kernels choose by */
+    int chunk;            /* > 0: also in windows of this many steps (the wavefront's launches) */
 } rec_case;
 
-static int rec_cases(const gpu_step_plan *p, int B, rec_case out[2])
+/* Under the wavefront a lane's layers run in windows on their share of the
+ * SMs (wave_caps); the steps that run layer after layer (evaluation,
+ * --check-finite, bench's phase timing) take the lane's whole share, so a
+ * persistent split there is checked too. */
+static int rec_cases(const gpu_step_plan *p, int B, rec_case out[3])
 {
     int n = 0;
-    out[n++] = (rec_case){ p->impl, p->impl == GRU_IMPL_PER_STEP ? imin(p->lane_B, 8) : p->lane_B, "" };
+    const int wave = p->wave_chunk > 0;
+    const gpu_caps *lane_caps = wave ? &p->wave_caps : &p->rec_caps;
+    out[n++] = (rec_case){ p->impl, p->impl == GRU_IMPL_PER_STEP ? imin(p->lane_B, 8) : p->lane_B,
+                           wave ? ", in windows" : "", lane_caps, wave ? 2 : 0 };
+    if (wave && p->wave_caps.sm_count != p->rec_caps.sm_count)
+        out[n++] = (rec_case){ p->impl, p->lane_B, ", layer after layer", &p->rec_caps, 0 };
     const int wide_only_whole = p->wide && p->lane_B % 16 != 0 && B % 16 == 0;
     if (B != p->lane_B && (p->eval_impl != p->impl || p->eval_impl == GRU_IMPL_PERSISTENT || wide_only_whole))
-        out[n++] = (rec_case){ p->eval_impl, p->eval_impl == GRU_IMPL_PER_STEP ? imin(B, 8) : B, ", whole batch" };
+        out[n++] = (rec_case){ p->eval_impl, p->eval_impl == GRU_IMPL_PER_STEP ? imin(B, 8) : B, ", whole batch",
+                               &p->rec_caps, 0 };
     return n;
 }
 
@@ -152,10 +164,9 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
     cc_rng r;
     cc_rng_seed(&r, PREFLIGHT_SEED);
     const ladder_ctx cx = { &r, gpu_matmul_create(), NULL, &p->caps, cfg->gpu_profile };
-    ladder_ctx cx_rec = cx;
-    cx_rec.caps = &p->rec_caps; /* a lane's share of the SMs, as the run's recurrences */
+    ladder_ctx cx_rec = cx; /* its caps: each case's share of the SMs, as the run's recurrences take it */
     const int D = cfg->d_model, T_rec = D <= 512 ? 5 : 3;
-    rec_case rc[2];
+    rec_case rc[3];
     const int nrc = rec_cases(p, B, rc);
     int first = -1;
     for (int k = 0; k < PF_COUNT; k++) {
@@ -176,13 +187,14 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
                 const gpu_gru_path path = path_of(rc[i].impl);
                 char what[128];
                 snprintf(what, sizeof(what), "takes the run's recurrence (%s)", name);
+                cx_rec.caps = rc[i].caps;
                 /* a persistent launch the runtime refused (its line is printed) takes the per-step
                  * loop from then on, the run's steps too: that is the path to check now */
                 const gpu_gru_impl now = gpu_gru_impl_for(cx_rec.caps, path, rc[i].B, T_rec, D);
                 check_flag(&st, what, now == rc[i].impl || (rc[i].impl == GRU_IMPL_PERSISTENT &&
                                                             now == GRU_IMPL_PER_STEP && gru_persistent_refusal()));
-                /* under the wavefront, in windows too (T_rec = 5: windows of 2, 2, 1) */
-                const int chunk = p->wave_chunk ? 2 : 0;
+                /* under the wavefront, in windows too (of 2 steps: 2, 2, 1 at T_rec = 5; 2, 1 at 3) */
+                const int chunk = rc[i].chunk;
                 if (k == PF_GRU_FORWARD) gru_forward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, p->wide, chunk, name);
                 else gru_backward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, chunk, name);
             }

@@ -39,27 +39,30 @@ static void ref_attention_lse(float *lse, const float *qkv, int B, int T, int D,
 
 /* The tensor-core kernels again in time windows of ATTENTION_TC_BLOCK
  * queries, as the wavefront runs them (the forward in time order, the
- * backward from the last window), into fresh buffers: o, lse and the FP16
- * dqkv must be the whole launch's bit for bit. */
+ * backward from the last window), into fresh buffers: o (FP32, and FP16 as
+ * the step keeps it, against a whole launch that writes it), lse and the
+ * FP16 dqkv must be the whole launch's bit for bit. */
 static void window_check(stage *st, const void *dq16, const void *ddo16, const float *whole_o, const float *whole_lse,
                          const float *whole_d16, int B, int T, int D, int H, int W)
 {
     const int C = ATTENTION_TC_BLOCK;
     const size_t MD = (size_t)B * T * D, PH = (size_t)B * H * T;
-    float *o = dev_f32(NULL, MD), *lse = dev_f32(NULL, PH), *delta = dev_f32(NULL, PH);
-    void *d16 = dev_f16(NULL, 3 * MD);
+    float *o = dev_f32(NULL, MD), *lse = dev_f32(NULL, PH), *delta = dev_f32(NULL, PH), *lse1 = dev_f32(NULL, PH);
+    void *d16 = dev_f16(NULL, 3 * MD), *o16 = dev_f16(NULL, MD), *o16_whole = dev_f16(NULL, MD);
+    launch_attention_forward_tc(NULL, o16_whole, NULL, lse1, dq16, B, T, D, H, W, 0);
     for (int t0 = 0; t0 < T; t0 += C)
-        launch_attention_forward_tc_window(o, NULL, NULL, lse, dq16, B, T, D, H, W, t0, t0 + C < T ? t0 + C : T, 0);
+        launch_attention_forward_tc_window(o, o16, NULL, lse, dq16, B, T, D, H, W, t0, t0 + C < T ? t0 + C : T, 0);
     for (int t0 = (T - 1) / C * C; t0 >= 0; t0 -= C)
         launch_attention_backward_tc_window(NULL, d16, delta, ddo16, lse, dq16, B, T, D, H, W, t0,
                                             t0 + C < T ? t0 + C : T, 0);
     float *go = get_f32(o, MD), *gl = get_f32(lse, PH), *gd = get_f16(d16, 3 * MD);
+    float *go16 = get_f16(o16, MD), *gw16 = get_f16(o16_whole, MD);
     char what[96];
     snprintf(what, sizeof(what), "windows of %d: o, lse, dqkv FP16 bit for bit (hd %d, T %d, W %d)", C, D / H, T, W);
-    check_flag(st, what, memcmp(go, whole_o, 4 * MD) == 0 && memcmp(gl, whole_lse, 4 * PH) == 0 &&
-                             memcmp(gd, whole_d16, 12 * MD) == 0);
-    FREE_ALL(go, gl, gd);
-    DFREE_ALL(o, lse, delta, d16);
+    check_flag(st, what, memcmp(go, whole_o, 4 * MD) == 0 && memcmp(go16, gw16, 4 * MD) == 0 &&
+                             memcmp(gl, whole_lse, 4 * PH) == 0 && memcmp(gd, whole_d16, 12 * MD) == 0);
+    FREE_ALL(go, gl, gd, go16, gw16);
+    DFREE_ALL(o, lse, delta, d16, o16, o16_whole, lse1);
 }
 
 /* One case: B sequences of T tokens, H heads of D / H, window W, on the

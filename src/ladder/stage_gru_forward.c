@@ -33,12 +33,14 @@ static void forward_windows_check(const ladder_ctx *cx, stage *st, gpu_gru_path 
         gpu_gru_forward(cx->gemm, cx->caps, gpath, &L, w, wide, 0);
     }
     float *a = get_f32(h, MD), *b = get_f32(whole->h, MD), *ga = get_f32(gates, 3 * MD), *gb = get_f32(whole->gates, 3 * MD);
-    float *pa = get_f16(hp16, MD), *pb = get_f16(whole->hprev16, MD);
+    float *pa = get_f16(hp16, MD), *pb = get_f16(whole->hprev16, MD), *na = get_f32(ghn, MD);
+    float *nb = get_f32(whole->ghn, MD);
     char what[160];
-    snprintf(what, sizeof(what), "in windows of %d steps: h, gates and hprev16 bit for bit the whole launch's (%s)", chunk,
-             path);
-    check_flag(st, what, memcmp(a, b, 4 * MD) == 0 && memcmp(ga, gb, 12 * MD) == 0 && memcmp(pa, pb, 4 * MD) == 0);
-    FREE_ALL(a, b, ga, gb, pa, pb);
+    snprintf(what, sizeof(what), "in windows of %d steps: h, gates, ghn and hprev16 bit for bit the whole launch's (%s)",
+             chunk, path);
+    check_flag(st, what, memcmp(a, b, 4 * MD) == 0 && memcmp(ga, gb, 12 * MD) == 0 && memcmp(pa, pb, 4 * MD) == 0 &&
+                             memcmp(na, nb, 4 * MD) == 0);
+    FREE_ALL(a, b, ga, gb, pa, pb, na, nb);
     DFREE_ALL(hp16, h, gates, ghn);
 }
 

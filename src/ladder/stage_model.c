@@ -11,6 +11,31 @@
 #include "catchat/util.h"
 #include "ladder/ladder.h"
 
+/* A case that sets [gpu] wavefront_chunk: the step it just ran must have
+ * taken the wavefront at that chunk, with the context stream chunked where
+ * the chunks are whole tensor-core attention blocks; where the plan declines
+ * the wavefront (the per-step loop, say) the case is listed as not run here. */
+static void wavefront_taken(const ladder_ctx *cx, stage *st, const cc_executor *gpu, const cc_config *c,
+                            const char *tag)
+{
+    int planned = 0, top = 0;
+    const char *why = cc_gpu_wavefront(gpu, &planned);
+    char what[200];
+    if (planned == 0) {
+        snprintf(what, sizeof(what), "wavefront%s (%s)", tag, why);
+        stage_skip_part(st, what);
+        return;
+    }
+    const int T = c->seq_len, chunk = c->gpu_wavefront_chunk < T ? c->gpu_wavefront_chunk : T;
+    const int ran = cc_gpu_wavefront_ran(gpu, &top);
+    const int tc = strcmp(c->gpu_attention, "fp32") != 0 &&
+                   attention_tc_supported(cx->caps, c->d_model, c->n_heads, c->ctx_window);
+    const int top_expected = tc && chunk % ATTENTION_TC_BLOCK == 0 && chunk < T;
+    snprintf(what, sizeof(what), "the step ran the wavefront in chunks of %d%s%s", chunk,
+             top_expected ? ", the context stream chunked too" : "", tag);
+    check_flag(st, what, ran == chunk && top == top_expected);
+}
+
 /* One full step of config c (its batch_size and seq_len) on both executors.
  * tag names the case in the rows; lanes > 0: the GPU step must run that many
  * lanes. With c->ctx_grad_clamp > 0 and guard_binds set, the guard must also
@@ -28,18 +53,7 @@ void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *cfg, cons
         snprintf(what, sizeof(what), "the step runs %d lanes%s", lanes, tag);
         check_flag(st, what, cc_gpu_lanes(gpu) == lanes);
     }
-    if (c.gpu_wavefront_chunk > 0 && strcmp(c.gpu_wavefront, "off") != 0) {
-        int chunk = 0;
-        const char *why = cc_gpu_wavefront(gpu, &chunk);
-        if (chunk == 0) { /* the plan's reason (the per-step loop here, say): the case does not apply */
-            char part[160];
-            snprintf(part, sizeof(part), "wavefront%s (%s)", tag, why);
-            stage_skip_part(st, part);
-        } else {
-            snprintf(what, sizeof(what), "the step runs the wavefront in chunks of %d%s", c.gpu_wavefront_chunk, tag);
-            check_flag(st, what, chunk == (c.gpu_wavefront_chunk < T ? c.gpu_wavefront_chunk : T));
-        }
-    }
+
     const size_t n = cpu->lay.total;
     float *p = cc_malloc(4 * n);
     cc_layout_init_params(&cpu->lay, p, cc_rng_next(r));
@@ -53,6 +67,7 @@ void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *cfg, cons
     }
     float lc = (float)cpu->ops->forward_backward(cpu, x, y, c.loss_scale);
     float lg = (float)gpu->ops->forward_backward(gpu, x, y, c.loss_scale);
+    if (c.gpu_wavefront_chunk > 0 && strcmp(c.gpu_wavefront, "off") != 0) wavefront_taken(cx, st, gpu, &c, tag);
     /* the loss is a hard gate: FP16 operands, aim 1e-3 */
     snprintf(what, sizeof(what), "loss%s", tag);
     check(st, what, &lg, &lc, 1, 1e-3, 0);
@@ -110,10 +125,13 @@ void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *cfg, cons
 
 /* Gradient accumulation ([train] grad_accum): two micro-batches of 2
  * sequences on the GPU against one batch of 4 on the CPU, every gradient. */
-static void accum_step_case(const ladder_ctx *cx, stage *st, cc_rng *r)
+static void accum_step_case(const ladder_ctx *cx, stage *st, cc_rng *r, int chunk)
 {
     cc_config c;
     small_config(cx, &c);
+    c.gpu_wavefront_chunk = chunk; /* > 0: each micro-batch's step in the wavefront */
+    char tag[48];
+    snprintf(tag, sizeof(tag), chunk ? " (grad_accum 2, wavefront chunk %d)" : " (grad_accum 2)", chunk);
     const int A = 2, Bm = 2, B = Bm * A, T = c.seq_len, M = B * T, Mm = Bm * T;
     cc_executor *cpu = cc_cpu_executor_create(&c, B, T), *gpu = cc_gpu_executor_create(&c, Bm, T);
     if (!gpu) {
@@ -145,17 +163,19 @@ static void accum_step_case(const ladder_ctx *cx, stage *st, cc_rng *r)
                       (double)scored);
     }
     gpu->accum.n = 0;
-    check(st, "loss (grad_accum 2)", &lg, &lc, 1, 1e-3, 0);
+    char what[96];
+    snprintf(what, sizeof(what), "loss%s", tag);
+    check(st, what, &lg, &lc, 1, 1e-3, 0);
+    if (chunk) wavefront_taken(cx, st, gpu, &c, tag);
     cpu->ops->get_grads(cpu, gc);
     gpu->ops->get_grads(gpu, gg);
     for (size_t i = 0; i < n; i++) {
         gc[i] = (float)(gc[i] / cpu->grad_unit);
         gg[i] = (float)(gg[i] / gpu->grad_unit);
     }
-    char what[64];
     for (int i = 0; i < cpu->lay.n; i++) {
         const cc_tensor_info *t = &cpu->lay.t[i];
-        snprintf(what, sizeof(what), "%s (grad_accum 2)", t->name);
+        snprintf(what, sizeof(what), "%s%s", t->name, tag);
         check(st, what, gg + t->offset, gc + t->offset, t->numel, 2e-2, 0);
     }
     FREE_ALL(p, gc, gg, x, y);
@@ -163,7 +183,7 @@ static void accum_step_case(const ladder_ctx *cx, stage *st, cc_rng *r)
     gpu->ops->destroy(gpu);
 }
 
-/* The wavefront (passes_gpu.c): chunks that divide T and chunks that do
+/* The wavefront (wavefront_gpu.c): chunks that divide T and chunks that do
  * not, L = 1 to 4, and the default config's kernels in 2 lanes (cluster
  * recurrence where the GPU has clusters), each a full step against the CPU
  * and run twice for the same bits (full_step_check). */
@@ -173,9 +193,11 @@ static void wavefront_cases(const ladder_ctx *cx, stage *st)
      * context stream: W=64 reaches into the chunk before, W=128 over two */
     static const struct {
         int L, chunk, D, lanes, T, W;
+        double guard; /* ctx_grad_clamp: the chunked context stream's guard path */
     } cases[] = {
-        { 2, 8, 64, 0, 0, 0 },    { 2, 5, 64, 0, 0, 0 },     { 1, 7, 64, 0, 0, 0 },      { 3, 11, 64, 0, 0, 0 },
-        { 4, 6, 64, 0, 0, 0 },    { 3, 16, 128, 2, 40, 16 }, { 2, 64, 128, 2, 160, 64 }, { 3, 64, 128, 2, 200, 128 },
+        { 2, 8, 64, 0, 0, 0, 0 },       { 2, 5, 64, 0, 0, 0, 0 },        { 1, 7, 64, 0, 0, 0, 0 },
+        { 3, 11, 64, 0, 0, 0, 0 },      { 4, 6, 64, 0, 0, 0, 0 },        { 3, 16, 128, 2, 40, 16, 0 },
+        { 2, 64, 128, 2, 160, 64, 0 },  { 3, 64, 128, 2, 200, 128, 0 },  { 2, 64, 128, 2, 160, 64, 2e-4 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cc_config c;
@@ -190,9 +212,10 @@ static void wavefront_cases(const ladder_ctx *cx, stage *st)
             c.batch_size = 16;
             c.gpu_lanes = cases[i].lanes;
         }
+        c.ctx_grad_clamp = cases[i].guard;
         char tag[80];
-        snprintf(tag, sizeof(tag), " (wavefront L=%d T=%d W=%d chunk %d%s)", c.n_layers, c.seq_len, c.ctx_window,
-                 c.gpu_wavefront_chunk, cases[i].lanes ? ", 2 lanes" : "");
+        snprintf(tag, sizeof(tag), " (wavefront L=%d T=%d W=%d chunk %d%s%s)", c.n_layers, c.seq_len, c.ctx_window,
+                 c.gpu_wavefront_chunk, cases[i].lanes ? ", 2 lanes" : "", c.ctx_grad_clamp > 0 ? ", ctx guard" : "");
         full_step_check(cx, st, &c, tag, cases[i].lanes, 0);
     }
 }
@@ -218,8 +241,9 @@ static void run_model(const ladder_ctx *cx, stage *st)
     c.batch_size = 16;
     c.gpu_lanes = 2; /* as chosen where the recurrence runs on clusters; set so every profile splits */
     full_step_check(cx, st, &c, " (2 lanes)", 2, 0);
-    accum_step_case(cx, st, cx->rng);
+    accum_step_case(cx, st, cx->rng, 0);
     wavefront_cases(cx, st);
+    accum_step_case(cx, st, cx->rng, 8);
 }
 
 const ladder_stage ladder_stage_model = { "model", "full step", run_model };
