@@ -108,6 +108,28 @@ Test(gpu_caps, persistent_plan_fits_every_family_at_d512_and_d1024)
 
 /* Where each CTA would read too much a step (the broadcast of a wide BPTT),
  * or the GPU cannot take the kernels, the per-step loop is used instead. */
+/* Under the wavefront each layer's persistent grid takes a share of the
+ * lane's SMs, as many layers at once as have a split (executor_gpu.c,
+ * plan_wavefront): the shares docs/gpus.md names. */
+Test(gpu_caps, wavefront_shares_of_the_persistent_grids)
+{
+    gpu_caps c = h200();
+    cr_assert_eq(gpu_caps_limit(&c, "sm89", 0, 0, 0), 0);
+    c.sm_count = 128 / 3;
+    cr_expect(gru_persistent_supported(&c, 64, 512, 512), "RTX 4090 limits, D=512: 3 layers at once on 42 SMs");
+    c = h200();
+    cr_assert_eq(gpu_caps_limit(&c, "sm86", 0, 0, 0), 0);
+    c.sm_count = 82 / 3;
+    cr_expect_not(gru_persistent_supported(&c, 64, 512, 512), "RTX 3090 limits, D=512: no split on 27 SMs");
+    c.sm_count = 82 / 2;
+    cr_expect(gru_persistent_supported(&c, 64, 512, 512), "RTX 3090 limits, D=512: 2 layers at once on 41 SMs");
+    c = h200();
+    c.sm_count = 132 / 3;
+    cr_expect_not(gru_persistent_supported(&c, 64, 512, 1024), "H200, D=1024: no split on 44 SMs");
+    c.sm_count = 132 / 2;
+    cr_expect(gru_persistent_supported(&c, 64, 512, 1024), "H200, D=1024: 2 layers at once on 66 SMs");
+}
+
 Test(gpu_caps, persistent_plan_refuses_what_it_cannot_do_well)
 {
     gpu_caps c = h200();

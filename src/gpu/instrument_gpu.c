@@ -120,33 +120,33 @@ void gpu_trace_wave_point(int lane, int layer, cudaStream_t s)
     gpu_trace_point(TRACE_WAVE + lane * GPU_WAVE_MAX_LAYERS + layer, s);
 }
 
+/* Series l's points as intervals (ms from the step's start, `decimals`
+ * places) after its label, and the series emptied for the next step. */
+static void print_series(int l, int decimals)
+{
+    for (int i = 0; i < trace.n[l]; i++) {
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, trace.t0, trace.ev[l][i]));
+        fprintf(stderr, "%s%.*f", i % 2 ? "-" : " ", decimals, ms);
+    }
+    fputc('\n', stderr);
+    trace.n[l] = 0;
+}
+
 void gpu_trace_print(int nlanes)
 {
     if (!trace.on) return;
     cudaCheck(cudaDeviceSynchronize());
     for (int k = 0; k < nlanes * GPU_WAVE_MAX_LAYERS; k++) { /* the wavefront's chunks, forward then BPTT */
-        const int l = TRACE_WAVE + k;
-        if (!trace.n[l]) continue;
+        if (!trace.n[TRACE_WAVE + k]) continue;
         fprintf(stderr, "lane %d layer %d chunks:", k / GPU_WAVE_MAX_LAYERS, k % GPU_WAVE_MAX_LAYERS);
-        for (int i = 0; i < trace.n[l]; i++) {
-            float ms = 0;
-            cudaCheck(cudaEventElapsedTime(&ms, trace.t0, trace.ev[l][i]));
-            fprintf(stderr, "%s%.3f", i % 2 ? "-" : " ", ms);
-        }
-        fputc('\n', stderr);
-        trace.n[l] = 0;
+        print_series(TRACE_WAVE + k, 3);
     }
     for (int k = 0; k < 2 * nlanes; k++) {
         const int l = k < nlanes ? k : GPU_MAX_LANES + k - nlanes;
         if (k < nlanes) fprintf(stderr, "lane %d:", l);
         else fprintf(stderr, "lane %d weight GEMMs:", l - GPU_MAX_LANES);
-        for (int i = 0; i < trace.n[l]; i++) {
-            float ms = 0;
-            cudaCheck(cudaEventElapsedTime(&ms, trace.t0, trace.ev[l][i]));
-            fprintf(stderr, "%s%.2f", i % 2 ? "-" : " ", ms);
-        }
-        fputc('\n', stderr);
-        trace.n[l] = 0;
+        print_series(l, 2);
     }
 }
 
