@@ -272,7 +272,6 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             const int b = i / D, k = i % D;
             hb[((size_t)(k / J) * BL + b) * S::LDS + k % J] = hprev16[((size_t)(seq0 + b) * T + t0) * D + k];
         }
-        fence_async_smem(); // the next writes here are the peers' bulk copies (async proxy): these stores first
     }
     // gx of step t, issued a step ahead (while the peers' h of the step before is in flight)
     auto prefetch_gx = [&](int t) {

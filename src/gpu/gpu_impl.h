@@ -63,7 +63,7 @@ typedef struct {
     int gru_wide; /* the forward recurrence 16 sequences a cluster (gpu_gru_wide_for the whole batch) */
     int wave_chunk; /* timesteps a chunk of the wavefront (gpu_step_plan), 0: layer after layer */
     char wave_why[128];
-    int wave_ran, wave_top_ran; /* the last step took the wavefront's chunks, and chunked the context stream */
+    int wave_ran, wave_top_ran; /* this (or the last) step takes the wavefront's chunks, and chunks the context stream */
     int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */
     /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;

@@ -15,7 +15,6 @@ typedef struct {
     int nlanes; /* lanes of this step */
     int B, T, M, D, L, H, W, V;
     size_t r0, M_all; /* the lane's first row; rows of the whole batch (per-layer tensors are [L, M_all, ·]) */
-    int top_chunked; /* the wavefront also chunks the context stream and classifier (wave_top_chunked) */
     cc_norm_consts nc; /* RMSNorm's constants */
 } lane_ctx;
 

@@ -221,48 +221,45 @@ void gpu_matmul_dw(gpu_matmul_ctx *g, float *dw, const void *dy16, const void *x
 }
 
 /* A window's rows are contiguous only within a sequence: one product per
- * sequence, all in one batched call (or one plain product where the window
- * is whole sequences). */
+ * sequence, all in one batched call, or one plain product over nseq·len
+ * rows where the window is whole sequences. fwd: y = x·Wᵀ (+ bias); dx:
+ * dx = dy·W; c16: the result in FP16. */
+static void window_fwd(gpu_matmul_ctx *g, void *y, int c16, const void *x16, const void *w16, const float *bias,
+                       int nseq, int len, int T, int N, int K, cudaStream_t s)
+{
+    const int batch = nseq == 1 || len == T ? 1 : nseq, rows = batch == 1 ? nseq * len : len;
+    gemm_batched(g, y, c16, N, x16, K, 0, w16, K, 1, rows, N, K, 1.f, 0.f, bias, batch, (long long)T * K,
+                 (long long)T * N, s);
+}
+
+static void window_dx(gpu_matmul_ctx *g, void *dx, int c16, const void *dy16, const void *w16, int nseq, int len, int T,
+                      int N, int K, cudaStream_t s)
+{
+    const int batch = nseq == 1 || len == T ? 1 : nseq, rows = batch == 1 ? nseq * len : len;
+    gemm_batched(g, dx, c16, K, dy16, N, 0, w16, K, 0, rows, K, N, 1.f, 0.f, NULL, batch, (long long)T * N,
+                 (long long)T * K, s);
+}
+
 void gpu_matmul_fwd_window(gpu_matmul_ctx *g, float *y, const void *x16, const void *w16, const float *bias, int nseq,
                            int len, int T, int N, int K, cudaStream_t s)
 {
-    if (nseq == 1 || len == T) {
-        gpu_matmul_fwd(g, y, x16, w16, bias, nseq * len, N, K, s);
-        return;
-    }
-    gemm_batched(g, y, 0, N, x16, K, 0, w16, K, 1, len, N, K, 1.f, 0.f, bias, nseq, (long long)T * K,
-                 (long long)T * N, s);
+    window_fwd(g, y, 0, x16, w16, bias, nseq, len, T, N, K, s);
 }
 
 void gpu_matmul_dx_window(gpu_matmul_ctx *g, float *dx, const void *dy16, const void *w16, int nseq, int len, int T,
                           int N, int K, cudaStream_t s)
 {
-    if (nseq == 1 || len == T) {
-        gpu_matmul_dx(g, dx, dy16, w16, nseq * len, N, K, 0, s);
-        return;
-    }
-    gemm_batched(g, dx, 0, K, dy16, N, 0, w16, K, 0, len, K, N, 1.f, 0.f, NULL, nseq, (long long)T * N,
-                 (long long)T * K, s);
+    window_dx(g, dx, 0, dy16, w16, nseq, len, T, N, K, s);
 }
 
 void gpu_matmul_fwd_f16_window(gpu_matmul_ctx *g, void *y16, const void *x16, const void *w16, int nseq, int len, int T,
                                int N, int K, cudaStream_t s)
 {
-    if (nseq == 1 || len == T) {
-        gpu_matmul_fwd_f16(g, y16, x16, w16, nseq * len, N, K, s);
-        return;
-    }
-    gemm_batched(g, y16, 1, N, x16, K, 0, w16, K, 1, len, N, K, 1.f, 0.f, NULL, nseq, (long long)T * K,
-                 (long long)T * N, s);
+    window_fwd(g, y16, 1, x16, w16, NULL, nseq, len, T, N, K, s);
 }
 
 void gpu_matmul_dx_f16_window(gpu_matmul_ctx *g, void *dx16, const void *dy16, const void *w16, int nseq, int len,
                               int T, int N, int K, cudaStream_t s)
 {
-    if (nseq == 1 || len == T) {
-        gpu_matmul_dx_f16(g, dx16, dy16, w16, nseq * len, N, K, s);
-        return;
-    }
-    gemm_batched(g, dx16, 1, K, dy16, N, 0, w16, K, 0, len, K, N, 1.f, 0.f, NULL, nseq, (long long)T * N,
-                 (long long)T * K, s);
+    window_dx(g, dx16, 1, dy16, w16, nseq, len, T, N, K, s);
 }

@@ -15,7 +15,7 @@ lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
 {
     const cc_dims *d = &ex->lay.dims;
     lane_ctx c = { ex, IMPL(ex), ln, nlanes, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
-                   (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T, 0,
+                   (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T,
                    cc_norm_consts_of(d) };
     return c;
 }
@@ -419,7 +419,6 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
         if (i > 0) cudaCheck(cudaStreamWaitEvent(g->lane[i].stream, g->ev_batch, 0));
     }
     const int wave = wave_on(ex), nchunks = wave ? wave_chunks(&c[0]) : 0, top = wave && wave_top_chunked(ex);
-    for (int i = 0; i < n; i++) c[i].top_chunked = top;
     g->wave_ran = wave ? g->wave_chunk : 0;
     g->wave_top_ran = top;
     if (wave) /* chunk by chunk, layer by layer, lane by lane */

@@ -112,7 +112,7 @@ void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
     const row_window rw = { len, T };
     cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
     if (l == c->L - 1) { /* dL/du^L: the context stream's, of the chunk or of every step */
-        if (c->top_chunked || k == wave_chunks(c) - 1) {
+        if (c->g->wave_top_ran || k == wave_chunks(c) - 1) {
             wave_record(ln->ev_feed[c->L - 1], ln->stream);
             wave_wait(rec, ln->ev_feed[c->L - 1]);
         }
