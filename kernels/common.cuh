@@ -58,6 +58,6 @@ static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)(
 // per stream (stream order keeps a stream's reductions apart).
 float *reduce_scratch(cudaStream_t s, size_t floats);
 // The same per-stream store for other kernels' scratch, one buffer per kind.
-enum { SCRATCH_REDUCE, SCRATCH_GRU_FLAGS, SCRATCH_GRU_WT, SCRATCH_KINDS };
+enum { SCRATCH_REDUCE, SCRATCH_GRU_FLAGS, SCRATCH_GRU_WT, SCRATCH_GRU_PART, SCRATCH_KINDS };
 void *stream_scratch(cudaStream_t s, int kind, size_t bytes);
 // Pass 2: launch_sum_chunks_acc (catchat/kernels.h).

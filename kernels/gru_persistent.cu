@@ -52,6 +52,7 @@ struct gp_plan {
     int MU, J, N;  // 16-unit blocks a CTA owns, units a CTA owns, CTAs a group
     int G, Bg, NT; // groups, sequences a group, 8-sequence tiles a CTA computes (NT·8 ≥ Bg)
     int ks;        // k-pairs per warp held in shared memory (after the register ones)
+    int Q;         // CTAs that split the K of a slice's unit blocks (1: each CTA the whole K; split kernels below)
     int l2_bytes;  // what a CTA reads from L2 a step: the moving operand and any streamed part of A
 };
 
@@ -184,17 +185,19 @@ __device__ __forceinline__ void gp_step(float (&acc)[MT][NT][4], const uint4 (&a
     __syncwarp(); // the ring is refilled by the next step
 }
 
-// Loads the stationary operand: registers, then this warp's shared memory tier.
+// Loads the stationary operand: registers, then this warp's shared memory
+// tier. The warp's i-th k-pair is kfirst + kstep·i.
 template <int MT, int KR, int KRA>
 __device__ __forceinline__ void gp_load_stationary(uint4 (&areg)[KRA][MT][2], uint4 *asm_, const __half *A,
-                                                   const int (&arow)[MT], int lda, int kpw, int ks, int warp, int lane)
+                                                   const int (&arow)[MT], int lda, int kpw, int ks, int kfirst,
+                                                   int kstep, int lane)
 {
 #pragma unroll
     for (int i = 0; i < KR; i++)
-        if (i < kpw) gp_load_a<MT>(areg[i], A, arow, lda, warp + GP_WARPS * i, lane);
+        if (i < kpw) gp_load_a<MT>(areg[i], A, arow, lda, kfirst + kstep * i, lane);
     for (int i = KR; i < kpw && i - KR < ks; i++) {
         uint4 a[MT][2];
-        gp_load_a<MT>(a, A, arow, lda, warp + GP_WARPS * i, lane);
+        gp_load_a<MT>(a, A, arow, lda, kfirst + kstep * i, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
             asm_[(((i - KR) * MT + mt) * 32 + lane) * 2] = a[mt][0];
@@ -306,7 +309,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) arow[mt] = (mt % 3) * D + u0 + 16 * (mt / 3);
     uint4 areg[KRA][MT][2];
-    gp_load_stationary<MT, KR, KRA>(areg, m.asm_, whh, arow, D, kpw, P.ks, warp, lane);
+    gp_load_stationary<MT, KR, KRA>(areg, m.asm_, whh, arow, D, kpw, P.ks, warp, GP_WARPS, lane);
     unsigned *flag = flags + group;
 #pragma unroll
     for (int i = 0; i < PP; i++) {
@@ -393,7 +396,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) arow[mt] = u0 + 16 * mt;
     uint4 areg[KRA][MT][2];
-    gp_load_stationary<MT, KR, KRA>(areg, m.asm_, whh_t, arow, K, kpw, P.ks, warp, lane);
+    gp_load_stationary<MT, KR, KRA>(areg, m.asm_, whh_t, arow, K, kpw, P.ks, warp, GP_WARPS, lane);
     unsigned *flag = flags + group;
     // z⊙g of step t1 where a window after this one ran first (its dgh_{t1} is in dgh16)
 #pragma unroll
@@ -459,6 +462,348 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
         }
 }
 
+// ---- Split K: the stationary operand of one unit block over several CTAs ----
+//
+// Where one copy of W_hh needs the whole GPU (D=2048: 24 MB), every CTA of
+// the kernels above reads the group's whole moving operand each step (256 KB
+// of h forward, 768 KB of gate gradients backward, on every SM), and that
+// broadcast sets the step time. These kernels cut K instead: Q CTAs (a slice)
+// share Q blocks of 16 units, CTA kq holding the K range [kq, kq+1)·K/Q of
+// all Q blocks' rows. A CTA reads only its K/Q columns of the moving operand,
+// once into shared memory for all its warps (warp w: unit block w / WK of the
+// slice, k-pairs w % WK + WK·i of the range, WK = 8 / Q), so a warp holds the
+// same slice of W_hh as in the kernels above. Each CTA then publishes its
+// partial sums of the Q blocks (the WK warps of a block added in warp order
+// first) to L2, the slice's CTAs meet on a second counter, and CTA kq adds the
+// Q partials of block kq in kq order and runs that block's gate math. Every
+// sum has a fixed order: bit-reproducible, and equal to the other paths to
+// rounding. The group's counter still hands h_t (dgh_t) on, and it also says
+// that every CTA has read the partials of the step, so one partial buffer
+// serves every step.
+
+// Shared memory of a split launch: the moving operand's K range (reused for
+// the WK - 1 warps' partials of each block once the MMAs are done), the A
+// tier, the finalised block's state.
+static __host__ __device__ size_t gp_split_region(int MT, int NT, int Q, int KPq)
+{
+    const int slots = GP_WARPS - Q > Q ? GP_WARPS - Q : Q; // k-pair lanes 1.., then the blocks' sums
+    const size_t bs = (size_t)KPq * NT * 32 * 16, red = (size_t)slots * MT * NT * 8 * GP_RS * sizeof(float);
+    return bs > red ? bs : red;
+}
+static __host__ __device__ size_t gp_split_smem_bytes(int MT, int NT, int Q, int KPq, int ks)
+{
+    return gp_split_region(MT, NT, Q, KPq) + (size_t)GP_WARPS * ks * MT * 32 * 32 + (size_t)NT * 8 * 16 * sizeof(float);
+}
+
+// Where a CTA and its warp sit in the split (Q CTAs a slice, WK = 8 / Q warps a block).
+struct gp_split {
+    int wm, wk;       // the warp's unit block in the slice and its k-pair lane
+    int b0, nvalid;   // the group's first sequence and how many it has
+    int kbase, kpw;   // the CTA's first k-pair and the warp's count of them
+    int ufin;         // first unit of the block this CTA finalises
+    int kq, cslice;   // the CTA's place in its slice, and the slice's index over all groups
+};
+
+template <int Q>
+__device__ __forceinline__ gp_split gp_split_of(const gp_plan &P, int warp)
+{
+    constexpr int WK = GP_WARPS / Q;
+    gp_split S;
+    const int within = blockIdx.x % P.N, group = blockIdx.x / P.N, slice = within / Q, KPq = P.KP / Q;
+    S.kq = within % Q;
+    S.cslice = group * (P.N / Q) + slice;
+    S.wm = warp / WK;
+    S.wk = warp % WK;
+    S.b0 = group * P.Bg;
+    S.nvalid = min(P.Bg, P.B - S.b0);
+    S.kbase = S.kq * KPq;
+    S.kpw = (KPq - S.wk + WK - 1) / WK;
+    S.ufin = 16 * (slice * Q + S.kq);
+    return S;
+}
+
+// The CTA's K range of the moving operand into shared memory, chunk c = (k-pair,
+// tile, lane) as gp_issue lays out a ring stage; each warp issues its share.
+template <int NT>
+__device__ __forceinline__ void gp_split_load(uint4 *bs, const __half *Bm, size_t ldb, int nvalid, int KPq, int warp,
+                                              int lane)
+{
+    const int g = lane >> 2, c = lane & 3;
+    for (int st = warp; st < KPq * NT; st += GP_WARPS) { // st = k-pair · NT + tile
+        const int kp = st / NT, n = (st % NT) * 8 + g;
+        cp_async16(bs + st * 32 + lane, Bm + (size_t)(n < nvalid ? n : 0) * ldb + kp * 32 + 8 * c, n < nvalid);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+}
+
+// acc = this warp's k-pairs of A_slice · Bᵀ with B in shared memory.
+template <int MT, int NT, int KR, int KRA, int Q>
+__device__ __forceinline__ void gp_split_mma(float (&acc)[MT][NT][4], const uint4 (&areg)[KRA][MT][2],
+                                             const uint4 *asm_, const __half *A, const int (&arow)[MT], int lda,
+                                             const uint4 *bs, const gp_split &S, int ks, int lane)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
+    constexpr int WK = GP_WARPS / Q;
+#pragma unroll
+    for (int i = 0; i < KR; i++)
+        if (i < S.kpw) gp_mma_pair<MT, NT>(acc, areg[i], bs + (S.wk + WK * i) * NT * 32, lane);
+    for (int i = KR; i < S.kpw; i++) {
+        uint4 a[MT][2];
+        if (i - KR < ks) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                a[mt][0] = asm_[(((i - KR) * MT + mt) * 32 + lane) * 2];
+                a[mt][1] = asm_[(((i - KR) * MT + mt) * 32 + lane) * 2 + 1];
+            }
+        } else {
+            gp_load_a<MT>(a, A, arow, lda, S.kbase + S.wk + WK * i, lane);
+        }
+        gp_mma_pair<MT, NT>(acc, a, bs + (S.wk + WK * i) * NT * 32, lane);
+    }
+}
+
+// The CTA's partial sums of its Q blocks to L2. The warps of k-pair lane
+// 1.. leave theirs in shared memory (over the moving operand, read by now),
+// the warp of lane 0 adds them in order to its own and leaves the block's sum
+// in slot wm, and the whole CTA copies the Q slots to the slice's buffer
+// (block wm, source kq: [MT][NT·8][16] floats). Then the slice's counter.
+// Every thread of the CTA calls it.
+template <int MT, int NT, int Q>
+__device__ __forceinline__ void gp_split_publish(unsigned char *smem, float (&acc)[MT][NT][4], float *part_slice,
+                                                 const gp_split &S, unsigned *slice_flag, int lane)
+{
+    constexpr int COLS = NT * 8, WK = GP_WARPS / Q;
+    constexpr size_t slot = (size_t)MT * COLS * GP_RS; // floats of one warp's partials in shared memory
+    float *red = (float *)smem;
+    __syncthreads(); // every warp's MMAs have read the moving operand
+    if constexpr (WK > 1) {
+        float *mine = red + (S.wm * (WK - 1)) * slot; // the block's WK - 1 slots
+        if (S.wk > 0) gp_store_partial<MT, NT>(mine + (S.wk - 1) * slot, acc, lane, 1, 0);
+        __syncthreads();
+        if (S.wk == 0) {
+            const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+            for (int w = 1; w < WK; w++)
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            acc[mt][nt][e] += mine[(w - 1) * slot + (mt * COLS + nt * 8 + 2 * c + (e & 1)) * GP_RS + g +
+                                                   (e >> 1) * 8];
+        }
+        __syncthreads(); // the slots are read
+    }
+    if (S.wk == 0) gp_store_partial<MT, NT>(red + S.wm * slot, acc, lane, 1, 0);
+    __syncthreads();
+    constexpr int V4 = MT * COLS * 4; // float4s of one block's partial
+    for (int x = threadIdx.x; x < Q * V4; x += GP_THREADS) {
+        const int blk = x / V4, y = x % V4, row = y / 4, r4 = (y % 4) * 4; // row = mt·COLS + n
+        const float4 v = *(const float4 *)(red + blk * slot + row * GP_RS + r4);
+        __stcg((float4 *)(part_slice + ((size_t)blk * Q + S.kq) * MT * COLS * 16 + row * 16 + r4), v);
+    }
+    __syncthreads(); // the partials are stored and shared memory is free again
+    if (threadIdx.x == 0) gp_signal(slice_flag);
+}
+
+// Gate row gate of the finalised block, sequence n, unit j: the Q partials in source order.
+template <int MT, int NT, int Q>
+__device__ __forceinline__ float gp_split_sum(const float *part_slice, const gp_split &S, int gate, int n, int j)
+{
+    constexpr int COLS = NT * 8;
+    const float *in = part_slice + (size_t)S.kq * Q * MT * COLS * 16 + (gate * COLS + n) * 16 + j;
+    float v = 0.f;
+#pragma unroll
+    for (int q = 0; q < Q; q++) v += __ldcg(in + (size_t)q * MT * COLS * 16);
+    return v;
+}
+
+// The counters of a split launch: one a group (h_t or dgh_t of the whole
+// group stored), then one a slice (the slice's partials of the step stored).
+__device__ __forceinline__ unsigned *gp_split_flag(unsigned *flags, const gp_plan &P, const gp_split &S)
+{
+    return flags + P.G + S.cslice;
+}
+
+// Floats of a slice's partial buffer: Q blocks × Q sources × MT rows of 16 units × the tile's sequences.
+__host__ __device__ inline size_t gp_split_part_floats(int MT, int NT, int Q) { return (size_t)Q * Q * MT * NT * 8 * 16; }
+
+// The forward's outputs that only the backward reads go after the signal,
+// except at 8 sequence tiles, where holding them would spill (as above).
+template <int NT, int Q>
+__global__ void __launch_bounds__(GP_THREADS, 1)
+    gru_forward_split_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx, const __half *whh,
+                             const float *bhh, unsigned *flags, float *part, gp_plan P)
+{
+    const int t0 = P.t0, t1 = P.t1;
+    constexpr int MT = 3, KR = gp_kr(MT, NT), KRA = KR > 0 ? KR : 1, PP = NT / 2; // 16 units × NT·8 sequences
+    constexpr int WK = GP_WARPS / Q;
+    constexpr bool DEFER = NT < 8;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (blockIdx.x >= P.G * P.N) return; // only a grid the runtime should have refused has more (gp_launch)
+    const gp_split S = gp_split_of<Q>(P, warp);
+    const int D = P.D, T = P.T, b0 = S.b0, nvalid = S.nvalid, u0 = S.ufin;
+    uint4 *bs = (uint4 *)smem;
+    const size_t region = gp_split_region(MT, NT, Q, P.KP / Q);
+    uint4 *asm_ = (uint4 *)(smem + region) + (size_t)warp * P.ks * MT * 64;
+    float *state = (float *)(smem + region + (size_t)GP_WARPS * P.ks * MT * 1024);
+    int arow[MT]; // gate rows of the warp's block
+    const int ub = S.ufin - 16 * S.kq + 16 * S.wm;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) arow[mt] = mt * D + ub;
+    uint4 areg[KRA][MT][2];
+    gp_load_stationary<MT, KR, KRA>(areg, asm_, whh, arow, D, S.kpw, P.ks, S.kbase + S.wk, WK, lane);
+    unsigned *flag = flags + blockIdx.x / P.N, *slice_flag = gp_split_flag(flags, P, S);
+    float *part_slice = part + (size_t)S.cslice * gp_split_part_floats(MT, NT, Q);
+#pragma unroll
+    for (int i = 0; i < PP; i++) {
+        const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
+        state[p] = t0 > 0 && n < nvalid ? h[((size_t)(b0 + n) * T + t0 - 1) * D + u0 + j] : 0.f;
+        if (t0 == 0 && n < nvalid) hprev16[(size_t)(b0 + n) * T * D + u0 + j] = __float2half(0.f); // h_{-1}
+    }
+    float acc[MT][NT][4];
+    const int tfirst = t0 > 1 ? t0 : 1; // the window's first step with a product
+    for (int t = t0; t < t1; t++) {
+        if (t > 0) {
+            if (lane == 0 && t > t0) gp_wait(flag, (unsigned)(P.N * (t - t0)));
+            __syncwarp();
+            gp_split_load<NT>(bs, hprev16 + ((size_t)b0 * T + t) * D + S.kbase * 32, (size_t)T * D, nvalid, P.KP / Q,
+                              warp, lane);
+            __syncthreads();
+            gp_split_mma<MT, NT, KR, KRA, Q>(acc, areg, asm_, whh, arow, D, bs, S, P.ks, lane);
+            gp_split_publish<MT, NT, Q>(smem, acc, part_slice, S, slice_flag, lane);
+        }
+        float gxv[PP][3]; // issued before the slice's wait (not the group's: the MMAs need the registers)
+#pragma unroll
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
+            if (n < nvalid) {
+                const float *gr = gx + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
+                gxv[i][0] = gr[0];
+                gxv[i][1] = gr[D];
+                gxv[i][2] = gr[2 * D];
+            }
+        }
+        if (t > 0) {
+            if (lane == 0) gp_wait(slice_flag, (unsigned)(Q * (t - tfirst + 1)));
+            __syncwarp();
+        }
+        gru_fwd_vals v[DEFER ? PP : 1];
+#pragma unroll
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
+            if (n >= nvalid) continue;
+            const float ar = t > 0 ? gp_split_sum<MT, NT, Q>(part_slice, S, 0, n, j) : 0.f;
+            const float az = t > 0 ? gp_split_sum<MT, NT, Q>(part_slice, S, 1, n, j) : 0.f;
+            const float an = t > 0 ? gp_split_sum<MT, NT, Q>(part_slice, S, 2, n, j) : 0.f;
+            const float bh[3] = { __ldg(bhh + u0 + j), __ldg(bhh + D + u0 + j), __ldg(bhh + 2 * D + u0 + j) };
+            const gru_fwd_vals vi = gru_fwd_math(gxv[i], bh, ar, az, an, state[p]);
+            state[p] = vi.h;
+            if (t + 1 < T) hprev16[((size_t)(b0 + n) * T + t + 1) * D + u0 + j] = __float2half_rn(vi.h);
+            if constexpr (DEFER) v[i] = vi;
+            else gru_fwd_store_states(h, gates, ghn, vi, (size_t)(b0 + n) * T + t, u0 + j, D);
+        }
+        __syncthreads(); // h_t stored and the partials read by the whole CTA
+        if (threadIdx.x == 0 && t + 1 < t1) gp_signal(flag);
+        if constexpr (DEFER) {
+#pragma unroll
+            for (int i = 0; i < PP; i++) {
+                const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
+                if (n < nvalid) gru_fwd_store_states(h, gates, ghn, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
+            }
+        }
+    }
+}
+
+template <int NT, int Q>
+__global__ void __launch_bounds__(GP_THREADS, 1)
+    gru_backward_split_kernel(__half *dgx16, __half *dgh16, const float *dh_in, const float *h, const float *gates,
+                              const float *ghn, const __half *whh_t, float clamp_limit, float *carry_io,
+                              unsigned *flags, float *part, gp_plan P)
+{
+    const int t0 = P.t0, t1 = P.t1;
+    constexpr int MT = 1, KR = gp_kr(MT, NT), KRA = KR > 0 ? KR : 1, PP = NT / 2, WK = GP_WARPS / Q;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (blockIdx.x >= P.G * P.N) return; // only a grid the runtime should have refused has more (gp_launch)
+    const gp_split S = gp_split_of<Q>(P, warp);
+    const int D = P.D, T = P.T, K = 3 * D, b0 = S.b0, nvalid = S.nvalid, u0 = S.ufin;
+    uint4 *bs = (uint4 *)smem;
+    const size_t region = gp_split_region(MT, NT, Q, P.KP / Q);
+    uint4 *asm_ = (uint4 *)(smem + region) + (size_t)warp * P.ks * MT * 64;
+    float *state = (float *)(smem + region + (size_t)GP_WARPS * P.ks * MT * 1024);
+    int arow[MT] = { S.ufin - 16 * S.kq + 16 * S.wm }; // W_hhᵀ rows: the warp's block of units
+    uint4 areg[KRA][MT][2];
+    gp_load_stationary<MT, KR, KRA>(areg, asm_, whh_t, arow, K, S.kpw, P.ks, S.kbase + S.wk, WK, lane);
+    unsigned *flag = flags + blockIdx.x / P.N, *slice_flag = gp_split_flag(flags, P, S);
+    float *part_slice = part + (size_t)S.cslice * gp_split_part_floats(MT, NT, Q);
+#pragma unroll
+    for (int i = 0; i < PP; i++) {
+        const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
+        state[p] = t1 < T && n < nvalid ? carry_io[(size_t)(b0 + n) * D + u0 + j] : 0.f;
+    }
+    float acc[MT][NT][4];
+    const int tlast = t1 - 1 < T - 2 ? t1 - 1 : T - 2; // the window's last step with a product
+    for (int t = t1 - 1; t >= t0; t--) {
+        if (t < T - 1) {
+            if (lane == 0 && t < t1 - 1) gp_wait(flag, (unsigned)(P.N * (t1 - 1 - t)));
+            __syncwarp();
+            gp_split_load<NT>(bs, dgh16 + ((size_t)b0 * T + t + 1) * K + S.kbase * 32, (size_t)T * K, nvalid, P.KP / Q,
+                              warp, lane);
+            __syncthreads();
+            gp_split_mma<MT, NT, KR, KRA, Q>(acc, areg, asm_, whh_t, arow, K, bs, S, P.ks, lane);
+            gp_split_publish<MT, NT, Q>(smem, acc, part_slice, S, slice_flag, lane);
+        }
+        float pre[PP][6]; // dh_in, r, z, n, ghn, h_{t-1}: issued before the slice's wait
+#pragma unroll
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
+            if (n < nvalid) gru_bwd_operands(pre[i], dh_in, gates, ghn, h, (size_t)(b0 + n) * T + t, u0 + j, D, t);
+        }
+        if (t < T - 1) {
+            if (lane == 0) gp_wait(slice_flag, (unsigned)(Q * (tlast - t + 1)));
+            __syncwarp();
+        }
+        gru_bwd_vals v[PP];
+#pragma unroll
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
+            if (n >= nvalid) continue;
+            float g = pre[i][0] + state[p];
+            if (t < T - 1) g += gp_split_sum<MT, NT, Q>(part_slice, S, 0, n, j);
+            v[i] = gru_bwd_math(g, clamp_limit, pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5]);
+            state[p] = v[i].zg;
+            __half *dh = dgh16 + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
+            dh[0] = __float2half_rn(v[i].dr);
+            dh[D] = __float2half_rn(v[i].dz);
+            dh[2 * D] = __float2half_rn(v[i].dnr);
+        }
+        __syncthreads(); // dgh_t stored and the partials read by the whole CTA
+        if (threadIdx.x == 0 && t > t0) gp_signal(flag);
+#pragma unroll
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
+            if (n >= nvalid) continue;
+            __half *dx = dgx16 + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
+            dx[0] = __float2half_rn(v[i].dr);
+            dx[D] = __float2half_rn(v[i].dz);
+            dx[2 * D] = __float2half_rn(v[i].dn);
+        }
+    }
+    if (t0 > 0) // z⊙g of step t0, for the window before
+#pragma unroll
+        for (int i = 0; i < PP; i++) {
+            const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
+            if (n < nvalid) carry_io[(size_t)(b0 + n) * D + u0 + j] = state[p];
+        }
+}
+
 // W_hh [3D, D] → W_hhᵀ [D, 3D] (FP16), 32×32 tiles through shared memory.
 __global__ void transpose_whh_kernel(__half *out, const __half *in, int rows, int cols)
 {
@@ -504,6 +849,16 @@ static const void *gp_kernel(int fwd, int MU, int NT)
                : (const void *)GP_PICK(gru_backward_persistent_kernel, MU, NT);
 }
 
+// The split kernels: one 16-unit block a finalising CTA, NT ∈ {2, 4, 8}, Q ∈ {4, 8}.
+#define GP_SPLIT_PICK(KERNEL, NT, Q)                                                                                 \
+    ((Q) == 4 ? ((NT) == 2 ? KERNEL<2, 4> : (NT) == 4 ? KERNEL<4, 4> : KERNEL<8, 4>)                               \
+              : ((NT) == 2 ? KERNEL<2, 8> : (NT) == 4 ? KERNEL<4, 8> : KERNEL<8, 8>))
+static const void *gp_split_kernel(int fwd, int NT, int Q)
+{
+    return fwd ? (const void *)GP_SPLIT_PICK(gru_forward_split_kernel, NT, Q)
+               : (const void *)GP_SPLIT_PICK(gru_backward_split_kernel, NT, Q);
+}
+
 // How many CTAs of this kernel at this shared memory a cooperative launch
 // admits at once: the occupancy API's blocks an SM (its registers and shared
 // memory, after raising the kernel's limit) times the device's own SMs, the
@@ -544,6 +899,7 @@ static int gp_resident_ctas(const gpu_caps *caps, const void *fn, size_t smem)
 // and the reason is what gru_persistent_refusal returns.
 static char gp_refused[192];
 static int gp_plant_oversize; // testing aid: every launch asks for more CTAs than can be resident
+static int gp_forced_split;   // testing aid: plan only splits of K in this many CTAs (0: as the plan finds best)
 
 // Chooses the split for B sequences of width D on this GPU (fwd: K = D, row
 // tiles 3·MU; else K = 3D, MU). Every candidate (units a CTA, groups) whose
@@ -557,7 +913,7 @@ static int gp_plant_oversize; // testing aid: every launch asks for more CTAs th
 // 16 units a CTA won the forward and 32 the BPTT, at D=1024 the same. More
 // units a CTA means fewer CTAs a group and less of the broadcast, as long as
 // the slice stays on chip. Returns 0 when nothing fits.
-static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_plan *out)
+static int gp_make_whole_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_plan *out)
 {
     if (!caps->cooperative_launch || B < 1 || T < 1 || D % 32 != 0 || caps->cc_major < 8) return 0;
     const int ctas = caps->sm_count;
@@ -592,7 +948,48 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
                 best = cost;
                 out->D = D; out->T = T; out->B = B; out->t0 = 0; out->t1 = T; out->K = K; out->KP = KP;
                 out->MU = MU; out->J = J; out->N = N; out->G = G; out->Bg = Bg; out->NT = NT; out->ks = ks;
-                out->l2_bytes = (int)l2;
+                out->Q = 1; out->l2_bytes = (int)l2;
+            }
+        }
+    }
+    return best >= 0;
+}
+
+// The split of K (kernels above): Q ∈ {4, 8} CTAs a slice of Q 16-unit
+// blocks, scored like the whole-K plans, plus what the partials move through
+// L2 (each CTA writes its Q blocks' partials and reads Q of its own block's)
+// and a second handshake, counted as 32 KB of reads. Where only forced (a
+// testing aid) plans Q. Returns 0 when nothing fits.
+#define GP_SPLIT_HANDSHAKE_BYTES (32 * 1024)
+static int gp_make_split_plan(const gpu_caps *caps, int B, int T, int D, int fwd, int only, gp_plan *out)
+{
+    if (!caps->cooperative_launch || B < 1 || T < 1 || D % 32 != 0 || caps->cc_major < 8) return 0;
+    const int ctas = caps->sm_count, N = D / 16, MT = fwd ? 3 : 1, K = fwd ? D : 3 * D, KP = K / 32;
+    const size_t smax = (size_t)caps->smem_per_block_optin;
+    if (N > ctas) return 0;
+    double best = -1;
+    for (int Q = 4; Q <= 8; Q *= 2) {
+        if (N % Q || KP % Q || (only && Q != only)) continue;
+        const int KPq = KP / Q, WK = GP_WARPS / Q, kpw = (KPq + WK - 1) / WK;
+        for (int G = ctas / N < (B + 7) / 8 ? ctas / N : (B + 7) / 8; G >= 1; G--) {
+            const int Bg = (B + G - 1) / G, NT = gp_round_nt((Bg + 7) / 8);
+            if (NT > 8) break; // fewer groups only make NT larger
+            if ((G - 1) * Bg >= B) continue;
+            if (gp_split_smem_bytes(MT, NT, Q, KPq, 0) > smax) break;
+            const int kr = gp_kr(MT, NT);
+            int ks = kpw > kr ? kpw - kr : 0;
+            while (ks > 0 && gp_split_smem_bytes(MT, NT, Q, KPq, ks) > smax) ks--;
+            if (gp_resident_ctas(caps, gp_split_kernel(fwd, NT, Q), gp_split_smem_bytes(MT, NT, Q, KPq, ks)) < G * N)
+                continue;
+            const int streamed = kpw - kr - ks > 0 ? kpw - kr - ks : 0;
+            const double frag = (double)GP_WARPS * MT * 1024;
+            const double l2 = (double)Bg * K * 2 / Q + streamed * frag + 2.0 * Q * MT * 16 * NT * 8 * sizeof(float);
+            const double cost = l2 + ks * frag / 2 + 384.0 * MT * NT * kpw * 2 + GP_SPLIT_HANDSHAKE_BYTES;
+            if (best < 0 || cost < best) {
+                best = cost;
+                out->D = D; out->T = T; out->B = B; out->t0 = 0; out->t1 = T; out->K = K; out->KP = KP;
+                out->MU = 1; out->J = 16; out->N = N; out->G = G; out->Bg = Bg; out->NT = NT; out->ks = ks;
+                out->Q = Q; out->l2_bytes = (int)l2;
             }
         }
     }
@@ -609,6 +1006,22 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
 // take the per-step loop.
 #define GP_MAX_STEP_READ (256 * 1024)
 
+// The plan of a launch: the whole-K split where its step reads less than
+// that; else a split of K where one reads less than the whole-K plan (and
+// every shape that took the whole-K kernels before keeps them).
+static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_plan *out)
+{
+    if (gp_forced_split) return gp_make_split_plan(caps, B, T, D, fwd, gp_forced_split, out);
+    gp_plan split;
+    const int whole = gp_make_whole_plan(caps, B, T, D, fwd, out);
+    if (whole && out->l2_bytes < GP_MAX_STEP_READ) return 1;
+    if (gp_make_split_plan(caps, B, T, D, fwd, 0, &split) && (!whole || split.l2_bytes < out->l2_bytes)) {
+        *out = split;
+        return 1;
+    }
+    return whole;
+}
+
 extern "C" int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D)
 {
     gp_plan f, b;
@@ -616,31 +1029,63 @@ extern "C" int gru_persistent_supported(const gpu_caps *caps, int B, int T, int 
            f.l2_bytes < GP_MAX_STEP_READ && b.l2_bytes < GP_MAX_STEP_READ;
 }
 
+// Whether a plan's warps hold all of their W_hh slice on chip (registers and shared memory).
+static bool gp_on_chip(const gp_plan &P, int fwd)
+{
+    const int MT = fwd ? 3 * P.MU : P.MU, kpw = P.Q > 1 ? P.KP / 8 : (P.KP + 7) / 8;
+    return kpw <= gp_kr(MT, P.NT) + P.ks;
+}
+
 extern "C" int gru_persistent_describe(const gpu_caps *caps, int B, int T, int D, char *buf, int len)
 {
     gp_plan f, b;
     if (!gp_make_plan(caps, B, T, D, 1, &f) || !gp_make_plan(caps, B, T, D, 0, &b)) return 0;
-    snprintf(buf, len, "forward %d groups x %d CTAs of %d units (%d sequences a group), BPTT %d x %d of %d (%d); "
+    char kf[48] = "", kb[48] = "";
+    if (f.Q > 1) snprintf(kf, sizeof(kf), ", K split over %d", f.Q);
+    if (b.Q > 1) snprintf(kb, sizeof(kb), ", K split over %d", b.Q);
+    snprintf(buf, len, "forward %d groups x %d CTAs of %d units (%d sequences a group%s), BPTT %d x %d of %d (%d%s); "
              "W_hh slice on chip: %s forward, %s BPTT",
-             f.G, f.N, f.J, f.Bg, b.G, b.N, b.J, b.Bg,
-             (f.KP + 7) / 8 <= gp_kr(3 * f.MU, f.NT) + f.ks ? "all" : "part (rest from L2)",
-             (b.KP + 7) / 8 <= gp_kr(b.MU, b.NT) + b.ks ? "all" : "part (rest from L2)");
+             f.G, f.N, f.J, f.Bg, kf, b.G, b.N, b.J, b.Bg, kb, gp_on_chip(f, 1) ? "all" : "part (rest from L2)",
+             gp_on_chip(b, 0) ? "all" : "part (rest from L2)");
     return 1;
 }
 
-// Scratch of a launch on stream s: the groups' counters (cleared here) and,
-// for the backward, W_hhᵀ.
+// Bytes of the split's partials a launch on one stream needs (0: whole K).
+static size_t gp_part_bytes(const gp_plan &P, int fwd)
+{
+    return P.Q > 1 ? (size_t)P.G * (P.N / P.Q) * gp_split_part_floats(fwd ? 3 : 1, P.NT, P.Q) * sizeof(float) : 0;
+}
+
+extern "C" size_t gru_persistent_scratch_bytes(const gpu_caps *caps, int B, int T, int D)
+{
+    gp_plan f, b;
+    if (!gp_make_plan(caps, B, T, D, 1, &f) || !gp_make_plan(caps, B, T, D, 0, &b)) return 0;
+    const size_t pf = gp_part_bytes(f, 1), pb = gp_part_bytes(b, 0);
+    return pf > pb ? pf : pb;
+}
+
+extern "C" void gru_persistent_force_split(int q) { gp_forced_split = q; }
+
+extern "C" int gru_persistent_splits_k(const gpu_caps *caps, int B, int T, int D)
+{
+    gp_plan f, b;
+    return (gp_make_plan(caps, B, T, D, 1, &f) && f.Q > 1) || (gp_make_plan(caps, B, T, D, 0, &b) && b.Q > 1);
+}
+
+// Scratch of a launch on stream s: the counters (cleared here), a split's
+// partials and, for the backward, W_hhᵀ.
 // The counters take a fixed size, never regrown: a CUDA graph captured on the
 // stream keeps the buffer's address (G ≤ the GPU's SMs).
 #define GP_MAX_GROUPS 1024
-static unsigned *gp_flags(int G, cudaStream_t s)
+static unsigned *gp_flags(const gp_plan &P, cudaStream_t s)
 {
-    if (G > GP_MAX_GROUPS) {
-        fprintf(stderr, "catchat: persistent GRU: %d batch groups over the %d counters\n", G, GP_MAX_GROUPS);
+    const int n = P.G + (P.Q > 1 ? P.G * (P.N / P.Q) : 0); // a group's counter, then a split's slice counters
+    if (n > GP_MAX_GROUPS) {
+        fprintf(stderr, "catchat: persistent GRU: %d step counters over the %d there are\n", n, GP_MAX_GROUPS);
         exit(1);
     }
     unsigned *f = (unsigned *)stream_scratch(s, SCRATCH_GRU_FLAGS, GP_MAX_GROUPS * sizeof(unsigned));
-    const cudaError_t e = cudaMemsetAsync(f, 0, (size_t)G * sizeof(unsigned), s);
+    const cudaError_t e = cudaMemsetAsync(f, 0, (size_t)n * sizeof(unsigned), s);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: persistent GRU: clearing the step counters: %s\n", cudaGetErrorString(e));
         exit(1);
@@ -696,14 +1141,20 @@ extern "C" int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, c
         fprintf(stderr, "catchat: persistent GRU forward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
-    if (!gp_instance(P.MU, P.NT)) gp_fail("forward: no kernel for this split", cudaErrorInvalidValue);
+    if (P.Q == 1 && !gp_instance(P.MU, P.NT)) gp_fail("forward: no kernel for this split", cudaErrorInvalidValue);
     P.t0 = sh.t0;
     P.t1 = sh.t1;
-    unsigned *flags = gp_flags(P.G, s);
+    unsigned *flags = gp_flags(P, s);
     float *h = L->h, *gates = L->gates, *ghn = L->ghn;
     const float *gx = L->gx, *bhh = L->bhh;
     __half *hp = (__half *)L->hprev16;
     const __half *w = (const __half *)L->whh16;
+    if (P.Q > 1) {
+        float *part = (float *)stream_scratch(s, SCRATCH_GRU_PART, gp_part_bytes(P, 1));
+        void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &flags, &part, &P };
+        return gp_launch(caps, gp_split_kernel(1, P.NT, P.Q), P, args,
+                         gp_split_smem_bytes(3, P.NT, P.Q, P.KP / P.Q, P.ks), s, "forward");
+    }
     void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &flags, &P };
     return gp_launch(caps, gp_kernel(1, P.MU, P.NT), P, args, gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J), s, "forward");
 }
@@ -721,14 +1172,21 @@ extern "C" int launch_gru_backward_persistent(const gru_layer *L, const gru_grad
     transpose_whh_kernel<<<dim3(ceil_div(D, 32), ceil_div(3 * D, 32)), dim3(32, 8), 0, s>>>(
         wt, (const __half *)L->whh16, 3 * D, D);
     LAUNCH_CHECK();
-    if (!gp_instance(P.MU, P.NT)) gp_fail("backward: no kernel for this split", cudaErrorInvalidValue);
+    if (P.Q == 1 && !gp_instance(P.MU, P.NT)) gp_fail("backward: no kernel for this split", cudaErrorInvalidValue);
     P.t0 = sh.t0;
     P.t1 = sh.t1;
-    unsigned *flags = gp_flags(P.G, s);
+    unsigned *flags = gp_flags(P, s);
     __half *dx = (__half *)G->dgx16, *dh = (__half *)G->dgh16;
     float *carry = G->dhrec;
     const float *dh_in = G->dh_in, *h = L->h, *gates = L->gates, *ghn = L->ghn;
     const __half *w = wt;
+    if (P.Q > 1) {
+        float *part = (float *)stream_scratch(s, SCRATCH_GRU_PART, gp_part_bytes(P, 0));
+        void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w,
+                         &clamp_limit, &carry, &flags, &part, &P };
+        return gp_launch(caps, gp_split_kernel(0, P.NT, P.Q), P, args, gp_split_smem_bytes(1, P.NT, P.Q, P.KP / P.Q, P.ks),
+                         s, "BPTT");
+    }
     void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w, &clamp_limit,
                      &carry, &flags, &P };
     return gp_launch(caps, gp_kernel(0, P.MU, P.NT), P, args, gp_smem_bytes(P.MU, P.NT, P.ks, P.J), s, "BPTT");

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "catchat/device.h"
 #include "catchat/gpu_caps.h"
+#include "catchat/gpu_gru.h"
 #include "catchat/kernels.h"
 #include "catchat/ladder.h"
 
@@ -133,8 +134,20 @@ Test(gpu_caps, wavefront_shares_of_the_persistent_grids)
 Test(gpu_caps, persistent_plan_refuses_what_it_cannot_do_well)
 {
     gpu_caps c = h200();
-    cr_expect_not(gru_persistent_supported(&c, 64, 512, 2048), "D=2048 B=64: 768 KB a CTA a step");
+    /* D=2048 B=64: the whole-K BPTT would read 768 KB a CTA a step; the plan splits K (4 CTAs a slice
+     * forward, 8 in the BPTT), which only a forced persistent recurrence takes */
+    cr_expect(gru_persistent_supported(&c, 64, 512, 2048));
+    cr_expect(gru_persistent_splits_k(&c, 64, 512, 2048));
+    char split[256];
+    cr_assert(gru_persistent_describe(&c, 64, 512, 2048, split, sizeof(split)));
+    cr_expect(strstr(split, "64 sequences a group, K split over 4") && strstr(split, "(64, K split over 8)") &&
+                  strstr(split, "on chip: all forward, all BPTT"), "%s", split);
+    cr_expect_eq(gpu_gru_impl_for(&c, GPU_GRU_AUTO, 64, 512, 2048), GRU_IMPL_PER_STEP);
+    cr_expect_eq(gpu_gru_impl_for(&c, GPU_GRU_PERSISTENT, 64, 512, 2048), GRU_IMPL_PERSISTENT);
     cr_expect(gru_persistent_supported(&c, 12, 9, 2048), "D=2048 B=12 stays on chip");
+    cr_expect_not(gru_persistent_splits_k(&c, 12, 9, 2048), "and needs no split");
+    cr_expect_not(gru_persistent_splits_k(&c, 64, 512, 1024), "H200, D=1024: whole K");
+    cr_expect_not(gru_persistent_splits_k(&c, 64, 512, 512), "H200, D=512: whole K");
     cr_expect_not(gru_persistent_supported(&c, 64, 512, 48), "D not a multiple of 32");
     c.cooperative_launch = 0;
     cr_expect_not(gru_persistent_supported(&c, 64, 512, 512), "no cooperative launch: residency not guaranteed");
@@ -143,7 +156,27 @@ Test(gpu_caps, persistent_plan_refuses_what_it_cannot_do_well)
     cr_expect_not(gru_persistent_supported(&c, 64, 512, 512), "before sm_80");
     c = h200();
     gpu_caps_limit(&c, "sm86", 0, 0, 0);
-    cr_expect_not(gru_persistent_supported(&c, 64, 512, 1024), "RTX 3090 limits, D=1024: W_hh streams from L2");
+    cr_expect_eq(gpu_gru_impl_for(&c, GPU_GRU_AUTO, 64, 512, 1024), GRU_IMPL_PER_STEP,
+                 "RTX 3090 limits, D=1024: the whole-K split streams W_hh from L2, a split of K is not the default");
+    cr_expect_not(gru_persistent_supported(&c, 64, 512, 2048), "RTX 3090 limits, D=2048: nothing fits");
+}
+
+/* The split of K under the ladder's testing aid: forced where it fits, and
+ * nothing planned where it does not. */
+Test(gpu_caps, persistent_forced_split)
+{
+    gpu_caps c = h200();
+    char split[256];
+    gru_persistent_force_split(4);
+    cr_expect(gru_persistent_describe(&c, 20, 37, 512, split, sizeof(split)));
+    cr_expect(strstr(split, "K split over 4") != NULL, "%s", split);
+    cr_expect(gru_persistent_scratch_bytes(&c, 20, 37, 512) > 0);
+    gru_persistent_force_split(8);
+    cr_expect(gru_persistent_describe(&c, 24, 21, 1024, split, sizeof(split)));
+    cr_expect(strstr(split, "K split over 8") != NULL, "%s", split);
+    cr_expect_not(gru_persistent_supported(&c, 32, 48, 64), "D=64: 4 CTAs a group cannot split over 8");
+    gru_persistent_force_split(0);
+    cr_expect_eq(gru_persistent_scratch_bytes(&c, 20, 37, 512), 0, "whole K: no partials");
 }
 
 /* Only "no device" and "no driver installed" mean there is no GPU to use;

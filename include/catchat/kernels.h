@@ -189,6 +189,18 @@ int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, const gpu_ca
 int launch_gru_backward_persistent(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit,
                                    const gpu_caps *caps, cudaStream_t s);
 const char *gru_persistent_refusal(void);
+/* Bytes of kernel scratch beside W_hhᵀ that a stream running this shape's
+ * persistent recurrence holds: the partial sums where the plan splits K
+ * over several CTAs (D=2048 on the H200), else 0. */
+size_t gru_persistent_scratch_bytes(const gpu_caps *caps, int B, int T, int D);
+/* Whether this shape's plan splits K over CTAs (forward or BPTT): the plan
+ * does where the whole-K split would read 256 KB or more from L2 a CTA a
+ * step (D=2048, B=64 on the H200); the default recurrence choice leaves
+ * those shapes to the per-step loop (src/gpu/gru.c says why). */
+int gru_persistent_splits_k(const gpu_caps *caps, int B, int T, int D);
+/* Testing aid (the ladder): q > 1 plans every shape with K split over q CTAs
+ * where such a split fits (else the shape is unsupported); 0 plans as usual. */
+void gru_persistent_force_split(int q);
 /* Testing aid (the ladder): with plant set, every persistent launch asks for
  * one CTA more than a cooperative launch admits, so the runtime refuses it;
  * either way the refusal recorded so far is cleared. */

@@ -490,8 +490,8 @@ static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T,
 }
 
 /* Device bytes of the executor at B: its buffer table, each lane's two
- * cuBLASLt workspaces, the persistent BPTT's W_hhᵀ a lane, and the
- * accumulated gradient of grad_accum. */
+ * cuBLASLt workspaces, the persistent recurrence's W_hhᵀ and partial sums a
+ * lane, and the accumulated gradient of grad_accum. */
 static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, size_t n, int B, int T)
 {
     gpu_impl g;
@@ -505,8 +505,13 @@ static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_
     for (int i = 0; i < nb; i++) bytes += bufs[i].bytes;
     bytes += (size_t)p->lanes * 2 * gpu_matmul_workspace_bytes();
     if (p->wave_chunk) bytes += (size_t)p->lanes * 2 * d->L * GPU_MATMUL_WINDOW_WORKSPACE;
-    /* W_hhᵀ: per stream that runs a persistent BPTT (each layer's own under the wavefront) */
-    if (p->impl == GRU_IMPL_PERSISTENT) bytes += (size_t)p->lanes * (p->wave_chunk ? d->L : 1) * 6 * d->D * d->D;
+    /* W_hhᵀ and a split's partial sums: per stream that runs a persistent
+     * recurrence (each layer's own under the wavefront) */
+    if (p->impl == GRU_IMPL_PERSISTENT) {
+        const gpu_caps *rc = p->wave_chunk ? &p->wave_caps : &p->rec_caps;
+        bytes += (size_t)p->lanes * (p->wave_chunk ? d->L : 1) *
+                 (6 * (size_t)d->D * d->D + gru_persistent_scratch_bytes(rc, B / p->lanes, T, (int)d->D));
+    }
     if (cfg->grad_accum > 1) bytes += 4 * n;
     return bytes;
 }

@@ -21,7 +21,13 @@ gpu_gru_path gpu_gru_path_named(const char *name)
 gpu_gru_impl gpu_gru_impl_for(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D)
 {
     if (path == GPU_GRU_AUTO && gru_cluster_supported(caps, B, T, D)) return GRU_IMPL_CLUSTER;
-    if (path != GPU_GRU_PER_STEP && gru_persistent_supported(caps, B, T, D)) return GRU_IMPL_PERSISTENT;
+    /* a split of K only where asked for: on the H200 at D=2048 its BPTT beats the per-step loop's (13.7
+     * against 17.8 us a step) but its forward does not (16.1 against 12.9), and its grid holds the SMs
+     * that the per-step loop leaves to the weight-gradient GEMMs beside it: 75.5 against 66.8 ms a step
+     * (docs/performance.md) */
+    if (path != GPU_GRU_PER_STEP && gru_persistent_supported(caps, B, T, D) &&
+        (path == GPU_GRU_PERSISTENT || !gru_persistent_splits_k(caps, B, T, D)))
+        return GRU_IMPL_PERSISTENT;
     return GRU_IMPL_PER_STEP;
 }
 
@@ -33,7 +39,7 @@ const char *gpu_gru_impl_name(gpu_gru_impl impl)
 void gpu_gru_impl_why(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D, char *buf, size_t len)
 {
     const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
-    char split[160] = "";
+    char split[240] = "";
     if (impl == GRU_IMPL_CLUSTER) {
         snprintf(buf, len, "W_hh fits one cluster of 8 CTAs (sm_90 clusters, D <= 512)");
         return;
@@ -45,6 +51,12 @@ void gpu_gru_impl_why(const gpu_caps *caps, gpu_gru_path path, int B, int T, int
                                  : D != 128 && D != 256 && D != 512 ? "W_hh does not fit one cluster at this D"
                                  : "the cluster kernels do not fit this GPU's limits or B";
         snprintf(buf, len, "%s; %s", no_cluster, split);
+        return;
+    }
+    if (path == GPU_GRU_AUTO && gru_persistent_supported(caps, B, T, D)) {
+        snprintf(buf, len, "the persistent kernels fit only with K split over CTAs, slower here as a whole step "
+                           "(their grid holds the SMs the weight-gradient GEMMs run on); [gpu] recurrence = "
+                           "persistent takes them");
         return;
     }
     if (path != GPU_GRU_PER_STEP && gru_persistent_refusal()) {

@@ -31,20 +31,26 @@ void gru_case_free(gru_case *c) { FREE_ALL(c->whh, c->bhh, c->gx, c->h, c->gates
  * GPU from sm_80 on) at D=64 (four CTAs a group), D=512 with B=20 over an odd
  * T (groups of 7, 7 and 6 sequences on 132 SMs: the last CTA's tile is not
  * full), D=1024 and D=2048 (where a 99 KB profile holds part of W_hh in L2 or
- * takes 32 units a CTA); the per-step loop; the cluster kernels at D=512 (two
+ * takes 32 units a CTA); their split of K: D=2048 at B=64, where the H200
+ * plans it (4 CTAs a slice forward, 8 in the BPTT), and forced at D=512 over
+ * 4 CTAs (two warps a block add their k-pairs in shared memory; partly full
+ * groups) and D=1024 over 8; the per-step loop; the cluster kernels at D=512 (two
  * clusters: part of W_hh in shared memory) and D=128 (four clusters, an odd
  * T). gru_backward takes the same cases; its cluster kernels have one width,
  * so `wide` (the forward's 16 sequences a cluster) only matters in
  * gru_forward, which adds its wide case (stage_gru_forward.c). */
 const gru_path_case k_gru_paths[N_GRU_PATHS] = {
     /* the cluster cases last: compute-sanitizer's memcheck stops at their bulk copies (docs/ladder.md) */
-    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 32, 48, 64, 0 },
-    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 20, 37, 512, 0 },
-    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 24, 21, 1024, 0 },
-    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 12, 9, 2048, 0 },
-    { GPU_GRU_PER_STEP, GRU_IMPL_PER_STEP, 32, 48, 64, 0 },
-    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 16, 48, 512, 0 },
-    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 128, 0 }, /* odd T: the step handshake's buffer parity */
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 32, 48, 64, 0, 0 },
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 20, 37, 512, 0, 0 },
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 24, 21, 1024, 0, 0 },
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 12, 9, 2048, 0, 0 },
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 64, 5, 2048, 0, 0 },
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 20, 37, 512, 0, 4 },
+    { GPU_GRU_PERSISTENT, GRU_IMPL_PERSISTENT, 24, 21, 1024, 0, 8 },
+    { GPU_GRU_PER_STEP, GRU_IMPL_PER_STEP, 32, 48, 64, 0, 0 },
+    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 16, 48, 512, 0, 0 },
+    { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 128, 0, 0 }, /* odd T: the step handshake's buffer parity */
 };
 
 /* The window a case also runs in: about a third of T, so the last window is
@@ -54,7 +60,22 @@ int gru_case_chunk(const gru_path_case *pc) { return pc->T / 3 + 1; }
 int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, char *name, size_t n)
 {
     snprintf(name, n, "%s D=%d B=%d T=%d", gpu_gru_impl_name(pc->impl), pc->D, pc->B, pc->T);
-    if (gpu_gru_impl_for(cx->caps, pc->path, pc->B, pc->T, pc->D) == pc->impl) return 1;
+    gru_persistent_force_split(pc->split);
+    if (gpu_gru_impl_for(cx->caps, pc->path, pc->B, pc->T, pc->D) == pc->impl) {
+        char split[256];
+        if (pc->impl == GRU_IMPL_PERSISTENT && gru_persistent_describe(cx->caps, pc->B, pc->T, pc->D, split, sizeof(split))) {
+            /* the case's name says where K is split; a forced split must be the plan */
+            const int fs = strstr(split, "K split over") != NULL;
+            if (fs) strncat(name, " split K", n - strlen(name) - 1);
+            if (pc->split) {
+                char what[160];
+                snprintf(what, sizeof(what), "the plan splits K over %d CTAs (%s)", pc->split, name);
+                check_flag(st, what, fs);
+            }
+        }
+        return 1;
+    }
+    gru_path_end();
     /* This GPU (or profile) takes another implementation for the shape: the
      * case does not apply here, and the row says so. */
     char why[96];
@@ -66,6 +87,8 @@ int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, cha
     stage_skip_part(st, why);
     return 0;
 }
+
+void gru_path_end(void) { gru_persistent_force_split(0); }
 
 void gru_stress_cases(const ladder_ctx *cx, stage *st, gru_case_fn one)
 {

@@ -144,14 +144,17 @@ typedef struct {
     gpu_gru_path path;
     gpu_gru_impl impl;
     int B, T, D, wide;
+    int split; /* persistent: K split over this many CTAs (gru_persistent_force_split), 0: as planned */
 } gru_path_case;
-#define N_GRU_PATHS 7
+#define N_GRU_PATHS 10
 extern const gru_path_case k_gru_paths[N_GRU_PATHS];
 /* Whether the case's path takes the implementation it means to test here:
  * writes its name with the shape into name[n], for the checks. Where this
  * GPU (or profile) takes another implementation for the shape, the case does
  * not apply: 0, and the row names it as not run here. */
 int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, char *name, size_t n);
+/* After a case that gru_path_begin let run: the persistent plans as usual again. */
+void gru_path_end(void);
 /* The window a case of k_gru_paths also runs in. */
 int gru_case_chunk(const gru_path_case *pc);
 /* The recurrence's stress cases, each through `one` (a stage's check of a

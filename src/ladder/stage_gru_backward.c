@@ -172,6 +172,7 @@ static void run_gru_backward(const ladder_ctx *cx, stage *st)
         if (!gru_path_begin(cx, st, pc, name, sizeof(name))) continue;
         gru_backward_check(cx, st, pc->path, pc->B, pc->T, pc->D, gru_case_chunk(pc), name);
         gru_backward_nan_check(cx, st, pc->path, pc->B, pc->T, pc->D, name);
+        gru_path_end();
     }
     gru_stress_cases(cx, st, bptt_case);
 }

@@ -10,7 +10,7 @@
 #include "ladder/ladder.h"
 
 /* the forward's wide cluster kernels: two clusters of 16 at D=512, an odd T */
-static const gru_path_case k_gru_wide = { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 512, 1 };
+static const gru_path_case k_gru_wide = { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37, 512, 1, 0 };
 
 /* The layer again in windows of `chunk` steps (the wavefront's launches, the
  * last one shorter where chunk does not divide T), into fresh buffers: every
@@ -80,12 +80,13 @@ static void forward_case(const ladder_ctx *cx, stage *st, const gru_path_case *p
 static void run_gru_forward(const ladder_ctx *cx, stage *st)
 {
     snprintf(st->shape, sizeof(st->shape),
-             "persistent D64/512/1024/2048, per-step D64, cluster D512/128 + wide, windows, stress");
+             "persistent D64/512/1024/2048 + split K, per-step D64, cluster D512/128 + wide, windows, stress");
     for (int i = 0; i < N_GRU_PATHS; i++) {
         char name[64];
         if (!gru_path_begin(cx, st, &k_gru_paths[i], name, sizeof(name))) continue;
         gru_forward_check(cx, st, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, 0,
                           gru_case_chunk(&k_gru_paths[i]), name);
+        gru_path_end();
     }
     /* Where this GPU cannot place the wide kernels' clusters of 16,
      * launch_gru_forward_cluster runs the clusters of 8 instead and this case
