@@ -92,16 +92,30 @@ __device__ __forceinline__ gru_bwd_vals gru_bwd_math(float g, float clamp_limit,
     return v;
 }
 
-__device__ __forceinline__ void gru_bwd_store(__half *dgx16, __half *dgh16, const gru_bwd_vals &v, size_t row, int u,
-                                              int D)
+// The gradient of W_hh·h_{t-1} + b_hh at (b, t, u): what the recurrence's
+// next step (t - 1) reads, and dW_hh's GEMM operand.
+__device__ __forceinline__ void gru_bwd_store_dgh(__half *dgh16, const gru_bwd_vals &v, size_t row, int u, int D)
 {
-    __half *dx = dgx16 + row * 3 * D, *dh = dgh16 + row * 3 * D;
-    dx[u] = __float2half_rn(v.dr);
-    dx[D + u] = __float2half_rn(v.dz);
-    dx[2 * D + u] = __float2half_rn(v.dn);
+    __half *dh = dgh16 + row * 3 * D;
     dh[u] = __float2half_rn(v.dr);
     dh[D + u] = __float2half_rn(v.dz);
     dh[2 * D + u] = __float2half_rn(v.dnr);
+}
+
+// The gradient of the input pre-activations at (b, t, u): the W_ih GEMMs' operand.
+__device__ __forceinline__ void gru_bwd_store_dgx(__half *dgx16, const gru_bwd_vals &v, size_t row, int u, int D)
+{
+    __half *dx = dgx16 + row * 3 * D;
+    dx[u] = __float2half_rn(v.dr);
+    dx[D + u] = __float2half_rn(v.dz);
+    dx[2 * D + u] = __float2half_rn(v.dn);
+}
+
+__device__ __forceinline__ void gru_bwd_store(__half *dgx16, __half *dgh16, const gru_bwd_vals &v, size_t row, int u,
+                                              int D)
+{
+    gru_bwd_store_dgx(dgx16, v, row, u, D);
+    gru_bwd_store_dgh(dgh16, v, row, u, D);
 }
 
 // One unit's backward gate math and stores; returns z ⊙ g for the step before.

@@ -143,6 +143,31 @@ __device__ __forceinline__ void gp_load_a(uint4 (&a)[MT][2], const __half *A, co
     }
 }
 
+template <int MT, int NT> __device__ __forceinline__ void gp_zero(float (&acc)[MT][NT][4])
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
+}
+
+// A fragments of the warp's k-pair kp past the register tier: its slot is of
+// the shared memory tier (slot < ks), else read from L2.
+template <int MT>
+__device__ __forceinline__ void gp_tier_a(uint4 (&a)[MT][2], const uint4 *asm_, int slot, int ks, const __half *A,
+                                          const int (&arow)[MT], int lda, int kp, int lane)
+{
+    if (slot < ks) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            a[mt][0] = asm_[((slot * MT + mt) * 32 + lane) * 2];
+            a[mt][1] = asm_[((slot * MT + mt) * 32 + lane) * 2 + 1];
+        }
+    } else {
+        gp_load_a<MT>(a, A, arow, lda, kp, lane);
+    }
+}
+
 // acc = the warp's K-slice of A_slice · Bᵀ for one step. areg: the first KR
 // k-pairs; asm_: the next plan.ks (shared memory, [i][mt][lane][2]); the rest from A.
 template <int MT, int NT, int KR, int KRA>
@@ -150,10 +175,7 @@ __device__ __forceinline__ void gp_step(float (&acc)[MT][NT][4], const uint4 (&a
                                         const __half *A, const int (&arow)[MT], int lda, uint4 *ring,
                                         const __half *Bm, size_t ldb, int nvalid, int kpw, int ks, int warp, int lane)
 {
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
+    gp_zero<MT, NT>(acc);
 #pragma unroll
     for (int s = 0; s < GP_STAGES - 1; s++) gp_issue<NT>(ring, s, kpw, Bm, ldb, nvalid, warp, lane);
 #pragma unroll
@@ -170,15 +192,7 @@ __device__ __forceinline__ void gp_step(float (&acc)[MT][NT][4], const uint4 (&a
         __syncwarp();
         gp_issue<NT>(ring, i + GP_STAGES - 1, kpw, Bm, ldb, nvalid, warp, lane);
         uint4 a[MT][2];
-        if (i - KR < ks) {
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                a[mt][0] = asm_[(((i - KR) * MT + mt) * 32 + lane) * 2];
-                a[mt][1] = asm_[(((i - KR) * MT + mt) * 32 + lane) * 2 + 1];
-            }
-        } else {
-            gp_load_a<MT>(a, A, arow, lda, warp + GP_WARPS * i, lane);
-        }
+        gp_tier_a<MT>(a, asm_, i - KR, ks, A, arow, lda, warp + GP_WARPS * i, lane);
         gp_mma_pair<MT, NT>(acc, a, ring + (i % GP_STAGES) * NT * 32, lane);
     }
     cp_async_wait<0>();
@@ -436,10 +450,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
                 v[i] = gru_bwd_math(g, clamp_limit, pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5]);
                 m.state[p] = v[i].zg;
                 // the peers need only dgh_t: published first, so the signal waits for nothing else
-                __half *dh = dgh16 + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
-                dh[0] = __float2half_rn(v[i].dr);
-                dh[D] = __float2half_rn(v[i].dz);
-                dh[2 * D] = __float2half_rn(v[i].dnr);
+                gru_bwd_store_dgh(dgh16, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
             }
         }
         __syncthreads();
@@ -448,10 +459,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
         for (int i = 0; i < PP; i++) { // the input-side gradients, after the signal
             const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
             if (n >= nvalid) continue;
-            __half *dx = dgx16 + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
-            dx[0] = __float2half_rn(v[i].dr);
-            dx[D] = __float2half_rn(v[i].dz);
-            dx[2 * D] = __float2half_rn(v[i].dn);
+            gru_bwd_store_dgx(dgx16, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
         }
     }
     if (t0 > 0) // z⊙g of step t0, for the window before
@@ -543,25 +551,14 @@ __device__ __forceinline__ void gp_split_mma(float (&acc)[MT][NT][4], const uint
                                              const uint4 *asm_, const __half *A, const int (&arow)[MT], int lda,
                                              const uint4 *bs, const gp_split &S, int ks, int lane)
 {
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
+    gp_zero<MT, NT>(acc);
     constexpr int WK = GP_WARPS / Q;
 #pragma unroll
     for (int i = 0; i < KR; i++)
         if (i < S.kpw) gp_mma_pair<MT, NT>(acc, areg[i], bs + (S.wk + WK * i) * NT * 32, lane);
     for (int i = KR; i < S.kpw; i++) {
         uint4 a[MT][2];
-        if (i - KR < ks) {
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                a[mt][0] = asm_[(((i - KR) * MT + mt) * 32 + lane) * 2];
-                a[mt][1] = asm_[(((i - KR) * MT + mt) * 32 + lane) * 2 + 1];
-            }
-        } else {
-            gp_load_a<MT>(a, A, arow, lda, S.kbase + S.wk + WK * i, lane);
-        }
+        gp_tier_a<MT>(a, asm_, i - KR, ks, A, arow, lda, S.kbase + S.wk + WK * i, lane);
         gp_mma_pair<MT, NT>(acc, a, bs + (S.wk + WK * i) * NT * 32, lane);
     }
 }
@@ -779,10 +776,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             if (t < T - 1) g += gp_split_sum<MT, NT, Q>(part_slice, S, 0, n, j);
             v[i] = gru_bwd_math(g, clamp_limit, pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5]);
             state[p] = v[i].zg;
-            __half *dh = dgh16 + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
-            dh[0] = __float2half_rn(v[i].dr);
-            dh[D] = __float2half_rn(v[i].dz);
-            dh[2 * D] = __float2half_rn(v[i].dnr);
+            gru_bwd_store_dgh(dgh16, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
         }
         __syncthreads(); // dgh_t stored and the partials read by the whole CTA
         if (threadIdx.x == 0 && t > t0) gp_signal(flag);
@@ -790,10 +784,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
         for (int i = 0; i < PP; i++) {
             const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
             if (n >= nvalid) continue;
-            __half *dx = dgx16 + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
-            dx[0] = __float2half_rn(v[i].dr);
-            dx[D] = __float2half_rn(v[i].dz);
-            dx[2 * D] = __float2half_rn(v[i].dn);
+            gru_bwd_store_dgx(dgx16, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
         }
     }
     if (t0 > 0) // z⊙g of step t0, for the window before

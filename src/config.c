@@ -69,7 +69,7 @@ static const key_spec KEYS[] = {
     { "run", "device", K_CHOICE, OFF(device), 0, 0, "auto", "auto, cpu or gpu", "auto|cpu|gpu" },
     { "run", "threads", K_INT, OFF(threads), 0, 4096, "0", "CPU threads of the CPU reference (0 = all cores)", NULL },
     { "run", "out_dir", K_PATH, OFF(out_dir), 0, 0, "runs/default", "telemetry, checkpoints and samples go here", NULL },
-    { "gpu", "recurrence", K_CHOICE, OFF(gpu_recurrence), 0, 0, "auto", "GRU recurrence kernels: auto (the fastest this GPU and shape take), persistent or per-step (forced, for measuring)", "auto|persistent|per-step" },
+    { "gpu", "recurrence", K_CHOICE, OFF(gpu_recurrence), 0, 0, "auto", "GRU recurrence kernels: auto (the fastest this GPU and shape take), persistent or per-step (forced, for measuring; persistent splits K over CTAs where one copy of W_hh needs the whole GPU, e.g. D=2048, which auto leaves to per-step)", "auto|persistent|per-step" },
     { "gpu", "attention", K_CHOICE, OFF(gpu_attention), 0, 0, "auto", "context attention kernels: auto (tensor cores for head sizes 64, 128 and 256, FP32 otherwise) or fp32 (forced: the way around a tensor-core kernel the preflight refuses)", "auto|fp32" },
     { "gpu", "lanes", K_INT, OFF(gpu_lanes), 0, 8, "0", "lanes a step's batch splits into (0 = chosen: up to 4 where the recurrence stays on clusters, 2 under the wavefront); must divide batch_size (env CATCHAT_GPU_LANES)", NULL },
     { "gpu", "wavefront", K_CHOICE, OFF(gpu_wavefront), 0, 0, "auto", "the step's schedule: auto (the layers' recurrences in a wavefront over time chunks, where the recurrence kernels take it: layer l+1 works on a chunk while layer l is on the next, the BPTT the same top down) or off (one layer after another, for comparing)", "auto|off" },
