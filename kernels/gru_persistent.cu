@@ -949,8 +949,8 @@ static int gp_make_whole_plan(const gpu_caps *caps, int B, int T, int D, int fwd
 // The split of K (kernels above): Q ∈ {4, 8} CTAs a slice of Q 16-unit
 // blocks, scored like the whole-K plans, plus what the partials move through
 // L2 (each CTA writes its Q blocks' partials and reads Q of its own block's)
-// and a second handshake, counted as 32 KB of reads. Where only forced (a
-// testing aid) plans Q. Returns 0 when nothing fits.
+// and a second handshake, counted as 32 KB of reads. only > 0 (the ladder's
+// testing aid) plans that Q alone. Returns 0 when nothing fits.
 #define GP_SPLIT_HANDSHAKE_BYTES (32 * 1024)
 static int gp_make_split_plan(const gpu_caps *caps, int B, int T, int D, int fwd, int only, gp_plan *out)
 {

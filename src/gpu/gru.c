@@ -21,10 +21,10 @@ gpu_gru_path gpu_gru_path_named(const char *name)
 gpu_gru_impl gpu_gru_impl_for(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D)
 {
     if (path == GPU_GRU_AUTO && gru_cluster_supported(caps, B, T, D)) return GRU_IMPL_CLUSTER;
-    /* a split of K only where asked for: on the H200 at D=2048 its BPTT beats the per-step loop's (13.7
-     * against 17.8 us a step) but its forward does not (16.1 against 12.9), and its grid holds the SMs
-     * that the per-step loop leaves to the weight-gradient GEMMs beside it: 75.5 against 66.8 ms a step
-     * (docs/performance.md) */
+    /* a split of K only where asked for: on the H200 at D=2048 its BPTT beats the per-step loop's (13.61
+     * against 17.75 us a step) but its forward does not (16.03 against 12.82), and its grid holds the SMs
+     * that the per-step loop leaves to the weight-gradient GEMMs beside it: 75.18 against 66.44 ms a step
+     * (docs/results/splitk_540fad1.txt) */
     if (path != GPU_GRU_PER_STEP && gru_persistent_supported(caps, B, T, D) &&
         (path == GPU_GRU_PERSISTENT || !gru_persistent_splits_k(caps, B, T, D)))
         return GRU_IMPL_PERSISTENT;

@@ -62,16 +62,13 @@ int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, cha
     snprintf(name, n, "%s D=%d B=%d T=%d", gpu_gru_impl_name(pc->impl), pc->D, pc->B, pc->T);
     gru_persistent_force_split(pc->split);
     if (gpu_gru_impl_for(cx->caps, pc->path, pc->B, pc->T, pc->D) == pc->impl) {
-        char split[256];
-        if (pc->impl == GRU_IMPL_PERSISTENT && gru_persistent_describe(cx->caps, pc->B, pc->T, pc->D, split, sizeof(split))) {
-            /* the case's name says where K is split; a forced split must be the plan */
-            const int fs = strstr(split, "K split over") != NULL;
-            if (fs) strncat(name, " split K", n - strlen(name) - 1);
-            if (pc->split) {
-                char what[160];
-                snprintf(what, sizeof(what), "the plan splits K over %d CTAs (%s)", pc->split, name);
-                check_flag(st, what, fs);
-            }
+        /* the case's name says where K is split; a forced split must be the plan */
+        const int split = pc->impl == GRU_IMPL_PERSISTENT && gru_persistent_splits_k(cx->caps, pc->B, pc->T, pc->D);
+        if (split) strncat(name, " split K", n - strlen(name) - 1);
+        if (pc->split) {
+            char what[160];
+            snprintf(what, sizeof(what), "the plan splits K over %d CTAs (%s)", pc->split, name);
+            check_flag(st, what, split);
         }
         return 1;
     }
