@@ -4,6 +4,12 @@ RMSNorm, residuals, SDPA with a sliding-window mask, AMP fp16 + GradScaler,
 fused AdamW), timed per training step: median of --steps after --warmup, CUDA
 events, eager and torch.compile. Prints one JSON object per mode.
 
+Memory: mem_mb and bytes_per_token are the peak allocated over the whole run
+(model, warm-up and compile included); peak_allocated_bytes and
+peak_reserved_bytes (torch.cuda.max_memory_allocated / max_memory_reserved:
+the caching allocator's footprint) and their *_bytes_per_token are the peaks
+over the timed steps only, the peak stats reset after the warm-up.
+
    python3 bench/pytorch_model.py [--d 512 --layers 3 --heads 8 --window 128 --seq 512 --batch 64]
                                   [--modes eager,compile]
 
@@ -84,6 +90,8 @@ def bench(mode, args):
         step()
     torch.cuda.synchronize()
     warm_s = time.time() - t0
+    warm_peak = torch.cuda.max_memory_allocated()  # the whole-run peak so far (mem_mb)
+    torch.cuda.reset_peak_memory_stats()  # the peak_* fields: the timed steps only
     times = []
     scale0 = scaler.get_scale()
     skipped = 0
@@ -98,8 +106,15 @@ def bench(mode, args):
             skipped += 1
         scale0 = scaler.get_scale()
     ms = statistics.median(times)
-    mem = torch.cuda.max_memory_allocated() / 2**20
-    return {"mem_mb": round(mem, 1), "bytes_per_token": round(mem * 2**20 / (args.batch * args.seq)),"impl": "pytorch", "mode": mode, "B": args.batch, "T": args.seq, "D": args.d, "L": args.layers,
+    tokens = args.batch * args.seq
+    peak_alloc = torch.cuda.max_memory_allocated()
+    peak_reserved = torch.cuda.max_memory_reserved()
+    mem = max(warm_peak, peak_alloc) / 2**20
+    return {"mem_mb": round(mem, 1), "bytes_per_token": round(mem * 2**20 / tokens),
+            "peak_allocated_bytes": peak_alloc, "peak_reserved_bytes": peak_reserved,
+            "allocated_bytes_per_token": round(peak_alloc / tokens),
+            "reserved_bytes_per_token": round(peak_reserved / tokens),
+            "impl": "pytorch", "mode": mode, "B": args.batch, "T": args.seq, "D": args.d, "L": args.layers,
             "W": args.window, "ms": round(ms, 3), "tok_per_s": round(args.batch * args.seq / ms * 1e3),
             "min_ms": round(min(times), 3), "max_ms": round(max(times), 3), "steps": args.steps,
             "skipped_steps": skipped,

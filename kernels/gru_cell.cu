@@ -51,3 +51,29 @@ extern "C" void launch_gru_cell_backward(const gru_layer *L, const gru_grads *G,
         clamp_limit);
     LAUNCH_CHECK();
 }
+
+// The gates a forward step wrote, rebuilt from its two products (recompute:
+// src/gpu/passes_gpu.c): in gates, gx + W_hh·h_{t-1} in the r and z rows
+// and gx alone in the n row; in ghn, W_hn·h_{t-1} without its bias. The
+// same gate math as the forward cell with h_{t-1}'s products already added.
+__global__ void gru_cell_rebuild_kernel(float *gates, float *ghn, const float *bhh, size_t M, int D)
+{
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= M * D) return;
+    const size_t row = idx / D;
+    const int i = (int)(idx % D);
+    float *gt = gates + row * 3 * D;
+    const float g3[3] = { gt[i], gt[D + i], gt[2 * D + i] };
+    const float b3[3] = { bhh[i], bhh[D + i], bhh[2 * D + i] };
+    const gru_fwd_vals v = gru_fwd_math(g3, b3, 0.f, 0.f, ghn[idx], 0.f);
+    gt[i] = v.r;
+    gt[D + i] = v.z;
+    gt[2 * D + i] = v.n;
+    ghn[idx] = v.hn;
+}
+
+extern "C" void launch_gru_cell_rebuild(float *gates, float *ghn, const float *bhh, int M, int D, cudaStream_t s)
+{
+    gru_cell_rebuild_kernel<<<ceil_div((size_t)M * D, 256), 256, 0, s>>>(gates, ghn, bhh, (size_t)M, D);
+    LAUNCH_CHECK();
+}

@@ -12,6 +12,7 @@
 #include "catchat/device.h"
 #include "catchat/executor.h"
 #include "catchat/gpu_gru.h"
+#include "catchat/gpu_plan.h"
 #include "catchat/optim.h"
 #include "catchat/rng.h"
 #include "catchat/util.h"
@@ -79,6 +80,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     double gpu_ms = 0, opt_ms = 0, ph[PH_COUNT] = { 0 }, mem_mb = 0;
     int lanes = 0, wave_chunk = 0;
     char wave_why[128] = "";
+    gpu_step_plan plan; /* what the executor was created from: recompute, bytes by group */
+    memset(&plan, 0, sizeof(plan));
     const int gpus = strcmp(cfg->device, "cpu") != 0 ? cc_gpu_count() : 0;
     if (gpus < 0) { /* the driver fails: cc_gpu_count said why; a CPU-only bench would hide it */
         free(x);
@@ -103,6 +106,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         /* the breakdown comes from separate steps: phase marks need one lane
          * whose phases run in order, while the timed steps overlap the lanes */
         lanes = cc_gpu_lanes(ex);
+        plan = *cc_gpu_plan(ex);
         snprintf(wave_why, sizeof(wave_why), "%s", cc_gpu_wavefront(ex, &wave_chunk));
         cc_gpu_profile_enable(ex, 1);
         cc_gpu_profile_take(ex, ph); /* clear */
@@ -149,6 +153,17 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         json_object_set_new(j, "optimizer_ms", have_gpu ? json_real(opt_ms) : json_null());
         json_object_set_new(j, "mem_mb", have_gpu ? json_real(mem_mb) : json_null());
         json_object_set_new(j, "bytes_per_token", have_gpu ? json_real(mem_mb * 1048576.0 / tokens) : json_null());
+        json_object_set_new(j, "recompute", have_gpu ? json_boolean(plan.recompute) : json_null());
+        json_object_set_new(j, "recompute_why", have_gpu ? json_string(plan.recompute_why) : json_null());
+        json_object_set_new(j, "plan_bytes", have_gpu ? json_integer((json_int_t)plan.device_bytes) : json_null());
+        json_object_set_new(j, "plan_bytes_per_seq", have_gpu ? json_integer((json_int_t)plan.bytes_per_seq) : json_null());
+        json_object_set_new(j, "memory_budget", have_gpu && plan.memory_budget ? json_integer((json_int_t)plan.memory_budget)
+                                                                                : json_null());
+        json_t *groups = json_object();
+        for (int i = 0; i < GPU_MEM_GROUPS; i++)
+            json_object_set_new(groups, gpu_mem_group_names[i], json_integer((json_int_t)plan.group_bytes[i]));
+        json_object_set_new(j, "plan_bytes_by_group", have_gpu ? groups : json_null());
+        if (!have_gpu) json_decref(groups);
         json_object_set_new(j, "cpu_ms", cpu_ms > 0 ? json_real(cpu_ms) : json_null());
         json_object_set_new(j, "speedup_vs_cpu", have_gpu && cpu_ms > 0 ? json_real(cpu_ms / gpu_ms) : json_null());
         char *text = json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_REAL_PRECISION(8));
@@ -168,8 +183,12 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
                     o->steps, lanes > 1 || wave_chunk ? ": the timed steps overlap these phases" : "");
             for (int i = 0; i < PH_COUNT; i++) fprintf(out, "  %-36s %8.3f ms\n", CC_PHASE_NAMES[i], ph[i]);
             fprintf(out, "  %-36s %8.3f ms (host-timed, includes the norm read-back)\n", "optimizer step", opt_ms);
-            fprintf(out, "device memory: %.0f MiB (%.0f bytes per token of the batch)\n", mem_mb,
-                    mem_mb * 1048576.0 / tokens);
+            fprintf(out, "device memory: %.0f MiB held (%.0f bytes per token of the batch), %.0f MiB planned; "
+                         "recompute %s\n", mem_mb, mem_mb * 1048576.0 / tokens, plan.device_bytes / 1048576.0,
+                    plan.recompute_why);
+            for (int i = 0; i < GPU_MEM_GROUPS; i++)
+                fprintf(out, "  %-36s %8.0f MiB %8.0f bytes per token\n", gpu_mem_group_names[i],
+                        plan.group_bytes[i] / 1048576.0, plan.group_bytes[i] / tokens);
             fprintf(out, "recurrence (%s kernels%s): %.2f us forward + %.2f us BPTT = %.2f us per timestep per layer\n",
                     rec_impl, rec_wide ? ", forward 16 sequences a cluster" : "", rec_f, rec_b, rec_f + rec_b);
             fprintf(out, "  why: %s\n", rec_why);

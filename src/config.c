@@ -5,6 +5,7 @@
 #include "catchat/config.h"
 #include "catchat/layout.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <ini.h>
 #include <jansson.h>
@@ -14,13 +15,13 @@
 #include <string.h>
 #include "catchat/version.h"
 
-typedef enum { K_INT, K_LONG, K_REAL, K_U64, K_PATH, K_CHOICE, K_SCALE } key_type;
+typedef enum { K_INT, K_LONG, K_REAL, K_U64, K_PATH, K_CHOICE, K_SCALE, K_BYTES } key_type;
 
 typedef struct {
     const char *section, *key;
     key_type type;
     size_t offset;
-    double min, max;
+    double min, max; /* K_BYTES: min is the least size other than 0, max unused */
     const char *def;
     const char *help;
     const char *choices; /* K_CHOICE: the values allowed, '|'-separated (stored as text) */
@@ -74,6 +75,8 @@ static const key_spec KEYS[] = {
     { "gpu", "lanes", K_INT, OFF(gpu_lanes), 0, 8, "0", "lanes a step's batch splits into (0 = chosen: up to 4 where the recurrence stays on clusters, 2 under the wavefront); must divide batch_size (env CATCHAT_GPU_LANES)", NULL },
     { "gpu", "wavefront", K_CHOICE, OFF(gpu_wavefront), 0, 0, "auto", "the step's schedule: auto (the layers' recurrences in a wavefront over time chunks, where the recurrence kernels take it: layer l+1 works on a chunk while layer l is on the next, the BPTT the same top down) or off (one layer after another, for comparing)", "auto|off" },
     { "gpu", "wavefront_chunk", K_INT, OFF(gpu_wavefront_chunk), 0, 1 << 20, "0", "timesteps a wavefront chunk (0 = chosen from T and the recurrence kernels; bench prints it); a value sets it, for measuring", NULL },
+    { "gpu", "recompute", K_CHOICE, OFF(gpu_recompute), 0, 0, "auto", "activations: auto (rebuild them in the backward only where the step would not fit the device memory, or [gpu] memory_limit), off (keep every layer's activations: fastest) or on (keep each layer's h and rebuild the rest one layer at a time in the backward: least memory); bench and the progress line say which ran", "auto|off|on" },
+    { "gpu", "memory_limit", K_BYTES, OFF(gpu_memory_limit), 64 << 20, 0, "0", "plan the step as if the GPU had this much memory (e.g. 10G for an RTX 3080, 24G for a 4090; 0 = the device's own): the preflight's fit check, its suggested batch and recompute = auto use it", NULL },
     { "gpu", "cuda_graph", K_CHOICE, OFF(cuda_graph), 0, 0, "auto", "replay the step as one CUDA graph: auto (where the recurrence's clusters all fit), on or off (env CATCHAT_CUDA_GRAPH=1/0)", "auto|on|off" },
     { "gpu", "profile", K_CHOICE, OFF(gpu_profile), 0, 0, "native", "run as another GPU family would, within this GPU: native, sm80 (A100: 163 KB a block, no clusters, 108 SMs), sm86 (RTX 3090: 99 KB, no clusters, 82 SMs), sm89 (RTX 4090: 99 KB, no clusters, 128 SMs), sm90 (H100/H200: 227 KB, clusters, 132 SMs), sm100 (B200: 227 KB, clusters, 148 SMs) or sm120 (RTX 5090: 99 KB, clusters, 170 SMs); SM counts above this GPU's are capped; the keys below override it", "native|sm80|sm86|sm89|sm90|sm100|sm120" },
     { "gpu", "sm_count", K_INT, OFF(gpu_sm_count), 0, 1 << 16, "0", "size the recurrence's grid for a GPU with this many SMs (0 = this GPU's or the profile's; more than this GPU has is capped)", NULL },
@@ -123,6 +126,87 @@ static int parse_integer(const char *v, long long *out)
     return 0;
 }
 
+/* A byte size: digits, optionally a '.' and more digits, then optionally a
+ * unit K, M, G or T (any case, 1024-based) with 'B' or 'iB' after it if
+ * wanted ("10G", "24GiB", "1.5g", "512MB", "123456789"); blanks around it
+ * and before the unit are allowed. The fraction is taken exactly (no
+ * double in between) and rounded to the nearest byte. */
+typedef enum { BYTES_OK, BYTES_SYNTAX, BYTES_NEGATIVE, BYTES_OVERFLOW } bytes_status;
+
+static bytes_status parse_bytes(const char *v, uint64_t *out)
+{
+    while (isspace((unsigned char)*v)) v++;
+    const char *end = v + strlen(v);
+    while (end > v && isspace((unsigned char)end[-1])) end--;
+    const char *p = v;
+    const int negative = p < end && *p == '-';
+    if (negative) p++;
+    const char *whole = p, *frac = NULL, *frac_end = NULL;
+    while (p < end && isdigit((unsigned char)*p)) p++;
+    const char *whole_end = p;
+    if (whole_end == whole) return BYTES_SYNTAX;
+    if (p < end && *p == '.') {
+        frac = ++p;
+        while (p < end && isdigit((unsigned char)*p)) p++;
+        frac_end = p;
+        if (frac_end == frac) return BYTES_SYNTAX;
+    }
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    int shift = 0;
+    static const char units[] = "KMGT";
+    const char *u = p < end ? strchr(units, toupper((unsigned char)*p)) : NULL;
+    if (u) {
+        shift = 10 * (int)(u - units + 1);
+        p++;
+        if (p < end && tolower((unsigned char)*p) == 'i') {
+            p++;
+            if (p == end || tolower((unsigned char)*p) != 'b') return BYTES_SYNTAX;
+        }
+    }
+    if (p < end && tolower((unsigned char)*p) == 'b') p++;
+    if (p != end) return BYTES_SYNTAX;
+    if (negative) return BYTES_NEGATIVE;
+    uint64_t n = 0;
+    for (const char *q = whole; q < whole_end; q++) {
+        const unsigned d = (unsigned)(*q - '0');
+        if (n > (UINT64_MAX - d) / 10) return BYTES_OVERFLOW;
+        n = n * 10 + d;
+    }
+    if (n > UINT64_MAX >> shift) return BYTES_OVERFLOW;
+    n <<= shift;
+    if (frac) {
+        /* 0.d1d2...dk times the unit, from the last digit: what carries past
+         * the point is whole bytes, the digit left at d1 rounds them */
+        const uint64_t unit = (uint64_t)1 << shift;
+        uint64_t carry = 0, first = 0;
+        for (const char *q = frac_end; q > frac; q--) {
+            const uint64_t prod = (uint64_t)(q[-1] - '0') * unit + carry;
+            first = prod % 10;
+            carry = prod / 10;
+        }
+        carry += first >= 5;
+        if (carry > UINT64_MAX - n) return BYTES_OVERFLOW;
+        n += carry;
+    }
+    *out = n;
+    return BYTES_OK;
+}
+
+/* A byte size in the shortest form parse_bytes reads back exactly: the
+ * largest unit it is a whole number of ("10G", "1536M"), else bytes. */
+static void format_bytes(char *buf, size_t cap, uint64_t n)
+{
+    static const char units[] = "TGMK";
+    for (int i = 0; n && i < 4; i++) {
+        const int shift = 10 * (4 - i);
+        if (n % ((uint64_t)1 << shift) == 0) {
+            snprintf(buf, cap, "%llu%c", (unsigned long long)(n >> shift), units[i]);
+            return;
+        }
+    }
+    snprintf(buf, cap, "%llu", (unsigned long long)n);
+}
+
 /* Parse `v` into key `k`. On failure writes "[section] key: why" into msg. */
 #define FAIL(...) (snprintf(msg, cap, __VA_ARGS__), -1)
 static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, size_t cap)
@@ -148,6 +232,26 @@ static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, s
         if (*v && *v != '-') u = strtoull(v, &end, 10);
         if (!*v || *v == '-' || *end || errno == ERANGE)
             return FAIL("[%s] %s: '%s' is not an unsigned 64-bit integer", k->section, k->key, v);
+        *(uint64_t *)base = u;
+        return 0;
+    }
+    case K_BYTES: {
+        uint64_t u = 0;
+        char least[32];
+        switch (parse_bytes(v, &u)) {
+        case BYTES_OK: break;
+        case BYTES_NEGATIVE: return FAIL("[%s] %s: '%s' is negative", k->section, k->key, v);
+        case BYTES_OVERFLOW:
+            return FAIL("[%s] %s: '%s' is too large (more than 2^64 - 1 bytes)", k->section, k->key, v);
+        default:
+            return FAIL("[%s] %s: '%s' is not a byte size (a number with K, M, G or T after it if wanted: "
+                        "10G, 24GiB, 512M; 0 = the device's own memory)", k->section, k->key, v);
+        }
+        if (u && u < k->min) {
+            format_bytes(least, sizeof(least), (uint64_t)k->min);
+            return FAIL("[%s] %s: '%s' is below %s, too small to hold any model (0 = the device's own memory)",
+                        k->section, k->key, v, least);
+        }
         *(uint64_t *)base = u;
         return 0;
     }
@@ -438,6 +542,7 @@ static void value_text(const cc_config *c, const key_spec *k, char *buf, size_t 
     case K_INT: snprintf(buf, cap, "%d", *(const int *)base); break;
     case K_LONG: snprintf(buf, cap, "%ld", *(const long *)base); break;
     case K_U64: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)base); break;
+    case K_BYTES: format_bytes(buf, cap, *(const uint64_t *)base); break;
     case K_SCALE:
         if (c->loss_scale_dynamic) { snprintf(buf, cap, "dynamic"); break; }
         /* fallthrough */

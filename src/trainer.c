@@ -204,6 +204,13 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
                "resolved config:\n", ex->name, ex->lay.total, r->train_tok.n, r->val_tok.n, r->dist.world,
                r->dist.active ? (r->dist.used_mpi ? " (NCCL, MPI bootstrap)" : " (NCCL, env bootstrap)") : "");
         cc_config_print(cfg, stdout);
+        if (strcmp(ex->name, "gpu") == 0) {
+            const gpu_step_plan *p = cc_gpu_plan(ex);
+            char plan[900];
+            gpu_step_plan_describe(p, cfg, T, plan, sizeof(plan));
+            printf("GPU step: %s\nGPU memory: %.2f GiB planned; recompute %s\n", plan, p->device_bytes / 1073741824.0,
+                   p->recompute_why);
+        }
         if (o->resume) printf("resumed from %s at step %ld%s\n", o->resume, st->step, resumed_how);
         fflush(stdout);
     }

@@ -37,6 +37,11 @@ grep -q "kernel checks of this config passed" "$tmp/always.log" && ok || bad "--
 # another path (the per-step recurrence) is another record: checked again
 run per-step --set recurrence=per-step
 grep -q "kernel checks of this config passed" "$tmp/per-step.log" && ok || bad "another path was not checked"
+# recompute on is another path too, said in the run's first lines
+run recompute --set recompute=on
+grep -q "kernel checks of this config passed" "$tmp/recompute.log" && ok || bad "recompute on was not checked"
+grep -q "^GPU memory: .* planned; recompute on (\[gpu\] recompute)" "$tmp/recompute.log" && ok \
+  || bad "recompute on not said: $(grep -i 'GPU ' "$tmp/recompute.log")"
 run never --preflight never
 grep -q "WARNING: --preflight never: the GPU kernels of this train are NOT checked" "$tmp/never.log" && ok \
   || bad "--preflight never said nothing"
@@ -49,4 +54,8 @@ grep -q "WARNING: --preflight never: the GPU kernels of this train are NOT check
 # a config that cannot fit: refused with a batch that fits, before any allocation
 expect_error "too big" "needs about .* GiB of device memory, and .* free .*; batch_size = [0-9]* fits" \
   "$bin" bench "${sets[@]:0:8}" --set d_model=4096 --set n_heads=32 --set batch_size=4096 --set seq_len=2048 --cpu-steps 0
+# over [gpu] memory_limit: refused with the batch that fits, and recompute on where it fits the whole batch
+expect_error "over memory_limit" "needs about .* GiB of device memory, and \[gpu\] memory_limit allows 4.0 GiB; batch_size = [0-9]* fits .*; or --set recompute=on" \
+  "$bin" bench "${sets[@]:0:8}" --set d_model=1024 --set n_heads=16 --set batch_size=64 --set seq_len=512 \
+  --set memory_limit=4G --set recompute=off --cpu-steps 0
 finish

@@ -1,5 +1,6 @@
 /* Config: defaults, the shipped files, --set, and one-line errors that name
  * the file, line and key. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <stdio.h>
@@ -374,4 +375,165 @@ Test(config, stored_config_of_another_version)
     cr_expect_neq(cc_config_from_json(&c, "{\"model\":{\"new_width\":3}}", "ck"), 0);
     err = th_stderr_end();
     cr_expect(strstr(err, "new_width") != NULL, "%s", err);
+}
+
+/* [gpu] recompute: auto (default), off or on; anything else refused. */
+Test(config, recompute_key)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_expect_str_eq(c.gpu_recompute, "auto");
+    const char *ok[] = { "auto", "off", "on" };
+    for (int i = 0; i < 3; i++) {
+        char arg[64];
+        snprintf(arg, sizeof(arg), "gpu.recompute=%s", ok[i]);
+        cr_expect_eq(cc_config_set_arg(&c, arg), 0, "%s", arg);
+        cr_expect_str_eq(c.gpu_recompute, ok[i]);
+    }
+    cr_expect_eq(cc_config_load_string(&c, "[gpu]\nrecompute = off\n", "t.ini"), 0);
+    cr_expect_str_eq(c.gpu_recompute, "off");
+    th_stderr_begin();
+    const int rc = cc_config_set_arg(&c, "recompute=yes");
+    const char *err = th_stderr_end();
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err, "[gpu] recompute: 'yes' is not one of auto, off, on") != NULL, "message: %s", err);
+    cr_expect_str_eq(c.gpu_recompute, "off");
+    expect_refused("[gpu]\nrecompute = yes\n", ":2: [gpu] recompute: 'yes' is not one of auto, off, on\n", NULL);
+}
+
+/* [gpu] memory_limit: a byte size, 1024-based units with an optional B or
+ * iB, a fraction taken exactly; 0 (the default) = the device's own. */
+Test(config, memory_limit_parses_to_bytes)
+{
+    const struct { const char *text; uint64_t bytes; } cases[] = {
+        { "10G", 10ull << 30 },         { "24GiB", 24ull << 30 },        { "512M", 512ull << 20 },
+        { "1.5G", 3ull << 29 },         { "0", 0 },                      { "123456789", 123456789 },
+        { "10GB", 10ull << 30 },        { "512MiB", 512ull << 20 },      { "10g", 10ull << 30 },
+        { "2t", 2ull << 40 },           { "65536K", 64ull << 20 },       { "64M", 64ull << 20 },
+        { "  10G  ", 10ull << 30 },     { "10 GiB", 10ull << 30 },       { "0.0G", 0 },
+        { "0.1G", 107374182 } /* 107374182.4: the nearest byte */,
+        { "0.0625T", 1ull << 36 },      { "18446744073709551615", UINT64_MAX },
+        { "16777215T", UINT64_MAX - ((1ull << 40) - 1) },
+        { "16777215.999999999999T", UINT64_MAX } /* 2^64 - 2^40 + 1099511627774.9 */,
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cc_config c;
+        cc_config_defaults(&c);
+        char arg[128];
+        snprintf(arg, sizeof(arg), "gpu.memory_limit=%s", cases[i].text);
+        cr_expect_eq(cc_config_set_arg(&c, arg), 0, "%s", arg);
+        cr_expect_eq(c.gpu_memory_limit, cases[i].bytes, "%s: %llu, not %llu", cases[i].text,
+                     (unsigned long long)c.gpu_memory_limit, (unsigned long long)cases[i].bytes);
+        char ini[128];
+        snprintf(ini, sizeof(ini), "[gpu]\nmemory_limit = %s\n", cases[i].text);
+        cc_config_defaults(&c);
+        cr_expect_eq(cc_config_load_string(&c, ini, "t.ini"), 0, "%s", ini);
+        cr_expect_eq(c.gpu_memory_limit, cases[i].bytes, "file: %s", cases[i].text);
+    }
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_expect_eq(c.gpu_memory_limit, 0);
+}
+
+/* Each refusal is one line naming [gpu] memory_limit and the value as
+ * written, from --set and from a file, and leaves the config as it was. */
+Test(config, memory_limit_refuses_bad_sizes)
+{
+    const struct { const char *text, *why; } cases[] = {
+        { "", "'' is not a byte size" },
+        { "abc", "'abc' is not a byte size" },
+        { "ten", "'ten' is not a byte size" },
+        { "10X", "'10X' is not a byte size" },
+        { "10 G G", "'10 G G' is not a byte size" },
+        { "G", "'G' is not a byte size" },
+        { "10Gi", "'10Gi' is not a byte size" },
+        { "1.G", "'1.G' is not a byte size" },
+        { "nan", "'nan' is not a byte size" },
+        { "inf", "'inf' is not a byte size" },
+        { "1e400", "'1e400' is not a byte size" },
+        { "-1G", "'-1G' is negative" },
+        { "-0", "'-0' is negative" },
+        { "63M", "'63M' is below 64M, too small to hold any model" },
+        { "67108863", "'67108863' is below 64M" },
+        { "1", "'1' is below 64M" },
+        { "18446744073709551616", "'18446744073709551616' is too large" },
+        { "16777216T", "'16777216T' is too large" },
+        { "16777215.9999999999999999999T", "'16777215.9999999999999999999T' is too large" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cc_config c;
+        cc_config_defaults(&c);
+        cr_assert_eq(cc_config_set_arg(&c, "gpu.memory_limit=24G"), 0);
+        char arg[128], want[256];
+        snprintf(arg, sizeof(arg), "gpu.memory_limit=%s", cases[i].text);
+        th_stderr_begin();
+        const int rc = cc_config_set_arg(&c, arg);
+        const char *err = th_stderr_end();
+        cr_expect_neq(rc, 0, "accepted: %s", arg);
+        snprintf(want, sizeof(want), "[gpu] memory_limit: %s", cases[i].why);
+        cr_expect(strstr(err, want) != NULL, "the message '%s' does not say '%s'", err, want);
+        cr_expect(strchr(err, '\n') == err + strlen(err) - 1, "not one line: '%s'", err);
+        cr_expect_eq(c.gpu_memory_limit, 24ull << 30, "a refused value changed the limit");
+        char ini[128];
+        snprintf(ini, sizeof(ini), "[gpu]\nmemory_limit = %s\n", cases[i].text);
+        expect_error(ini, "memory_limit");
+    }
+    expect_refused("[gpu]\nmemory_limit = 63M\n",
+                   ":2: [gpu] memory_limit: '63M' is below 64M, too small to hold any model (0 = the device's own "
+                   "memory)\n", NULL);
+}
+
+/* memory_limit prints in the shortest form that reads back exactly, and a
+ * printed config (INI or JSON) gives the same value again. */
+Test(config, memory_limit_prints_and_round_trips)
+{
+    const struct { uint64_t bytes; const char *text; } cases[] = {
+        { 0, "0" },
+        { 10ull << 30, "10G" },
+        { 512ull << 20, "512M" },
+        { 1536ull << 20, "1536M" },
+        { 3ull << 29, "1536M" },
+        { 2ull << 40, "2T" },
+        { (64ull << 20) + 1024, "65537K" },
+        { 123456789, "123456789" },
+        { 107374182, "107374182" },
+        { UINT64_MAX, "18446744073709551615" },
+        { UINT64_MAX - ((1ull << 40) - 1), "16777215T" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cc_config a, b;
+        cc_config_defaults(&a);
+        a.gpu_memory_limit = cases[i].bytes;
+        /* INI: the printed config, read back */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        cc_config_print(&a, f);
+        fclose(f);
+        char line[128];
+        snprintf(line, sizeof(line), "\nmemory_limit = %s\n", cases[i].text);
+        cr_expect(strstr(text, line) != NULL, "%llu is not printed as '%s'", (unsigned long long)cases[i].bytes,
+                  cases[i].text);
+        cc_config_defaults(&b);
+        b.gpu_memory_limit = 99ull << 30;
+        cr_expect_eq(cc_config_load_string(&b, text, "printed"), 0);
+        cr_expect_eq(b.gpu_memory_limit, cases[i].bytes, "INI: %s read back as %llu", cases[i].text,
+                     (unsigned long long)b.gpu_memory_limit);
+        free(text);
+        /* --set with the printed form */
+        char arg[128];
+        snprintf(arg, sizeof(arg), "memory_limit=%s", cases[i].text);
+        cc_config_defaults(&b);
+        cr_expect_eq(cc_config_set_arg(&b, arg), 0, "%s", arg);
+        cr_expect_eq(b.gpu_memory_limit, cases[i].bytes, "--set %s", arg);
+        /* JSON */
+        char *js = cc_config_to_json(&a);
+        char want[128];
+        snprintf(want, sizeof(want), "\"memory_limit\":\"%s\"", cases[i].text);
+        cr_expect(strstr(js, want) != NULL, "JSON %s lacks %s", js, want);
+        cc_config_defaults(&b);
+        cr_expect_eq(cc_config_from_json(&b, js, "test"), 0);
+        free(js);
+        cr_expect_eq(memcmp(&a, &b, sizeof(a)), 0, "%s changed the config through JSON", cases[i].text);
+    }
 }

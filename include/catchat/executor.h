@@ -89,6 +89,10 @@ const char *cc_gpu_wavefront(const cc_executor *ex, int *chunk);
 /* Whether the last training step ran the wavefront (its chunk, else 0), and
  * whether it chunked the context stream too. */
 int cc_gpu_wavefront_ran(const cc_executor *ex, int *top_chunked);
+/* The plan the GPU executor was created from (gpu_plan.h: its recompute
+ * choice, its device bytes by buffer group). */
+struct gpu_step_plan;
+const struct gpu_step_plan *cc_gpu_plan(const cc_executor *ex);
 
 /* The GPU executor (FP16 GEMM operands, FP32 accumulation). NULL with a
  * one-line error when the device cannot run it. */

@@ -10,6 +10,16 @@
 #include "catchat/config.h"
 #include "catchat/gpu_gru.h"
 
+/* The plan's device memory by what it holds: weights, gradients and AdamW
+ * moments; the GRU layers' activations and their gradients (under
+ * recompute, the one layer's set the context stream and classifier share);
+ * the context stream's; the classifier's; cuBLASLt workspaces and kernel
+ * scratch; the lanes' own gradient buffers. */
+enum { GPU_MEM_WEIGHTS, GPU_MEM_LAYERS, GPU_MEM_ATTENTION, GPU_MEM_CLASSIFIER, GPU_MEM_WORKSPACE, GPU_MEM_LANES,
+       GPU_MEM_GROUPS };
+/* Their names in bench's table and JSON: "weights_optimizer", "layers", ... */
+extern const char *const gpu_mem_group_names[GPU_MEM_GROUPS];
+
 typedef struct gpu_step_plan {
     gpu_caps caps;     /* the device's, narrowed by [gpu] profile, smem_per_block, sm_count, clusters */
     gpu_caps rec_caps; /* the same with a lane's share of the SMs: what the recurrence kernels choose by */
@@ -23,10 +33,18 @@ typedef struct gpu_step_plan {
     int wave_chunk;    /* timesteps a chunk of the layers' wavefront, 0: layer after layer ([gpu] wavefront) */
     char wave_why[128]; /* the chunk, or why there is no wavefront, in words */
     int attn_tc;       /* the context attention on tensor cores */
+    int recompute;     /* the backward rebuilds each layer's activations from its stored h ([gpu] recompute) */
+    char recompute_why[192]; /* on or off, and why, in words */
+    size_t memory_budget;    /* what the plan may hold: [gpu] memory_limit, or the device's free memory (0: unknown) */
     size_t device_bytes;     /* estimate of the executor's device memory at this batch */
+    size_t group_bytes[GPU_MEM_GROUPS]; /* device_bytes by buffer group (gpu_mem_group_names) */
     size_t bytes_per_seq;    /* the part of it that grows with each sequence of the batch */
     size_t accum_bytes;      /* what [train] grad_accum > 1 adds (the step's gradient so far) */
 } gpu_step_plan;
+
+/* What a plan leaves free of its budget before it counts as fitting (the
+ * CUDA context, cuBLASLt's own allocations, other processes' growth). */
+#define GPU_MEMORY_MARGIN ((size_t)256 << 20)
 
 /* The plan for B sequences of T tokens under cfg on the current device.
  * -1 with a one-line error when the GPU or the config cannot run it (below

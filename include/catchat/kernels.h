@@ -165,6 +165,14 @@ void launch_gru_cell_forward(const gru_layer *L, gru_shape sh, int t, cudaStream
 void launch_gru_cell_backward(const gru_layer *L, const gru_grads *G, gru_shape sh, int t, float clamp_limit,
                               cudaStream_t s);
 
+/* Recompute: the gates and ghn of M rows rebuilt in place from their
+ * products, as the forward cell makes them. In: gates = [gx + W_hh·h_{t-1}
+ * (rows r, z) | gx (row n)] (gx with b_ih), ghn = W_hn·h_{t-1} (no bias);
+ * out: gates = r, z, n and ghn = W_hn·h_{t-1} + b_hn. The products come
+ * from GEMMs, not the recurrence kernels' MMAs, so the values agree with the
+ * forward's to FP32 rounding, not bit for bit. */
+void launch_gru_cell_rebuild(float *gates, float *ghn, const float *bhh, int M, int D, cudaStream_t s);
+
 /* gru_persistent.cu: the whole recurrence of a layer in one cooperative
  * launch on any GPU from sm_80 on (no clusters): W_hh spread over a grid of
  * batch groups × CTAs sized from caps (SMs, shared memory) and D, held on

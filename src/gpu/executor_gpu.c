@@ -225,6 +225,8 @@ static void gpu_get_input_grad(cc_executor *ex, float *du0)
 
 int cc_gpu_lanes(const cc_executor *ex) { return IMPL(ex)->nlanes; }
 
+const gpu_step_plan *cc_gpu_plan(const cc_executor *ex) { return &IMPL(ex)->plan; }
+
 const char *cc_gpu_wavefront(const cc_executor *ex, int *chunk)
 {
     *chunk = IMPL(ex)->wave_chunk;
@@ -238,16 +240,65 @@ int cc_gpu_wavefront_ran(const cc_executor *ex, int *top_chunked)
 }
 
 /* Every device buffer of the executor: where its pointer lives, its size
- * for this shape (0: not needed here) and what it holds (named in an
- * out-of-memory message). Creation allocates (and zeroes where marked) from
- * this table and destruction frees from it, so adding a buffer is one row. */
+ * for this shape (0: not needed here, or under recompute a part of `work`,
+ * below), what it holds (named in an out-of-memory message), whether it is
+ * zeroed and its group (gpu_plan.h) in bench's table. Creation allocates
+ * from this table and destruction frees from it, so adding a buffer is one
+ * row. */
 typedef struct {
     void **slot;
     size_t bytes;
     const char *what;
     int zeroed;
+    int group;
 } gpu_buffer;
 #define MAX_BUFFERS 64
+
+const char *const gpu_mem_group_names[GPU_MEM_GROUPS] = { "weights_optimizer", "layers", "attention",
+                                                          "classifier", "workspace", "lanes" };
+
+/* Under recompute (gpu_impl.h), the tensors that live in `work`, at
+ * 256-byte offsets: the one layer's set (dgx16 and dgh16 first: no layer's
+ * forward writes them, so the context stream's norm output, which the last
+ * layer's forward writes, can lie there while other lanes still run their
+ * layers), and over it from the start the context stream's and the
+ * classifier's. Returns work's size; with assign, points the slots into it. */
+typedef struct {
+    void **slot;
+    size_t bytes;
+} work_part;
+
+static size_t place_parts(const work_part *parts, int n, char *base)
+{
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (base) *parts[i].slot = parts[i].bytes ? base + at : NULL;
+        at += (parts[i].bytes + 255) & ~(size_t)255;
+    }
+    return at;
+}
+
+static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *base)
+{
+    const size_t M = (size_t)B * T, D = d->D, V = d->V, MD = M * D;
+    const int tc = g->attn_tc;
+    const work_part layer[] = {
+        { (void **)&g->dgx16, 2 * 2 * 3 * MD }, { (void **)&g->dgh16, 2 * 2 * 3 * MD },
+        { (void **)&g->gx, 4 * 3 * MD },         { (void **)&g->ghn, 4 * MD },
+        { (void **)&g->a16, 2 * 2 * MD },        { (void **)&g->hprev16, 2 * 2 * MD },
+    };
+    const work_part top[] = {
+        { (void **)&g->s16, 2 * MD },  { (void **)&g->qkv16, tc ? 2 * 3 * MD : 0 }, { (void **)&g->o16, 2 * MD },
+        { (void **)&g->c, 4 * MD },    { (void **)&g->mm, 4 * MD },                { (void **)&g->f16, 2 * MD },
+        { (void **)&g->logits, 4 * M * V }, { (void **)&g->dlogits16, 2 * M * V },
+        { (void **)&g->do16, tc ? 2 * MD : 0 }, { (void **)&g->d16, 2 * 3 * MD }, { (void **)&g->dc16, 2 * MD },
+        { (void **)&g->dc, 4 * MD },
+    };
+    const size_t a = place_parts(layer, sizeof(layer) / sizeof(layer[0]), base);
+    const size_t b = place_parts(top, sizeof(top) / sizeof(top[0]), base);
+    if (base) g->gates = g->gx; /* the forward writes the gates over gx's rows (gpu_impl.h) */
+    return a > b ? a : b;
+}
 
 static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, gpu_buffer *t)
 {
@@ -257,59 +308,64 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
      * kernels read FP32 and store the probabilities (and ds) of the band. */
     const int tc = g->attn_tc;
     const size_t band = (size_t)B * d->H * T * (tc ? 1 : d->W);
+    /* under recompute: u in two blocks, the rest of the layers' and the top's in work */
+    const int rc = g->recompute;
+    const size_t kept = rc ? 0 : 1;
     int k = 0;
-#define BUF(field, size, name, zero) t[k++] = (gpu_buffer){ (void **)&g->field, (size), (name), (zero) }
-    BUF(p32, 4 * n, "parameters", 0);
-    BUF(g32, 4 * n, "gradients", 1);
-    BUF(g32_lanes, g->nlanes > 1 ? 4 * n * (g->nlanes - 1) : 0, "gradients of lanes 1..", 0);
-    BUF(m, 4 * n, "AdamW m", 1);
-    BUF(v, 4 * n, "AdamW v", 1);
-    BUF(p16, 2 * n, "FP16 weights", 0);
-    BUF(x, 4 * M, "tokens", 0);
-    BUF(y, 4 * M, "targets", 0);
-    BUF(u, 4 * (L + 1) * MD, "residual stream", 0);
-    BUF(a_ir, 4 * L * M, "norm stats", 0);
-    BUF(gx, 4 * L * 3 * MD, "input projections", 0);
-    BUF(gates, 4 * L * 3 * MD, "gates", 0);
-    BUF(ghn, 4 * L * MD, "ghn", 0);
-    BUF(h, 4 * L * MD, "GRU states", 0);
+#define BUF(field, size, name, zero, grp) t[k++] = (gpu_buffer){ (void **)&g->field, (size), (name), (zero), (grp) }
+    BUF(p32, 4 * n, "parameters", 0, GPU_MEM_WEIGHTS);
+    BUF(g32, 4 * n, "gradients", 1, GPU_MEM_WEIGHTS);
+    BUF(g32_lanes, g->nlanes > 1 ? 4 * n * (g->nlanes - 1) : 0, "gradients of lanes 1..", 0, GPU_MEM_LANES);
+    BUF(m, 4 * n, "AdamW m", 1, GPU_MEM_WEIGHTS);
+    BUF(v, 4 * n, "AdamW v", 1, GPU_MEM_WEIGHTS);
+    BUF(p16, 2 * n, "FP16 weights", 0, GPU_MEM_WEIGHTS);
+    BUF(x, 4 * M, "tokens", 0, GPU_MEM_WORKSPACE);
+    BUF(y, 4 * M, "targets", 0, GPU_MEM_WORKSPACE);
+    BUF(work, rc ? work_layout(g, d, B, T, NULL) : 0, "one layer's activations (recompute)", 0, GPU_MEM_LAYERS);
+    BUF(u, 4 * (rc ? 2 : L + 1) * MD, "residual stream", 0, GPU_MEM_LAYERS);
+    BUF(a_ir, 4 * L * M, "norm stats", 0, GPU_MEM_LAYERS);
+    BUF(gx, kept * 4 * L * 3 * MD, "input projections", 0, GPU_MEM_LAYERS);
+    BUF(gates, kept * 4 * L * 3 * MD, "gates", 0, GPU_MEM_LAYERS);
+    BUF(ghn, kept * 4 * L * MD, "ghn", 0, GPU_MEM_LAYERS);
+    BUF(h, 4 * L * MD, "GRU states", 0, GPU_MEM_LAYERS);
     const size_t WL = g->wave_layers; /* layers with their own scratch and gradient buffers */
-    BUF(gh, 4 * WL * B * 3 * D, "recurrent product", 0);
-    BUF(a16, 2 * L * MD, "normalised inputs", 0);
-    BUF(hprev16, 2 * L * MD, "h_{t-1} FP16", 0);
-    BUF(s_ir, 4 * M, "ctx norm stats", 0);
-    BUF(qkv16, tc ? 2 * 3 * MD : 0, "qkv FP16", 0);
-    BUF(do16, tc ? 2 * MD : 0, "attention dO FP16", 0);
-    BUF(lse, tc ? 4 * band : 0, "attention log-sum-exp", 0);
-    BUF(delta, tc ? 4 * band : 0, "attention delta", 0);
-    BUF(qkv, tc ? 0 : 4 * 3 * MD, "qkv", 0);
-    BUF(dqkv, tc ? 0 : 4 * 3 * MD, "dqkv", 0);
-    BUF(p, tc ? 0 : 4 * band, "attention probabilities", 0);
-    BUF(dsbuf, tc ? 0 : 4 * band, "attention ds", 0);
-    BUF(c, 4 * MD, "context output", 0);
-    BUF(mm, 4 * MD, "merge", 0);
-    BUF(f_ir, 4 * M, "final norm stats", 0);
-    BUF(logits, 4 * M * V, "logits", 0);
-    BUF(loss_row, 4 * M, "losses", 0);
-    BUF(rank, 4 * M, "ranks", 0);
-    BUF(s16, 2 * MD, "ctx norm out", 0);
-    BUF(o16, 2 * MD, "attention out", 0);
-    BUF(f16, 2 * MD, "final norm out", 0);
-    BUF(dlogits16, 2 * M * V, "dlogits", 0);
-    BUF(du, 4 * MD, "du", 0);
-    BUF(dtmp, 4 * MD, "dtmp", 0);
-    BUF(dhrec, 4 * WL * B * D, "dh recurrent", 0);
-    BUF(dc, 4 * MD, "dc", 0);
-    BUF(dgx16, 2 * WL * 3 * MD, "dgx (a layer's worth each)", 0);
-    BUF(dgh16, 2 * WL * 3 * MD, "dgh (a layer's worth each)", 0);
-    BUF(bias_part, 4 * WL * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (a layer's worth each)", 0);
-    BUF(d16, 2 * 3 * MD, "FP16 dqkv", 0);
-    BUF(dc16, 2 * MD, "FP16 context-stream gradient", 0);
-    BUF(partials, 4 * (size_t)grad_reduce_blocks(), "norm partials", 0);
-    BUF(nonfinite, sizeof(int), "non-finite count", 0);
-    BUF(first_bad, sizeof(unsigned long long), "non-finite index", 0);
-    BUF(tok_off, 4 * (V + 1) * GPU_MAX_LANES, "token offsets", 0);
-    BUF(tok_pos, 4 * M, "token positions", 0);
+    BUF(gh, 4 * WL * B * 3 * D, "recurrent product", 0, GPU_MEM_LAYERS);
+    BUF(a16, kept * 2 * L * MD, "normalised inputs", 0, GPU_MEM_LAYERS);
+    BUF(hprev16, kept * 2 * L * MD, "h_{t-1} FP16", 0, GPU_MEM_LAYERS);
+    BUF(s_ir, 4 * M, "ctx norm stats", 0, GPU_MEM_ATTENTION);
+    BUF(qkv16, tc ? kept * 2 * 3 * MD : 0, "qkv FP16", 0, GPU_MEM_ATTENTION);
+    BUF(do16, tc ? kept * 2 * MD : 0, "attention dO FP16", 0, GPU_MEM_ATTENTION);
+    BUF(lse, tc ? 4 * band : 0, "attention log-sum-exp", 0, GPU_MEM_ATTENTION);
+    BUF(delta, tc ? 4 * band : 0, "attention delta", 0, GPU_MEM_ATTENTION);
+    BUF(qkv, tc ? 0 : 4 * 3 * MD, "qkv", 0, GPU_MEM_ATTENTION);
+    BUF(dqkv, tc ? 0 : 4 * 3 * MD, "dqkv", 0, GPU_MEM_ATTENTION);
+    BUF(p, tc ? 0 : 4 * band, "attention probabilities", 0, GPU_MEM_ATTENTION);
+    BUF(dsbuf, tc ? 0 : 4 * band, "attention ds", 0, GPU_MEM_ATTENTION);
+    BUF(c, kept * 4 * MD, "context output", 0, GPU_MEM_ATTENTION);
+    BUF(mm, kept * 4 * MD, "merge", 0, GPU_MEM_CLASSIFIER);
+    BUF(f_ir, 4 * M, "final norm stats", 0, GPU_MEM_CLASSIFIER);
+    BUF(logits, kept * 4 * M * V, "logits", 0, GPU_MEM_CLASSIFIER);
+    BUF(loss_row, 4 * M, "losses", 0, GPU_MEM_CLASSIFIER);
+    BUF(rank, 4 * M, "ranks", 0, GPU_MEM_CLASSIFIER);
+    BUF(s16, kept * 2 * MD, "ctx norm out", 0, GPU_MEM_ATTENTION);
+    BUF(o16, kept * 2 * MD, "attention out", 0, GPU_MEM_ATTENTION);
+    BUF(f16, kept * 2 * MD, "final norm out", 0, GPU_MEM_CLASSIFIER);
+    BUF(dlogits16, kept * 2 * M * V, "dlogits", 0, GPU_MEM_CLASSIFIER);
+    BUF(du, 4 * MD, "du", 0, GPU_MEM_LAYERS);
+    BUF(dtmp, 4 * MD, "dtmp", 0, GPU_MEM_LAYERS);
+    BUF(dhrec, 4 * WL * B * D, "dh recurrent", 0, GPU_MEM_LAYERS);
+    BUF(dc, kept * 4 * MD, "dc", 0, GPU_MEM_ATTENTION);
+    BUF(dgx16, kept * 2 * WL * 3 * MD, "dgx (a layer's worth each)", 0, GPU_MEM_LAYERS);
+    BUF(dgh16, kept * 2 * WL * 3 * MD, "dgh (a layer's worth each)", 0, GPU_MEM_LAYERS);
+    BUF(bias_part, 4 * WL * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (a layer's worth each)", 0,
+        GPU_MEM_LAYERS);
+    BUF(d16, kept * 2 * 3 * MD, "FP16 dqkv", 0, GPU_MEM_ATTENTION);
+    BUF(dc16, kept * 2 * MD, "FP16 context-stream gradient", 0, GPU_MEM_ATTENTION);
+    BUF(partials, 4 * (size_t)grad_reduce_blocks(), "norm partials", 0, GPU_MEM_WORKSPACE);
+    BUF(nonfinite, sizeof(int), "non-finite count", 0, GPU_MEM_WORKSPACE);
+    BUF(first_bad, sizeof(unsigned long long), "non-finite index", 0, GPU_MEM_WORKSPACE);
+    BUF(tok_off, 4 * (V + 1) * GPU_MAX_LANES, "token offsets", 0, GPU_MEM_WORKSPACE);
+    BUF(tok_pos, 4 * M, "token positions", 0, GPU_MEM_WORKSPACE);
 #undef BUF
     return k;
 }
@@ -323,15 +379,16 @@ static void gpu_destroy(cc_executor *ex)
     const int nb = buffer_table(g, &ex->lay.dims, ex->lay.total, ex->B, ex->T, bufs);
     cudaDeviceSynchronize(); /* every lane's streams */
     if (g->graph_exec) cudaGraphExecDestroy(g->graph_exec);
-    for (int i = 0; i < nb; i++) cudaFree(*bufs[i].slot);
+    for (int i = 0; i < nb; i++)
+        if (bufs[i].bytes) cudaFree(*bufs[i].slot); /* the others are NULL, or parts of work */
     cudaFree(g->acc32);
     cudaFree(g->plant_slot);
     for (int l = 0; l < g->nlanes; l++) {
         gpu_lane *ln = &g->lane[l];
         gpu_matmul_destroy(ln->gemm);
         gpu_matmul_destroy(ln->gemm_wgrad);
-        cudaEvent_t evs[] = { ln->ev_wgrad[0], ln->ev_wgrad[1],
-                              ln->ev_finished, ln->ev_to_rec, ln->ev_from_rec, ln->ev_side, ln->ev_top_wgrad };
+        cudaEvent_t evs[] = { ln->ev_wgrad[0], ln->ev_wgrad[1], ln->ev_finished, ln->ev_to_rec,
+                              ln->ev_from_rec, ln->ev_side, ln->ev_top_wgrad, ln->ev_join };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) cudaEventDestroy(evs[i]);
         for (int k = 0; g->wave_chunk && k < ex->lay.dims.L; k++) {
             cudaEventDestroy(ln->ev_feed[k]);
@@ -489,31 +546,91 @@ static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T,
     snprintf(p->wave_why, sizeof(p->wave_why), "off: no persistent split fits half of %d SMs", p->rec_caps.sm_count);
 }
 
-/* Device bytes of the executor at B: its buffer table, each lane's two
- * cuBLASLt workspaces, the persistent recurrence's W_hhᵀ and partial sums a
- * lane, and the accumulated gradient of grad_accum. */
-static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, size_t n, int B, int T)
+/* The cuBLASLt workspace of each of a lane's two GEMM contexts: the usual
+ * one, or under recompute, which is there to save memory, the small one of
+ * the wavefront's time windows (28 MiB less a context; the step's large
+ * GEMMs find algorithms within it). */
+static size_t lane_workspace_bytes(int recompute)
 {
+    return recompute ? GPU_MATMUL_WINDOW_WORKSPACE : gpu_matmul_workspace_bytes();
+}
+
+/* Device bytes of the executor at B, and by group in groups (may be NULL):
+ * its buffer table, each lane's two cuBLASLt workspaces, the persistent
+ * recurrence's W_hhᵀ and partial sums a lane, and the accumulated gradient
+ * of grad_accum. */
+static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, size_t n, int B, int T,
+                         size_t *groups)
+{
+    size_t by[GPU_MEM_GROUPS] = { 0 };
     gpu_impl g;
     memset(&g, 0, sizeof(g));
     g.nlanes = p->lanes;
     g.attn_tc = p->attn_tc;
     g.wave_layers = wave_layers_of(p, d);
+    g.recompute = p->recompute;
     gpu_buffer bufs[MAX_BUFFERS];
     const int nb = buffer_table(&g, d, n, B, T, bufs);
-    size_t bytes = 0;
-    for (int i = 0; i < nb; i++) bytes += bufs[i].bytes;
-    bytes += (size_t)p->lanes * 2 * gpu_matmul_workspace_bytes();
-    if (p->wave_chunk) bytes += (size_t)p->lanes * 2 * d->L * GPU_MATMUL_WINDOW_WORKSPACE;
+    for (int i = 0; i < nb; i++) by[bufs[i].group] += bufs[i].bytes;
+    by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * lane_workspace_bytes(p->recompute);
+    if (p->wave_chunk) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * d->L * GPU_MATMUL_WINDOW_WORKSPACE;
     /* W_hhᵀ and a split's partial sums: per stream that runs a persistent
      * recurrence (each layer's own under the wavefront) */
     if (p->impl == GRU_IMPL_PERSISTENT) {
         const gpu_caps *rc = p->wave_chunk ? &p->wave_caps : &p->rec_caps;
-        bytes += (size_t)p->lanes * (p->wave_chunk ? d->L : 1) *
-                 (6 * (size_t)d->D * d->D + gru_persistent_scratch_bytes(rc, B / p->lanes, T, (int)d->D));
+        by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * (p->wave_chunk ? d->L : 1) *
+                                 (6 * (size_t)d->D * d->D + gru_persistent_scratch_bytes(rc, B / p->lanes, T, (int)d->D));
     }
-    if (cfg->grad_accum > 1) bytes += 4 * n;
+    if (cfg->grad_accum > 1) by[GPU_MEM_WEIGHTS] += 4 * n;
+    size_t bytes = 0;
+    for (int i = 0; i < GPU_MEM_GROUPS; i++) bytes += by[i];
+    if (groups) memcpy(groups, by, sizeof(by));
     return bytes;
+}
+
+/* What the plan may hold: [gpu] memory_limit where set (no more than the
+ * device has free), else the device's free memory; 0 when unknown. */
+static size_t memory_budget(const cc_config *cfg)
+{
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        cudaGetLastError();
+        free_b = 0;
+    }
+    if (cfg->gpu_memory_limit > 0 && (free_b == 0 || cfg->gpu_memory_limit < free_b))
+        return (size_t)cfg->gpu_memory_limit;
+    return free_b;
+}
+
+/* [gpu] recompute: on, off, or under auto on only where the plan that keeps
+ * every layer's activations (the fastest) would not fit the budget with
+ * GPU_MEMORY_MARGIN to spare. */
+static void plan_recompute(gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, size_t n, int B, int T)
+{
+    const char *mode = cfg->gpu_recompute;
+    p->memory_budget = memory_budget(cfg);
+    const char *limit = cfg->gpu_memory_limit > 0 && p->memory_budget == cfg->gpu_memory_limit ? "[gpu] memory_limit"
+                                                                                              : "free on the device";
+    if (strcmp(mode, "on") == 0 || strcmp(mode, "off") == 0) {
+        p->recompute = strcmp(mode, "on") == 0;
+        snprintf(p->recompute_why, sizeof(p->recompute_why), "%s ([gpu] recompute)", mode);
+        return;
+    }
+    const size_t keep = plan_bytes(p, cfg, d, n, B, T, NULL);
+    const double gib = 1073741824.0;
+    if (p->memory_budget == 0 || keep + GPU_MEMORY_MARGIN <= p->memory_budget) {
+        p->recompute = 0;
+        if (p->memory_budget)
+            snprintf(p->recompute_why, sizeof(p->recompute_why), "off: every layer's activations fit (%.2f of %.2f GiB %s)",
+                     keep / gib, p->memory_budget / gib, limit);
+        else
+            snprintf(p->recompute_why, sizeof(p->recompute_why), "off: the device's free memory is unknown");
+        return;
+    }
+    p->recompute = 1;
+    snprintf(p->recompute_why, sizeof(p->recompute_why),
+             "on: keeping every layer's activations needs %.2f GiB, %.2f GiB %s", keep / gib, p->memory_budget / gib,
+             limit);
 }
 
 int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
@@ -536,8 +653,15 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     p->attn_tc = strcmp(cfg->gpu_attention, "fp32") != 0 && attention_tc_supported(caps, d.D, d.H, d.W);
     cc_layout lay;
     cc_layout_build(&lay, &d);
-    p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T);
-    p->bytes_per_seq = (plan_bytes(p, cfg, &d, lay.total, 2 * B, T) - p->device_bytes) / (size_t)B;
+    plan_recompute(p, cfg, &d, lay.total, B, T);
+    if (p->recompute) { /* one layer after another: the lanes as without the wavefront */
+        if (!(p->lanes = lanes_for(cfg, caps, p->path, B, T, d.D))) return -1;
+        plan_recurrence(p, B, T, d.D);
+        p->wave_chunk = 0;
+        snprintf(p->wave_why, sizeof(p->wave_why), "off: recompute rebuilds one layer at a time");
+    }
+    p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T, p->group_bytes);
+    p->bytes_per_seq = (plan_bytes(p, cfg, &d, lay.total, 2 * B, T, NULL) - p->device_bytes) / (size_t)B;
     p->accum_bytes = 4 * lay.total;
     return 0;
 }
@@ -546,8 +670,9 @@ void gpu_step_plan_describe(const gpu_step_plan *p, const cc_config *cfg, int T,
 {
     char why[320];
     gpu_gru_impl_why(&p->rec_caps, p->path, p->lane_B, T, cfg->d_model, why, sizeof(why));
-    snprintf(buf, len, "%s recurrence, %d lane%s of %d sequences%s, wavefront %s (%s)", gpu_gru_impl_name(p->impl),
-             p->lanes, p->lanes > 1 ? "s" : "", p->lane_B, p->wide ? ", wide clusters" : "", p->wave_why, why);
+    snprintf(buf, len, "%s recurrence, %d lane%s of %d sequences%s, wavefront %s, recompute %s (%s)",
+             gpu_gru_impl_name(p->impl), p->lanes, p->lanes > 1 ? "s" : "", p->lane_B, p->wide ? ", wide clusters" : "",
+             p->wave_why, p->recompute ? "on" : "off", why);
 }
 
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
@@ -564,6 +689,8 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cc_layout_build(&ex->lay, &d);
     gpu_impl *g = cc_calloc(1, sizeof(*g));
     ex->impl = g;
+    g->plan = plan;
+    g->recompute = plan.recompute;
     g->caps = plan.caps;
     g->rec_caps = plan.rec_caps;
     g->wave_caps = plan.wave_caps;
@@ -594,10 +721,10 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         else cudaCheck(cudaStreamCreateWithPriority(&ln->stream, cudaStreamDefault, lane_priority));
         cudaCheck(cudaStreamCreateWithPriority(&ln->wgrad_stream, cudaStreamDefault, lowest));
         cudaCheck(cudaStreamCreateWithPriority(&ln->rec_stream, cudaStreamDefault, highest));
-        ln->gemm = gpu_matmul_create();
-        ln->gemm_wgrad = gpu_matmul_create();
-        cudaEvent_t *evs[] = { &ln->ev_wgrad[0], &ln->ev_wgrad[1],
-                               &ln->ev_finished, &ln->ev_to_rec, &ln->ev_from_rec, &ln->ev_side, &ln->ev_top_wgrad };
+        ln->gemm = gpu_matmul_create_sized(lane_workspace_bytes(g->recompute));
+        ln->gemm_wgrad = gpu_matmul_create_sized(lane_workspace_bytes(g->recompute));
+        cudaEvent_t *evs[] = { &ln->ev_wgrad[0], &ln->ev_wgrad[1], &ln->ev_finished, &ln->ev_to_rec,
+                               &ln->ev_from_rec, &ln->ev_side, &ln->ev_top_wgrad, &ln->ev_join };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
             cudaCheck(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
         ln->rec[0] = ln->rec_stream;
@@ -617,6 +744,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         *bufs[i].slot = dalloc(bufs[i].bytes, bufs[i].what);
         if (bufs[i].zeroed) cudaCheck(cudaMemsetAsync(*bufs[i].slot, 0, bufs[i].bytes, g->stream));
     }
+    if (g->recompute) work_layout(g, &d, B, T, g->work);
     for (int l = 0; l < g->nlanes; l++) g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * n;
     g->tok_off_host = cc_malloc(4 * (d.V + 1) * GPU_MAX_LANES);
     g->tok_pos_host = cc_malloc(4 * M);

@@ -10,6 +10,7 @@
 #include "catchat/executor.h"
 #include "catchat/matmul.h"
 #include "catchat/gpu_gru.h"
+#include "catchat/gpu_plan.h"
 #include "gpu/gpu_check.h"
 
 /* A step's batch splits into lanes: independent groups of sequences whose
@@ -40,6 +41,7 @@ typedef struct {
     cudaEvent_t ev_wgrad[2], ev_finished, ev_to_rec, ev_from_rec;
     /* ev_side: where the side stream picks up (side_stream_after); ev_top_wgrad: the top's weight GEMMs done */
     cudaEvent_t ev_side, ev_top_wgrad;
+    cudaEvent_t ev_join; /* recompute: where the lane stands when every lane waits for every other (lanes_join) */
     /* the wavefront's streams, GEMM contexts (one per feed stream: a context's
      * workspace serves one stream at a time) and events, by layer: ev_feed[l]
      * a chunk of layer l's feed done, ev_rec[l] a chunk of its recurrence */
@@ -57,6 +59,7 @@ typedef struct {
     int nlanes; /* lanes of a training step (gpu_step_lanes: one while profiling or checking) */
     int attn_tc; /* attention on tensor cores (attention_tc_supported) */
     gpu_gru_path gru_path; /* [gpu] recurrence */
+    gpu_step_plan plan;    /* what the executor was created from */
     gpu_caps caps;         /* what the GPU can do, read once at creation; every kernel choice reads it */
     gpu_caps rec_caps;     /* the same with a lane's share of the SMs: what the recurrence kernels choose by */
     gpu_caps wave_caps;    /* under the wavefront, a layer's share of the lane's (gpu_step_plan) */
@@ -64,6 +67,18 @@ typedef struct {
     int wave_chunk; /* timesteps a chunk of the wavefront (gpu_step_plan), 0: layer after layer */
     char wave_why[128];
     int wave_ran, wave_top_ran; /* this (or the last) step takes the wavefront's chunks, and chunks the context stream */
+    /* Recompute ([gpu] recompute, gpu_step_plan): only h (all layers) and the
+     * norms' statistics stay from the forward; the rest of a layer is rebuilt
+     * before its BPTT into one layer's buffers: gx, whose rows the forward's
+     * gates overwrite in place (the backward rebuilds them there), and ghn, one
+     * block for every layer; u, a16 and hprev16 two blocks by layer parity
+     * (block_two: the weight GEMMs of the layer above still read theirs).
+     * These and dgx16/dgh16 live in one allocation, `work`, which the context
+     * stream's and the classifier's activations share: the lanes join before
+     * the context stream (every layer's forward done) and after its backward
+     * (its weight GEMMs done) so no lane writes what another still reads. */
+    int recompute;
+    void *work;
     int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */
     /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;

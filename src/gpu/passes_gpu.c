@@ -62,13 +62,13 @@ gru_layer gru_layer_of(const lane_ctx *c, int l)
     const cc_layout *lay = &ex->lay;
     const int D = c->D;
     const gru_layer L = {
-        .gx = LROWS(c, g->gx, l, 3 * D),
+        .gx = LROWS(c, g->gx, block_one(g, l), 3 * D),
         .whh16 = P16(ex, lay->gru_whh[l]),
         .bhh = P32(ex, lay->gru_bhh[l]),
         .h = LROWS(c, g->h, l, D),
-        .gates = LROWS(c, g->gates, l, 3 * D),
-        .ghn = LROWS(c, g->ghn, l, D),
-        .hprev16 = LROWS(c, g->hprev16, l, D),
+        .gates = LROWS(c, g->gates, block_one(g, l), 3 * D),
+        .ghn = LROWS(c, g->ghn, block_one(g, l), D),
+        .hprev16 = LROWS(c, g->hprev16, block_two(g, l), D),
         .gh = g->gh + ((size_t)layer_slot(g, l) * c->ex->B + c->ln->b0) * 3 * D,
     };
     return L;
@@ -85,8 +85,8 @@ static void forward_layer(lane_ctx *c, int l)
     cudaStream_t s = c->ln->stream;
 
     const gru_layer gl = gru_layer_of(c, l);
-    float *ul = LROWS(c, g->u, l, D), *hl = gl.h, *gxl = LROWS(c, g->gx, l, 3 * D);
-    uint16_t *al = LROWS(c, g->a16, l, D);
+    float *ul = LROWS(c, g->u, block_two(g, l), D), *hl = gl.h, *gxl = LROWS(c, g->gx, block_one(g, l), 3 * D);
+    uint16_t *al = LROWS(c, g->a16, block_two(g, l), D);
     if (l == 0) { /* later layers' norms ran with the residual add below */
         mark(c, PH_INPUT);
         launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
@@ -102,9 +102,9 @@ static void forward_layer(lane_ctx *c, int l)
     mark(c, PH_REC_FWD);
     check(c, "gru_forward", "h", l, hl, MD, 0, D);
     /* the residual and the norm after it in one pass: layer l+1's input, or the context stream's */
-    float *unext = LROWS(c, g->u, l + 1, D);
+    float *unext = LROWS(c, g->u, block_two(g, l + 1), D);
     if (l + 1 < c->L) {
-        uint16_t *anext = LROWS(c, g->a16, l + 1, D);
+        uint16_t *anext = LROWS(c, g->a16, block_two(g, l + 1), D);
         launch_add_rmsnorm_forward(unext, NULL, anext, LROWS(c, g->a_ir, l + 1, 1), ul, hl,
                                    P32(ex, lay->gru_norm[l + 1]), M, D, row_window_all(M), &c->nc, s);
         check(c, "rmsnorm", "a", l + 1, anext, MD, 1, D);
@@ -125,7 +125,7 @@ static void forward_top(lane_ctx *c)
     const int M = c->M, D = c->D, T = c->T;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = c->ln->stream;
-    const float *uL = LROWS(c, g->u, c->L, D);
+    const float *uL = LROWS(c, g->u, block_two(g, c->L), D);
     uint16_t *s16 = ROWS(c, g->s16, D), *o16 = ROWS(c, g->o16, D), *f16 = ROWS(c, g->f16, D);
     float *cc = ROWS(c, g->c, D), *mm = ROWS(c, g->mm, D);
     /* s = RMSNorm(u^L) ran with the last layer's residual add */
@@ -236,7 +236,7 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_qkv), d16, ROWS(c, g->s16, D), M, 3 * D, D, side);
     cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));
     gpu_matmul_dx(ln->gemm, dtmp, d16, P16(ex, lay->ctx_qkv), M, 3 * D, D, 0, s);
-    launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, LROWS(c, g->u, c->L, D), P32(ex, lay->ctx_norm),
+    launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, LROWS(c, g->u, block_two(g, c->L), D), P32(ex, lay->ctx_norm),
                             ROWS(c, g->s_ir, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
     check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
 }
@@ -285,7 +285,7 @@ static void weight_grads(lane_ctx *c, int l, const gru_layer *gl, const gru_grad
     side_stream_after(ln);
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
     gpu_gru_weight_grads(ln->gemm_wgrad, gl, gg, nparts, gru_shape_of(c), ln->wgrad_stream);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg->dgx16, LROWS(c, g->a16, l, D), c->M, 3 * D, D,
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg->dgx16, LROWS(c, g->a16, block_two(g, l), D), c->M, 3 * D, D,
                   ln->wgrad_stream);
     cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
@@ -312,6 +312,42 @@ static float *plant_begin(lane_ctx *c, int l, float *du, cudaStream_t s)
     return at;
 }
 
+/* Recompute (gpu_impl.h): what layer l's BPTT and weight GEMMs read, rebuilt
+ * from the stored h and the weights: u^l = u^0 + h^0 + ... + h^{l-1} (the
+ * top layer's u^l is still there from the forward), each sum the forward's
+ * in its order, so u, the norm a16 and gx are the forward's bit for bit;
+ * hprev16 = FP16 h_{t-1}; then the gates from gx and one W_hh GEMM over all
+ * T (every h_{t-1} is known), in place in gx's rows. */
+static void rebuild_layer(lane_ctx *c, int l)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    const cc_layout *lay = &ex->lay;
+    const int M = c->M, D = c->D;
+    const size_t MD = (size_t)M * D;
+    cudaStream_t s = c->ln->stream;
+    gpu_matmul_ctx *gm = c->ln->gemm;
+    if (l < c->L - 1) { /* the partial sums alternate between the two blocks and end in block l & 1 */
+        launch_embedding_forward(LROWS(c, g->u, 0, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
+        for (int j = 0; j < l; j++)
+            launch_add(LROWS(c, g->u, (j + 1) & 1, D), LROWS(c, g->u, j & 1, D), LROWS(c, g->h, j, D), MD, s);
+    }
+    const float *ul = LROWS(c, g->u, block_two(g, l), D);
+    uint16_t *al = LROWS(c, g->a16, block_two(g, l), D), *hp = LROWS(c, g->hprev16, block_two(g, l), D);
+    launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, &c->nc, s);
+    /* h_{t-1}: the whole block shifted by one row, then each sequence's row t = 0 zeroed */
+    launch_f32_to_f16(hp + D, LROWS(c, g->h, l, D), MD - D, s);
+    cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * (size_t)c->T * D, 0, sizeof(uint16_t) * D, c->B, s));
+    float *gates = LROWS(c, g->gx, 0, 3 * D), *ghn = LROWS(c, g->ghn, 0, D);
+    const uint16_t *whh = P16(ex, lay->gru_whh[l]);
+    gpu_matmul_fwd(gm, gates, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
+    /* rows r and z take W_hh·h_{t-1} on top of gx; row n's product goes to ghn (the n gate reads it through r) */
+    gpu_matmul(gm, gates, 3 * D, hp, D, 0, whh, D, 1, M, 2 * D, D, 1.f, 1.f, NULL, s);
+    gpu_matmul(gm, ghn, D, hp, D, 0, whh + (size_t)2 * D * D, D, 1, M, D, D, 1.f, 0.f, NULL, s);
+    launch_gru_cell_rebuild(gates, ghn, P32(ex, lay->gru_bhh[l]), M, D, s);
+    check(c, "gru_rebuild", "gates", l, gates, 3 * MD, 0, 3 * D);
+}
+
 /* Layer l's BPTT; its weight gradients go to the side stream. du holds
  * dL/du^{l+1}, which is also dL/dh^l through the residual, and leaves as dL/du^l. */
 static void backward_layer(lane_ctx *c, int l, float clamp_limit)
@@ -330,8 +366,9 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     const gru_layer gl = gru_layer_of(c, l);
     const gru_grads gg = gru_grads_of(c, l);
     const uint16_t *dgx = gg.dgx16;
-    if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
+    if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair (and under recompute, a16 and hprev16) */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
+    if (g->recompute) rebuild_layer(c, l);
     float *planted = plant_begin(c, l, du, s);
     const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, &gl, &gg, gru_shape_of(c), clamp_limit,
                                     to_rec(ln));
@@ -348,7 +385,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     if (l == 0) weight_grads(c, l, &gl, &gg, nparts);
     /* the input gradient stays on the critical path */
     gpu_matmul_dx(ln->gemm, dtmp, dgx, P16(ex, lay->gru_wih[l]), M, 3 * D, D, 0, s);
-    launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, l, D), P32(ex, lay->gru_norm[l]),
+    launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, block_two(g, l), D), P32(ex, lay->gru_norm[l]),
                             LROWS(c, g->a_ir, l, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
     check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
     if (l > 0) weight_grads(c, l, &gl, &gg, nparts);
@@ -359,6 +396,19 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     }
 }
 
+
+/* Recompute with several lanes: every lane waits until each of the others
+ * has reached this point (and, with_top_wgrad, until their context stream's
+ * and classifier's weight GEMMs are done), since they share `work`. */
+static void lanes_join(gpu_impl *g, int n, int with_top_wgrad)
+{
+    for (int i = 0; i < n; i++) cudaCheck(cudaEventRecord(g->lane[i].ev_join, g->lane[i].stream));
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            if (j != i) cudaCheck(cudaStreamWaitEvent(g->lane[i].stream, g->lane[j].ev_join, 0));
+            if (with_top_wgrad) cudaCheck(cudaStreamWaitEvent(g->lane[i].stream, g->lane[j].ev_top_wgrad, 0));
+        }
+}
 
 /* Lane i covers sequences [i·B/n, (i+1)·B/n); n divides B (checked at creation). */
 void gpu_set_lanes(cc_executor *ex, int n)
@@ -430,11 +480,13 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
     else
         for (int l = 0; l < L; l++)
             for (int i = 0; i < n; i++) forward_layer(&c[i], l);
+    if (g->recompute) lanes_join(g, n, 0);
     for (int i = 0; !top && i < n; i++) {
         forward_top(&c[i]);
         crossentropy_lane(&c[i], (float)loss_scale, scored > 0);
         if (scored > 0) backward_top(&c[i], ctx_limit);
     }
+    if (g->recompute && scored > 0) lanes_join(g, n, 1);
     if (wave && scored > 0) {
         for (int i = 0; !top && i < n; i++)
             if (gpu_overlaps_allreduce(ex, n)) allreduce_tail_early(&c[i]);

@@ -32,7 +32,6 @@
 #define PREFLIGHT_SEED 20261201ULL
 /* less headroom than this over the executor's own estimate (for the CUDA
  * graph, cuBLAS's handles, NCCL) gets a note, not a refusal */
-#define MEMORY_MARGIN ((size_t)256 << 20)
 
 /* The ladder's stages the preflight runs, at the run's own shapes and
  * kernels: their names and titles are the ladder's (ladder.c), so a check
@@ -132,12 +131,16 @@ static void note_exit_inside_check(void)
 
 /* The full step's config: the run's model and [gpu] keys, cut to a size the
  * CPU twin does in well under a second, on the run's recurrence
- * implementation (forced, since a small batch could choose another). */
+ * implementation and recompute (forced, since a small batch could choose
+ * others). */
 static void model_config(cc_config *c, const cc_config *cfg, const gpu_step_plan *p, int T)
 {
     *c = *cfg;
     const int lanes = p->lanes > 1 ? 2 : 1;
-    c->n_layers = imin(cfg->n_layers, 2);
+    /* the run's recompute, forced (a small step always fits): with three layers, so one layer's u
+     * is rebuilt from a sum */
+    snprintf(c->gpu_recompute, sizeof(c->gpu_recompute), "%s", p->recompute ? "on" : "off");
+    c->n_layers = imin(cfg->n_layers, p->recompute ? 3 : 2);
     c->seq_len = imin(T, 12);
     c->batch_size = lanes * (p->impl == GRU_IMPL_CLUSTER ? 8 : 4);
     c->grad_accum = 1;
@@ -238,8 +241,9 @@ static const char *remedy(int k, const gpu_step_plan *p)
     return att ? "the FP32 attention kernels may work: --set attention=fp32; " : "";
 }
 
-/* The config's device memory against what is free: -1 (said, with a batch
- * that fits) when it cannot fit. */
+/* The config's device memory against what is free, or what [gpu]
+ * memory_limit allows where that is less: -1 (said, with what fits) when it
+ * cannot fit. */
 static int check_memory(const cc_config *cfg, const gpu_step_plan *p, int B, const char *gpu)
 {
     size_t free_b = 0, total_b = 0;
@@ -247,17 +251,23 @@ static int check_memory(const cc_config *cfg, const gpu_step_plan *p, int B, con
         cudaGetLastError();
         return 0; /* nothing to compare with: the allocations will say */
     }
+    char has[400];
+    snprintf(has, sizeof(has), "%s has %.1f GiB free of %.1f", gpu, free_b / 1073741824.0, total_b / 1073741824.0);
+    if (cfg->gpu_memory_limit > 0 && cfg->gpu_memory_limit < free_b) {
+        free_b = (size_t)cfg->gpu_memory_limit;
+        snprintf(has, sizeof(has), "[gpu] memory_limit allows %.1f GiB", free_b / 1073741824.0);
+    }
     const size_t need = p->device_bytes;
-    if (need + MEMORY_MARGIN <= free_b) return 0;
+    if (need + GPU_MEMORY_MARGIN <= free_b) return 0;
     if (need <= free_b) {
         fprintf(stderr, "catchat: note: batch_size %d x seq_len %d needs about %.1f GiB of device memory, within "
-                        "%d MiB of the %.1f GiB %s has free: the run may still run out\n", B, cfg->seq_len,
-                need / 1073741824.0, (int)(MEMORY_MARGIN >> 20), free_b / 1073741824.0, gpu);
+                        "%d MiB of the %.1f GiB free (%s): the run may still run out\n", B, cfg->seq_len,
+                need / 1073741824.0, (int)(GPU_MEMORY_MARGIN >> 20), free_b / 1073741824.0, has);
         return 0;
     }
     /* a smaller batch: the buffers that grow with it shrink; accumulation adds the step's gradient buffer */
     const size_t fixed = p->device_bytes - p->bytes_per_seq * (size_t)B + (cfg->grad_accum > 1 ? 0 : p->accum_bytes);
-    char fit[160] = "no batch fits: lower seq_len or d_model";
+    char fit[240] = "no batch fits: lower seq_len or d_model";
     for (int k = 2; k <= B; k++)
         if (B % k == 0 && (cfg->gpu_lanes == 0 || (B / k) % cfg->gpu_lanes == 0) &&
             fixed + p->bytes_per_seq * (size_t)(B / k) <= free_b) {
@@ -265,9 +275,21 @@ static int check_memory(const cc_config *cfg, const gpu_step_plan *p, int B, con
                      B / k, k * cfg->grad_accum, B * cfg->grad_accum);
             break;
         }
-    return cc_error("preflight: batch_size %d x seq_len %d needs about %.1f GiB of device memory, and %s has %.1f "
-                    "GiB free of %.1f; %s", B, cfg->seq_len, need / 1073741824.0, gpu, free_b / 1073741824.0,
-                    total_b / 1073741824.0, fit);
+    if (!p->recompute) { /* [gpu] recompute = off: rebuilding the activations may fit the whole batch */
+        cc_config on = *cfg;
+        snprintf(on.gpu_recompute, sizeof(on.gpu_recompute), "on");
+        gpu_step_plan q;
+        const int quiet = cc_error_quiet;
+        cc_error_quiet = 1;
+        if (gpu_step_plan_for(&q, &on, B, cfg->seq_len) == 0 && q.device_bytes <= free_b) {
+            const size_t n = strlen(fit);
+            snprintf(fit + n, sizeof(fit) - n, "; or --set recompute=on (about %.1f GiB)", q.device_bytes / 1073741824.0);
+        }
+        cc_error_quiet = quiet;
+    }
+    return cc_error("preflight: batch_size %d x seq_len %d needs about %.1f GiB of device memory, and %s; %s "
+                    "(this plan: recompute %s)", B, cfg->seq_len, need / 1073741824.0, has, fit,
+                    p->recompute ? "on" : "off");
 }
 
 int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_preflight_opts *o)

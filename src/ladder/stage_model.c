@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/executor.h"
+#include "catchat/gpu_plan.h"
 #include "catchat/safetensors.h"
 #include "catchat/util.h"
 #include "ladder/ladder.h"
@@ -52,6 +53,10 @@ void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *cfg, cons
     if (lanes) {
         snprintf(what, sizeof(what), "the step runs %d lanes%s", lanes, tag);
         check_flag(st, what, cc_gpu_lanes(gpu) == lanes);
+    }
+    if (strcmp(c.gpu_recompute, "auto") != 0) { /* a recompute case runs what it names */
+        snprintf(what, sizeof(what), "the step ran with recompute %s%s", c.gpu_recompute, tag);
+        check_flag(st, what, cc_gpu_plan(gpu)->recompute == (strcmp(c.gpu_recompute, "on") == 0));
     }
 
     const size_t n = cpu->lay.total;
@@ -220,6 +225,48 @@ static void wavefront_cases(const ladder_ctx *cx, stage *st)
     }
 }
 
+/* [gpu] recompute = on (the backward rebuilds each layer's activations from
+ * its h, one layer at a time, the lanes sharing one layer's buffers with the
+ * context stream) against the CPU, and off once: the tiny config, its guard,
+ * 3 and 4 layers (u rebuilt from two and three sums), every recurrence
+ * path, the FP32 attention, and the default's kernels in two lanes. */
+static void recompute_cases(const ladder_ctx *cx, stage *st)
+{
+    const struct {
+        const char *mode, *recurrence, *attention;
+        int L, D, lanes;
+        double guard;
+    } cases[] = {
+        { "off", "auto", "auto", 2, 0, 0, 0 },      { "on", "auto", "auto", 2, 0, 0, 0 },
+        { "on", "auto", "auto", 2, 0, 0, 2e-4 },    { "on", "auto", "auto", 3, 0, 0, 0 },
+        { "on", "auto", "auto", 4, 0, 0, 0 },       { "on", "persistent", "auto", 3, 0, 0, 0 },
+        { "on", "per-step", "auto", 3, 0, 0, 0 },   { "on", "auto", "fp32", 2, 0, 0, 0 },
+        { "on", "auto", "auto", 3, 128, 2, 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cc_config c;
+        small_config(cx, &c);
+        snprintf(c.gpu_recompute, sizeof(c.gpu_recompute), "%s", cases[i].mode);
+        snprintf(c.gpu_recurrence, sizeof(c.gpu_recurrence), "%s", cases[i].recurrence);
+        snprintf(c.gpu_attention, sizeof(c.gpu_attention), "%s", cases[i].attention);
+        c.n_layers = cases[i].L;
+        c.ctx_grad_clamp = cases[i].guard;
+        if (cases[i].lanes) { /* the default's kernels: head size 64, clusters, two lanes */
+            c.d_model = cases[i].D;
+            c.n_heads = 2;
+            c.seq_len = 40;
+            c.batch_size = 16;
+            c.gpu_lanes = cases[i].lanes;
+        }
+        char tag[120];
+        snprintf(tag, sizeof(tag), " (recompute %s, L=%d%s%s%s%s%s)", c.gpu_recompute, c.n_layers,
+                 strcmp(c.gpu_recurrence, "auto") ? ", " : "", strcmp(c.gpu_recurrence, "auto") ? c.gpu_recurrence : "",
+                 strcmp(c.gpu_attention, "auto") ? ", FP32 attention" : "", c.ctx_grad_clamp > 0 ? ", ctx guard" : "",
+                 cases[i].lanes ? ", D=128 B=16, 2 lanes" : "");
+        full_step_check(cx, st, &c, tag, cases[i].lanes, cases[i].guard > 0);
+    }
+}
+
 /* The tiny config with the guard off and on (the guard binds on most tokens
  * at 2e-4: a per-token L2 cap on dL/dc of the mean loss), then the shape the
  * default config's kernels run (head size 64 on tensor cores, cluster
@@ -229,7 +276,7 @@ static void run_model(const ladder_ctx *cx, stage *st)
     cc_config c;
     small_config(cx, &c);
     snprintf(st->shape, sizeof(st->shape),
-             "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, ctx guard off/on; D=128 B=16 2 lanes; 2x2 accum.; wavefront",
+             "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, guard off/on; D=128 B=16 2 lanes; accum.; wavefront; recompute",
              c.d_model, c.n_layers, c.n_heads, c.ctx_window, c.seq_len, c.batch_size);
     full_step_check(cx, st, &c, "", 0, 0);
     c.ctx_grad_clamp = 2e-4;
@@ -244,6 +291,7 @@ static void run_model(const ladder_ctx *cx, stage *st)
     accum_step_case(cx, st, cx->rng, 0);
     wavefront_cases(cx, st);
     accum_step_case(cx, st, cx->rng, 8);
+    recompute_cases(cx, st);
 }
 
 const ladder_stage ladder_stage_model = { "model", "full step", run_model };

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The executor's planned device bytes (gpu_step_plan: what the preflight's
+# fit check, its suggested batch and [gpu] recompute = auto go by) against
+# what it really holds after warm-up steps (bench's device memory: the free
+# memory the executor took), within 5%, with recompute off and on, at the
+# default config and at D=1024; and recompute = auto under a [gpu]
+# memory_limit the full plan does not fit takes recompute on and fits.
+# Without a GPU: skipped (exit 77).
+#   tests/memory_plan_gpu.sh path/to/catchat
+set -u
+source "$(dirname "$0")/lib.sh" "$1"
+skip_without_gpu
+export XDG_CACHE_HOME="$tmp/xdg"
+bench=("$bin" bench --config "$root/configs/default.ini" --steps 2 --warmup 2 --cpu-steps 0 --json --preflight never)
+
+# field NAME of the JSON line in FILE
+field() { python3 -c 'import json,sys; v=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]]; print(v)' "$1" "$2"; }
+
+for d in 512 1024; do
+  for rc in off on; do
+    name="D=$d recompute $rc"
+    if ! "${bench[@]}" --set d_model=$d --set recompute=$rc >"$tmp/b.json" 2>"$tmp/b.err"; then
+      bad "$name: $(tail -1 "$tmp/b.err")"
+      continue
+    fi
+    plan=$(field "$tmp/b.json" plan_bytes)
+    held=$(python3 -c "print(int($(field "$tmp/b.json" mem_mb) * 1048576))")
+    ran=$(field "$tmp/b.json" recompute)
+    [ "$ran" = "$([ $rc = on ] && echo True || echo False)" ] && ok || bad "$name: ran recompute=$ran"
+    python3 -c "import sys; p, h = $plan, $held; sys.exit(0 if abs(p - h) <= 0.05 * h else 1)" && ok \
+      || bad "$name: planned $plan bytes, held $held (over 5% apart)"
+    echo "$name: planned $plan bytes, held $held"
+  done
+done
+
+# auto under a limit that the full plan does not fit: on, and within the limit
+"${bench[@]}" --set d_model=1024 --set memory_limit=4G >"$tmp/a.json" 2>"$tmp/a.err" || bad "auto: $(tail -1 "$tmp/a.err")"
+[ "$(field "$tmp/a.json" recompute)" = True ] && ok || bad "auto under memory_limit = 4G kept every layer"
+field "$tmp/a.json" recompute_why | grep -q "GiB \[gpu\] memory_limit" && ok || bad "auto did not say why"
+python3 -c "import sys; sys.exit(0 if $(field "$tmp/a.json" plan_bytes) <= 4 << 30 else 1)" && ok \
+  || bad "auto's plan exceeds the 4G limit"
+finish
