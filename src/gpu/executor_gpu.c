@@ -258,11 +258,13 @@ const char *const gpu_mem_group_names[GPU_MEM_GROUPS] = { "weights_optimizer", "
                                                           "classifier", "workspace", "lanes" };
 
 /* Under recompute (gpu_impl.h), the tensors that live in `work`, at
- * 256-byte offsets: the one layer's set (dgx16 and dgh16 first: no layer's
- * forward writes them, so the context stream's norm output, which the last
- * layer's forward writes, can lie there while other lanes still run their
- * layers), and over it from the start the context stream's and the
- * classifier's. Returns work's size; with assign, points the slots into it. */
+ * 256-byte offsets: the one layer's set (one pair of gate-gradient buffers
+ * first: no layer's forward writes them, so the context stream's norm
+ * output, which the last layer's forward writes, can lie there while other
+ * lanes still run their layers), and over it from the start the context
+ * stream's and the classifier's, with its dtmp (the layers' is in gx's
+ * rows: passes_gpu.c). Returns work's size; with assign, points the slots
+ * into it. */
 typedef struct {
     void **slot;
     size_t bytes;
@@ -283,7 +285,7 @@ static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *bas
     const size_t M = (size_t)B * T, D = d->D, V = d->V, MD = M * D;
     const int tc = g->attn_tc;
     const work_part layer[] = {
-        { (void **)&g->dgx16, 2 * 2 * 3 * MD }, { (void **)&g->dgh16, 2 * 2 * 3 * MD },
+        { (void **)&g->dgx16, 2 * 3 * MD },     { (void **)&g->dgh16, 2 * 3 * MD },
         { (void **)&g->gx, 4 * 3 * MD },         { (void **)&g->ghn, 4 * MD },
         { (void **)&g->a16, 2 * 2 * MD },        { (void **)&g->hprev16, 2 * 2 * MD },
     };
@@ -292,11 +294,14 @@ static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *bas
         { (void **)&g->c, 4 * MD },    { (void **)&g->mm, 4 * MD },                { (void **)&g->f16, 2 * MD },
         { (void **)&g->logits, 4 * M * V }, { (void **)&g->dlogits16, 2 * M * V },
         { (void **)&g->do16, tc ? 2 * MD : 0 }, { (void **)&g->d16, 2 * 3 * MD }, { (void **)&g->dc16, 2 * MD },
-        { (void **)&g->dc, 4 * MD },
+        { (void **)&g->dtmp, 4 * MD },
     };
     const size_t a = place_parts(layer, sizeof(layer) / sizeof(layer[0]), base);
     const size_t b = place_parts(top, sizeof(top) / sizeof(top[0]), base);
-    if (base) g->gates = g->gx; /* the forward writes the gates over gx's rows (gpu_impl.h) */
+    if (base) {
+        g->gates = g->gx; /* the forward writes the gates over gx's rows (gpu_impl.h) */
+        g->dc = g->c;     /* the context output is spent (in the merge) before the guard's copy of du */
+    }
     return a > b ? a : b;
 }
 
@@ -308,7 +313,7 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
      * kernels read FP32 and store the probabilities (and ds) of the band. */
     const int tc = g->attn_tc;
     const size_t band = (size_t)B * d->H * T * (tc ? 1 : d->W);
-    /* under recompute: u in two blocks, the rest of the layers' and the top's in work */
+    /* under recompute: u in one block (and du by turns), the rest of the layers' and the top's in work */
     const int rc = g->recompute;
     const size_t kept = rc ? 0 : 1;
     int k = 0;
@@ -322,7 +327,7 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(x, 4 * M, "tokens", 0, GPU_MEM_WORKSPACE);
     BUF(y, 4 * M, "targets", 0, GPU_MEM_WORKSPACE);
     BUF(work, rc ? work_layout(g, d, B, T, NULL) : 0, "one layer's activations (recompute)", 0, GPU_MEM_LAYERS);
-    BUF(u, 4 * (rc ? 2 : L + 1) * MD, "residual stream", 0, GPU_MEM_LAYERS);
+    BUF(u, 4 * (rc ? 1 : L + 1) * MD, "residual stream", 0, GPU_MEM_LAYERS);
     BUF(a_ir, 4 * L * M, "norm stats", 0, GPU_MEM_LAYERS);
     BUF(gx, kept * 4 * L * 3 * MD, "input projections", 0, GPU_MEM_LAYERS);
     BUF(gates, kept * 4 * L * 3 * MD, "gates", 0, GPU_MEM_LAYERS);
@@ -352,7 +357,7 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(f16, kept * 2 * MD, "final norm out", 0, GPU_MEM_CLASSIFIER);
     BUF(dlogits16, kept * 2 * M * V, "dlogits", 0, GPU_MEM_CLASSIFIER);
     BUF(du, 4 * MD, "du", 0, GPU_MEM_LAYERS);
-    BUF(dtmp, 4 * MD, "dtmp", 0, GPU_MEM_LAYERS);
+    BUF(dtmp, kept * 4 * MD, "dtmp", 0, GPU_MEM_LAYERS);
     BUF(dhrec, 4 * WL * B * D, "dh recurrent", 0, GPU_MEM_LAYERS);
     BUF(dc, kept * 4 * MD, "dc", 0, GPU_MEM_ATTENTION);
     BUF(dgx16, kept * 2 * WL * 3 * MD, "dgx (a layer's worth each)", 0, GPU_MEM_LAYERS);
@@ -654,8 +659,11 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     cc_layout lay;
     cc_layout_build(&lay, &d);
     plan_recompute(p, cfg, &d, lay.total, B, T);
-    if (p->recompute) { /* one layer after another: the lanes as without the wavefront */
+    if (p->recompute) { /* one layer after another; 2 lanes rather than 4 (11.20 against 11.26 ms at the
+                         * default config, and two lanes' gradient buffers less; docs/performance.md) */
         if (!(p->lanes = lanes_for(cfg, caps, p->path, B, T, d.D))) return -1;
+        if (cfg->gpu_lanes == 0 && p->lanes > 2 && gpu_gru_impl_for(caps, p->path, B / 2, T, d.D) == GRU_IMPL_CLUSTER)
+            p->lanes = 2;
         plan_recurrence(p, B, T, d.D);
         p->wave_chunk = 0;
         snprintf(p->wave_why, sizeof(p->wave_why), "off: recompute rebuilds one layer at a time");

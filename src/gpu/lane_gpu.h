@@ -34,9 +34,9 @@ typedef struct {
 static inline int layer_slot(const gpu_impl *g, int l) { return g->wave_layers > 2 ? l : l & 1; }
 
 /* Which block of a per-layer tensor layer l uses (gpu_impl.h, recompute):
- * one for all layers (gx, gates, ghn) or two by parity (u, a16, hprev16)
+ * one for all layers (gx, gates, ghn) or two by parity (a16, hprev16)
  * under recompute, else layer l's own. h and the norms' statistics keep one
- * block a layer. */
+ * block a layer; u: passes_gpu.c, forward_u. */
 static inline int block_one(const gpu_impl *g, int l) { return g->recompute ? 0 : l; }
 static inline int block_two(const gpu_impl *g, int l) { return g->recompute ? l & 1 : l; }
 

@@ -20,6 +20,22 @@ lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
     return c;
 }
 
+/* u^l's rows in the forward: its own block, or under recompute the one
+ * block and du by turns, so that u^L, which the context stream reads, is in
+ * the block (du is not used before the backward). */
+static float *forward_u(const lane_ctx *c, int l)
+{
+    const gpu_impl *g = c->g;
+    if (!g->recompute) return LROWS(c, g->u, l, c->D);
+    return (c->L - l) % 2 == 0 ? ROWS(c, g->u, c->D) : ROWS(c, g->du, c->D);
+}
+
+/* Under recompute, M x D floats of the lane's own rows of gx's block: free
+ * before a rebuild's gx GEMM (the rebuild's partial sums of u) and after
+ * the BPTT (the input gradient's dtmp). Within the lane's rows, since the
+ * lanes run their layers at once. */
+static float *lane_scratch(const lane_ctx *c) { return LROWS(c, c->g->gx, 0, 3 * c->D); }
+
 static void check(lane_ctx *c, const char *stage, const char *tensor, int layer, const void *ptr, size_t n, int half,
                   int width)
 {
@@ -85,12 +101,12 @@ static void forward_layer(lane_ctx *c, int l)
     cudaStream_t s = c->ln->stream;
 
     const gru_layer gl = gru_layer_of(c, l);
-    float *ul = LROWS(c, g->u, block_two(g, l), D), *hl = gl.h, *gxl = LROWS(c, g->gx, block_one(g, l), 3 * D);
+    float *ul = forward_u(c, l), *hl = gl.h, *gxl = LROWS(c, g->gx, block_one(g, l), 3 * D);
     uint16_t *al = LROWS(c, g->a16, block_two(g, l), D);
     if (l == 0) { /* later layers' norms ran with the residual add below */
         mark(c, PH_INPUT);
-        launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
-        check(c, "embedding", "u0", -1, ROWS(c, g->u, D), MD, 0, D);
+        launch_embedding_forward(ul, ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
+        check(c, "embedding", "u0", -1, ul, MD, 0, D);
         launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, &c->nc, s);
         check(c, "rmsnorm", "a", l, al, MD, 1, D);
     }
@@ -102,7 +118,7 @@ static void forward_layer(lane_ctx *c, int l)
     mark(c, PH_REC_FWD);
     check(c, "gru_forward", "h", l, hl, MD, 0, D);
     /* the residual and the norm after it in one pass: layer l+1's input, or the context stream's */
-    float *unext = LROWS(c, g->u, block_two(g, l + 1), D);
+    float *unext = forward_u(c, l + 1);
     if (l + 1 < c->L) {
         uint16_t *anext = LROWS(c, g->a16, block_two(g, l + 1), D);
         launch_add_rmsnorm_forward(unext, NULL, anext, LROWS(c, g->a_ir, l + 1, 1), ul, hl,
@@ -125,7 +141,7 @@ static void forward_top(lane_ctx *c)
     const int M = c->M, D = c->D, T = c->T;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = c->ln->stream;
-    const float *uL = LROWS(c, g->u, block_two(g, c->L), D);
+    const float *uL = forward_u(c, c->L);
     uint16_t *s16 = ROWS(c, g->s16, D), *o16 = ROWS(c, g->o16, D), *f16 = ROWS(c, g->f16, D);
     float *cc = ROWS(c, g->c, D), *mm = ROWS(c, g->mm, D);
     /* s = RMSNorm(u^L) ran with the last layer's residual add */
@@ -236,7 +252,7 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_qkv), d16, ROWS(c, g->s16, D), M, 3 * D, D, side);
     cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));
     gpu_matmul_dx(ln->gemm, dtmp, d16, P16(ex, lay->ctx_qkv), M, 3 * D, D, 0, s);
-    launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, LROWS(c, g->u, block_two(g, c->L), D), P32(ex, lay->ctx_norm),
+    launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, forward_u(c, c->L), P32(ex, lay->ctx_norm),
                             ROWS(c, g->s_ir, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
     check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
 }
@@ -258,12 +274,12 @@ gru_grads gru_grads_of(const lane_ctx *c, int l)
 {
     const cc_layout *lay = &c->ex->lay;
     const gpu_impl *g = c->g;
-    const int D = c->D, par = layer_slot(c->g, l);
+    const int D = c->D, par = layer_slot(c->g, l), dg = g->recompute ? 0 : par; /* recompute: one pair */
     const gru_grads G = {
         .dh_in = ROWS(c, g->du, D),
         /* the slots' buffers are [M_all, 3D] each; the lane's rows within */
-        .dgx16 = LROWS(c, g->dgx16, par, 3 * D),
-        .dgh16 = LROWS(c, g->dgh16, par, 3 * D),
+        .dgx16 = LROWS(c, g->dgx16, dg, 3 * D),
+        .dgh16 = LROWS(c, g->dgh16, dg, 3 * D),
         .dhrec = g->dhrec + ((size_t)par * c->ex->B + c->ln->b0) * D,
         .bias_part = bias_part(c, par),
         .dwhh = G32L(c, lay->gru_whh[l]),
@@ -313,9 +329,9 @@ static float *plant_begin(lane_ctx *c, int l, float *du, cudaStream_t s)
 }
 
 /* Recompute (gpu_impl.h): what layer l's BPTT and weight GEMMs read, rebuilt
- * from the stored h and the weights: u^l = u^0 + h^0 + ... + h^{l-1} (the
- * top layer's u^l is still there from the forward), each sum the forward's
- * in its order, so u, the norm a16 and gx are the forward's bit for bit;
+ * from the stored h and the weights: u^l = u^0 + h^0 + ... + h^{l-1}, each
+ * sum the forward's in its order, so u, the norm a16 and gx are the
+ * forward's bit for bit;
  * hprev16 = FP16 h_{t-1}; then the gates from gx and one W_hh GEMM over all
  * T (every h_{t-1} is known), in place in gx's rows. */
 static void rebuild_layer(lane_ctx *c, int l)
@@ -327,12 +343,13 @@ static void rebuild_layer(lane_ctx *c, int l)
     const size_t MD = (size_t)M * D;
     cudaStream_t s = c->ln->stream;
     gpu_matmul_ctx *gm = c->ln->gemm;
-    if (l < c->L - 1) { /* the partial sums alternate between the two blocks and end in block l & 1 */
-        launch_embedding_forward(LROWS(c, g->u, 0, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
-        for (int j = 0; j < l; j++)
-            launch_add(LROWS(c, g->u, (j + 1) & 1, D), LROWS(c, g->u, j & 1, D), LROWS(c, g->h, j, D), MD, s);
+    /* the partial sums alternate between the scratch and u's block, and end in the block */
+    float *ul = ROWS(c, g->u, D), *scratch = lane_scratch(c);
+    launch_embedding_forward(l % 2 == 0 ? ul : scratch, ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
+    for (int j = 0; j < l; j++) {
+        const int in_block = (l - j) % 2 == 0;
+        launch_add(in_block ? scratch : ul, in_block ? ul : scratch, LROWS(c, g->h, j, D), MD, s);
     }
-    const float *ul = LROWS(c, g->u, block_two(g, l), D);
     uint16_t *al = LROWS(c, g->a16, block_two(g, l), D), *hp = LROWS(c, g->hprev16, block_two(g, l), D);
     launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, &c->nc, s);
     /* h_{t-1}: the whole block shifted by one row, then each sequence's row t = 0 zeroed */
@@ -359,7 +376,8 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     const int M = c->M, D = c->D, V = c->V;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream;
-    float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D);
+    float *du = ROWS(c, g->du, D), *dtmp = g->recompute ? lane_scratch(c) : ROWS(c, g->dtmp, D);
+    const float *ul = g->recompute ? ROWS(c, g->u, D) : LROWS(c, g->u, l, D); /* recompute: rebuilt there */
     mark(c, l == c->L - 1 ? PH_CONTEXT_BWD : PH_WGRAD);
     if (l == c->L - 1 && gpu_overlaps_allreduce(ex, c->nlanes)) allreduce_tail_early(c);
     const int par = l & 1;
@@ -368,7 +386,11 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     const uint16_t *dgx = gg.dgx16;
     if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair (and under recompute, a16 and hprev16) */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
-    if (g->recompute) rebuild_layer(c, l);
+    if (g->recompute) {
+        rebuild_layer(c, l);
+        /* one pair of gate-gradient buffers: layer l+1's weight gradients read it, beside this rebuild */
+        if (l + 1 < c->L) cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[(l + 1) & 1], 0));
+    }
     float *planted = plant_begin(c, l, du, s);
     const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, &gl, &gg, gru_shape_of(c), clamp_limit,
                                     to_rec(ln));
@@ -385,7 +407,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     if (l == 0) weight_grads(c, l, &gl, &gg, nparts);
     /* the input gradient stays on the critical path */
     gpu_matmul_dx(ln->gemm, dtmp, dgx, P16(ex, lay->gru_wih[l]), M, 3 * D, D, 0, s);
-    launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, LROWS(c, g->u, block_two(g, l), D), P32(ex, lay->gru_norm[l]),
+    launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, ul, P32(ex, lay->gru_norm[l]),
                             LROWS(c, g->a_ir, l, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
     check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
     if (l > 0) weight_grads(c, l, &gl, &gg, nparts);
