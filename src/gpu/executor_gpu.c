@@ -258,13 +258,15 @@ const char *const gpu_mem_group_names[GPU_MEM_GROUPS] = { "weights_optimizer", "
                                                           "classifier", "workspace", "lanes" };
 
 /* Under recompute (gpu_impl.h), the tensors that live in `work`, at
- * 256-byte offsets: the one layer's set (one pair of gate-gradient buffers
- * first: no layer's forward writes them, so the context stream's norm
- * output, which the last layer's forward writes, can lie there while other
- * lanes still run their layers), and over it from the start the context
- * stream's and the classifier's, with its dtmp (the layers' is in gx's
- * rows: passes_gpu.c). Returns work's size; with assign, points the slots
- * into it. */
+ * 256-byte offsets: the one layer's set (the gate-gradient pair first: no
+ * layer's forward writes it, so the context stream's norm output, which the
+ * last layer's forward writes, can lie there while other lanes still run
+ * their layers), and over it from the start the context stream's and the
+ * classifier's with their dtmp (the layers' dtmp is in gx's rows:
+ * passes_gpu.c). Of those, the context output, the merge and the logits
+ * are spent before the attention backward, whose dO and dqkv take their
+ * place; the guard's dc is the context output's. Returns work's size; with
+ * base, points the slots into it. */
 typedef struct {
     void **slot;
     size_t bytes;
@@ -280,28 +282,32 @@ static size_t place_parts(const work_part *parts, int n, char *base)
     return at;
 }
 
+#define NPARTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
 static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *base)
 {
     const size_t M = (size_t)B * T, D = d->D, V = d->V, MD = M * D;
     const int tc = g->attn_tc;
     const work_part layer[] = {
-        { (void **)&g->dgx16, 2 * 3 * MD },     { (void **)&g->dgh16, 2 * 3 * MD },
-        { (void **)&g->gx, 4 * 3 * MD },         { (void **)&g->ghn, 4 * MD },
-        { (void **)&g->a16, 2 * 2 * MD },        { (void **)&g->hprev16, 2 * 2 * MD },
+        { (void **)&g->dgx16, 2 * 3 * MD }, { (void **)&g->dgh16, 2 * 3 * MD }, { (void **)&g->gx, 4 * 3 * MD },
+        { (void **)&g->ghn, 4 * MD },       { (void **)&g->a16, 2 * MD },       { (void **)&g->hprev16, 2 * MD },
     };
     const work_part top[] = {
         { (void **)&g->s16, 2 * MD },  { (void **)&g->qkv16, tc ? 2 * 3 * MD : 0 }, { (void **)&g->o16, 2 * MD },
-        { (void **)&g->c, 4 * MD },    { (void **)&g->mm, 4 * MD },                { (void **)&g->f16, 2 * MD },
-        { (void **)&g->logits, 4 * M * V }, { (void **)&g->dlogits16, 2 * M * V },
-        { (void **)&g->do16, tc ? 2 * MD : 0 }, { (void **)&g->d16, 2 * 3 * MD }, { (void **)&g->dc16, 2 * MD },
-        { (void **)&g->dtmp, 4 * MD },
+        { (void **)&g->f16, 2 * MD },  { (void **)&g->dlogits16, 2 * M * V },      { (void **)&g->dtmp, 4 * MD },
+        { (void **)&g->dc16, 2 * MD },
     };
-    const size_t a = place_parts(layer, sizeof(layer) / sizeof(layer[0]), base);
-    const size_t b = place_parts(top, sizeof(top) / sizeof(top[0]), base);
+    const work_part spent[] = { { (void **)&g->c, 4 * MD }, { (void **)&g->mm, 4 * MD }, { (void **)&g->logits, 4 * M * V } };
+    const work_part late[] = { { (void **)&g->do16, tc ? 2 * MD : 0 }, { (void **)&g->d16, 2 * 3 * MD } };
+    const size_t a = place_parts(layer, NPARTS(layer), base);
+    const size_t f = place_parts(top, NPARTS(top), base);
+    const size_t s = place_parts(spent, NPARTS(spent), base ? base + f : NULL);
+    const size_t l = place_parts(late, NPARTS(late), base ? base + f : NULL);
     if (base) {
         g->gates = g->gx; /* the forward writes the gates over gx's rows (gpu_impl.h) */
-        g->dc = g->c;     /* the context output is spent (in the merge) before the guard's copy of du */
+        g->dc = g->c;
     }
+    const size_t b = f + (s > l ? s : l);
     return a > b ? a : b;
 }
 

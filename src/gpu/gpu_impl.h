@@ -69,16 +69,15 @@ typedef struct {
     int wave_ran, wave_top_ran; /* this (or the last) step takes the wavefront's chunks, and chunks the context stream */
     /* Recompute ([gpu] recompute, gpu_step_plan): only h (all layers) and the
      * norms' statistics stay from the forward; the rest of a layer is rebuilt
-     * before its BPTT into one layer's buffers: gx, whose rows the forward's
-     * gates overwrite in place (the backward rebuilds them there), ghn and
-     * one pair dgx16/dgh16 for every layer (a layer's BPTT waits for the
-     * weight GEMMs of the layer above, which run beside its rebuild), a16 and
-     * hprev16 two blocks by layer parity (block_two: those weight GEMMs still
-     * read theirs), u one block (passes_gpu.c: forward_u). These live in one
-     * allocation, `work`, which the context stream's and the classifier's
-     * activations share: the lanes join before the context stream (every
-     * layer's forward done) and after its backward (its weight GEMMs done)
-     * so no lane writes what another still reads. */
+     * before its BPTT into one layer's buffers, shared by every layer: gx,
+     * whose rows the forward's gates overwrite in place (the backward
+     * rebuilds them there), ghn, a16, hprev16 and one pair dgx16/dgh16 (so a
+     * layer's rebuild waits for the weight GEMMs of the layer above); u one
+     * block (passes_gpu.c: forward_u). These live in one allocation, `work`,
+     * which the context stream's and the classifier's activations share: the
+     * lanes join before the context stream (every layer's forward done) and
+     * after its backward (its weight GEMMs done) so no lane writes what
+     * another still reads. */
     int recompute;
     void *work;
     int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */

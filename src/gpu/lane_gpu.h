@@ -34,11 +34,10 @@ typedef struct {
 static inline int layer_slot(const gpu_impl *g, int l) { return g->wave_layers > 2 ? l : l & 1; }
 
 /* Which block of a per-layer tensor layer l uses (gpu_impl.h, recompute):
- * one for all layers (gx, gates, ghn) or two by parity (a16, hprev16)
- * under recompute, else layer l's own. h and the norms' statistics keep one
- * block a layer; u: passes_gpu.c, forward_u. */
+ * under recompute one for all layers (gx, gates, ghn, a16, hprev16), else
+ * layer l's own. h and the norms' statistics keep one block a layer; u:
+ * passes_gpu.c, forward_u. */
 static inline int block_one(const gpu_impl *g, int l) { return g->recompute ? 0 : l; }
-static inline int block_two(const gpu_impl *g, int l) { return g->recompute ? l & 1 : l; }
 
 lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes);
 /* The lane's B sequences of a GRU layer (all T steps), layer l's tensors in

@@ -84,7 +84,7 @@ gru_layer gru_layer_of(const lane_ctx *c, int l)
         .h = LROWS(c, g->h, l, D),
         .gates = LROWS(c, g->gates, block_one(g, l), 3 * D),
         .ghn = LROWS(c, g->ghn, block_one(g, l), D),
-        .hprev16 = LROWS(c, g->hprev16, block_two(g, l), D),
+        .hprev16 = LROWS(c, g->hprev16, block_one(g, l), D),
         .gh = g->gh + ((size_t)layer_slot(g, l) * c->ex->B + c->ln->b0) * 3 * D,
     };
     return L;
@@ -102,7 +102,7 @@ static void forward_layer(lane_ctx *c, int l)
 
     const gru_layer gl = gru_layer_of(c, l);
     float *ul = forward_u(c, l), *hl = gl.h, *gxl = LROWS(c, g->gx, block_one(g, l), 3 * D);
-    uint16_t *al = LROWS(c, g->a16, block_two(g, l), D);
+    uint16_t *al = LROWS(c, g->a16, block_one(g, l), D);
     if (l == 0) { /* later layers' norms ran with the residual add below */
         mark(c, PH_INPUT);
         launch_embedding_forward(ul, ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
@@ -120,7 +120,7 @@ static void forward_layer(lane_ctx *c, int l)
     /* the residual and the norm after it in one pass: layer l+1's input, or the context stream's */
     float *unext = forward_u(c, l + 1);
     if (l + 1 < c->L) {
-        uint16_t *anext = LROWS(c, g->a16, block_two(g, l + 1), D);
+        uint16_t *anext = LROWS(c, g->a16, block_one(g, l + 1), D);
         launch_add_rmsnorm_forward(unext, NULL, anext, LROWS(c, g->a_ir, l + 1, 1), ul, hl,
                                    P32(ex, lay->gru_norm[l + 1]), M, D, row_window_all(M), &c->nc, s);
         check(c, "rmsnorm", "a", l + 1, anext, MD, 1, D);
@@ -301,7 +301,7 @@ static void weight_grads(lane_ctx *c, int l, const gru_layer *gl, const gru_grad
     side_stream_after(ln);
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
     gpu_gru_weight_grads(ln->gemm_wgrad, gl, gg, nparts, gru_shape_of(c), ln->wgrad_stream);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg->dgx16, LROWS(c, g->a16, block_two(g, l), D), c->M, 3 * D, D,
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg->dgx16, LROWS(c, g->a16, block_one(g, l), D), c->M, 3 * D, D,
                   ln->wgrad_stream);
     cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
@@ -350,7 +350,7 @@ static void rebuild_layer(lane_ctx *c, int l)
         const int in_block = (l - j) % 2 == 0;
         launch_add(in_block ? scratch : ul, in_block ? ul : scratch, LROWS(c, g->h, j, D), MD, s);
     }
-    uint16_t *al = LROWS(c, g->a16, block_two(g, l), D), *hp = LROWS(c, g->hprev16, block_two(g, l), D);
+    uint16_t *al = LROWS(c, g->a16, block_one(g, l), D), *hp = LROWS(c, g->hprev16, block_one(g, l), D);
     launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, &c->nc, s);
     /* h_{t-1}: the whole block shifted by one row, then each sequence's row t = 0 zeroed */
     launch_f32_to_f16(hp + D, LROWS(c, g->h, l, D), MD - D, s);
@@ -384,12 +384,11 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     const gru_layer gl = gru_layer_of(c, l);
     const gru_grads gg = gru_grads_of(c, l);
     const uint16_t *dgx = gg.dgx16;
-    if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair (and under recompute, a16 and hprev16) */
-        cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
-    if (g->recompute) {
-        rebuild_layer(c, l);
-        /* one pair of gate-gradient buffers: layer l+1's weight gradients read it, beside this rebuild */
+    if (g->recompute) { /* one layer's buffers: layer l+1's weight gradients read them (and l+2's before) */
         if (l + 1 < c->L) cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[(l + 1) & 1], 0));
+        rebuild_layer(c, l);
+    } else if (l + 2 < c->L) { /* layer l+2's weight gradients read this buffer pair */
+        cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
     }
     float *planted = plant_begin(c, l, du, s);
     const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, &gl, &gg, gru_shape_of(c), clamp_limit,
