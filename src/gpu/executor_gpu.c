@@ -288,9 +288,10 @@ static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *bas
 {
     const size_t M = (size_t)B * T, D = d->D, V = d->V, MD = M * D;
     const int tc = g->attn_tc;
+    /* a16 and hprev16 live in dgh16's rows, then in gx's (passes_gpu.c: layer_a16) */
     const work_part layer[] = {
         { (void **)&g->dgx16, 2 * 3 * MD }, { (void **)&g->dgh16, 2 * 3 * MD }, { (void **)&g->gx, 4 * 3 * MD },
-        { (void **)&g->ghn, 4 * MD },       { (void **)&g->a16, 2 * MD },       { (void **)&g->hprev16, 2 * MD },
+        { (void **)&g->ghn, 4 * MD },
     };
     const work_part top[] = {
         { (void **)&g->s16, 2 * MD },  { (void **)&g->qkv16, tc ? 2 * 3 * MD : 0 }, { (void **)&g->o16, 2 * MD },

@@ -71,9 +71,10 @@ typedef struct {
      * norms' statistics stay from the forward; the rest of a layer is rebuilt
      * before its BPTT into one layer's buffers, shared by every layer: gx,
      * whose rows the forward's gates overwrite in place (the backward
-     * rebuilds them there), ghn, a16, hprev16 and one pair dgx16/dgh16 (so a
-     * layer's rebuild waits for the weight GEMMs of the layer above); u one
-     * block (passes_gpu.c: forward_u). These live in one allocation, `work`,
+     * rebuilds them there), ghn and one pair dgx16/dgh16 (so a layer's
+     * rebuild waits for the weight GEMMs of the layer above); a16 and
+     * hprev16 in dgh16's rows before the BPTT and in gx's after it
+     * (passes_gpu.c: layer_a16); u one block (forward_u). These live in one allocation, `work`,
      * which the context stream's and the classifier's activations share: the
      * lanes join before the context stream (every layer's forward done) and
      * after its backward (its weight GEMMs done) so no lane writes what

@@ -36,6 +36,24 @@ static float *forward_u(const lane_ctx *c, int l)
  * lanes run their layers at once. */
 static float *lane_scratch(const lane_ctx *c) { return LROWS(c, c->g->gx, 0, 3 * c->D); }
 
+/* Layer l's normalised input and FP16 h_{t-1}: its own blocks, or under
+ * recompute, for the forward and the rebuild's GEMMs, in the lane's rows of
+ * dgh16 (which the BPTT then writes) and, for the weight GEMMs after the
+ * BPTT, in the lane's rows of gx after dtmp (the gates are spent then). */
+static uint16_t *layer_a16(const lane_ctx *c, int l, int after_bptt)
+{
+    const gpu_impl *g = c->g;
+    if (!g->recompute) return LROWS(c, g->a16, l, c->D);
+    if (after_bptt) return (uint16_t *)(lane_scratch(c) + (size_t)c->M * c->D);
+    return LROWS(c, g->dgh16, 0, 3 * c->D);
+}
+
+static uint16_t *layer_hprev16(const lane_ctx *c, int l, int after_bptt)
+{
+    if (!c->g->recompute) return LROWS(c, c->g->hprev16, l, c->D);
+    return layer_a16(c, l, after_bptt) + (size_t)c->M * c->D;
+}
+
 static void check(lane_ctx *c, const char *stage, const char *tensor, int layer, const void *ptr, size_t n, int half,
                   int width)
 {
@@ -84,7 +102,7 @@ gru_layer gru_layer_of(const lane_ctx *c, int l)
         .h = LROWS(c, g->h, l, D),
         .gates = LROWS(c, g->gates, block_one(g, l), 3 * D),
         .ghn = LROWS(c, g->ghn, block_one(g, l), D),
-        .hprev16 = LROWS(c, g->hprev16, block_one(g, l), D),
+        .hprev16 = layer_hprev16(c, l, 0),
         .gh = g->gh + ((size_t)layer_slot(g, l) * c->ex->B + c->ln->b0) * 3 * D,
     };
     return L;
@@ -102,7 +120,7 @@ static void forward_layer(lane_ctx *c, int l)
 
     const gru_layer gl = gru_layer_of(c, l);
     float *ul = forward_u(c, l), *hl = gl.h, *gxl = LROWS(c, g->gx, block_one(g, l), 3 * D);
-    uint16_t *al = LROWS(c, g->a16, block_one(g, l), D);
+    uint16_t *al = layer_a16(c, l, 0);
     if (l == 0) { /* later layers' norms ran with the residual add below */
         mark(c, PH_INPUT);
         launch_embedding_forward(ul, ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
@@ -120,7 +138,7 @@ static void forward_layer(lane_ctx *c, int l)
     /* the residual and the norm after it in one pass: layer l+1's input, or the context stream's */
     float *unext = forward_u(c, l + 1);
     if (l + 1 < c->L) {
-        uint16_t *anext = LROWS(c, g->a16, block_one(g, l + 1), D);
+        uint16_t *anext = layer_a16(c, l + 1, 0);
         launch_add_rmsnorm_forward(unext, NULL, anext, LROWS(c, g->a_ir, l + 1, 1), ul, hl,
                                    P32(ex, lay->gru_norm[l + 1]), M, D, row_window_all(M), &c->nc, s);
         check(c, "rmsnorm", "a", l + 1, anext, MD, 1, D);
@@ -295,13 +313,14 @@ gru_grads gru_grads_of(const lane_ctx *c, int l)
 static void weight_grads(lane_ctx *c, int l, const gru_layer *gl, const gru_grads *gg, int nparts)
 {
     const cc_layout *lay = &c->ex->lay;
-    gpu_impl *g = c->g;
     gpu_lane *ln = c->ln;
     const int D = c->D, par = l & 1;
+    gru_layer after = *gl; /* under recompute the weight GEMMs' h_{t-1} is rebuilt after the BPTT */
+    after.hprev16 = layer_hprev16(c, l, 1);
     side_stream_after(ln);
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
-    gpu_gru_weight_grads(ln->gemm_wgrad, gl, gg, nparts, gru_shape_of(c), ln->wgrad_stream);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg->dgx16, LROWS(c, g->a16, block_one(g, l), D), c->M, 3 * D, D,
+    gpu_gru_weight_grads(ln->gemm_wgrad, &after, gg, nparts, gru_shape_of(c), ln->wgrad_stream);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg->dgx16, layer_a16(c, l, 1), c->M, 3 * D, D,
                   ln->wgrad_stream);
     cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
@@ -328,6 +347,21 @@ static float *plant_begin(lane_ctx *c, int l, float *du, cudaStream_t s)
     return at;
 }
 
+/* Recompute: layer l's GEMM operands from u^l (in u's block) and its h: the
+ * normalised input (its 1/rms again, the same values) and FP16 h_{t-1}, the
+ * whole block shifted by one row, then each sequence's row t = 0 zeroed. */
+static void rebuild_operands(lane_ctx *c, int l, uint16_t *al, uint16_t *hp)
+{
+    const cc_layout *lay = &c->ex->lay;
+    gpu_impl *g = c->g;
+    const int M = c->M, D = c->D;
+    cudaStream_t s = c->ln->stream;
+    launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ROWS(c, g->u, D), P32(c->ex, lay->gru_norm[l]), M, D,
+                           &c->nc, s);
+    launch_f32_to_f16(hp + D, LROWS(c, g->h, l, D), (size_t)M * D - D, s);
+    cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * (size_t)c->T * D, 0, sizeof(uint16_t) * D, c->B, s));
+}
+
 /* Recompute (gpu_impl.h): what layer l's BPTT and weight GEMMs read, rebuilt
  * from the stored h and the weights: u^l = u^0 + h^0 + ... + h^{l-1}, each
  * sum the forward's in its order, so u, the norm a16 and gx are the
@@ -350,11 +384,8 @@ static void rebuild_layer(lane_ctx *c, int l)
         const int in_block = (l - j) % 2 == 0;
         launch_add(in_block ? scratch : ul, in_block ? ul : scratch, LROWS(c, g->h, j, D), MD, s);
     }
-    uint16_t *al = LROWS(c, g->a16, block_one(g, l), D), *hp = LROWS(c, g->hprev16, block_one(g, l), D);
-    launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, &c->nc, s);
-    /* h_{t-1}: the whole block shifted by one row, then each sequence's row t = 0 zeroed */
-    launch_f32_to_f16(hp + D, LROWS(c, g->h, l, D), MD - D, s);
-    cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * (size_t)c->T * D, 0, sizeof(uint16_t) * D, c->B, s));
+    uint16_t *al = layer_a16(c, l, 0), *hp = layer_hprev16(c, l, 0);
+    rebuild_operands(c, l, al, hp);
     float *gates = LROWS(c, g->gx, 0, 3 * D), *ghn = LROWS(c, g->ghn, 0, D);
     const uint16_t *whh = P16(ex, lay->gru_whh[l]);
     gpu_matmul_fwd(gm, gates, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
@@ -398,6 +429,8 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
         cudaCheck(cudaMemcpyAsync(planted, c->g->plant_slot + 1, sizeof(float), cudaMemcpyDeviceToDevice, s));
     mark(c, PH_BPTT);
     check(c, "gru_backward", "dgx", l, dgx, 3 * MD, 1, 3 * D);
+    if (g->recompute) /* the weight GEMMs' operands, again, where the gates were */
+        rebuild_operands(c, l, layer_a16(c, l, 1), layer_hprev16(c, l, 1));
     /* The weight gradients, each one GEMM over the lane's positions, on the
      * side stream. Below layer 0 they are issued after the input gradient,
      * so they run beside the next layer's BPTT (on the SMs its clusters leave
