@@ -247,7 +247,8 @@ static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, s
             return FAIL("[%s] %s: '%s' is not a byte size (a number with K, M, G or T after it if wanted: "
                         "10G, 24GiB, 512M; 0 = the device's own memory)", k->section, k->key, v);
         }
-        if (u && u < k->min) {
+        /* a size that rounds to 0 bytes is not the 0 that means the device's own memory */
+        if ((u && u < k->min) || (!u && strpbrk(v, "123456789"))) {
             format_bytes(least, sizeof(least), (uint64_t)k->min);
             return FAIL("[%s] %s: '%s' is below %s, too small to hold any model (0 = the device's own memory)",
                         k->section, k->key, v, least);

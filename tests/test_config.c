@@ -456,6 +456,7 @@ Test(config, memory_limit_refuses_bad_sizes)
         { "63M", "'63M' is below 64M, too small to hold any model" },
         { "67108863", "'67108863' is below 64M" },
         { "1", "'1' is below 64M" },
+        { "0.0000000001G", "'0.0000000001G' is below 64M" },
         { "18446744073709551616", "'18446744073709551616' is too large" },
         { "16777216T", "'16777216T' is too large" },
         { "16777215.9999999999999999999T", "'16777215.9999999999999999999T' is too large" },

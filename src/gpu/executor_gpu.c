@@ -641,8 +641,8 @@ static void plan_recompute(gpu_step_plan *p, const cc_config *cfg, const cc_dims
     }
     p->recompute = 1;
     snprintf(p->recompute_why, sizeof(p->recompute_why),
-             "on: keeping every layer's activations needs %.2f GiB, %.2f GiB %s", keep / gib, p->memory_budget / gib,
-             limit);
+             "on: keeping every layer's activations needs %.2f GiB, over the %.2f GiB %s less %d MiB to spare",
+             keep / gib, p->memory_budget / gib, limit, (int)(GPU_MEMORY_MARGIN >> 20));
 }
 
 int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)

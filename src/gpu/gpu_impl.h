@@ -76,9 +76,9 @@ typedef struct {
      * hprev16 in dgh16's rows before the BPTT and in gx's after it
      * (passes_gpu.c: layer_a16); u one block (forward_u). These live in one allocation, `work`,
      * which the context stream's and the classifier's activations share: the
-     * lanes join before the context stream (every layer's forward done) and
-     * after its backward (its weight GEMMs done) so no lane writes what
-     * another still reads. */
+     * lanes join before the context stream (every layer's forward done), in
+     * its backward (passes_gpu.c, backward_classifier) and after it (its
+     * weight GEMMs done), so no lane writes what another still reads. */
     int recompute;
     void *work;
     int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */

@@ -215,23 +215,30 @@ void side_stream_after(gpu_lane *ln)
     cudaCheck(cudaStreamWaitEvent(ln->wgrad_stream, ln->ev_side, 0));
 }
 
-/* The classifier and the context stream backward, down to dL/du^L. Their
- * weight gradients go to the side stream as soon as their operands exist:
- * nothing on the way to the first BPTT waits for them, and there they run
- * beside it instead of in the window before it, where every lane's context
- * stream already fills the GPU. */
-static void backward_top(lane_ctx *c, float ctx_limit)
+/* The classifier and the context stream backward, down to dL/du^L, in two
+ * halves: the classifier, the final norm and the gradient into the context
+ * stream (dc16), then the attention and the context norm. Their weight
+ * gradients go to the side stream as soon as their operands exist: nothing
+ * on the way to the first BPTT waits for them, and there they run beside it
+ * instead of in the window before it, where every lane's context stream
+ * already fills the GPU. Under recompute the lanes join between the halves:
+ * the second half's dO and dqkv lie over the first's context output, merge
+ * and logits (executor_gpu.c, work_layout), rows of other widths, so one
+ * lane's would land on another's. */
+static void backward_context(lane_ctx *c);
+
+static void backward_classifier(lane_ctx *c, float ctx_limit)
 {
     cc_executor *ex = c->ex;
     gpu_impl *g = c->g;
     gpu_lane *ln = c->ln;
     const cc_layout *lay = &ex->lay;
-    const int M = c->M, D = c->D, T = c->T, V = c->V;
+    const int M = c->M, D = c->D, V = c->V;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream;
     float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D), *dc = ROWS(c, g->dc, D);
-    /* d16: the FP16 dqkv; dc16: the FP16 gradient into the context stream */
-    uint16_t *d16 = ROWS(c, g->d16, 3 * D), *dlogits = ROWS(c, g->dlogits16, V), *dc16 = ROWS(c, g->dc16, D);
+    /* dc16: the FP16 gradient into the context stream */
+    uint16_t *dlogits = ROWS(c, g->dlogits16, V), *dc16 = ROWS(c, g->dc16, D);
     cudaStream_t side = ln->wgrad_stream;
 
     /* classifier */
@@ -252,6 +259,20 @@ static void backward_top(lane_ctx *c, float ctx_limit)
     launch_f32_to_f16(dc16, ctx_limit > 0 ? dc : du, MD, s);
     side_stream_after(ln);
     gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_out), dc16, ROWS(c, g->o16, D), M, D, D, side);
+}
+
+static void backward_context(lane_ctx *c)
+{
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    gpu_lane *ln = c->ln;
+    const cc_layout *lay = &ex->lay;
+    const int M = c->M, D = c->D, T = c->T;
+    const size_t MD = (size_t)M * D;
+    cudaStream_t s = ln->stream, side = ln->wgrad_stream;
+    float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D);
+    /* d16: the FP16 dqkv */
+    uint16_t *d16 = ROWS(c, g->d16, 3 * D), *dc16 = ROWS(c, g->dc16, D);
     /* dO, then dqkv into d16: the operand of the qkv GEMMs */
     if (g->attn_tc) { /* the tensor-core kernels read dO and write dqkv in FP16 only */
         uint16_t *do16 = ROWS(c, g->do16, D);
@@ -538,9 +559,14 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
     for (int i = 0; !top && i < n; i++) {
         forward_top(&c[i]);
         crossentropy_lane(&c[i], (float)loss_scale, scored > 0);
-        if (scored > 0) backward_top(&c[i], ctx_limit);
+        if (scored > 0) backward_classifier(&c[i], ctx_limit);
+        if (scored > 0 && !g->recompute) backward_context(&c[i]);
     }
-    if (g->recompute && scored > 0) lanes_join(g, n, 1);
+    if (g->recompute && scored > 0) { /* backward_classifier says why the lanes join here */
+        lanes_join(g, n, 0);
+        for (int i = 0; i < n; i++) backward_context(&c[i]);
+        lanes_join(g, n, 1);
+    }
     if (wave && scored > 0) {
         for (int i = 0; !top && i < n; i++)
             if (gpu_overlaps_allreduce(ex, n)) allreduce_tail_early(&c[i]);

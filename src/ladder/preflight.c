@@ -261,8 +261,8 @@ static int check_memory(const cc_config *cfg, const gpu_step_plan *p, int B, con
     if (need + GPU_MEMORY_MARGIN <= free_b) return 0;
     if (need <= free_b) {
         fprintf(stderr, "catchat: note: batch_size %d x seq_len %d needs about %.1f GiB of device memory, within "
-                        "%d MiB of the %.1f GiB free (%s): the run may still run out\n", B, cfg->seq_len,
-                need / 1073741824.0, (int)(GPU_MEMORY_MARGIN >> 20), free_b / 1073741824.0, has);
+                        "%d MiB of what it may take (%s): the run may still run out\n", B, cfg->seq_len,
+                need / 1073741824.0, (int)(GPU_MEMORY_MARGIN >> 20), has);
         return 0;
     }
     /* a smaller batch: the buffers that grow with it shrink; accumulation adds the step's gradient buffer */

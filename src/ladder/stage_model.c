@@ -241,7 +241,8 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
         { "on", "auto", "auto", 2, 0, 0, 2e-4 },    { "on", "auto", "auto", 3, 0, 0, 0 },
         { "on", "auto", "auto", 4, 0, 0, 0 },       { "on", "persistent", "auto", 3, 0, 0, 0 },
         { "on", "per-step", "auto", 3, 0, 0, 0 },   { "on", "auto", "fp32", 2, 0, 0, 0 },
-        { "on", "auto", "auto", 3, 128, 2, 0 },
+        { "on", "auto", "auto", 3, 128, 2, 0 },     { "on", "auto", "auto", 2, 128, 2, 2e-4 },
+        { "on", "auto", "auto", 1, 0, 0, 0 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cc_config c;
@@ -263,7 +264,7 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
                  strcmp(c.gpu_recurrence, "auto") ? ", " : "", strcmp(c.gpu_recurrence, "auto") ? c.gpu_recurrence : "",
                  strcmp(c.gpu_attention, "auto") ? ", FP32 attention" : "", c.ctx_grad_clamp > 0 ? ", ctx guard" : "",
                  cases[i].lanes ? ", D=128 B=16, 2 lanes" : "");
-        full_step_check(cx, st, &c, tag, cases[i].lanes, cases[i].guard > 0);
+        full_step_check(cx, st, &c, tag, cases[i].lanes, cases[i].guard > 0 && !cases[i].lanes);
     }
 }
 
