@@ -221,7 +221,9 @@ void side_stream_after(gpu_lane *ln)
  * gradients go to the side stream as soon as their operands exist: nothing
  * on the way to the first BPTT waits for them, and there they run beside it
  * instead of in the window before it, where every lane's context stream
- * already fills the GPU. Under recompute the lanes join between the halves:
+ * already fills the GPU (under recompute, whose layers reuse their
+ * operands' memory, the first rebuild waits for them). Under recompute the
+ * lanes also join between the halves:
  * the second half's dO and dqkv lie over the first's context output, merge
  * and logits (executor_gpu.c, work_layout), rows of other widths, so one
  * lane's would land on another's. */
