@@ -667,7 +667,8 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     cc_layout_build(&lay, &d);
     plan_recompute(p, cfg, &d, lay.total, B, T);
     if (p->recompute) { /* one layer after another; 2 lanes rather than 4 (11.20 against 11.26 ms at the
-                         * default config, and two lanes' gradient buffers less; docs/performance.md) */
+                         * default config, 1 lane 11.54, and two lanes' gradient buffers less:
+                         * docs/results/recompute_lanes_5b23236.txt) */
         if (!(p->lanes = lanes_for(cfg, caps, p->path, B, T, d.D))) return -1;
         if (cfg->gpu_lanes == 0 && p->lanes > 2 && gpu_gru_impl_for(caps, p->path, B / 2, T, d.D) == GRU_IMPL_CLUSTER)
             p->lanes = 2;
