@@ -10,6 +10,7 @@
 set -u
 source "$(dirname "$0")/lib.sh" "$1"
 skip_without_gpu
+command -v python3 >/dev/null || { echo "SKIP: python3 reads bench's JSON here"; exit 77; }
 export XDG_CACHE_HOME="$tmp/xdg"
 bench=("$bin" bench --config "$root/configs/default.ini" --steps 2 --warmup 2 --cpu-steps 0 --json --preflight never)
 
