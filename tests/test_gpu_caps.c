@@ -12,6 +12,7 @@
 #include "catchat/device.h"
 #include "catchat/gpu_caps.h"
 #include "catchat/gpu_gru.h"
+#include "catchat/gpu_plan.h"
 #include "catchat/kernels.h"
 #include "catchat/ladder.h"
 
@@ -229,4 +230,141 @@ Test(ladder_exit, skipped_unless_a_stage_ran_failed_wins)
     cr_expect_eq(cc_ladder_exit_status(counts(0, 0, 0, 0)), CC_EXIT_SKIP, "nothing at all ran");
     cr_expect_eq(cc_ladder_exit_status(counts(10, 0, 0, 1)), 1);
     cr_expect_eq(cc_ladder_exit_status(counts(0, 0, 10, 1)), 1, "a failure among skips");
+}
+
+/* The recompute layout (gpu_work_parts, src/gpu/executor_gpu.c): the
+ * lanes run at once between their joins (src/gpu/passes_gpu.c,
+ * lanes_join), so no two lanes' bytes may meet within one stretch: the
+ * layers' forward (gx, ghn, and a16 and hprev16 in the lane's rows of
+ * dgh16; the last layer also writes the context norm's s16), the context
+ * stream's forward and the first half of its backward, the second half,
+ * and the layers' backward (where a16, hprev16 and dtmp lie in the lane's
+ * rows of gx). Each tensor is [B·T, w], a lane's rows its own. */
+typedef struct {
+    size_t lo, hi;
+    const char *what;
+} span;
+
+#define MAX_LIVE 16
+
+typedef struct {
+    span s[MAX_LIVE];
+    int n;
+} live_set;
+
+static const gpu_work_part *part_named(const gpu_work_part *p, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(p[i].name, name) == 0) return &p[i];
+    return NULL;
+}
+
+/* Lane rows [r0, r0 + M) of part `name` (absent parts, like qkv16 without tensor cores, add nothing). */
+static void add_rows(live_set *ls, const gpu_work_part *p, int n, const char *name, size_t rows, size_t r0, size_t M)
+{
+    const gpu_work_part *q = part_named(p, n, name);
+    if (!q) return;
+    const size_t w = q->bytes / rows;
+    ls->s[ls->n++] = (span){ q->offset + r0 * w, q->offset + (r0 + M) * w, name };
+}
+
+/* Bytes [at, at + len) of the lane's rows of part `name` (a block the passes place inside them). */
+static void add_inside(live_set *ls, const gpu_work_part *p, int n, const char *name, size_t rows, size_t r0,
+                       size_t at, size_t len, const char *what)
+{
+    const gpu_work_part *q = part_named(p, n, name);
+    cr_assert(q, "%s is in the layout", name);
+    const size_t lo = q->offset + r0 * (q->bytes / rows) + at;
+    ls->s[ls->n++] = (span){ lo, lo + len, what };
+}
+
+enum { ST_LAYERS_FWD, ST_TOP_FIRST, ST_TOP_SECOND, ST_LAYERS_BWD, ST_TOP_UNJOINED, ST_COUNT };
+
+static live_set lane_live(const gpu_work_part *p, int n, int stretch, size_t rows, size_t r0, size_t M, size_t D)
+{
+    live_set ls = { .n = 0 };
+    static const char *const top[] = { "s16", "qkv16", "o16", "f16", "dlogits16", "dtmp", "dc16" };
+    switch (stretch) {
+    case ST_LAYERS_FWD:
+        add_rows(&ls, p, n, "gx", rows, r0, M);
+        add_rows(&ls, p, n, "ghn", rows, r0, M);
+        add_inside(&ls, p, n, "dgh16", rows, r0, 0, 4 * M * D, "a16 and hprev16 (forward)");
+        add_rows(&ls, p, n, "s16", rows, r0, M);
+        break;
+    case ST_TOP_FIRST:
+    case ST_TOP_SECOND:
+    case ST_TOP_UNJOINED:
+        for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) add_rows(&ls, p, n, top[i], rows, r0, M);
+        if (stretch != ST_TOP_SECOND) { /* the context output (and the guard's dc), the merge, the logits */
+            add_rows(&ls, p, n, "c", rows, r0, M);
+            add_rows(&ls, p, n, "mm", rows, r0, M);
+            add_rows(&ls, p, n, "logits", rows, r0, M);
+        }
+        if (stretch != ST_TOP_FIRST) { /* dO and dqkv, over them */
+            add_rows(&ls, p, n, "do16", rows, r0, M);
+            add_rows(&ls, p, n, "d16", rows, r0, M);
+        }
+        break;
+    case ST_LAYERS_BWD:
+        add_rows(&ls, p, n, "dgx16", rows, r0, M);
+        add_rows(&ls, p, n, "dgh16", rows, r0, M);
+        add_rows(&ls, p, n, "gx", rows, r0, M);
+        add_rows(&ls, p, n, "ghn", rows, r0, M);
+        break;
+    }
+    return ls;
+}
+
+/* The first pair of lanes whose live bytes meet in this stretch, said in buf; 0 when none does. */
+static int lanes_meet(const gpu_work_part *p, int n, int stretch, size_t rows, int lanes, size_t D, char *buf,
+                      size_t len)
+{
+    const size_t M = rows / lanes;
+    for (int i = 0; i < lanes; i++)
+        for (int j = 0; j < lanes; j++) {
+            if (i == j) continue;
+            const live_set a = lane_live(p, n, stretch, rows, i * M, M, D);
+            const live_set b = lane_live(p, n, stretch, rows, j * M, M, D);
+            for (int x = 0; x < a.n; x++)
+                for (int y = 0; y < b.n; y++)
+                    if (a.s[x].lo < b.s[y].hi && b.s[y].lo < a.s[x].hi) {
+                        snprintf(buf, len, "lane %d's %s meets lane %d's %s", i, a.s[x].what, j, b.s[y].what);
+                        return 1;
+                    }
+        }
+    return 0;
+}
+
+Test(gpu_caps, recompute_layout_keeps_lanes_apart)
+{
+    const struct {
+        int D, V, B, T, tc;
+    } shapes[] = { { 512, 256, 64, 512, 1 }, { 128, 256, 16, 40, 1 }, { 64, 256, 16, 32, 0 }, { 2048, 256, 64, 512, 1 },
+                   { 256, 4096, 32, 64, 1 } };
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        const cc_dims d = { shapes[k].V, shapes[k].D, 3, shapes[k].D / 64, 128, 1e-6, 1e-6, 1000 };
+        gpu_work_part p[24];
+        size_t total = 0;
+        const int n = gpu_work_parts(&d, shapes[k].B, shapes[k].T, shapes[k].tc, p, 24, &total);
+        cr_assert_gt(n, 10);
+        const size_t rows = (size_t)shapes[k].B * shapes[k].T, D = (size_t)shapes[k].D;
+        for (int i = 0; i < n; i++) {
+            cr_expect_leq(p[i].offset + p[i].bytes, total, "%s ends inside the allocation", p[i].name);
+            cr_expect_eq(p[i].bytes % rows, 0, "%s is whole rows", p[i].name);
+        }
+        /* what the passes place inside a lane's rows fits them: a16 and hprev16 in dgh16's; dtmp, a16 and
+         * hprev16 in gx's */
+        cr_expect_leq(4 * D, part_named(p, n, "dgh16")->bytes / rows);
+        cr_expect_leq(8 * D, part_named(p, n, "gx")->bytes / rows);
+        for (int lanes = 2; lanes <= 4; lanes *= 2) {
+            char why[160];
+            for (int st = ST_LAYERS_FWD; st <= ST_LAYERS_BWD; st++)
+                cr_expect_not(lanes_meet(p, n, st, rows, lanes, D, why, sizeof(why)), "D=%d, %d lanes, stretch %d: %s",
+                              shapes[k].D, lanes, st, why);
+        }
+        /* without the join halfway through the context stream's backward, the lanes would meet: the test sees it */
+        char why[160];
+        cr_expect(lanes_meet(p, n, ST_TOP_UNJOINED, rows, 2, D, why, sizeof(why)),
+                  "D=%d: the unjoined stretch overlaps", shapes[k].D);
+    }
 }

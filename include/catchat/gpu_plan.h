@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include "catchat/config.h"
 #include "catchat/gpu_gru.h"
+#include "catchat/layout.h"
 
 /* The plan's device memory by what it holds: weights, gradients and AdamW
  * moments; the GRU layers' activations and their gradients (under
@@ -41,6 +42,17 @@ typedef struct gpu_step_plan {
     size_t bytes_per_seq;    /* the part of it that grows with each sequence of the batch */
     size_t accum_bytes;      /* what [train] grad_accum > 1 adds (the step's gradient so far) */
 } gpu_step_plan;
+
+/* Testing aid (tests/test_gpu_caps.c: the layout's lanes never share
+ * bytes while they run at once): under [gpu] recompute, where each tensor
+ * of the shared allocation lies (name, byte offset, bytes over all B·T
+ * rows) for B sequences of T under d, with the tensor-core attention or
+ * not. Returns how many (at most max); *total: the allocation's size. */
+typedef struct {
+    const char *name;
+    size_t offset, bytes;
+} gpu_work_part;
+int gpu_work_parts(const cc_dims *d, int B, int T, int attn_tc, gpu_work_part *out, int max, size_t *total);
 
 /* What a plan leaves free of its budget before it counts as fitting (the
  * CUDA context, cuBLASLt's own allocations, other processes' growth). */

@@ -270,46 +270,72 @@ const char *const gpu_mem_group_names[GPU_MEM_GROUPS] = { "weights_optimizer", "
 typedef struct {
     void **slot;
     size_t bytes;
+    const char *name;
 } work_part;
 
-static size_t place_parts(const work_part *parts, int n, char *base)
+/* The parts one after another from byte `start` of work: their pointers
+ * (with base), their places (with info, *ni of them so far). Returns the
+ * bytes they take. */
+static size_t place_parts(const work_part *parts, int n, size_t start, char *base, gpu_work_part *info, int *ni)
 {
-    size_t at = 0;
+    size_t at = start;
     for (int i = 0; i < n; i++) {
         if (base) *parts[i].slot = parts[i].bytes ? base + at : NULL;
+        if (info && parts[i].bytes) info[(*ni)++] = (gpu_work_part){ parts[i].name, at, parts[i].bytes };
         at += (parts[i].bytes + 255) & ~(size_t)255;
     }
-    return at;
+    return at - start;
 }
 
 #define NPARTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define WORK_PARTS 24
 
-static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *base)
+static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *base, gpu_work_part *info, int *ni)
 {
     const size_t M = (size_t)B * T, D = d->D, V = d->V, MD = M * D;
     const int tc = g->attn_tc;
     /* a16 and hprev16 live in dgh16's rows, then in gx's (passes_gpu.c: layer_a16) */
     const work_part layer[] = {
-        { (void **)&g->dgx16, 2 * 3 * MD }, { (void **)&g->dgh16, 2 * 3 * MD }, { (void **)&g->gx, 4 * 3 * MD },
-        { (void **)&g->ghn, 4 * MD },
+        { (void **)&g->dgx16, 2 * 3 * MD, "dgx16" }, { (void **)&g->dgh16, 2 * 3 * MD, "dgh16" },
+        { (void **)&g->gx, 4 * 3 * MD, "gx" },       { (void **)&g->ghn, 4 * MD, "ghn" },
     };
     const work_part top[] = {
-        { (void **)&g->s16, 2 * MD },  { (void **)&g->qkv16, tc ? 2 * 3 * MD : 0 }, { (void **)&g->o16, 2 * MD },
-        { (void **)&g->f16, 2 * MD },  { (void **)&g->dlogits16, 2 * M * V },      { (void **)&g->dtmp, 4 * MD },
-        { (void **)&g->dc16, 2 * MD },
+        { (void **)&g->s16, 2 * MD, "s16" },          { (void **)&g->qkv16, tc ? 2 * 3 * MD : 0, "qkv16" },
+        { (void **)&g->o16, 2 * MD, "o16" },          { (void **)&g->f16, 2 * MD, "f16" },
+        { (void **)&g->dlogits16, 2 * M * V, "dlogits16" }, { (void **)&g->dtmp, 4 * MD, "dtmp" },
+        { (void **)&g->dc16, 2 * MD, "dc16" },
     };
-    const work_part spent[] = { { (void **)&g->c, 4 * MD }, { (void **)&g->mm, 4 * MD }, { (void **)&g->logits, 4 * M * V } };
-    const work_part late[] = { { (void **)&g->do16, tc ? 2 * MD : 0 }, { (void **)&g->d16, 2 * 3 * MD } };
-    const size_t a = place_parts(layer, NPARTS(layer), base);
-    const size_t f = place_parts(top, NPARTS(top), base);
-    const size_t s = place_parts(spent, NPARTS(spent), base ? base + f : NULL);
-    const size_t l = place_parts(late, NPARTS(late), base ? base + f : NULL);
+    const work_part spent[] = {
+        { (void **)&g->c, 4 * MD, "c" },
+        { (void **)&g->mm, 4 * MD, "mm" },
+        { (void **)&g->logits, 4 * M * V, "logits" },
+    };
+    const work_part late[] = {
+        { (void **)&g->do16, tc ? 2 * MD : 0, "do16" },
+        { (void **)&g->d16, 2 * 3 * MD, "d16" },
+    };
+    const size_t a = place_parts(layer, NPARTS(layer), 0, base, info, ni);
+    const size_t f = place_parts(top, NPARTS(top), 0, base, info, ni);
+    const size_t s = place_parts(spent, NPARTS(spent), f, base, info, ni);
+    const size_t l = place_parts(late, NPARTS(late), f, base, info, ni);
     if (base) {
         g->gates = g->gx; /* the forward writes the gates over gx's rows (gpu_impl.h) */
         g->dc = g->c;
     }
     const size_t b = f + (s > l ? s : l);
     return a > b ? a : b;
+}
+
+int gpu_work_parts(const cc_dims *d, int B, int T, int attn_tc, gpu_work_part *out, int max, size_t *total)
+{
+    gpu_impl g;
+    memset(&g, 0, sizeof(g));
+    g.attn_tc = attn_tc;
+    gpu_work_part info[WORK_PARTS];
+    int n = 0;
+    *total = work_layout(&g, d, B, T, NULL, info, &n);
+    for (int i = 0; i < n && i < max; i++) out[i] = info[i];
+    return n < max ? n : max;
 }
 
 static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, gpu_buffer *t)
@@ -333,7 +359,8 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(p16, 2 * n, "FP16 weights", 0, GPU_MEM_WEIGHTS);
     BUF(x, 4 * M, "tokens", 0, GPU_MEM_WORKSPACE);
     BUF(y, 4 * M, "targets", 0, GPU_MEM_WORKSPACE);
-    BUF(work, rc ? work_layout(g, d, B, T, NULL) : 0, "one layer's activations (recompute)", 0, GPU_MEM_LAYERS);
+    BUF(work, rc ? work_layout(g, d, B, T, NULL, NULL, NULL) : 0, "one layer's activations (recompute)", 0,
+        GPU_MEM_LAYERS);
     BUF(u, 4 * (rc ? 1 : L + 1) * MD, "residual stream", 0, GPU_MEM_LAYERS);
     BUF(a_ir, 4 * L * M, "norm stats", 0, GPU_MEM_LAYERS);
     BUF(gx, kept * 4 * L * 3 * MD, "input projections", 0, GPU_MEM_LAYERS);
@@ -590,8 +617,8 @@ static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_
      * recurrence (each layer's own under the wavefront) */
     if (p->impl == GRU_IMPL_PERSISTENT) {
         const gpu_caps *rc = p->wave_chunk ? &p->wave_caps : &p->rec_caps;
-        by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * (p->wave_chunk ? d->L : 1) *
-                                 (6 * (size_t)d->D * d->D + gru_persistent_scratch_bytes(rc, B / p->lanes, T, (int)d->D));
+        const size_t scratch = gru_persistent_scratch_bytes(rc, B / p->lanes, T, (int)d->D);
+        by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * (p->wave_chunk ? d->L : 1) * (6 * (size_t)d->D * d->D + scratch);
     }
     if (cfg->grad_accum > 1) by[GPU_MEM_WEIGHTS] += 4 * n;
     size_t bytes = 0;
@@ -633,8 +660,9 @@ static void plan_recompute(gpu_step_plan *p, const cc_config *cfg, const cc_dims
     if (p->memory_budget == 0 || keep + GPU_MEMORY_MARGIN <= p->memory_budget) {
         p->recompute = 0;
         if (p->memory_budget)
-            snprintf(p->recompute_why, sizeof(p->recompute_why), "off: every layer's activations fit (%.2f of %.2f GiB %s)",
-                     keep / gib, p->memory_budget / gib, limit);
+            snprintf(p->recompute_why, sizeof(p->recompute_why),
+                     "off: every layer's activations fit (%.2f of %.2f GiB %s)", keep / gib, p->memory_budget / gib,
+                     limit);
         else
             snprintf(p->recompute_why, sizeof(p->recompute_why), "off: the device's free memory is unknown");
         return;
@@ -760,7 +788,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         *bufs[i].slot = dalloc(bufs[i].bytes, bufs[i].what);
         if (bufs[i].zeroed) cudaCheck(cudaMemsetAsync(*bufs[i].slot, 0, bufs[i].bytes, g->stream));
     }
-    if (g->recompute) work_layout(g, &d, B, T, g->work);
+    if (g->recompute) work_layout(g, &d, B, T, g->work, NULL, NULL);
     for (int l = 0; l < g->nlanes; l++) g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * n;
     g->tok_off_host = cc_malloc(4 * (d.V + 1) * GPU_MAX_LANES);
     g->tok_pos_host = cc_malloc(4 * M);
