@@ -556,6 +556,18 @@ static void plan_recurrence(gpu_step_plan *p, int B, int T, int D)
     p->eval_impl = gpu_gru_impl_for(&p->rec_caps, p->path, B, T, D);
 }
 
+/* Cluster lanes: 2 rather than the 4 chosen (where [gpu] lanes does not
+ * set them and half the batch still runs clusters), for the wavefront and
+ * recompute (their reasons at the callers). */
+static void two_cluster_lanes(gpu_step_plan *p, const cc_config *cfg, int B, int T)
+{
+    if (p->impl == GRU_IMPL_CLUSTER && cfg->gpu_lanes == 0 && p->lanes > 2 && B % 2 == 0 &&
+        gpu_gru_impl_for(&p->caps, p->path, B / 2, T, cfg->d_model) == GRU_IMPL_CLUSTER) {
+        p->lanes = 2;
+        plan_recurrence(p, B, T, cfg->d_model);
+    }
+}
+
 /* Under the wavefront the layers' recurrences run at once. Cluster lanes:
  * 2 rather than 4 (each lane's layers take 3x the clusters; measured 6.7
  * against 6.9 ms at the default config). Persistent grids: each layer's
@@ -566,11 +578,7 @@ static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T,
 {
     p->wave_chunk = wave_chunk_for(cfg, p, B, T, L, p->wave_why, sizeof(p->wave_why));
     if (!p->wave_chunk) return;
-    if (p->impl == GRU_IMPL_CLUSTER && cfg->gpu_lanes == 0 && p->lanes > 2 && B % 2 == 0 &&
-        gpu_gru_impl_for(&p->caps, p->path, B / 2, T, cfg->d_model) == GRU_IMPL_CLUSTER) {
-        p->lanes = 2;
-        plan_recurrence(p, B, T, cfg->d_model);
-    }
+    two_cluster_lanes(p, cfg, B, T);
     if (p->impl != GRU_IMPL_PERSISTENT) return;
     for (int k = L; k >= (L > 1 ? 2 : 1); k--) {
         gpu_caps share = p->rec_caps;
@@ -698,9 +706,8 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
                          * default config, 1 lane 11.54, and two lanes' gradient buffers less:
                          * docs/results/recompute_lanes_5b23236.txt) */
         if (!(p->lanes = lanes_for(cfg, caps, p->path, B, T, d.D))) return -1;
-        if (cfg->gpu_lanes == 0 && p->lanes > 2 && gpu_gru_impl_for(caps, p->path, B / 2, T, d.D) == GRU_IMPL_CLUSTER)
-            p->lanes = 2;
         plan_recurrence(p, B, T, d.D);
+        two_cluster_lanes(p, cfg, B, T);
         p->wave_chunk = 0;
         snprintf(p->wave_why, sizeof(p->wave_why), "off: recompute rebuilds one layer at a time");
     }
