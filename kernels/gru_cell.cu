@@ -10,36 +10,38 @@
 #include "gru_cell.cuh"
 
 __global__ void gru_cell_forward_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx,
-                                        const float *gh, const float *bhh, int B, int T, int D, int t)
+                                        const float *gh, const float *bhh, int B, int T, int D, int t, int wT,
+                                        int wt0)
 {
     const int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= B * D) return;
     const int b = idx / D, i = idx % D;
-    const size_t row = (size_t)b * T + t;
-    const float *gxr = gx + row * 3 * D, *ghr = gh + (size_t)b * 3 * D;
+    const size_t row = (size_t)b * T + t, wrow = gru_wrow(b, t, wT, wt0);
+    const float *gxr = gx + wrow * 3 * D, *ghr = gh + (size_t)b * 3 * D;
     const float g3[3] = { gxr[i], gxr[D + i], gxr[2 * D + i] };
     const float b3[3] = { bhh[i], bhh[D + i], bhh[2 * D + i] };
     gru_fwd_cell(h, gates, ghn, hprev16, g3, b3, ghr[i], ghr[D + i], ghr[2 * D + i],
-                 t > 0 ? h[(row - 1) * D + i] : 0.f, row, i, D, T, t);
+                 t > 0 ? h[(row - 1) * D + i] : 0.f, row, wrow, i, D, T, t);
 }
 
 __global__ void gru_cell_backward_kernel(__half *dgx16, __half *dgh16, float *dhrec, const float *dh_in,
                                          const float *h, const float *gates, const float *ghn, int B, int T,
-                                         int D, int t, float clamp_limit)
+                                         int D, int t, int wT, int wt0, float clamp_limit)
 {
     const int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= B * D) return;
     const int b = idx / D, i = idx % D;
-    const size_t row = (size_t)b * T + t;
-    const float *gt = gates + row * 3 * D;
+    const size_t row = (size_t)b * T + t, wrow = gru_wrow(b, t, wT, wt0);
+    const float *gt = gates + wrow * 3 * D;
     dhrec[idx] = gru_bwd_cell(dgx16, dgh16, dh_in[row * D + i] + dhrec[idx], clamp_limit, gt[i], gt[D + i],
-                              gt[2 * D + i], ghn[row * D + i], t > 0 ? h[(row - 1) * D + i] : 0.f, row, i, D);
+                              gt[2 * D + i], ghn[wrow * D + i], t > 0 ? h[(row - 1) * D + i] : 0.f, wrow, i, D);
 }
 
 extern "C" void launch_gru_cell_forward(const gru_layer *L, gru_shape sh, int t, cudaStream_t s)
 {
     gru_cell_forward_kernel<<<ceil_div((size_t)sh.B * sh.D, 256), 256, 0, s>>>(
-        L->h, L->gates, L->ghn, (__half *)L->hprev16, L->gx, L->gh, L->bhh, sh.B, sh.T, sh.D, t);
+        L->h, L->gates, L->ghn, (__half *)L->hprev16, L->gx, L->gh, L->bhh, sh.B, sh.T, sh.D, t,
+        gru_window_steps(sh), gru_window_first(sh));
     LAUNCH_CHECK();
 }
 
@@ -48,7 +50,7 @@ extern "C" void launch_gru_cell_backward(const gru_layer *L, const gru_grads *G,
 {
     gru_cell_backward_kernel<<<ceil_div((size_t)sh.B * sh.D, 256), 256, 0, s>>>(
         (__half *)G->dgx16, (__half *)G->dgh16, G->dhrec, G->dh_in, L->h, L->gates, L->ghn, sh.B, sh.T, sh.D, t,
-        clamp_limit);
+        gru_window_steps(sh), gru_window_first(sh), clamp_limit);
     LAUNCH_CHECK();
 }
 

@@ -26,47 +26,54 @@ __device__ __forceinline__ gru_fwd_vals gru_fwd_math(const float gxv[3], const f
     return v;
 }
 
-// The FP32 states of (b, t, u) the backward reads.
+// The row of (sequence b, step t) in a window's own buffers (gru_shape: wT
+// steps a sequence from step wt0; the whole layer's: wT = T, wt0 = 0).
+__device__ __forceinline__ size_t gru_wrow(size_t b, int t, int wT, int wt0) { return b * wT + (t - wt0); }
+
+// The FP32 states of (b, t, u) the backward reads: h at the layer's row
+// (b·T + t), the gates and ghn at the window's (gru_wrow).
 __device__ __forceinline__ void gru_fwd_store_states(float *h, float *gates, float *ghn, const gru_fwd_vals &v,
-                                                     size_t row, int u, int D)
+                                                     size_t row, size_t wrow, int u, int D)
 {
-    float *gt = gates + row * 3 * D;
+    float *gt = gates + wrow * 3 * D;
     gt[u] = v.r;
     gt[D + u] = v.z;
     gt[2 * D + u] = v.n;
-    ghn[row * D + u] = v.hn;
+    ghn[wrow * D + u] = v.hn;
     h[row * D + u] = v.h;
 }
 
 // Every output of (b, t, u): the FP32 states and the FP16 h_t that is the
 // next step's (and dW_hh's) GEMM operand.
 __device__ __forceinline__ void gru_fwd_store(float *h, float *gates, float *ghn, __half *hprev16,
-                                              const gru_fwd_vals &v, size_t row, int u, int D, int T, int t)
+                                              const gru_fwd_vals &v, size_t row, size_t wrow, int u, int D, int T, int t)
 {
-    gru_fwd_store_states(h, gates, ghn, v, row, u, D);
+    gru_fwd_store_states(h, gates, ghn, v, row, wrow, u, D);
     if (t + 1 < T) hprev16[(row + 1) * D + u] = __float2half_rn(v.h);
 }
 
 __device__ __forceinline__ float gru_fwd_cell(float *h, float *gates, float *ghn, __half *hprev16, const float gxv[3],
-                                          const float bh[3], float ar, float az, float an, float hp, size_t row, int u,
-                                          int D, int T, int t)
+                                          const float bh[3], float ar, float az, float an, float hp, size_t row,
+                                          size_t wrow, int u, int D, int T, int t)
 {
     const gru_fwd_vals v = gru_fwd_math(gxv, bh, ar, az, an, hp);
-    gru_fwd_store(h, gates, ghn, hprev16, v, row, u, D, T, t);
+    gru_fwd_store(h, gates, ghn, hprev16, v, row, wrow, u, D, T, t);
     return v.h;
 }
 
 // What the backward cell of (row = b·T + t, u) reads, in the order
-// gru_bwd_math takes it: dh_in, r, z, n, ghn, h_{t-1} (0 at t = 0). The
-// recurrence kernels load it a step ahead, so the loads hide behind the step.
+// gru_bwd_math takes it: dh_in, r, z, n, ghn, h_{t-1} (0 at t = 0); the
+// gates and ghn at the window's row wrow. The recurrence kernels load it a
+// step ahead, so the loads hide behind the step.
 __device__ __forceinline__ void gru_bwd_operands(float pre[6], const float *dh_in, const float *gates,
-                                                 const float *ghn, const float *h, size_t row, int u, int D, int t)
+                                                 const float *ghn, const float *h, size_t row, size_t wrow, int u,
+                                                 int D, int t)
 {
     pre[0] = dh_in[row * D + u];
-    pre[1] = gates[row * 3 * D + u];
-    pre[2] = gates[row * 3 * D + D + u];
-    pre[3] = gates[row * 3 * D + 2 * D + u];
-    pre[4] = ghn[row * D + u];
+    pre[1] = gates[wrow * 3 * D + u];
+    pre[2] = gates[wrow * 3 * D + D + u];
+    pre[3] = gates[wrow * 3 * D + 2 * D + u];
+    pre[4] = ghn[wrow * D + u];
     pre[5] = t > 0 ? h[(row - 1) * D + u] : 0.f;
 }
 

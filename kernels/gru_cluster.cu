@@ -227,7 +227,8 @@ __device__ __forceinline__ void warp_slots_mma(float (&acc)[NSLOT][NT][4], const
 template <int D, int BL, bool JITTER = false>
 __global__ void __launch_bounds__(CL_THREADS, 1)
     gru_forward_cluster_kernel(float *h, float *gates, float *ghn, __half *hprev16, const float *gx,
-                               const __half *whh, const float *bhh, int T, int t0, int t1, unsigned jitter)
+                               const __half *whh, const float *bhh, int T, int wT, int wt0, int t0, int t1,
+                               unsigned jitter)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 // clusters are sm_90+; host code never launches it below
     using S = cl_shape<D, BL>;
@@ -279,7 +280,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         for (int p = 0; p < S::NP; p++) {
             const int idx = threadIdx.x + p * CL_THREADS;
             if (idx < BL * J) {
-                const float *gr = gx + ((size_t)(seq0 + idx / J) * T + t) * 3 * D + u0 + idx % J;
+                const float *gr = gx + gru_wrow(seq0 + idx / J, t, wT, wt0) * 3 * D + u0 + idx % J;
                 gxv[p][0] = gr[0];
                 gxv[p][1] = gr[D];
                 gxv[p][2] = gr[2 * D];
@@ -364,7 +365,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
             const int idx = threadIdx.x + p * CL_THREADS, u = u0 + idx % J;
             if (idx >= BL * J) break;
             const size_t row = (size_t)(seq0 + idx / J) * T + t;
-            gru_fwd_store(h, gates, ghn, hprev16, v[p], row, u, D, T, t);
+            gru_fwd_store(h, gates, ghn, hprev16, v[p], row, gru_wrow(seq0 + idx / J, t, wT, wt0), u, D, T, t);
             if (t == 0) hprev16[row * D + u] = __float2half(0.f); // h_{-1} = 0 for dW_hh
         }
         if (t + 1 < t1) prefetch_gx(t + 1);
@@ -377,7 +378,7 @@ template <int D, int BL, bool JITTER = false>
 __global__ void __launch_bounds__(CL_THREADS, 1)
     gru_backward_cluster_kernel(__half *dgx16, __half *dgh16, float *bias_part, float *carry_io, const float *dh_in,
                                 const float *h, const float *gates, const float *ghn, const __half *whh, int T,
-                                int t0, int t1, float clamp_limit, unsigned jitter)
+                                int wT, int wt0, int t0, int t1, float clamp_limit, unsigned jitter)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     using S = cl_shape<D, BL>;
@@ -425,7 +426,8 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         for (int p = 0; p < S::NP; p++) {
             const int idx = threadIdx.x + p * CL_THREADS;
             if (idx < BL * J)
-                gru_bwd_operands(pre[p], dh_in, gates, ghn, h, (size_t)(seq0 + idx / J) * T + t, u0 + idx % J, D, t);
+                gru_bwd_operands(pre[p], dh_in, gates, ghn, h, (size_t)(seq0 + idx / J) * T + t,
+                                 gru_wrow(seq0 + idx / J, t, wT, wt0), u0 + idx % J, D, t);
         }
     };
     prefetch(t1 - 1);
@@ -512,7 +514,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
         for (int p = 0; p < S::NP; p++) {
             const int idx = threadIdx.x + p * CL_THREADS;
             if (idx >= BL * J) break;
-            gru_bwd_store(dgx16, dgh16, v[p], (size_t)(seq0 + idx / J) * T + t, u0 + idx % J, D);
+            gru_bwd_store(dgx16, dgh16, v[p], gru_wrow(seq0 + idx / J, t, wT, wt0), u0 + idx % J, D);
         }
         if (t > t0) prefetch(t - 1);
     }
@@ -618,7 +620,8 @@ static void fwd_launch(const gru_layer *L, gru_shape sh, cudaStream_t s)
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (sh.B / BL)), S::F_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_forward_cluster_kernel<D, BL, JITTER>, h, gates, ghn, hp, gx, w, bhh,
-                                       sh.T, sh.t0, sh.t1, cl_jitter_seed);
+                                       sh.T, gru_window_steps(sh), gru_window_first(sh), sh.t0, sh.t1,
+                                       cl_jitter_seed);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: cluster GRU forward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);
@@ -638,7 +641,8 @@ static void bwd_launch(const gru_layer *L, const gru_grads *G, gru_shape sh, flo
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (sh.B / BL)), S::B_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL, JITTER>, dgx, dgh, bias_part, carry,
-                                       dh_in, h, gates, ghn, w, sh.T, sh.t0, sh.t1, clamp_limit, cl_jitter_seed);
+                                       dh_in, h, gates, ghn, w, sh.T, gru_window_steps(sh), gru_window_first(sh),
+                                       sh.t0, sh.t1, clamp_limit, cl_jitter_seed);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: cluster GRU backward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);

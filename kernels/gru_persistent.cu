@@ -48,6 +48,8 @@
 struct gp_plan {
     int D, T, B;   // B: sequences in all (the last group may be partly empty)
     int t0, t1;    // the window of steps this launch runs (gru_shape)
+    int wT, wt0;   // gx, gates, ghn, dgx16, dgh16: steps a sequence and the first step (gru_shape: T, 0 for the layer's)
+    const __half *dgh_next; // the BPTT's dgh of step t1 where the window has buffers of its own (gru_grads.dgh16_next)
     int K, KP;     // reduction length (D forward, 3D backward) and its 32-wide k-pairs
     int MU, J, N;  // 16-unit blocks a CTA owns, units a CTA owns, CTAs a group
     int G, Bg, NT; // groups, sequences a group, 8-sequence tiles a CTA computes (NT·8 ≥ Bg)
@@ -298,6 +300,16 @@ __device__ __forceinline__ gp_smem gp_carve(unsigned char *smem, int ks, int J, 
     return m;
 }
 
+// The BPTT's moving operand at step t: dgh of step t + 1 for the group's
+// first sequence b0, rows P.wT·K apart. At a window's first step (t + 1 = t1)
+// with buffers of its own that row is the next window's first (P.dgh_next).
+__device__ __forceinline__ const __half *gp_dgh_after(const __half *dgh16, const gp_plan &P, int b0, int t)
+{
+    const int K = 3 * P.D;
+    if (t + 1 == P.t1 && P.dgh_next) return P.dgh_next + (size_t)b0 * P.wT * K;
+    return dgh16 + gru_wrow(b0, t + 1, P.wT, P.wt0) * K;
+}
+
 // PP pairs (sequence n, unit j) per thread: pair p = threadIdx.x + 256·i, j = p % J, n = p / J.
 template <int MU, int NT> struct gp_pairs {
     static constexpr int PP = MU * NT / 2; // NT·8·16·MU pairs over 256 threads
@@ -340,7 +352,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
         for (int i = 0; i < PP; i++) {
             const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
             if (n < nvalid) {
-                const float *gr = gx + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
+                const float *gr = gx + gru_wrow(b0 + n, t, P.wT, P.wt0) * 3 * D + u0 + j;
                 gxv[i][0] = gr[0];
                 gxv[i][1] = gr[D];
                 gxv[i][2] = gr[2 * D];
@@ -375,7 +387,8 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
                 // the peers need only the FP16 h_t: published first, so the signal waits for nothing else
                 if (t + 1 < T) hprev16[((size_t)(b0 + n) * T + t + 1) * D + u0 + j] = __float2half_rn(vi.h);
                 if constexpr (DEFER) v[i] = vi;
-                else gru_fwd_store_states(h, gates, ghn, vi, (size_t)(b0 + n) * T + t, u0 + j, D);
+                else gru_fwd_store_states(h, gates, ghn, vi, (size_t)(b0 + n) * T + t, gru_wrow(b0 + n, t, P.wT, P.wt0),
+                                          u0 + j, D);
             }
         }
         __syncthreads(); // every h_t store of the CTA precedes the signal; red is free again
@@ -384,7 +397,9 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
 #pragma unroll
             for (int i = 0; i < PP; i++) { // what only the backward reads, after the signal
                 const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
-                if (n < nvalid) gru_fwd_store_states(h, gates, ghn, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
+                if (n < nvalid)
+                    gru_fwd_store_states(h, gates, ghn, v[i], (size_t)(b0 + n) * T + t,
+                                         gru_wrow(b0 + n, t, P.wT, P.wt0), u0 + j, D);
             }
         }
     }
@@ -424,14 +439,15 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
 #pragma unroll
         for (int i = 0; i < PP; i++) {
             const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
-            if (n < nvalid) gru_bwd_operands(pre[i], dh_in, gates, ghn, h, (size_t)(b0 + n) * T + t, u0 + j, D, t);
+            if (n < nvalid)
+                gru_bwd_operands(pre[i], dh_in, gates, ghn, h, (size_t)(b0 + n) * T + t,
+                                 gru_wrow(b0 + n, t, P.wT, P.wt0), u0 + j, D, t);
         }
         if (t < T - 1) {
             if (lane == 0 && t < t1 - 1) gp_wait(flag, (unsigned)(P.N * (t1 - 1 - t)));
             __syncwarp();
-            gp_step<MT, NT, KR, KRA>(acc, areg, m.asm_, whh_t, arow, K, m.ring,
-                                dgh16 + (size_t)b0 * T * K + (size_t)(t + 1) * K, (size_t)T * K, nvalid, kpw, P.ks,
-                                warp, lane);
+            gp_step<MT, NT, KR, KRA>(acc, areg, m.asm_, whh_t, arow, K, m.ring, gp_dgh_after(dgh16, P, b0, t),
+                                (size_t)P.wT * K, nvalid, kpw, P.ks, warp, lane);
         }
         constexpr int ROUNDS = gp_rounds(MT, NT);
         gru_bwd_vals v[PP];
@@ -450,7 +466,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
                 v[i] = gru_bwd_math(g, clamp_limit, pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5]);
                 m.state[p] = v[i].zg;
                 // the peers need only dgh_t: published first, so the signal waits for nothing else
-                gru_bwd_store_dgh(dgh16, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
+                gru_bwd_store_dgh(dgh16, v[i], gru_wrow(b0 + n, t, P.wT, P.wt0), u0 + j, D);
             }
         }
         __syncthreads();
@@ -459,7 +475,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
         for (int i = 0; i < PP; i++) { // the input-side gradients, after the signal
             const int p = threadIdx.x + GP_THREADS * i, j = p % J, n = p / J;
             if (n >= nvalid) continue;
-            gru_bwd_store_dgx(dgx16, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
+            gru_bwd_store_dgx(dgx16, v[i], gru_wrow(b0 + n, t, P.wT, P.wt0), u0 + j, D);
         }
     }
     if (t0 > 0) // z⊙g of step t0, for the window before
@@ -681,7 +697,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
         for (int i = 0; i < PP; i++) {
             const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
             if (n < nvalid) {
-                const float *gr = gx + ((size_t)(b0 + n) * T + t) * 3 * D + u0 + j;
+                const float *gr = gx + gru_wrow(b0 + n, t, P.wT, P.wt0) * 3 * D + u0 + j;
                 gxv[i][0] = gr[0];
                 gxv[i][1] = gr[D];
                 gxv[i][2] = gr[2 * D];
@@ -704,7 +720,8 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             state[p] = vi.h;
             if (t + 1 < T) hprev16[((size_t)(b0 + n) * T + t + 1) * D + u0 + j] = __float2half_rn(vi.h);
             if constexpr (DEFER) v[i] = vi;
-            else gru_fwd_store_states(h, gates, ghn, vi, (size_t)(b0 + n) * T + t, u0 + j, D);
+            else gru_fwd_store_states(h, gates, ghn, vi, (size_t)(b0 + n) * T + t, gru_wrow(b0 + n, t, P.wT, P.wt0),
+                                      u0 + j, D);
         }
         __syncthreads(); // h_t stored and the partials read by the whole CTA
         if (threadIdx.x == 0 && t + 1 < t1) gp_signal(flag);
@@ -712,7 +729,9 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
 #pragma unroll
             for (int i = 0; i < PP; i++) {
                 const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
-                if (n < nvalid) gru_fwd_store_states(h, gates, ghn, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
+                if (n < nvalid)
+                    gru_fwd_store_states(h, gates, ghn, v[i], (size_t)(b0 + n) * T + t,
+                                         gru_wrow(b0 + n, t, P.wT, P.wt0), u0 + j, D);
             }
         }
     }
@@ -751,7 +770,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
         if (t < T - 1) {
             if (lane == 0 && t < t1 - 1) gp_wait(flag, (unsigned)(P.N * (t1 - 1 - t)));
             __syncwarp();
-            gp_split_load<NT>(bs, dgh16 + ((size_t)b0 * T + t + 1) * K + S.kbase * 32, (size_t)T * K, nvalid, P.KP / Q,
+            gp_split_load<NT>(bs, gp_dgh_after(dgh16, P, b0, t) + S.kbase * 32, (size_t)P.wT * K, nvalid, P.KP / Q,
                               warp, lane);
             __syncthreads();
             gp_split_mma<MT, NT, KR, KRA, Q>(acc, areg, asm_, whh_t, arow, K, bs, S, P.ks, lane);
@@ -761,7 +780,9 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
 #pragma unroll
         for (int i = 0; i < PP; i++) {
             const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
-            if (n < nvalid) gru_bwd_operands(pre[i], dh_in, gates, ghn, h, (size_t)(b0 + n) * T + t, u0 + j, D, t);
+            if (n < nvalid)
+                gru_bwd_operands(pre[i], dh_in, gates, ghn, h, (size_t)(b0 + n) * T + t,
+                                 gru_wrow(b0 + n, t, P.wT, P.wt0), u0 + j, D, t);
         }
         if (t < T - 1) {
             if (lane == 0) gp_wait(slice_flag, (unsigned)(Q * (tlast - t + 1)));
@@ -776,7 +797,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
             if (t < T - 1) g += gp_split_sum<MT, NT, Q>(part_slice, S, 0, n, j);
             v[i] = gru_bwd_math(g, clamp_limit, pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5]);
             state[p] = v[i].zg;
-            gru_bwd_store_dgh(dgh16, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
+            gru_bwd_store_dgh(dgh16, v[i], gru_wrow(b0 + n, t, P.wT, P.wt0), u0 + j, D);
         }
         __syncthreads(); // dgh_t stored and the partials read by the whole CTA
         if (threadIdx.x == 0 && t > t0) gp_signal(flag);
@@ -784,7 +805,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1)
         for (int i = 0; i < PP; i++) {
             const int p = threadIdx.x + GP_THREADS * i, j = p % 16, n = p / 16;
             if (n >= nvalid) continue;
-            gru_bwd_store_dgx(dgx16, v[i], (size_t)(b0 + n) * T + t, u0 + j, D);
+            gru_bwd_store_dgx(dgx16, v[i], gru_wrow(b0 + n, t, P.wT, P.wt0), u0 + j, D);
         }
     }
     if (t0 > 0) // z⊙g of step t0, for the window before
@@ -1135,6 +1156,9 @@ extern "C" int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, c
     if (P.Q == 1 && !gp_instance(P.MU, P.NT)) gp_fail("forward: no kernel for this split", cudaErrorInvalidValue);
     P.t0 = sh.t0;
     P.t1 = sh.t1;
+    P.wT = gru_window_steps(sh);
+    P.wt0 = gru_window_first(sh);
+    P.dgh_next = NULL;
     unsigned *flags = gp_flags(P, s);
     float *h = L->h, *gates = L->gates, *ghn = L->ghn;
     const float *gx = L->gx, *bhh = L->bhh;
@@ -1166,6 +1190,15 @@ extern "C" int launch_gru_backward_persistent(const gru_layer *L, const gru_grad
     if (P.Q == 1 && !gp_instance(P.MU, P.NT)) gp_fail("backward: no kernel for this split", cudaErrorInvalidValue);
     P.t0 = sh.t0;
     P.t1 = sh.t1;
+    P.wT = gru_window_steps(sh);
+    P.wt0 = gru_window_first(sh);
+    /* a window's first step reads dgh of step t1: in its own buffers' row t1 or, where they end there, the next's */
+    P.dgh_next = sh.t1 < T && sh.t1 == P.wt0 + P.wT ? (const __half *)G->dgh16_next : NULL;
+    if (sh.t1 < T && sh.t1 == P.wt0 + P.wT && !P.dgh_next) {
+        fprintf(stderr, "catchat: persistent GRU BPTT: window [%d, %d) ends its buffers without the next window's dgh\n",
+                sh.t0, sh.t1);
+        exit(1);
+    }
     unsigned *flags = gp_flags(P, s);
     __half *dx = (__half *)G->dgx16, *dh = (__half *)G->dgh16;
     float *carry = G->dhrec;

@@ -61,6 +61,10 @@ void gpu_gru_backward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path pat
 size_t gpu_gru_bias_part_floats(int B, int D);
 int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, const gru_layer *L, const gru_grads *G,
                  gru_shape sh, float clamp_limit, cudaStream_t s);
+/* With window buffers (gru_shape.wT) the weight gradients are one call a
+ * window, over its B·wT rows, L->hprev16 then being the window's own copy;
+ * nparts < 0 leaves the biases out (the cluster BPTT sums them over every
+ * window: one call, with nparts, adds them). */
 void gpu_gru_weight_grads(gpu_matmul_ctx *gm, const gru_layer *L, const gru_grads *G, int nparts, gru_shape sh,
                           cudaStream_t s);
 

@@ -122,7 +122,16 @@ typedef struct gru_shape {
      * computes what the whole launch does, bit for bit (the cluster BPTT's
      * bias sums excepted: they are added window by window). */
     int t0, t1;
+    /* Where a window has buffers of its own (recompute, src/gpu/passes_gpu.c):
+     * gx, gates, ghn, dgx16 and dgh16 hold steps [wt0, wt0 + wT) of each
+     * sequence, (b, t) at row b·wT + t − wt0, while h, hprev16 and dh_in stay
+     * the layer's [B,T,·]. wT = 0: every tensor is the layer's (row b·T + t). */
+    int wt0, wT;
 } gru_shape;
+
+/* The rows a sequence has in the window buffers of sh, and the first step they hold. */
+static inline int gru_window_steps(gru_shape sh) { return sh.wT > 0 ? sh.wT : sh.T; }
+static inline int gru_window_first(gru_shape sh) { return sh.wT > 0 ? sh.wt0 : 0; }
 
 /* What a layer's forward reads (gx, W_hh, b_hh) and writes for its backward
  * to read (h, gates, ghn, hprev16). */
@@ -144,6 +153,10 @@ typedef struct gru_grads {
     const float *dh_in; /* [B,T,D] dL/dh_t reaching each step from the residual stream */
     void *dgx16;        /* [B,T,3D] FP16 gradient of the gates' input pre-activations (the W_ih GEMMs' operand) */
     void *dgh16;        /* [B,T,3D] FP16 gradient of W_hh·h_{t-1} + b_hh (the W_hh GEMMs' operand) */
+    /* With window buffers (gru_shape.wT) and t1 < T: the next window's dgh16
+     * (its first row a sequence is step t1), which the persistent BPTT's
+     * first step reads; NULL otherwise. */
+    const void *dgh16_next;
     float *dhrec;       /* [B,D] dL/dh_{t-1} through the recurrence: the per-step loop's accumulator, and each
                          * path's carry from one window to the one before (gru_shape) */
     float *bias_part;   /* the cluster BPTT's per-cluster bias sums (gpu_gru_bias_part_floats), or NULL */

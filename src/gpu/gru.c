@@ -84,6 +84,11 @@ static void check_window(gru_shape sh, const char *what)
         fprintf(stderr, "catchat: GRU %s: window [%d, %d) is not within T=%d\n", what, sh.t0, sh.t1, sh.T);
         exit(1);
     }
+    if (sh.wT > 0 && (sh.t0 < sh.wt0 || sh.t1 > sh.wt0 + sh.wT)) {
+        fprintf(stderr, "catchat: GRU %s: window [%d, %d) is not within its buffers' steps [%d, %d)\n", what, sh.t0,
+                sh.t1, sh.wt0, sh.wt0 + sh.wT);
+        exit(1);
+    }
 }
 
 void gpu_gru_forward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, const gru_layer *L, gru_shape sh,
@@ -127,11 +132,12 @@ int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, co
     if (impl == GRU_IMPL_PERSISTENT && launch_gru_backward_persistent(L, G, sh, clamp_limit, caps, s) == 0) return 0;
     /* dhrec carries dL/dh_{t-1} through the recurrence from one step, and one window, to the next */
     if (sh.t1 == T) cudaCheck(cudaMemsetAsync(G->dhrec, 0, sizeof(float) * B * D, s));
+    const int wT = gru_window_steps(sh), wt0 = gru_window_first(sh);
     for (int t = sh.t1 - 1; t >= sh.t0; t--) {
         launch_gru_cell_backward(L, G, sh, t, clamp_limit, s);
         if (t > 0) /* dhrec += dgh_t · W_hh */
-            gpu_matmul(gm, G->dhrec, D, dgh + (size_t)t * 3 * D, T * 3 * D, 0, L->whh16, D, 0, B, D, 3 * D, 1.f, 1.f,
-                       NULL, s);
+            gpu_matmul(gm, G->dhrec, D, dgh + (size_t)(t - wt0) * 3 * D, wT * 3 * D, 0, L->whh16, D, 0, B, D, 3 * D,
+                       1.f, 1.f, NULL, s);
     }
     return 0;
 }
@@ -139,8 +145,9 @@ int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, co
 void gpu_gru_weight_grads(gpu_matmul_ctx *gm, const gru_layer *L, const gru_grads *G, int nparts, gru_shape sh,
                           cudaStream_t s)
 {
-    const int M = sh.B * sh.T, D = sh.D;
+    const int M = sh.B * gru_window_steps(sh), D = sh.D;
     gpu_matmul_dw(gm, G->dwhh, G->dgh16, L->hprev16, M, 3 * D, D, s);
+    if (nparts < 0) return; /* a window whose bias sums another window's call adds */
     if (nparts > 0) { /* the BPTT's per-cluster sums, added in cluster order */
         if (G->dbih) launch_sum_chunks_acc(G->dbih, G->bias_part, nparts, 3 * D, s);
         launch_sum_chunks_acc(G->dbhh, G->bias_part + (size_t)nparts * 3 * D, nparts, 3 * D, s);
