@@ -58,5 +58,14 @@ void gpu_matmul_fwd_f16_window(gpu_matmul_ctx *g, void *y16, const void *x16, co
                                int N, int K, cudaStream_t s);
 void gpu_matmul_dx_f16_window(gpu_matmul_ctx *g, void *dx16, const void *dy16, const void *w16, int nseq, int len,
                               int T, int N, int K, cudaStream_t s);
+/* A time window between tensors of different row strides (recompute's
+ * window buffers, src/gpu/recompute_gpu.c): for each of nseq sequences, its
+ * len rows C[i] (C's sequences c_steps rows apart, ldc apart within) =
+ * alpha·A[i]·op(W) + beta·C[i] (+ bias), A's sequences a_steps rows apart
+ * (lda); op(W) = Wᵀ (transW, W [N,K] as the forward's weights) or W ([K,N]).
+ * One batched call, or one plain product where both are whole windows. */
+void gpu_matmul_rows(gpu_matmul_ctx *g, float *C, int ldc, int c_steps, const void *A, int lda, int a_steps,
+                     const void *W, int ldw, int transW, int nseq, int len, int N, int K, float beta,
+                     const float *bias, cudaStream_t s);
 
 #endif

@@ -263,3 +263,12 @@ void gpu_matmul_dx_f16_window(gpu_matmul_ctx *g, void *dx16, const void *dy16, c
 {
     window_dx(g, dx16, 1, dy16, w16, nseq, len, T, N, K, s);
 }
+
+void gpu_matmul_rows(gpu_matmul_ctx *g, float *C, int ldc, int c_steps, const void *A, int lda, int a_steps,
+                     const void *W, int ldw, int transW, int nseq, int len, int N, int K, float beta,
+                     const float *bias, cudaStream_t s)
+{
+    const int batch = nseq == 1 || (a_steps == len && c_steps == len) ? 1 : nseq, rows = batch == 1 ? nseq * len : len;
+    gemm_batched(g, C, 0, ldc, A, lda, 0, W, ldw, transW, rows, N, K, 1.f, beta, bias, batch,
+                 (long long)a_steps * lda, (long long)c_steps * ldc, s);
+}
