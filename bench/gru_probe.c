@@ -36,7 +36,7 @@ static int time_paths(int B, int T, int D)
     CK(cudaMemset(dh, 0x3a, 4 * MD));
     const gru_layer L = { .gx = gx, .whh16 = w, .bhh = bhh, .h = h, .gates = gates, .ghn = ghn, .hprev16 = hp };
     const gru_grads G = { .dh_in = dh, .dgx16 = dgx, .dgh16 = dgh };
-    const gru_shape sh = { B, T, D, 0, T };
+    const gru_shape sh = { B, T, D, 0, T, 0, 0 };
     cudaEvent_t e0, e1, e2;
     cudaEventCreate(&e0); cudaEventCreate(&e1); cudaEventCreate(&e2);
     const char *names[] = { "cluster", "cluster wide", "persistent" };

@@ -37,7 +37,7 @@ static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpat
     const gru_layer L = { .whh16 = whh16, .h = h, .gates = gates, .ghn = ghn, .hprev16 = hp16 };
     const gru_grads G = { .dh_in = dh, .dgx16 = dgx16, .dgh16 = dgh16, .dhrec = dhrec, .bias_part = bias_part,
                           .dwhh = dw, .dbhh = db };
-    const gru_shape sh = { B, T, D, 0, T };
+    const gru_shape sh = { B, T, D, 0, T, 0, 0 };
     if (chunk <= 0) {
         gpu_gru_backward(gm, caps, gpath, &L, &G, sh, clamp_limit, 0);
     } else {
@@ -55,6 +55,69 @@ static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpat
     *db_out = get_f32(db, 3 * D);
     free(hp);
     DFREE_ALL(whh16, hp16, h, gates, ghn, dh, dhrec, bias_part, dgx16, dgh16, dw, db);
+}
+
+/* The BPTT in windows of `chunk` steps with buffers of their own, as
+ * recompute runs it (src/gpu/recompute_gpu.c): each window's gates and ghn
+ * copied into [B, chunk, ·] buffers, its gate gradients into one of two
+ * [B, chunk, 3D] pairs by turns (the persistent BPTT's first step reads the
+ * window after's dgh there), its weight gradients from them and a copy of its
+ * h_{t-1} rows. Returns host dgx (the windows' rows put back in place), dW_hh
+ * and db_hh. */
+static void gpu_bptt_own_buffers(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, const gru_case *c,
+                                 const float *dh_in, float clamp_limit, int chunk, float **dgx_out, float **dw_out,
+                                 float **db_out)
+{
+    const int B = c->B, T = c->T, D = c->D;
+    const size_t MD = (size_t)B * T * D, WD = (size_t)B * chunk * D;
+    float *hp = cc_calloc(MD, 4), *wbuf = cc_calloc(12 * WD, 1), *dgx = cc_malloc(12 * MD);
+    for (int b = 0; b < B; b++)
+        for (int t = 1; t < T; t++) memcpy(hp + ((size_t)b * T + t) * D, c->h + ((size_t)b * T + t - 1) * D, 4 * D);
+    void *whh16 = dev_f16(c->whh, (size_t)3 * D * D);
+    float *h = dev_f32(c->h, MD), *gates = dev_f32(NULL, 3 * WD), *ghn = dev_f32(NULL, WD);
+    float *dh = dev_f32(dh_in, MD), *dhrec = dev_f32(NULL, (size_t)B * D);
+    float *bias_part = dev_f32(NULL, gpu_gru_bias_part_floats(B, D));
+    void *dgx16[2] = { dev_f16(NULL, 3 * WD), dev_f16(NULL, 3 * WD) }, *dgh16[2] = { dev_f16(NULL, 3 * WD), dev_f16(NULL, 3 * WD) };
+    void *hpw = dev_f16(NULL, WD);
+    float *dw = dev_f32(NULL, (size_t)3 * D * D), *db = dev_f32(NULL, 3 * D);
+    cudaCheck(cudaMemset(dw, 0, 12 * (size_t)D * D));
+    cudaCheck(cudaMemset(db, 0, 12 * (size_t)D));
+    const int nw = (T + chunk - 1) / chunk;
+    for (int k = nw - 1; k >= 0; k--) {
+        const int j = k & 1, t0 = k * chunk, len = t0 + chunk < T ? chunk : T - t0;
+        /* rows past a short window's end stay zero: its weight GEMMs run over all B·chunk rows */
+        memset(wbuf, 0, 12 * WD);
+        for (int b = 0; b < B; b++)
+            memcpy(wbuf + (size_t)b * chunk * 3 * D, c->gates + ((size_t)b * T + t0) * 3 * D, 12 * (size_t)len * D);
+        cudaCheck(cudaMemcpy(gates, wbuf, 12 * WD, cudaMemcpyHostToDevice));
+        memset(wbuf, 0, 4 * WD);
+        for (int b = 0; b < B; b++)
+            memcpy(wbuf + (size_t)b * chunk * D, c->ghn + ((size_t)b * T + t0) * D, 4 * (size_t)len * D);
+        cudaCheck(cudaMemcpy(ghn, wbuf, 4 * WD, cudaMemcpyHostToDevice));
+        memset(wbuf, 0, 4 * WD);
+        for (int b = 0; b < B; b++)
+            memcpy(wbuf + (size_t)b * chunk * D, hp + ((size_t)b * T + t0) * D, 4 * (size_t)len * D);
+        void *hp16 = dev_f16(wbuf, WD);
+        cudaCheck(cudaMemcpy(hpw, hp16, 2 * WD, cudaMemcpyDeviceToDevice));
+        cudaCheck(cudaMemset(dgx16[j], 0, 6 * WD));
+        cudaCheck(cudaMemset(dgh16[j], 0, 6 * WD));
+        const gru_layer L = { .whh16 = whh16, .h = h, .gates = gates, .ghn = ghn, .hprev16 = hpw };
+        const gru_grads G = { .dh_in = dh, .dgx16 = dgx16[j], .dgh16 = dgh16[j], .dgh16_next = k + 1 < nw ? dgh16[j ^ 1] : NULL,
+                              .dhrec = dhrec, .bias_part = bias_part, .dwhh = dw, .dbhh = db };
+        const gru_shape w = { B, T, D, t0, t0 + len, t0, chunk };
+        const int nparts = gpu_gru_bptt(gm, caps, gpath, &L, &G, w, clamp_limit, 0);
+        gpu_gru_weight_grads(gm, &L, &G, nparts > 0 && k > 0 ? -1 : nparts, w, 0);
+        float *got = get_f16(dgx16[j], 3 * WD);
+        for (int b = 0; b < B; b++)
+            memcpy(dgx + ((size_t)b * T + t0) * 3 * D, got + (size_t)b * chunk * 3 * D, 12 * (size_t)len * D);
+        free(got);
+        DFREE_ALL(hp16);
+    }
+    *dgx_out = dgx;
+    *dw_out = get_f32(dw, (size_t)3 * D * D);
+    *db_out = get_f32(db, 3 * D);
+    FREE_ALL(hp, wbuf);
+    DFREE_ALL(whh16, h, gates, ghn, dh, dhrec, bias_part, dgx16[0], dgx16[1], dgh16[0], dgh16[1], hpw, dw, db);
 }
 
 void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int B, int T, int D, int chunk,
@@ -102,6 +165,16 @@ void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int
                  path);
         check_flag(st, what, memcmp(wdgx, gdgx, 12 * MD) == 0 && memcmp(wdw, gdw, 12 * (size_t)D * D) == 0);
         snprintf(what, sizeof(what), "db_hh in windows of %d (%s)", chunk, path);
+        check(st, what, wdb, rdb, 3 * D, 1e-2, 0);
+        FREE_ALL(wdgx, wdw, wdb);
+        /* with buffers of their own: dgx bit for bit; the weight gradients a GEMM a window */
+        gpu_bptt_own_buffers(gm, caps, gpath, &c, dhS, (float)(c_user * S), chunk, &wdgx, &wdw, &wdb);
+        snprintf(what, sizeof(what), "windows of %d steps with their own buffers: dgx bit for bit the whole launch's (%s)",
+                 chunk, path);
+        check_flag(st, what, memcmp(wdgx, gdgx, 12 * MD) == 0);
+        snprintf(what, sizeof(what), "dW_hh, windows with their own buffers (%s)", path);
+        check(st, what, wdw, rdw, (size_t)3 * D * D, 1e-2, 0);
+        snprintf(what, sizeof(what), "db_hh, windows with their own buffers (%s)", path);
         check(st, what, wdb, rdb, 3 * D, 1e-2, 0);
         FREE_ALL(wdgx, wdw, wdb);
     }

@@ -47,7 +47,7 @@ static void run_gru_cell(const ladder_ctx *cx, stage *st)
     const gru_layer L = { .gx = d_gx, .bhh = d_bhh, .h = d_h, .gates = d_gates, .ghn = d_ghn, .hprev16 = d_hp16,
                           .gh = d_gh };
     const gru_grads G = { .dh_in = d_dh_in, .dgx16 = d_dgx16, .dgh16 = d_dgh16, .dhrec = d_dhrec };
-    const gru_shape sh = { B, T, D, 0, T };
+    const gru_shape sh = { B, T, D, 0, T, 0, 0 };
     launch_gru_cell_forward(&L, sh, t, 0);
     launch_gru_cell_backward(&L, &G, sh, t, lim, 0);
     /* the CPU, and once without the clamp, to show that it binds */

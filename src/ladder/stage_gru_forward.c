@@ -44,6 +44,52 @@ static void forward_windows_check(const ladder_ctx *cx, stage *st, gpu_gru_path 
     DFREE_ALL(hp16, h, gates, ghn);
 }
 
+/* The same windows with buffers of their own, as recompute runs them
+ * (src/gpu/recompute_gpu.c): each window's gx copied into a [B, chunk, 3D]
+ * buffer, its gates and ghn written to [B, chunk, ·] ones, h and hprev16 the
+ * layer's: every output bit for bit the whole launch's. */
+static void forward_own_buffers_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, const gru_layer *whole,
+                                      const float *gx_host, gru_shape sh, int wide, int chunk, const char *path)
+{
+    const int B = sh.B, T = sh.T, D = sh.D;
+    const size_t MD = (size_t)B * T * D, WD = (size_t)B * chunk * D;
+    void *hp16 = dev_f16(NULL, MD);
+    float *h = dev_f32(NULL, MD), *gx = dev_f32(NULL, 3 * WD), *ghn = dev_f32(NULL, WD);
+    float *wgx = cc_malloc(12 * WD), *gb = get_f32(whole->gates, 3 * MD), *nb = get_f32(whole->ghn, MD);
+    gru_layer L = *whole;
+    L.h = h;
+    L.gx = L.gates = gx;
+    L.ghn = ghn;
+    L.hprev16 = hp16;
+    int same = 1;
+    for (int t0 = 0; t0 < T; t0 += chunk) {
+        const int len = t0 + chunk < T ? chunk : T - t0;
+        for (int b = 0; b < B; b++)
+            memcpy(wgx + (size_t)b * chunk * 3 * D, gx_host + ((size_t)b * T + t0) * 3 * D, 12 * (size_t)len * D);
+        cudaCheck(cudaMemcpy(gx, wgx, 12 * WD, cudaMemcpyHostToDevice));
+        gru_shape w = sh;
+        w.t0 = t0;
+        w.t1 = t0 + len;
+        w.wt0 = t0;
+        w.wT = chunk;
+        gpu_gru_forward(cx->gemm, cx->caps, gpath, &L, w, wide, 0);
+        float *ga = get_f32(gx, 3 * WD), *na = get_f32(ghn, WD);
+        for (int b = 0; b < B; b++) {
+            const size_t at = (size_t)b * chunk, whole_at = (size_t)b * T + t0;
+            same &= memcmp(ga + at * 3 * D, gb + whole_at * 3 * D, 12 * (size_t)len * D) == 0;
+            same &= memcmp(na + at * D, nb + whole_at * D, 4 * (size_t)len * D) == 0;
+        }
+        FREE_ALL(ga, na);
+    }
+    float *a = get_f32(h, MD), *b = get_f32(whole->h, MD), *pa = get_f16(hp16, MD), *pb = get_f16(whole->hprev16, MD);
+    char what[160];
+    snprintf(what, sizeof(what), "windows of %d steps with their own gx, gates and ghn: bit for bit the whole launch's (%s)",
+             chunk, path);
+    check_flag(st, what, same && memcmp(a, b, 4 * MD) == 0 && memcmp(pa, pb, 4 * MD) == 0);
+    FREE_ALL(wgx, gb, nb, a, b, pa, pb);
+    DFREE_ALL(hp16, h, gx, ghn);
+}
+
 void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int B, int T, int D, int wide, int chunk,
                        const char *path)
 {
@@ -56,7 +102,7 @@ void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int 
     float *gates = dev_f32(NULL, 3 * MD), *ghn = dev_f32(NULL, MD), *gh = dev_f32(NULL, (size_t)B * 3 * D);
     const gru_layer L = { .gx = gx, .whh16 = whh16, .bhh = bhh, .h = h, .gates = gates, .ghn = ghn, .hprev16 = hp16,
                           .gh = gh };
-    const gru_shape sh = { B, T, D, 0, T };
+    const gru_shape sh = { B, T, D, 0, T, 0, 0 };
     gpu_gru_forward(cx->gemm, cx->caps, gpath, &L, sh, wide, 0);
     float *gh_ = get_f32(h, MD), *gg = get_f32(gates, 3 * MD);
     /* h_{t-1} is FP16 in the recurrent GEMM (rel. 2^-11 per step); the error
@@ -66,7 +112,10 @@ void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int 
     check(st, what, gh_, c.h, MD, 5e-3, 0);
     snprintf(what, sizeof(what), "gates (%s)", path);
     check(st, what, gg, c.gates, 3 * MD, 5e-3, 0);
-    if (chunk > 0) forward_windows_check(cx, st, gpath, &L, sh, wide, chunk, path);
+    if (chunk > 0) {
+        forward_windows_check(cx, st, gpath, &L, sh, wide, chunk, path);
+        forward_own_buffers_check(cx, st, gpath, &L, c.gx, sh, wide, chunk, path);
+    }
     FREE_ALL(gh_, gg);
     DFREE_ALL(whh16, hp16, bhh, gx, h, gates, ghn, gh);
     gru_case_free(&c);

@@ -226,23 +226,26 @@ static void wavefront_cases(const ladder_ctx *cx, stage *st)
 }
 
 /* [gpu] recompute = on (the backward rebuilds each layer's activations from
- * its h, one layer at a time, the lanes sharing one layer's buffers with the
- * context stream) against the CPU, and off once: the tiny config, its guard,
- * 3 and 4 layers (u rebuilt from two and three sums), every recurrence
- * path, the FP32 attention, and the default's kernels in two lanes. */
+ * its h, window by window, the lanes sharing the windows' buffers with the
+ * context stream, which runs in parts) against the CPU, and off once: the
+ * tiny config, its guard, 3 and 4 layers (u rebuilt from two and three
+ * sums), every recurrence path, the FP32 attention, the default's kernels in
+ * two lanes, and the layers in one window and in two (the plan's: eight). */
 static void recompute_cases(const ladder_ctx *cx, stage *st)
 {
     const struct {
         const char *mode, *recurrence, *attention;
-        int L, D, lanes;
+        int L, D, lanes, windows;
         double guard;
     } cases[] = {
-        { "off", "auto", "auto", 2, 0, 0, 0 },      { "on", "auto", "auto", 2, 0, 0, 0 },
-        { "on", "auto", "auto", 2, 0, 0, 2e-4 },    { "on", "auto", "auto", 3, 0, 0, 0 },
-        { "on", "auto", "auto", 4, 0, 0, 0 },       { "on", "persistent", "auto", 3, 0, 0, 0 },
-        { "on", "per-step", "auto", 3, 0, 0, 0 },   { "on", "auto", "fp32", 2, 0, 0, 0 },
-        { "on", "auto", "auto", 3, 128, 2, 0 },     { "on", "auto", "auto", 2, 128, 2, 2e-4 },
-        { "on", "auto", "auto", 1, 0, 0, 0 },
+        { "off", "auto", "auto", 2, 0, 0, 0, 0 },      { "on", "auto", "auto", 2, 0, 0, 0, 0 },
+        { "on", "auto", "auto", 2, 0, 0, 0, 2e-4 },    { "on", "auto", "auto", 3, 0, 0, 0, 0 },
+        { "on", "auto", "auto", 4, 0, 0, 0, 0 },       { "on", "persistent", "auto", 3, 0, 0, 0, 0 },
+        { "on", "per-step", "auto", 3, 0, 0, 0, 0 },   { "on", "auto", "fp32", 2, 0, 0, 0, 0 },
+        { "on", "auto", "auto", 3, 128, 2, 0, 0 },     { "on", "auto", "auto", 2, 128, 2, 0, 2e-4 },
+        { "on", "auto", "auto", 1, 0, 0, 0, 0 },       { "on", "auto", "auto", 2, 0, 0, 1, 0 },
+        { "on", "persistent", "auto", 3, 0, 0, 2, 0 }, { "on", "per-step", "auto", 2, 0, 0, 1, 0 },
+        { "on", "auto", "auto", 3, 128, 2, 2, 0 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cc_config c;
@@ -259,12 +262,15 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
             c.batch_size = 16;
             c.gpu_lanes = cases[i].lanes;
         }
-        char tag[120];
-        snprintf(tag, sizeof(tag), " (recompute %s, L=%d%s%s%s%s%s)", c.gpu_recompute, c.n_layers,
+        char tag[160], win[32] = "";
+        if (cases[i].windows) snprintf(win, sizeof(win), ", %d window%s", cases[i].windows, cases[i].windows > 1 ? "s" : "");
+        snprintf(tag, sizeof(tag), " (recompute %s, L=%d%s%s%s%s%s%s)", c.gpu_recompute, c.n_layers,
                  strcmp(c.gpu_recurrence, "auto") ? ", " : "", strcmp(c.gpu_recurrence, "auto") ? c.gpu_recurrence : "",
                  strcmp(c.gpu_attention, "auto") ? ", FP32 attention" : "", c.ctx_grad_clamp > 0 ? ", ctx guard" : "",
-                 cases[i].lanes ? ", D=128 B=16, 2 lanes" : "");
+                 cases[i].lanes ? ", D=128 B=16, 2 lanes" : "", win);
+        gpu_recompute_force_windows(cases[i].windows);
         full_step_check(cx, st, &c, tag, cases[i].lanes, cases[i].guard > 0 && !cases[i].lanes);
+        gpu_recompute_force_windows(0);
     }
 }
 
