@@ -232,14 +232,14 @@ Test(ladder_exit, skipped_unless_a_stage_ran_failed_wins)
     cr_expect_eq(cc_ladder_exit_status(counts(0, 0, 10, 1)), 1, "a failure among skips");
 }
 
-/* The recompute layout (gpu_work_parts, src/gpu/executor_gpu.c): the
- * lanes run at once between their joins (src/gpu/passes_gpu.c,
- * lanes_join), so no two lanes' bytes may meet within one stretch: the
- * layers' forward (gx, ghn, and a16 and hprev16 in the lane's rows of
- * dgh16; the last layer also writes the context norm's s16), the context
- * stream's forward and the first half of its backward, the second half,
- * and the layers' backward (where a16, hprev16 and dtmp lie in the lane's
- * rows of gx). Each tensor is [B·T, w], a lane's rows its own. */
+/* The recompute layout (gpu_work_parts, src/gpu/executor_gpu.c). The lanes
+ * run their layers at once (src/gpu/recompute_gpu.c), each in its rows of
+ * a16 and hprev16 ([B·T, ·]) and of both window buffers ([B·C, ·]: one
+ * window's BPTT runs beside the next one's rebuild), so no two lanes' bytes
+ * may meet there. The context stream runs one part of top_seqs sequences at
+ * a time, from the start of the allocation, once every lane's layers are
+ * done (src/gpu/passes_gpu.c, top_in_parts joins the lanes first): without
+ * that join a part's bytes would meet another lane's layers. */
 typedef struct {
     size_t lo, hi;
     const char *what;
@@ -259,7 +259,7 @@ static const gpu_work_part *part_named(const gpu_work_part *p, int n, const char
     return NULL;
 }
 
-/* Lane rows [r0, r0 + M) of part `name` (absent parts, like qkv16 without tensor cores, add nothing). */
+/* Rows [r0, r0 + M) of part `name`, `rows` rows in all (absent parts, like qkv16 without tensor cores, add nothing). */
 static void add_rows(live_set *ls, const gpu_work_part *p, int n, const char *name, size_t rows, size_t r0, size_t M)
 {
     const gpu_work_part *q = part_named(p, n, name);
@@ -268,103 +268,79 @@ static void add_rows(live_set *ls, const gpu_work_part *p, int n, const char *na
     ls->s[ls->n++] = (span){ q->offset + r0 * w, q->offset + (r0 + M) * w, name };
 }
 
-/* Bytes [at, at + len) of the lane's rows of part `name` (a block the passes place inside them). */
-static void add_inside(live_set *ls, const gpu_work_part *p, int n, const char *name, size_t rows, size_t r0,
-                       size_t at, size_t len, const char *what)
-{
-    const gpu_work_part *q = part_named(p, n, name);
-    cr_assert(q, "%s is in the layout", name);
-    const size_t lo = q->offset + r0 * (q->bytes / rows) + at;
-    ls->s[ls->n++] = (span){ lo, lo + len, what };
-}
+typedef struct {
+    int B, T, C, lanes;
+} rc_shape;
 
-enum { ST_LAYERS_FWD, ST_TOP_FIRST, ST_TOP_SECOND, ST_LAYERS_BWD, ST_TOP_UNJOINED, ST_COUNT };
-
-static live_set lane_live(const gpu_work_part *p, int n, int stretch, size_t rows, size_t r0, size_t M, size_t D)
+/* Lane i's bytes while the layers run, or (top) a context-stream part's. */
+static live_set lane_live(const gpu_work_part *p, int n, int top, rc_shape sh, int i)
 {
     live_set ls = { .n = 0 };
-    static const char *const top[] = { "s16", "qkv16", "o16", "f16", "dlogits16", "dtmp", "dc16" };
-    switch (stretch) {
-    case ST_LAYERS_FWD:
-        add_rows(&ls, p, n, "gx", rows, r0, M);
-        add_rows(&ls, p, n, "ghn", rows, r0, M);
-        add_inside(&ls, p, n, "dgh16", rows, r0, 0, 4 * M * D, "a16 and hprev16 (forward)");
-        add_rows(&ls, p, n, "s16", rows, r0, M);
-        break;
-    case ST_TOP_FIRST:
-    case ST_TOP_SECOND:
-    case ST_TOP_UNJOINED:
-        for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) add_rows(&ls, p, n, top[i], rows, r0, M);
-        if (stretch != ST_TOP_SECOND) { /* the context output (and the guard's dc), the merge, the logits */
-            add_rows(&ls, p, n, "c", rows, r0, M);
-            add_rows(&ls, p, n, "mm", rows, r0, M);
-            add_rows(&ls, p, n, "logits", rows, r0, M);
+    static const char *const windows[] = { "gates[0]", "ghn[0]", "dgx16[0]", "dgh16[0]",
+                                           "gates[1]", "ghn[1]", "dgx16[1]", "dgh16[1]" };
+    static const char *const parts[] = { "s16", "qkv16", "o16", "f16", "dlogits16", "dc16", "c", "mm", "logits",
+                                         "do16", "d16" };
+    const size_t seqs = (size_t)(sh.B / sh.lanes), b0 = (size_t)i * seqs;
+    if (top) {
+        for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
+            const gpu_work_part *q = part_named(p, n, parts[k]);
+            if (q) ls.s[ls.n++] = (span){ q->offset, q->offset + q->bytes, parts[k] };
         }
-        if (stretch != ST_TOP_FIRST) { /* dO and dqkv, over them */
-            add_rows(&ls, p, n, "do16", rows, r0, M);
-            add_rows(&ls, p, n, "d16", rows, r0, M);
-        }
-        break;
-    case ST_LAYERS_BWD:
-        add_rows(&ls, p, n, "dgx16", rows, r0, M);
-        add_rows(&ls, p, n, "dgh16", rows, r0, M);
-        add_rows(&ls, p, n, "gx", rows, r0, M);
-        add_rows(&ls, p, n, "ghn", rows, r0, M);
-        break;
+        return ls;
     }
+    add_rows(&ls, p, n, "a16", (size_t)sh.B * sh.T, b0 * sh.T, seqs * sh.T);
+    add_rows(&ls, p, n, "hprev16", (size_t)sh.B * sh.T, b0 * sh.T, seqs * sh.T);
+    for (size_t k = 0; k < sizeof(windows) / sizeof(windows[0]); k++)
+        add_rows(&ls, p, n, windows[k], (size_t)sh.B * sh.C, b0 * sh.C, seqs * sh.C);
     return ls;
 }
 
-/* The first pair of lanes whose live bytes meet in this stretch, said in buf; 0 when none does. */
-static int lanes_meet(const gpu_work_part *p, int n, int stretch, size_t rows, int lanes, size_t D, char *buf,
-                      size_t len)
+/* Whether lane i's bytes (a context-stream part's where top_i) meet lane j's layers', said in buf. */
+static int lanes_meet(const gpu_work_part *p, int n, rc_shape sh, int i, int top_i, int j, char *buf, size_t len)
 {
-    const size_t M = rows / lanes;
-    for (int i = 0; i < lanes; i++)
-        for (int j = 0; j < lanes; j++) {
-            if (i == j) continue;
-            const live_set a = lane_live(p, n, stretch, rows, i * M, M, D);
-            const live_set b = lane_live(p, n, stretch, rows, j * M, M, D);
-            for (int x = 0; x < a.n; x++)
-                for (int y = 0; y < b.n; y++)
-                    if (a.s[x].lo < b.s[y].hi && b.s[y].lo < a.s[x].hi) {
-                        snprintf(buf, len, "lane %d's %s meets lane %d's %s", i, a.s[x].what, j, b.s[y].what);
-                        return 1;
-                    }
-        }
+    const live_set a = lane_live(p, n, top_i, sh, i), b = lane_live(p, n, 0, sh, j);
+    for (int x = 0; x < a.n; x++)
+        for (int y = 0; y < b.n; y++)
+            if (a.s[x].lo < b.s[y].hi && b.s[y].lo < a.s[x].hi) {
+                snprintf(buf, len, "lane %d's %s meets lane %d's %s", i, a.s[x].what, j, b.s[y].what);
+                return 1;
+            }
     return 0;
 }
 
 Test(gpu_caps, recompute_layout_keeps_lanes_apart)
 {
     const struct {
-        int D, V, B, T, tc;
-    } shapes[] = { { 512, 256, 64, 512, 1 }, { 128, 256, 16, 40, 1 }, { 64, 256, 16, 32, 0 }, { 2048, 256, 64, 512, 1 },
-                   { 256, 4096, 32, 64, 1 } };
+        int D, V, B, T, C, top_seqs, tc;
+    } shapes[] = { { 512, 256, 64, 512, 64, 16, 1 }, { 128, 256, 16, 40, 5, 4, 1 }, { 64, 256, 16, 32, 4, 2, 0 },
+                   { 2048, 256, 64, 512, 64, 16, 1 }, { 256, 4096, 32, 64, 8, 2, 1 } };
     for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
         const cc_dims d = { shapes[k].V, shapes[k].D, 3, shapes[k].D / 64, 128, 1e-6, 1e-6, 1000 };
         gpu_work_part p[24];
         size_t total = 0;
-        const int n = gpu_work_parts(&d, shapes[k].B, shapes[k].T, shapes[k].tc, p, 24, &total);
+        const int n = gpu_work_parts(&d, shapes[k].B, shapes[k].T, shapes[k].C, shapes[k].top_seqs, shapes[k].tc, p, 24,
+                                     &total);
         cr_assert_gt(n, 10);
-        const size_t rows = (size_t)shapes[k].B * shapes[k].T, D = (size_t)shapes[k].D;
-        for (int i = 0; i < n; i++) {
+        const size_t D = (size_t)shapes[k].D, wrows = (size_t)shapes[k].B * shapes[k].C;
+        for (int i = 0; i < n; i++)
             cr_expect_leq(p[i].offset + p[i].bytes, total, "%s ends inside the allocation", p[i].name);
-            cr_expect_eq(p[i].bytes % rows, 0, "%s is whole rows", p[i].name);
+        /* a window's weight GEMMs copy its rows of a16 and hprev16 (FP16, D each) into its ghn's rows */
+        for (int j = 0; j < 2; j++) {
+            char name[16];
+            snprintf(name, sizeof(name), "ghn[%d]", j);
+            cr_expect_eq(part_named(p, n, name)->bytes, 4 * D * wrows, "%s: D floats a row", name);
         }
-        /* what the passes place inside a lane's rows fits them: a16 and hprev16 in dgh16's; dtmp, a16 and
-         * hprev16 in gx's */
-        cr_expect_leq(4 * D, part_named(p, n, "dgh16")->bytes / rows);
-        cr_expect_leq(8 * D, part_named(p, n, "gx")->bytes / rows);
-        for (int lanes = 2; lanes <= 4; lanes *= 2) {
+        for (int lanes = 1; lanes <= 4; lanes *= 2) {
+            const rc_shape sh = { shapes[k].B, shapes[k].T, shapes[k].C, lanes };
             char why[160];
-            for (int st = ST_LAYERS_FWD; st <= ST_LAYERS_BWD; st++)
-                cr_expect_not(lanes_meet(p, n, st, rows, lanes, D, why, sizeof(why)), "D=%d, %d lanes, stretch %d: %s",
-                              shapes[k].D, lanes, st, why);
+            for (int i = 0; i < lanes; i++)
+                for (int j = 0; j < lanes; j++)
+                    cr_expect(i == j || !lanes_meet(p, n, sh, i, 0, j, why, sizeof(why)), "D=%d, %d lanes: %s",
+                              shapes[k].D, lanes, why);
+            /* without the join before the context stream, a part would meet the last lane's layers */
+            if (lanes > 1)
+                cr_expect(lanes_meet(p, n, sh, 0, 1, lanes - 1, why, sizeof(why)), "D=%d, %d lanes: a part meets the layers",
+                          shapes[k].D, lanes);
         }
-        /* without the join halfway through the context stream's backward, the lanes would meet: the test sees it */
-        char why[160];
-        cr_expect(lanes_meet(p, n, ST_TOP_UNJOINED, rows, 2, D, why, sizeof(why)),
-                  "D=%d: the unjoined stretch overlaps", shapes[k].D);
     }
 }

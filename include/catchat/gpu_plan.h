@@ -35,6 +35,8 @@ typedef struct gpu_step_plan {
     char wave_why[128]; /* the chunk, or why there is no wavefront, in words */
     int attn_tc;       /* the context attention on tensor cores */
     int recompute;     /* the backward rebuilds each layer's activations from its stored h ([gpu] recompute) */
+    int rc_window;     /* under recompute: steps a window of a layer's recurrence (divides T) */
+    int top_seqs;      /* under recompute: sequences of the context stream's part (divides a lane's) */
     char recompute_why[192]; /* on or off, and why, in words */
     size_t memory_budget;    /* what the plan may hold: [gpu] memory_limit, or the device's free memory (0: unknown) */
     size_t device_bytes;     /* estimate of the executor's device memory at this batch */
@@ -45,14 +47,19 @@ typedef struct gpu_step_plan {
 
 /* Testing aid (tests/test_gpu_caps.c: the layout's lanes never share
  * bytes while they run at once): under [gpu] recompute, where each tensor
- * of the shared allocation lies (name, byte offset, bytes over all B·T
- * rows) for B sequences of T under d, with the tensor-core attention or
- * not. Returns how many (at most max); *total: the allocation's size. */
+ * of the shared allocation lies (name, byte offset, bytes) for B sequences
+ * of T under d, with windows of `window` steps, the context stream's part
+ * of top_seqs sequences, with the tensor-core attention or not. Returns how
+ * many (at most max); *total: the allocation's size. */
 typedef struct {
     const char *name;
     size_t offset, bytes;
 } gpu_work_part;
-int gpu_work_parts(const cc_dims *d, int B, int T, int attn_tc, gpu_work_part *out, int max, size_t *total);
+int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int attn_tc, gpu_work_part *out, int max,
+                   size_t *total);
+/* Testing aid (the ladder): recompute's layers in n windows where n divides
+ * T (0: the plan's choice). */
+void gpu_recompute_force_windows(int n);
 
 /* What a plan leaves free of its budget before it counts as fitting (the
  * CUDA context, cuBLASLt's own allocations, other processes' growth). */

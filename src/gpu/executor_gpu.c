@@ -138,9 +138,8 @@ static void gpu_score(cc_executor *ex, const int *x, const int *y, cc_score *sco
     const int profile = g->profile; /* evaluation is not part of the timed step */
     g->profile = 0;
     upload_batch(ex, x, y, 1);
-    gpu_forward_all(ex);
+    gpu_score_all(ex);
     g->profile = profile;
-    gpu_crossentropy_all(ex, 1.f, 0);
     collect_loss(ex, score);
 }
 
@@ -258,15 +257,14 @@ const char *const gpu_mem_group_names[GPU_MEM_GROUPS] = { "weights_optimizer", "
                                                           "classifier", "workspace", "lanes" };
 
 /* Under recompute (gpu_impl.h), the tensors that live in `work`, at
- * 256-byte offsets: the one layer's set (the gate-gradient pair first: no
- * layer's forward writes it, so the context stream's norm output, which the
- * last layer's forward writes, can lie there while other lanes still run
- * their layers), and over it from the start the context stream's and the
- * classifier's with their dtmp (the layers' dtmp is in gx's rows:
- * passes_gpu.c). Of those, the context output, the merge and the logits
- * are spent before the attention backward, whose dO and dqkv take their
- * place; the guard's dc is the context output's. Returns work's size; with
- * base, points the slots into it. */
+ * 256-byte offsets: the layers' set (the layer's a16 and hprev16 for all T,
+ * then the window buffers: gates, ghn, dgx16 and dgh16 for rc_window steps
+ * of every sequence, one or two), and over it from the start the context
+ * stream's and the classifier's for top_seqs sequences. Of those, the
+ * context output, the merge and the logits are spent before the attention
+ * backward, whose dO and dqkv take their place; the guard's dc is the
+ * context output's. Returns work's size; with base, points the slots into
+ * it. */
 typedef struct {
     void **slot;
     size_t bytes;
@@ -290,50 +288,61 @@ static size_t place_parts(const work_part *parts, int n, size_t start, char *bas
 #define NPARTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define WORK_PARTS 24
 
-static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *base, gpu_work_part *info, int *ni)
+static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *base, gpu_work_part *info, int *ni,
+                          size_t *layer_bytes, size_t *top_bytes)
 {
     const size_t M = (size_t)B * T, D = d->D, V = d->V, MD = M * D;
-    const int tc = g->attn_tc;
-    /* a16 and hprev16 live in dgh16's rows, then in gx's (passes_gpu.c: layer_a16) */
+    /* a window buffer's rows, and the top's */
+    const size_t Mw = (size_t)B * g->rc_window, Mt = (size_t)g->top_seqs * T, WD = Mw * D, TD = Mt * D;
+    const int tc = g->attn_tc, two = g->rc_window < T;
     const work_part layer[] = {
-        { (void **)&g->dgx16, 2 * 3 * MD, "dgx16" }, { (void **)&g->dgh16, 2 * 3 * MD, "dgh16" },
-        { (void **)&g->gx, 4 * 3 * MD, "gx" },       { (void **)&g->ghn, 4 * MD, "ghn" },
+        { (void **)&g->a16, 2 * MD, "a16" },
+        { (void **)&g->hprev16, 2 * MD, "hprev16" },
+        { (void **)&g->win_gates[0], 4 * 3 * WD, "gates[0]" },
+        { (void **)&g->win_ghn[0], 4 * WD, "ghn[0]" },
+        { (void **)&g->win_dgx16[0], 2 * 3 * WD, "dgx16[0]" },
+        { (void **)&g->win_dgh16[0], 2 * 3 * WD, "dgh16[0]" },
+        { (void **)&g->win_gates[1], two ? 4 * 3 * WD : 0, "gates[1]" },
+        { (void **)&g->win_ghn[1], two ? 4 * WD : 0, "ghn[1]" },
+        { (void **)&g->win_dgx16[1], two ? 2 * 3 * WD : 0, "dgx16[1]" },
+        { (void **)&g->win_dgh16[1], two ? 2 * 3 * WD : 0, "dgh16[1]" },
     };
     const work_part top[] = {
-        { (void **)&g->s16, 2 * MD, "s16" },          { (void **)&g->qkv16, tc ? 2 * 3 * MD : 0, "qkv16" },
-        { (void **)&g->o16, 2 * MD, "o16" },          { (void **)&g->f16, 2 * MD, "f16" },
-        { (void **)&g->dlogits16, 2 * M * V, "dlogits16" }, { (void **)&g->dtmp, 4 * MD, "dtmp" },
-        { (void **)&g->dc16, 2 * MD, "dc16" },
+        { (void **)&g->s16, 2 * TD, "s16" },          { (void **)&g->qkv16, tc ? 2 * 3 * TD : 0, "qkv16" },
+        { (void **)&g->o16, 2 * TD, "o16" },          { (void **)&g->f16, 2 * TD, "f16" },
+        { (void **)&g->dlogits16, 2 * Mt * V, "dlogits16" }, { (void **)&g->dc16, 2 * TD, "dc16" },
     };
     const work_part spent[] = {
-        { (void **)&g->c, 4 * MD, "c" },
-        { (void **)&g->mm, 4 * MD, "mm" },
-        { (void **)&g->logits, 4 * M * V, "logits" },
+        { (void **)&g->c, 4 * TD, "c" },
+        { (void **)&g->mm, 4 * TD, "mm" },
+        { (void **)&g->logits, 4 * Mt * V, "logits" },
     };
     const work_part late[] = {
-        { (void **)&g->do16, tc ? 2 * MD : 0, "do16" },
-        { (void **)&g->d16, 2 * 3 * MD, "d16" },
+        { (void **)&g->do16, tc ? 2 * TD : 0, "do16" },
+        { (void **)&g->d16, 2 * 3 * TD, "d16" },
     };
     const size_t a = place_parts(layer, NPARTS(layer), 0, base, info, ni);
     const size_t f = place_parts(top, NPARTS(top), 0, base, info, ni);
     const size_t s = place_parts(spent, NPARTS(spent), f, base, info, ni);
     const size_t l = place_parts(late, NPARTS(late), f, base, info, ni);
-    if (base) {
-        g->gates = g->gx; /* the forward writes the gates over gx's rows (gpu_impl.h) */
-        g->dc = g->c;
-    }
+    if (base) g->dc = g->c;
     const size_t b = f + (s > l ? s : l);
+    if (layer_bytes) *layer_bytes = a;
+    if (top_bytes) *top_bytes = b;
     return a > b ? a : b;
 }
 
-int gpu_work_parts(const cc_dims *d, int B, int T, int attn_tc, gpu_work_part *out, int max, size_t *total)
+int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int attn_tc, gpu_work_part *out, int max,
+                   size_t *total)
 {
     gpu_impl g;
     memset(&g, 0, sizeof(g));
     g.attn_tc = attn_tc;
+    g.rc_window = window;
+    g.top_seqs = top_seqs;
     gpu_work_part info[WORK_PARTS];
     int n = 0;
-    *total = work_layout(&g, d, B, T, NULL, info, &n);
+    *total = work_layout(&g, d, B, T, NULL, info, &n, NULL, NULL);
     for (int i = 0; i < n && i < max; i++) out[i] = info[i];
     return n < max ? n : max;
 }
@@ -359,8 +368,8 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(p16, 2 * n, "FP16 weights", 0, GPU_MEM_WEIGHTS);
     BUF(x, 4 * M, "tokens", 0, GPU_MEM_WORKSPACE);
     BUF(y, 4 * M, "targets", 0, GPU_MEM_WORKSPACE);
-    BUF(work, rc ? work_layout(g, d, B, T, NULL, NULL, NULL) : 0, "one layer's activations (recompute)", 0,
-        GPU_MEM_LAYERS);
+    BUF(work, rc ? work_layout(g, d, B, T, NULL, NULL, NULL, NULL, NULL) : 0,
+        "a layer's windows and a part's context stream (recompute)", 0, GPU_MEM_LAYERS);
     BUF(u, 4 * (rc ? 1 : L + 1) * MD, "residual stream", 0, GPU_MEM_LAYERS);
     BUF(a_ir, 4 * L * M, "norm stats", 0, GPU_MEM_LAYERS);
     BUF(gx, kept * 4 * L * 3 * MD, "input projections", 0, GPU_MEM_LAYERS);
@@ -369,7 +378,7 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(h, 4 * L * MD, "GRU states", 0, GPU_MEM_LAYERS);
     const size_t WL = g->wave_layers; /* layers with their own scratch and gradient buffers */
     BUF(gh, 4 * WL * B * 3 * D, "recurrent product", 0, GPU_MEM_LAYERS);
-    BUF(a16, kept * 2 * L * MD, "normalised inputs", 0, GPU_MEM_LAYERS);
+    BUF(a16, kept * 2 * L * MD, "normalised inputs", 0, GPU_MEM_LAYERS); /* under recompute a layer's: in work */
     BUF(hprev16, kept * 2 * L * MD, "h_{t-1} FP16", 0, GPU_MEM_LAYERS);
     BUF(s_ir, 4 * M, "ctx norm stats", 0, GPU_MEM_ATTENTION);
     BUF(qkv16, tc ? kept * 2 * 3 * MD : 0, "qkv FP16", 0, GPU_MEM_ATTENTION);
@@ -391,7 +400,7 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(f16, kept * 2 * MD, "final norm out", 0, GPU_MEM_CLASSIFIER);
     BUF(dlogits16, kept * 2 * M * V, "dlogits", 0, GPU_MEM_CLASSIFIER);
     BUF(du, 4 * MD, "du", 0, GPU_MEM_LAYERS);
-    BUF(dtmp, kept * 4 * MD, "dtmp", 0, GPU_MEM_LAYERS);
+    BUF(dtmp, 4 * MD, "dtmp", 0, GPU_MEM_LAYERS);
     BUF(dhrec, 4 * WL * B * D, "dh recurrent", 0, GPU_MEM_LAYERS);
     BUF(dc, kept * 4 * MD, "dc", 0, GPU_MEM_ATTENTION);
     BUF(dgx16, kept * 2 * WL * 3 * MD, "dgx (a layer's worth each)", 0, GPU_MEM_LAYERS);
@@ -427,8 +436,11 @@ static void gpu_destroy(cc_executor *ex)
         gpu_matmul_destroy(ln->gemm);
         gpu_matmul_destroy(ln->gemm_wgrad);
         cudaEvent_t evs[] = { ln->ev_wgrad[0], ln->ev_wgrad[1], ln->ev_finished, ln->ev_to_rec,
-                              ln->ev_from_rec, ln->ev_side, ln->ev_top_wgrad, ln->ev_join };
+                              ln->ev_from_rec, ln->ev_side, ln->ev_top_wgrad, ln->ev_join,
+                              ln->ev_wfeed[0], ln->ev_wfeed[1], ln->ev_wrec[0], ln->ev_wrec[1],
+                              ln->ev_wfree[0], ln->ev_wfree[1] };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) cudaEventDestroy(evs[i]);
+        if (g->recompute) gpu_matmul_destroy(ln->rec_gemm[0]);
         for (int k = 0; g->wave_chunk && k < ex->lay.dims.L; k++) {
             cudaEventDestroy(ln->ev_feed[k]);
             cudaEventDestroy(ln->ev_rec[k]);
@@ -602,6 +614,44 @@ static size_t lane_workspace_bytes(int recompute)
     return recompute ? GPU_MATMUL_WINDOW_WORKSPACE : gpu_matmul_workspace_bytes();
 }
 
+static int rc_windows_forced;
+
+void gpu_recompute_force_windows(int n) { rc_windows_forced = n > 0 ? n : 0; }
+
+/* Recompute's window (recompute_gpu.c): an eighth of T where 8 divides it,
+ * else a quarter or a half, else all T; gpu_recompute_force_windows's count
+ * where it divides T. Eight windows hold a quarter of a whole layer's
+ * buffers in their two, while a window's recurrence stays long against what
+ * it pays once (a launch, W_hh loaded on chip, and under the persistent
+ * BPTT W_hh transposed). */
+static int recompute_window_for(int T)
+{
+    if (rc_windows_forced && T % rc_windows_forced == 0) return T / rc_windows_forced;
+    for (int n = 8; n > 1; n /= 2)
+        if (T % n == 0) return T / n;
+    return T;
+}
+
+/* Under recompute, the context stream's part: the most sequences, dividing
+ * a lane's, whose tensors take no more of `work` than the layers' set does
+ * (at least one sequence). */
+static int top_seqs_for(const gpu_step_plan *p, const cc_dims *d, int B, int T)
+{
+    const int lane_B = B / p->lanes;
+    gpu_impl g;
+    memset(&g, 0, sizeof(g));
+    g.attn_tc = p->attn_tc;
+    g.rc_window = p->rc_window;
+    for (int q = lane_B; q > 1; q--) {
+        if (lane_B % q) continue;
+        g.top_seqs = q;
+        size_t layer = 0, top = 0;
+        work_layout(&g, d, B, T, NULL, NULL, NULL, &layer, &top);
+        if (top <= layer) return q;
+    }
+    return 1;
+}
+
 /* Device bytes of the executor at B, and by group in groups (may be NULL):
  * its buffer table, each lane's two cuBLASLt workspaces, the persistent
  * recurrence's W_hhᵀ and partial sums a lane, and the accumulated gradient
@@ -616,10 +666,13 @@ static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_
     g.attn_tc = p->attn_tc;
     g.wave_layers = wave_layers_of(p, d);
     g.recompute = p->recompute;
+    g.rc_window = p->rc_window;
+    g.top_seqs = p->recompute ? top_seqs_for(p, d, B, T) : 0;
     gpu_buffer bufs[MAX_BUFFERS];
     const int nb = buffer_table(&g, d, n, B, T, bufs);
     for (int i = 0; i < nb; i++) by[bufs[i].group] += bufs[i].bytes;
     by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * lane_workspace_bytes(p->recompute);
+    if (p->recompute) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * GPU_MATMUL_WINDOW_WORKSPACE; /* the recurrence stream's */
     if (p->wave_chunk) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * d->L * GPU_MATMUL_WINDOW_WORKSPACE;
     /* W_hhᵀ and a split's partial sums: per stream that runs a persistent
      * recurrence (each layer's own under the wavefront) */
@@ -710,6 +763,8 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
         two_cluster_lanes(p, cfg, B, T);
         p->wave_chunk = 0;
         snprintf(p->wave_why, sizeof(p->wave_why), "off: recompute rebuilds one layer at a time");
+        p->rc_window = recompute_window_for(T);
+        p->top_seqs = top_seqs_for(p, &d, B, T);
     }
     p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T, p->group_bytes);
     p->bytes_per_seq = (plan_bytes(p, cfg, &d, lay.total, 2 * B, T, NULL) - p->device_bytes) / (size_t)B;
@@ -721,9 +776,13 @@ void gpu_step_plan_describe(const gpu_step_plan *p, const cc_config *cfg, int T,
 {
     char why[320];
     gpu_gru_impl_why(&p->rec_caps, p->path, p->lane_B, T, cfg->d_model, why, sizeof(why));
+    char rc[96] = "off";
+    if (p->recompute)
+        snprintf(rc, sizeof(rc), "on (windows of %d steps, the context stream %d sequences at a time)", p->rc_window,
+                 p->top_seqs);
     snprintf(buf, len, "%s recurrence, %d lane%s of %d sequences%s, wavefront %s, recompute %s (%s)",
              gpu_gru_impl_name(p->impl), p->lanes, p->lanes > 1 ? "s" : "", p->lane_B, p->wide ? ", wide clusters" : "",
-             p->wave_why, p->recompute ? "on" : "off", why);
+             p->wave_why, rc, why);
 }
 
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
@@ -742,6 +801,8 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     ex->impl = g;
     g->plan = plan;
     g->recompute = plan.recompute;
+    g->rc_window = plan.rc_window;
+    g->top_seqs = plan.top_seqs;
     g->caps = plan.caps;
     g->rec_caps = plan.rec_caps;
     g->wave_caps = plan.wave_caps;
@@ -775,10 +836,13 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         ln->gemm = gpu_matmul_create_sized(lane_workspace_bytes(g->recompute));
         ln->gemm_wgrad = gpu_matmul_create_sized(lane_workspace_bytes(g->recompute));
         cudaEvent_t *evs[] = { &ln->ev_wgrad[0], &ln->ev_wgrad[1], &ln->ev_finished, &ln->ev_to_rec,
-                               &ln->ev_from_rec, &ln->ev_side, &ln->ev_top_wgrad, &ln->ev_join };
+                               &ln->ev_from_rec, &ln->ev_side, &ln->ev_top_wgrad, &ln->ev_join,
+                               &ln->ev_wfeed[0], &ln->ev_wfeed[1], &ln->ev_wrec[0], &ln->ev_wrec[1],
+                               &ln->ev_wfree[0], &ln->ev_wfree[1] };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
             cudaCheck(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
         ln->rec[0] = ln->rec_stream;
+        if (g->recompute) ln->rec_gemm[0] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
         for (int k = 0; g->wave_chunk && k < d.L; k++) {
             cudaCheck(cudaStreamCreateWithPriority(&ln->feed[k], cudaStreamDefault, lane_priority));
             ln->feed_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
@@ -795,7 +859,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         *bufs[i].slot = dalloc(bufs[i].bytes, bufs[i].what);
         if (bufs[i].zeroed) cudaCheck(cudaMemsetAsync(*bufs[i].slot, 0, bufs[i].bytes, g->stream));
     }
-    if (g->recompute) work_layout(g, &d, B, T, g->work, NULL, NULL);
+    if (g->recompute) work_layout(g, &d, B, T, g->work, NULL, NULL, NULL, NULL);
     for (int l = 0; l < g->nlanes; l++) g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * n;
     g->tok_off_host = cc_malloc(4 * (d.V + 1) * GPU_MAX_LANES);
     g->tok_pos_host = cc_malloc(4 * M);

@@ -42,10 +42,14 @@ typedef struct {
     /* ev_side: where the side stream picks up (side_stream_after); ev_top_wgrad: the top's weight GEMMs done */
     cudaEvent_t ev_side, ev_top_wgrad;
     cudaEvent_t ev_join; /* recompute: where the lane stands when every lane waits for every other (lanes_join) */
+    /* recompute, by window buffer: its input made (ev_wfeed), its recurrence
+     * done (ev_wrec), its weight GEMMs done with it (ev_wfree) */
+    cudaEvent_t ev_wfeed[2], ev_wrec[2], ev_wfree[2];
     /* the wavefront's streams, GEMM contexts (one per feed stream: a context's
      * workspace serves one stream at a time) and events, by layer: ev_feed[l]
      * a chunk of layer l's feed done, ev_rec[l] a chunk of its recurrence */
     cudaStream_t feed[GPU_WAVE_MAX_LAYERS], rec[GPU_WAVE_MAX_LAYERS];
+    /* rec_gemm[0] also serves the recurrence stream under recompute, whose input GEMMs run beside it */
     gpu_matmul_ctx *feed_gemm[GPU_WAVE_MAX_LAYERS], *rec_gemm[GPU_WAVE_MAX_LAYERS];
     cudaEvent_t ev_feed[GPU_WAVE_MAX_LAYERS], ev_rec[GPU_WAVE_MAX_LAYERS];
     float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
@@ -67,20 +71,22 @@ typedef struct {
     int wave_chunk; /* timesteps a chunk of the wavefront (gpu_step_plan), 0: layer after layer */
     char wave_why[128];
     int wave_ran, wave_top_ran; /* this (or the last) step takes the wavefront's chunks, and chunks the context stream */
-    /* Recompute ([gpu] recompute, gpu_step_plan): only h (all layers) and the
-     * norms' statistics stay from the forward; the rest of a layer is rebuilt
-     * before its BPTT into one layer's buffers, shared by every layer: gx,
-     * whose rows the forward's gates overwrite in place (the backward
-     * rebuilds them there), ghn and one pair dgx16/dgh16 (so a layer's
-     * rebuild waits for the weight GEMMs of the layer above); a16 and
-     * hprev16 in dgh16's rows before the BPTT and in gx's after it
-     * (passes_gpu.c: layer_a16); u one block (forward_u). These live in one allocation, `work`,
-     * which the context stream's and the classifier's activations share: the
-     * lanes join before the context stream (every layer's forward done), in
-     * its backward (passes_gpu.c, backward_classifier) and after it (its
-     * weight GEMMs done), so no lane writes what another still reads. */
+    /* Recompute ([gpu] recompute, gpu_step_plan; recompute_gpu.c): only h
+     * (all layers) and the norms' statistics stay from the forward. A layer
+     * runs its recurrence in windows of rc_window steps whose gx (the gates
+     * over it in place), ghn and gate gradients live in two window buffers
+     * by turns (win_*[k & 1]), so one window's input GEMMs (forward) or
+     * rebuild (backward) run beside the other's recurrence; a16 and hprev16
+     * keep one block for the layer being run, u one block (forward_u). All
+     * of them lie in one allocation, `work`, with the context stream's and
+     * classifier's tensors over them, which hold top_seqs sequences: the
+     * lanes run those parts one after another (passes_gpu.c, top_in_parts),
+     * joined before and after. */
     int recompute;
     void *work;
+    int rc_window, top_seqs;
+    float *win_gates[2], *win_ghn[2];
+    uint16_t *win_dgx16[2], *win_dgh16[2];
     int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */
     /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;
@@ -157,9 +163,9 @@ int gpu_step_lanes(const cc_executor *ex);
  * then the lanes' gradients summed into g32 on the main stream. The batch's
  * CSR must be per lane (upload_batch with the same lane count). */
 void gpu_passes(cc_executor *ex, double loss_scale, long scored, int lanes); /* graph_gpu.c */
-/* Forward of the whole batch on the main stream (evaluation). */
-void gpu_forward_all(cc_executor *ex);
-void gpu_crossentropy_all(cc_executor *ex, float loss_scale, int with_grad);
+/* Forward and loss (no gradient, loss scale 1) of the whole batch in one
+ * lane on the main stream (evaluation). */
+void gpu_score_all(cc_executor *ex);
 
 /* instrument_gpu.c: NaN provenance scan of a stage's output (main stream). */
 void gpu_check_dev(cc_executor *ex, const char *stage, const char *tensor, int layer, const void *ptr, size_t n,

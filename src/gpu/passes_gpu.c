@@ -15,7 +15,7 @@ lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
 {
     const cc_dims *d = &ex->lay.dims;
     lane_ctx c = { ex, IMPL(ex), ln, nlanes, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
-                   (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T,
+                   (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T, ln->b0, (size_t)ln->b0 * ex->T,
                    cc_norm_consts_of(d) };
     return c;
 }
@@ -30,37 +30,18 @@ static float *forward_u(const lane_ctx *c, int l)
     return (c->L - l) % 2 == 0 ? ROWS(c, g->u, c->D) : ROWS(c, g->du, c->D);
 }
 
-/* Under recompute, M x D floats of the lane's own rows of gx's block: free
- * before a rebuild's gx GEMM (the rebuild's partial sums of u) and after
- * the BPTT (the input gradient's dtmp). Within the lane's rows, since the
- * lanes run their layers at once. */
-static float *lane_scratch(const lane_ctx *c) { return LROWS(c, c->g->gx, 0, 3 * c->D); }
-
 /* Layer l's normalised input and FP16 h_{t-1}: its own blocks, or under
- * recompute, for the forward and the rebuild's GEMMs, in the lane's rows of
- * dgh16 (which the BPTT then writes) and, for the weight GEMMs after the
- * BPTT, in the lane's rows of gx after dtmp (the gates are spent then). */
-static uint16_t *layer_a16(const lane_ctx *c, int l, int after_bptt)
-{
-    const gpu_impl *g = c->g;
-    if (!g->recompute) return LROWS(c, g->a16, l, c->D);
-    if (after_bptt) return (uint16_t *)(lane_scratch(c) + (size_t)c->M * c->D);
-    return LROWS(c, g->dgh16, 0, 3 * c->D);
-}
+ * recompute one block for every layer (each layer's, in turn). */
+uint16_t *layer_a16(const lane_ctx *c, int l) { return LROWS(c, c->g->a16, block_one(c->g, l), c->D); }
+uint16_t *layer_hprev16(const lane_ctx *c, int l) { return LROWS(c, c->g->hprev16, block_one(c->g, l), c->D); }
 
-static uint16_t *layer_hprev16(const lane_ctx *c, int l, int after_bptt)
-{
-    if (!c->g->recompute) return LROWS(c, c->g->hprev16, l, c->D);
-    return layer_a16(c, l, after_bptt) + (size_t)c->M * c->D;
-}
-
-static void check(lane_ctx *c, const char *stage, const char *tensor, int layer, const void *ptr, size_t n, int half,
-                  int width)
+void lane_check(lane_ctx *c, const char *stage, const char *tensor, int layer, const void *ptr, size_t n, int half,
+                int width)
 {
     if (c->ex->check) gpu_check_dev(c->ex, stage, tensor, layer, ptr, n, half, width);
 }
 
-static void mark(lane_ctx *c, int ph)
+void lane_mark(lane_ctx *c, int ph)
 {
     if (c->ln == &c->g->lane[0]) gpu_mark(c->g, ph);
 }
@@ -85,7 +66,7 @@ static void from_rec(gpu_lane *ln)
  * lane's rows (gh: the lane's block of the per-step loop's scratch). */
 gru_shape gru_shape_of(const lane_ctx *c)
 {
-    const gru_shape sh = { c->B, c->T, c->D, 0, c->T };
+    const gru_shape sh = { c->B, c->T, c->D, 0, c->T, 0, 0 };
     return sh;
 }
 
@@ -95,14 +76,16 @@ gru_layer gru_layer_of(const lane_ctx *c, int l)
     const gpu_impl *g = c->g;
     const cc_layout *lay = &ex->lay;
     const int D = c->D;
+    /* under recompute gx, the gates and ghn are a window's (recompute_gpu.c) */
+    const int own = !g->recompute;
     const gru_layer L = {
-        .gx = LROWS(c, g->gx, block_one(g, l), 3 * D),
+        .gx = own ? LROWS(c, g->gx, l, 3 * D) : NULL,
         .whh16 = P16(ex, lay->gru_whh[l]),
         .bhh = P32(ex, lay->gru_bhh[l]),
         .h = LROWS(c, g->h, l, D),
-        .gates = LROWS(c, g->gates, block_one(g, l), 3 * D),
-        .ghn = LROWS(c, g->ghn, block_one(g, l), D),
-        .hprev16 = layer_hprev16(c, l, 0),
+        .gates = own ? LROWS(c, g->gates, l, 3 * D) : NULL,
+        .ghn = own ? LROWS(c, g->ghn, l, D) : NULL,
+        .hprev16 = layer_hprev16(c, l),
         .gh = g->gh + ((size_t)layer_slot(g, l) * c->ex->B + c->ln->b0) * 3 * D,
     };
     return L;
@@ -119,34 +102,41 @@ static void forward_layer(lane_ctx *c, int l)
     cudaStream_t s = c->ln->stream;
 
     const gru_layer gl = gru_layer_of(c, l);
-    float *ul = forward_u(c, l), *hl = gl.h, *gxl = LROWS(c, g->gx, block_one(g, l), 3 * D);
-    uint16_t *al = layer_a16(c, l, 0);
+    float *ul = forward_u(c, l), *hl = gl.h;
+    uint16_t *al = layer_a16(c, l);
     if (l == 0) { /* later layers' norms ran with the residual add below */
-        mark(c, PH_INPUT);
+        lane_mark(c, PH_INPUT);
         launch_embedding_forward(ul, ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
-        check(c, "embedding", "u0", -1, ul, MD, 0, D);
+        lane_check(c, "embedding", "u0", -1, ul, MD, 0, D);
         launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, &c->nc, s);
-        check(c, "rmsnorm", "a", l, al, MD, 1, D);
+        lane_check(c, "rmsnorm", "a", l, al, MD, 1, D);
     }
-    gpu_matmul_fwd(c->ln->gemm, gxl, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
-    check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
-    mark(c, PH_INPUT);
-    gpu_gru_forward(c->ln->gemm, &g->rec_caps, g->gru_path, &gl, gru_shape_of(c), g->gru_wide, to_rec(c->ln));
-    from_rec(c->ln);
-    mark(c, PH_REC_FWD);
-    check(c, "gru_forward", "h", l, hl, MD, 0, D);
+    if (g->recompute) { /* the input GEMM and the recurrence window by window */
+        rc_forward_windows(c, l);
+    } else {
+        float *gxl = LROWS(c, g->gx, l, 3 * D);
+        gpu_matmul_fwd(c->ln->gemm, gxl, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
+        lane_check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
+        lane_mark(c, PH_INPUT);
+        gpu_gru_forward(c->ln->gemm, &g->rec_caps, g->gru_path, &gl, gru_shape_of(c), g->gru_wide, to_rec(c->ln));
+        from_rec(c->ln);
+    }
+    lane_mark(c, PH_REC_FWD);
+    lane_check(c, "gru_forward", "h", l, hl, MD, 0, D);
     /* the residual and the norm after it in one pass: layer l+1's input, or the context stream's */
     float *unext = forward_u(c, l + 1);
     if (l + 1 < c->L) {
-        uint16_t *anext = layer_a16(c, l + 1, 0);
+        uint16_t *anext = layer_a16(c, l + 1);
         launch_add_rmsnorm_forward(unext, NULL, anext, LROWS(c, g->a_ir, l + 1, 1), ul, hl,
                                    P32(ex, lay->gru_norm[l + 1]), M, D, row_window_all(M), &c->nc, s);
-        check(c, "rmsnorm", "a", l + 1, anext, MD, 1, D);
+        lane_check(c, "rmsnorm", "a", l + 1, anext, MD, 1, D);
+    } else if (g->recompute) { /* the context stream's norm runs with it, part by part (forward_top) */
+        launch_add(unext, ul, hl, MD, s);
     } else {
         uint16_t *s16 = ROWS(c, g->s16, D);
         launch_add_rmsnorm_forward(unext, NULL, s16, ROWS(c, g->s_ir, 1), ul, hl, P32(ex, lay->ctx_norm), M, D,
                                    row_window_all(M), &c->nc, s);
-        check(c, "ctx_rmsnorm", "s", -1, s16, MD, 1, D);
+        lane_check(c, "ctx_rmsnorm", "s", -1, s16, MD, 1, D);
     }
 }
 
@@ -160,37 +150,41 @@ static void forward_top(lane_ctx *c)
     const size_t MD = (size_t)M * D;
     cudaStream_t s = c->ln->stream;
     const float *uL = forward_u(c, c->L);
-    uint16_t *s16 = ROWS(c, g->s16, D), *o16 = ROWS(c, g->o16, D), *f16 = ROWS(c, g->f16, D);
-    float *cc = ROWS(c, g->c, D), *mm = ROWS(c, g->mm, D);
-    /* s = RMSNorm(u^L) ran with the last layer's residual add */
+    uint16_t *s16 = TOPROWS(c, g->s16, D), *o16 = TOPROWS(c, g->o16, D), *f16 = TOPROWS(c, g->f16, D);
+    float *cc = TOPROWS(c, g->c, D), *mm = TOPROWS(c, g->mm, D);
+    /* s = RMSNorm(u^L) ran with the last layer's residual add, except under recompute */
+    if (g->recompute) {
+        launch_rmsnorm_forward(NULL, s16, ROWS(c, g->s_ir, 1), uL, P32(ex, lay->ctx_norm), M, D, &c->nc, s);
+        lane_check(c, "ctx_rmsnorm", "s", -1, s16, MD, 1, D);
+    }
     if (g->attn_tc) { /* q, k, v only ever feed FP16 operands: the GEMM rounds them once */
-        uint16_t *qkv16 = ROWS(c, g->qkv16, 3 * D);
+        uint16_t *qkv16 = TOPROWS(c, g->qkv16, 3 * D);
         gpu_matmul_fwd_f16(c->ln->gemm, qkv16, s16, P16(ex, lay->ctx_qkv), M, 3 * D, D, s);
-        check(c, "qkv_projection", "qkv", -1, qkv16, 3 * MD, 1, 3 * D);
+        lane_check(c, "qkv_projection", "qkv", -1, qkv16, 3 * MD, 1, 3 * D);
         launch_attention_forward_tc(NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, s);
     } else {
         float *qkv = ROWS(c, g->qkv, 3 * D);
         gpu_matmul_fwd(c->ln->gemm, qkv, s16, P16(ex, lay->ctx_qkv), NULL, M, 3 * D, D, s);
-        check(c, "qkv_projection", "qkv", -1, qkv, 3 * MD, 0, 3 * D);
+        lane_check(c, "qkv_projection", "qkv", -1, qkv, 3 * MD, 0, 3 * D);
         launch_attention_forward(NULL, o16, ROWS(c, g->p, (size_t)c->H * c->W), qkv, c->B, T, D, c->H, c->W,
                                  &g->caps, s);
     }
-    check(c, "attention_forward", "o", -1, o16, MD, 1, D);
+    lane_check(c, "attention_forward", "o", -1, o16, MD, 1, D);
     gpu_matmul_fwd(c->ln->gemm, cc, o16, P16(ex, lay->ctx_out), NULL, M, D, D, s);
-    check(c, "ctx_out_projection", "c", -1, cc, MD, 0, D);
+    lane_check(c, "ctx_out_projection", "c", -1, cc, MD, 0, D);
     launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1), uL, cc, P32(ex, lay->final_norm), M, D, row_window_all(M), &c->nc, s);
-    check(c, "final_rmsnorm", "f", -1, f16, MD, 1, D);
-    mark(c, PH_CONTEXT_FWD);
-    float *logits = ROWS(c, g->logits, c->V);
+    lane_check(c, "final_rmsnorm", "f", -1, f16, MD, 1, D);
+    lane_mark(c, PH_CONTEXT_FWD);
+    float *logits = TOPROWS(c, g->logits, c->V);
     gpu_matmul_fwd(c->ln->gemm, logits, f16, P16(ex, lay->lm_head), NULL, M, c->V, D, s);
-    check(c, "classifier", "logits", -1, logits, (size_t)M * c->V, 0, c->V);
+    lane_check(c, "classifier", "logits", -1, logits, (size_t)M * c->V, 0, c->V);
 }
 
 static void crossentropy_lane(lane_ctx *c, float loss_scale, int with_grad)
 {
     gpu_impl *g = c->g;
-    launch_crossentropy(ROWS(c, g->loss_row, 1), ROWS(c, g->rank, 1), with_grad ? ROWS(c, g->dlogits16, c->V) : NULL,
-                        ROWS(c, g->logits, c->V), ROWS(c, g->y, 1), c->M, c->V, row_window_all(c->M), loss_scale,
+    launch_crossentropy(ROWS(c, g->loss_row, 1), ROWS(c, g->rank, 1), with_grad ? TOPROWS(c, g->dlogits16, c->V) : NULL,
+                        TOPROWS(c, g->logits, c->V), ROWS(c, g->y, 1), c->M, c->V, row_window_all(c->M), loss_scale,
                         c->ln->stream);
 }
 
@@ -221,14 +215,9 @@ void side_stream_after(gpu_lane *ln)
  * gradients go to the side stream as soon as their operands exist: nothing
  * on the way to the first BPTT waits for them, and there they run beside it
  * instead of in the window before it, where every lane's context stream
- * already fills the GPU (under recompute, whose layers reuse their
- * operands' memory, the first rebuild waits for them). Under recompute the
- * lanes also join between the halves:
- * the second half's dO and dqkv lie over the first's context output, merge
- * and logits (executor_gpu.c, work_layout), rows of other widths, so one
- * lane's would land on another's. */
-static void backward_context(lane_ctx *c);
-
+ * already fills the GPU (under recompute, whose parts and layers reuse
+ * their operands' memory, the next part and the first rebuild wait for
+ * them: top_in_parts). */
 static void backward_classifier(lane_ctx *c, float ctx_limit)
 {
     cc_executor *ex = c->ex;
@@ -238,21 +227,21 @@ static void backward_classifier(lane_ctx *c, float ctx_limit)
     const int M = c->M, D = c->D, V = c->V;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream;
-    float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D), *dc = ROWS(c, g->dc, D);
+    float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D), *dc = TOPROWS(c, g->dc, D);
     /* dc16: the FP16 gradient into the context stream */
-    uint16_t *dlogits = ROWS(c, g->dlogits16, V), *dc16 = ROWS(c, g->dc16, D);
+    uint16_t *dlogits = TOPROWS(c, g->dlogits16, V), *dc16 = TOPROWS(c, g->dc16, D);
     cudaStream_t side = ln->wgrad_stream;
 
     /* classifier */
-    check(c, "classifier_backward", "dlogits", -1, dlogits, (size_t)M * V, 1, V);
+    lane_check(c, "classifier_backward", "dlogits", -1, dlogits, (size_t)M * V, 1, V);
     side_stream_after(ln);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->lm_head), dlogits, ROWS(c, g->f16, D), M, V, D, side);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->lm_head), dlogits, TOPROWS(c, g->f16, D), M, V, D, side);
     gpu_matmul_dx(ln->gemm, dtmp, dlogits, P16(ex, lay->lm_head), M, V, D, 0, s);
     cudaCheck(cudaMemsetAsync(du, 0, sizeof(float) * MD, s));
-    launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, ROWS(c, g->mm, D), P32(ex, lay->final_norm),
+    launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, TOPROWS(c, g->mm, D), P32(ex, lay->final_norm),
                             ROWS(c, g->f_ir, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
-    mark(c, PH_CLASSIFIER);
-    check(c, "final_rmsnorm_backward", "dm", -1, du, MD, 0, D);
+    lane_mark(c, PH_CLASSIFIER);
+    lane_check(c, "final_rmsnorm_backward", "dm", -1, du, MD, 0, D);
     /* context stream */
     if (ctx_limit > 0) { /* the guard rescales a copy: du itself flows on down the residual */
         cudaCheck(cudaMemcpyAsync(dc, du, sizeof(float) * MD, cudaMemcpyDeviceToDevice, s));
@@ -260,7 +249,7 @@ static void backward_classifier(lane_ctx *c, float ctx_limit)
     }
     launch_f32_to_f16(dc16, ctx_limit > 0 ? dc : du, MD, s);
     side_stream_after(ln);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_out), dc16, ROWS(c, g->o16, D), M, D, D, side);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_out), dc16, TOPROWS(c, g->o16, D), M, D, D, side);
 }
 
 static void backward_context(lane_ctx *c)
@@ -274,28 +263,28 @@ static void backward_context(lane_ctx *c)
     cudaStream_t s = ln->stream, side = ln->wgrad_stream;
     float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D);
     /* d16: the FP16 dqkv */
-    uint16_t *d16 = ROWS(c, g->d16, 3 * D), *dc16 = ROWS(c, g->dc16, D);
+    uint16_t *d16 = TOPROWS(c, g->d16, 3 * D), *dc16 = TOPROWS(c, g->dc16, D);
     /* dO, then dqkv into d16: the operand of the qkv GEMMs */
     if (g->attn_tc) { /* the tensor-core kernels read dO and write dqkv in FP16 only */
-        uint16_t *do16 = ROWS(c, g->do16, D);
+        uint16_t *do16 = TOPROWS(c, g->do16, D);
         gpu_matmul_dx_f16(ln->gemm, do16, dc16, P16(ex, lay->ctx_out), M, D, D, s);
-        launch_attention_backward_tc(NULL, d16, HROWS(c, g->delta), do16, HROWS(c, g->lse), ROWS(c, g->qkv16, 3 * D),
+        launch_attention_backward_tc(NULL, d16, HROWS(c, g->delta), do16, HROWS(c, g->lse), TOPROWS(c, g->qkv16, 3 * D),
                                      c->B, T, D, c->H, c->W, s);
-        check(c, "attention_backward", "dqkv", -1, d16, 3 * MD, 1, 3 * D);
+        lane_check(c, "attention_backward", "dqkv", -1, d16, 3 * MD, 1, 3 * D);
     } else {
         float *dqkv = ROWS(c, g->dqkv, 3 * D);
         gpu_matmul_dx(ln->gemm, dtmp, dc16, P16(ex, lay->ctx_out), M, D, D, 0, s);
         launch_attention_backward(dqkv, d16, ROWS(c, g->dsbuf, (size_t)c->H * c->W), dtmp,
                                   ROWS(c, g->p, (size_t)c->H * c->W), ROWS(c, g->qkv, 3 * D), c->B, T, D, c->H, c->W, &g->caps, s);
-        check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
+        lane_check(c, "attention_backward", "dqkv", -1, dqkv, 3 * MD, 0, 3 * D);
     }
     side_stream_after(ln);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_qkv), d16, ROWS(c, g->s16, D), M, 3 * D, D, side);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_qkv), d16, TOPROWS(c, g->s16, D), M, 3 * D, D, side);
     cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));
     gpu_matmul_dx(ln->gemm, dtmp, d16, P16(ex, lay->ctx_qkv), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, forward_u(c, c->L), P32(ex, lay->ctx_norm),
                             ROWS(c, g->s_ir, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
-    check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
+    lane_check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
 }
 
 /* The lane's block of the BPTT's per-cluster bias sums for buffer slot par (layer_slot)
@@ -315,12 +304,12 @@ gru_grads gru_grads_of(const lane_ctx *c, int l)
 {
     const cc_layout *lay = &c->ex->lay;
     const gpu_impl *g = c->g;
-    const int D = c->D, par = layer_slot(c->g, l), dg = g->recompute ? 0 : par; /* recompute: one pair */
+    const int D = c->D, par = layer_slot(c->g, l), own = !g->recompute; /* recompute: a window's (recompute_gpu.c) */
     const gru_grads G = {
         .dh_in = ROWS(c, g->du, D),
         /* the slots' buffers are [M_all, 3D] each; the lane's rows within */
-        .dgx16 = LROWS(c, g->dgx16, dg, 3 * D),
-        .dgh16 = LROWS(c, g->dgh16, dg, 3 * D),
+        .dgx16 = own ? LROWS(c, g->dgx16, par, 3 * D) : NULL,
+        .dgh16 = own ? LROWS(c, g->dgh16, par, 3 * D) : NULL,
         .dhrec = g->dhrec + ((size_t)par * c->ex->B + c->ln->b0) * D,
         .bias_part = bias_part(c, par),
         .dwhh = G32L(c, lay->gru_whh[l]),
@@ -338,12 +327,10 @@ static void weight_grads(lane_ctx *c, int l, const gru_layer *gl, const gru_grad
     const cc_layout *lay = &c->ex->lay;
     gpu_lane *ln = c->ln;
     const int D = c->D, par = l & 1;
-    gru_layer after = *gl; /* under recompute the weight GEMMs' h_{t-1} is rebuilt after the BPTT */
-    after.hprev16 = layer_hprev16(c, l, 1);
     side_stream_after(ln);
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
-    gpu_gru_weight_grads(ln->gemm_wgrad, &after, gg, nparts, gru_shape_of(c), ln->wgrad_stream);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg->dgx16, layer_a16(c, l, 1), c->M, 3 * D, D,
+    gpu_gru_weight_grads(ln->gemm_wgrad, gl, gg, nparts, gru_shape_of(c), ln->wgrad_stream);
+    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg->dgx16, layer_a16(c, l), c->M, 3 * D, D,
                   ln->wgrad_stream);
     cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
@@ -353,7 +340,7 @@ static void weight_grads(lane_ctx *c, int l, const gru_layer *gl, const gru_grad
  * and layer, a pointer to it in du; its value is kept in plant_slot[1] and
  * a NaN stands in its place for the BPTT (stream-ordered copies; graphs are
  * off while planting). NULL elsewhere. */
-static float *plant_begin(lane_ctx *c, int l, float *du, cudaStream_t s)
+float *plant_begin(lane_ctx *c, int l, float *du, cudaStream_t s)
 {
     const cc_plant_grad_h *pl = &c->ex->plant_grad_h;
     const int b = pl->b - c->ln->b0;
@@ -370,55 +357,6 @@ static float *plant_begin(lane_ctx *c, int l, float *du, cudaStream_t s)
     return at;
 }
 
-/* Recompute: layer l's GEMM operands from u^l (in u's block) and its h: the
- * normalised input (its 1/rms again, the same values) and FP16 h_{t-1}, the
- * whole block shifted by one row, then each sequence's row t = 0 zeroed. */
-static void rebuild_operands(lane_ctx *c, int l, uint16_t *al, uint16_t *hp)
-{
-    const cc_layout *lay = &c->ex->lay;
-    gpu_impl *g = c->g;
-    const int M = c->M, D = c->D;
-    cudaStream_t s = c->ln->stream;
-    launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ROWS(c, g->u, D), P32(c->ex, lay->gru_norm[l]), M, D,
-                           &c->nc, s);
-    launch_f32_to_f16(hp + D, LROWS(c, g->h, l, D), (size_t)M * D - D, s);
-    cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * (size_t)c->T * D, 0, sizeof(uint16_t) * D, c->B, s));
-}
-
-/* Recompute (gpu_impl.h): what layer l's BPTT and weight GEMMs read, rebuilt
- * from the stored h and the weights: u^l = u^0 + h^0 + ... + h^{l-1}, each
- * sum the forward's in its order, so u, the norm a16 and gx are the
- * forward's bit for bit;
- * hprev16 = FP16 h_{t-1}; then the gates from gx and one W_hh GEMM over all
- * T (every h_{t-1} is known), in place in gx's rows. */
-static void rebuild_layer(lane_ctx *c, int l)
-{
-    cc_executor *ex = c->ex;
-    gpu_impl *g = c->g;
-    const cc_layout *lay = &ex->lay;
-    const int M = c->M, D = c->D;
-    const size_t MD = (size_t)M * D;
-    cudaStream_t s = c->ln->stream;
-    gpu_matmul_ctx *gm = c->ln->gemm;
-    /* the partial sums alternate between the scratch and u's block, and end in the block */
-    float *ul = ROWS(c, g->u, D), *scratch = lane_scratch(c);
-    launch_embedding_forward(l % 2 == 0 ? ul : scratch, ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
-    for (int j = 0; j < l; j++) {
-        const int in_block = (l - j) % 2 == 0;
-        launch_add(in_block ? scratch : ul, in_block ? ul : scratch, LROWS(c, g->h, j, D), MD, s);
-    }
-    uint16_t *al = layer_a16(c, l, 0), *hp = layer_hprev16(c, l, 0);
-    rebuild_operands(c, l, al, hp);
-    float *gates = LROWS(c, g->gx, 0, 3 * D), *ghn = LROWS(c, g->ghn, 0, D);
-    const uint16_t *whh = P16(ex, lay->gru_whh[l]);
-    gpu_matmul_fwd(gm, gates, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
-    /* rows r and z take W_hh·h_{t-1} on top of gx; row n's product goes to ghn (the n gate reads it through r) */
-    gpu_matmul(gm, gates, 3 * D, hp, D, 0, whh, D, 1, M, 2 * D, D, 1.f, 1.f, NULL, s);
-    gpu_matmul(gm, ghn, D, hp, D, 0, whh + (size_t)2 * D * D, D, 1, M, D, D, 1.f, 0.f, NULL, s);
-    launch_gru_cell_rebuild(gates, ghn, P32(ex, lay->gru_bhh[l]), M, D, s);
-    check(c, "gru_rebuild", "gates", l, gates, 3 * MD, 0, 3 * D);
-}
-
 /* Layer l's BPTT; its weight gradients go to the side stream. du holds
  * dL/du^{l+1}, which is also dL/dh^l through the residual, and leaves as dL/du^l. */
 static void backward_layer(lane_ctx *c, int l, float clamp_limit)
@@ -427,33 +365,31 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     gpu_impl *g = c->g;
     gpu_lane *ln = c->ln;
     const cc_layout *lay = &ex->lay;
-    const int M = c->M, D = c->D, V = c->V;
+    const int M = c->M, D = c->D;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream;
-    float *du = ROWS(c, g->du, D), *dtmp = g->recompute ? lane_scratch(c) : ROWS(c, g->dtmp, D);
-    const float *ul = g->recompute ? ROWS(c, g->u, D) : LROWS(c, g->u, l, D); /* recompute: rebuilt there */
-    mark(c, l == c->L - 1 ? PH_CONTEXT_BWD : PH_WGRAD);
+    float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D);
+    const float *ul = LROWS(c, g->u, l, D);
+    lane_mark(c, l == c->L - 1 ? PH_CONTEXT_BWD : PH_WGRAD);
     if (l == c->L - 1 && gpu_overlaps_allreduce(ex, c->nlanes)) allreduce_tail_early(c);
+    if (g->recompute) { /* window by window from the rebuilt activations */
+        rc_backward_layer(c, l, clamp_limit);
+        return;
+    }
     const int par = l & 1;
     const gru_layer gl = gru_layer_of(c, l);
     const gru_grads gg = gru_grads_of(c, l);
     const uint16_t *dgx = gg.dgx16;
-    if (g->recompute) { /* one layer's buffers: layer l+1's weight gradients read them (and l+2's before) */
-        if (l + 1 < c->L) cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[(l + 1) & 1], 0));
-        rebuild_layer(c, l);
-    } else if (l + 2 < c->L) { /* layer l+2's weight gradients read this buffer pair */
+    if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
-    }
     float *planted = plant_begin(c, l, du, s);
     const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, &gl, &gg, gru_shape_of(c), clamp_limit,
                                     to_rec(ln));
     from_rec(ln);
     if (planted) /* the residual path keeps its value */
         cudaCheck(cudaMemcpyAsync(planted, c->g->plant_slot + 1, sizeof(float), cudaMemcpyDeviceToDevice, s));
-    mark(c, PH_BPTT);
-    check(c, "gru_backward", "dgx", l, dgx, 3 * MD, 1, 3 * D);
-    if (g->recompute) /* the weight GEMMs' operands, again, where the gates were */
-        rebuild_operands(c, l, layer_a16(c, l, 1), layer_hprev16(c, l, 1));
+    lane_mark(c, PH_BPTT);
+    lane_check(c, "gru_backward", "dgx", l, dgx, 3 * MD, 1, 3 * D);
     /* The weight gradients, each one GEMM over the lane's positions, on the
      * side stream. Below layer 0 they are issued after the input gradient,
      * so they run beside the next layer's BPTT (on the SMs its clusters leave
@@ -464,27 +400,29 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     gpu_matmul_dx(ln->gemm, dtmp, dgx, P16(ex, lay->gru_wih[l]), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, ul, P32(ex, lay->gru_norm[l]),
                             LROWS(c, g->a_ir, l, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
-    check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
+    lane_check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
     if (l > 0) weight_grads(c, l, &gl, &gg, nparts);
-    if (l == 0) {
-        launch_embedding_backward(G32L(c, lay->embed), du, g->tok_off + (size_t)ln->index * (V + 1),
-                                  ROWS(c, g->tok_pos, 1), V, D, s);
-        cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[0], 0)); /* layer 0's weight gradients, and so all of them */
-    }
+    if (l == 0) lane_embedding_backward(c);
+}
+
+void lane_embedding_backward(lane_ctx *c)
+{
+    gpu_impl *g = c->g;
+    gpu_lane *ln = c->ln;
+    launch_embedding_backward(G32L(c, c->ex->lay.embed), ROWS(c, g->du, c->D), g->tok_off + (size_t)ln->index * (c->V + 1),
+                              ROWS(c, g->tok_pos, 1), c->V, c->D, ln->stream);
+    cudaCheck(cudaStreamWaitEvent(ln->stream, ln->ev_wgrad[0], 0)); /* layer 0's weight gradients, and so all of them */
 }
 
 
-/* Recompute with several lanes: every lane waits until each of the others
- * has reached this point (and, with_top_wgrad, until their context stream's
- * and classifier's weight GEMMs are done), since they share `work`. */
-static void lanes_join(gpu_impl *g, int n, int with_top_wgrad)
+/* Recompute: every lane waits until each of the others has reached this
+ * point, since they share `work` (top_in_parts). */
+static void lanes_join(gpu_impl *g, int n)
 {
     for (int i = 0; i < n; i++) cudaCheck(cudaEventRecord(g->lane[i].ev_join, g->lane[i].stream));
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++) {
+        for (int j = 0; j < n; j++)
             if (j != i) cudaCheck(cudaStreamWaitEvent(g->lane[i].stream, g->lane[j].ev_join, 0));
-            if (with_top_wgrad) cudaCheck(cudaStreamWaitEvent(g->lane[i].stream, g->lane[j].ev_top_wgrad, 0));
-        }
 }
 
 /* Lane i covers sequences [i·B/n, (i+1)·B/n); n divides B (checked at creation). */
@@ -497,24 +435,60 @@ void gpu_set_lanes(cc_executor *ex, int n)
     }
 }
 
-static void forward_lane(lane_ctx *c)
+/* Lane c's sequences [b, b + nseq) as a lane of their own, for the context
+ * stream and classifier under recompute, whose buffers hold one such part
+ * (their rows start at the part's first: top_r0 = 0). */
+static lane_ctx top_part(const lane_ctx *c, int b, int nseq)
 {
-    for (int l = 0; l < c->L; l++) forward_layer(c, l);
-    forward_top(c);
+    lane_ctx p = *c;
+    p.B = nseq;
+    p.M = nseq * c->T;
+    p.b0 = c->b0 + b;
+    p.r0 = c->r0 + (size_t)b * c->T;
+    p.top_r0 = 0;
+    return p;
 }
 
-void gpu_forward_all(cc_executor *ex)
+/* Recompute: the context stream, classifier and loss (and with scored > 0
+ * their backward) of every lane, part after part of g->top_seqs sequences,
+ * since their buffers hold one part and lie over the layers' in `work`: the
+ * lanes join before (every layer's forward is done) and after (every part's
+ * weight GEMMs are, before the first rebuild writes there); each part waits
+ * for the one before and its weight GEMMs, which read what it overwrites. */
+static void top_in_parts(gpu_impl *g, lane_ctx *c, int n, float loss_scale, long scored, float ctx_limit)
 {
-    gpu_set_lanes(ex, 1);
-    lane_ctx c = lane_view(ex, &IMPL(ex)->lane[0], 1);
-    forward_lane(&c);
+    lanes_join(g, n);
+    const gpu_lane *prev = NULL;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < c[i].B; b += g->top_seqs) {
+            gpu_lane *ln = c[i].ln;
+            lane_ctx p = top_part(&c[i], b, g->top_seqs);
+            if (prev && prev != ln) cudaCheck(cudaStreamWaitEvent(ln->stream, prev->ev_join, 0));
+            forward_top(&p);
+            crossentropy_lane(&p, loss_scale, scored > 0);
+            if (scored > 0) {
+                backward_classifier(&p, ctx_limit);
+                backward_context(&p);
+                cudaCheck(cudaStreamWaitEvent(ln->stream, ln->ev_top_wgrad, 0));
+            }
+            cudaCheck(cudaEventRecord(ln->ev_join, ln->stream));
+            prev = ln;
+        }
+    lanes_join(g, n);
 }
 
-void gpu_crossentropy_all(cc_executor *ex, float loss_scale, int with_grad)
+void gpu_score_all(cc_executor *ex)
 {
+    gpu_impl *g = IMPL(ex);
     gpu_set_lanes(ex, 1);
-    lane_ctx c = lane_view(ex, &IMPL(ex)->lane[0], 1);
-    crossentropy_lane(&c, loss_scale, with_grad);
+    lane_ctx c = lane_view(ex, &g->lane[0], 1);
+    for (int l = 0; l < c.L; l++) forward_layer(&c, l);
+    if (g->recompute) {
+        top_in_parts(g, &c, 1, 1.f, 0, 0.f);
+        return;
+    }
+    forward_top(&c);
+    crossentropy_lane(&c, 1.f, 0);
 }
 
 int gpu_step_lanes(const cc_executor *ex) { return IMPL(ex)->profile || ex->check ? 1 : IMPL(ex)->nlanes; }
@@ -557,17 +531,14 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
     else
         for (int l = 0; l < L; l++)
             for (int i = 0; i < n; i++) forward_layer(&c[i], l);
-    if (g->recompute) lanes_join(g, n, 0);
-    for (int i = 0; !top && i < n; i++) {
+    if (g->recompute) top_in_parts(g, c, n, (float)loss_scale, scored, ctx_limit);
+    for (int i = 0; !top && !g->recompute && i < n; i++) {
         forward_top(&c[i]);
         crossentropy_lane(&c[i], (float)loss_scale, scored > 0);
-        if (scored > 0) backward_classifier(&c[i], ctx_limit);
-        if (scored > 0 && !g->recompute) backward_context(&c[i]);
-    }
-    if (g->recompute && scored > 0) { /* backward_classifier says why the lanes join here */
-        lanes_join(g, n, 0);
-        for (int i = 0; i < n; i++) backward_context(&c[i]);
-        lanes_join(g, n, 1);
+        if (scored > 0) {
+            backward_classifier(&c[i], ctx_limit);
+            backward_context(&c[i]);
+        }
     }
     if (wave && scored > 0) {
         for (int i = 0; !top && i < n; i++)
