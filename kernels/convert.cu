@@ -147,8 +147,8 @@ __global__ void f32_to_f16_rows_kernel(__half *dst, const float *src, int M, int
 {
     const size_t n = (size_t)M * D;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const size_t at = window_row(rw, (int)(i / D)) * D + i % D;
-        dst[at] = __float2half_rn(src[at]);
+        const int r = (int)(i / D);
+        dst[window_row_own(rw, r) * D + i % D] = __float2half_rn(src[window_row(rw, r) * D + i % D]);
     }
 }
 

@@ -28,7 +28,7 @@ __global__ void rmsnorm_forward_kernel(float *sum, float *y32, __half *y16, floa
     const int i_row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (i_row >= M) return;
     const size_t row = window_row(rw, i_row);
-    const size_t base = (size_t)row * D;
+    const size_t base = (size_t)row * D, obase = window_row_own(rw, i_row) * D;
     float ss = 0.f;
     for (int i = lane; i < D; i += 32) {
         const float v = x[base + i] + (res ? res[base + i] : 0.f);
@@ -41,8 +41,8 @@ __global__ void rmsnorm_forward_kernel(float *sum, float *y32, __half *y16, floa
     if (lane == 0) ir[row] = r;
     for (int i = lane; i < D; i += 32) {
         const float v = (sum ? sum[base + i] : x[base + i] + (res ? res[base + i] : 0.f)) * r * g[i];
-        if (y32) y32[base + i] = v;
-        if (y16) y16[base + i] = __float2half_rn(v);
+        if (y32) y32[obase + i] = v;
+        if (y16) y16[obase + i] = __float2half_rn(v);
     }
 }
 
@@ -55,7 +55,7 @@ __global__ void rmsnorm_forward_vec(float *sum, float *y32, __half *y16, float *
     const int i_row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (i_row >= M) return;
     const size_t row = window_row(rw, i_row);
-    const size_t base = (size_t)row * D + 4 * lane;
+    const size_t base = (size_t)row * D + 4 * lane, obase = window_row_own(rw, i_row) * D + 4 * lane;
     float4 v[NV];
     float ss = 0.f;
 #pragma unroll
@@ -78,9 +78,9 @@ __global__ void rmsnorm_forward_vec(float *sum, float *y32, __half *y16, float *
     for (int k = 0; k < NV; k++) {
         const float4 gk = __ldg((const float4 *)(g + 4 * lane + 128 * k));
         const float4 y = make_float4(v[k].x * r * gk.x, v[k].y * r * gk.y, v[k].z * r * gk.z, v[k].w * r * gk.w);
-        if (y32) *(float4 *)(y32 + base + 128 * k) = y;
+        if (y32) *(float4 *)(y32 + obase + 128 * k) = y;
         if (y16) {
-            __half2 *d = (__half2 *)(y16 + base + 128 * k);
+            __half2 *d = (__half2 *)(y16 + obase + 128 * k);
             d[0] = __floats2half2_rn(y.x, y.y);
             d[1] = __floats2half2_rn(y.z, y.w);
         }
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
     const int row1 = min(M, row0 + RMS_BWD_ROWS_PER_WARP);
     for (int i_row = row0; i_row < row1; i_row++) {
         const size_t row = window_row(rw, i_row);
-        const float *xr = x + row * D, *dyr = dy + row * D;
+        const float *xr = x + row * D, *dyr = dy + window_row_own(rw, i_row) * D;
         float ss = 0.f, dot = 0.f;
         for (int i = lane; i < D; i += 32) {
             ss += xr[i] * xr[i];
@@ -151,12 +151,13 @@ __global__ void __launch_bounds__(RMS_BWD_WARPS * 32)
     const int row1 = min(M, row0 + RMS_BWD_ROWS_PER_WARP);
     for (int i_row = row0; i_row < row1; i_row++) {
         const size_t row = window_row(rw, i_row), base = row * D + 4 * lane;
+        const size_t dbase = window_row_own(rw, i_row) * D + 4 * lane;
         float4 xv[NV], dv[NV];
         float ss = 0.f, dot = 0.f;
 #pragma unroll
         for (int k = 0; k < NV; k++) {
             xv[k] = __ldg((const float4 *)(x + base + 128 * k));
-            dv[k] = __ldg((const float4 *)(dy + base + 128 * k));
+            dv[k] = __ldg((const float4 *)(dy + dbase + 128 * k));
             ss += xv[k].x * xv[k].x + xv[k].y * xv[k].y + xv[k].z * xv[k].z + xv[k].w * xv[k].w;
             dot += dv[k].x * gv[k].x * xv[k].x + dv[k].y * gv[k].y * xv[k].y + dv[k].z * gv[k].z * xv[k].z +
                    dv[k].w * gv[k].w * xv[k].w;

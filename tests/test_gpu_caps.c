@@ -234,12 +234,15 @@ Test(ladder_exit, skipped_unless_a_stage_ran_failed_wins)
 
 /* The recompute layout (gpu_work_parts, src/gpu/executor_gpu.c). The lanes
  * run their layers at once (src/gpu/recompute_gpu.c), each in its rows of
- * a16 and hprev16 ([B·T, ·]) and of both window buffers ([B·C, ·]: one
- * window's BPTT runs beside the next one's rebuild), so no two lanes' bytes
- * may meet there. The context stream runs one part of top_seqs sequences at
- * a time, from the start of the allocation, once every lane's layers are
- * done (src/gpu/passes_gpu.c, top_in_parts joins the lanes first): without
- * that join a part's bytes would meet another lane's layers. */
+ * the forward's hprev16 ([B·T, ·]) and of both window buffers ([B·C, ·]:
+ * one window's recurrence runs beside the next one's input or rebuild), so
+ * no two lanes' bytes may meet there, in the forward or in the backward
+ * (every lane's forward ends before any backward starts: the context
+ * stream joins them between). The context stream runs one part of
+ * top_seqs sequences at a time, from the start of the allocation, once
+ * every lane's layers are done (src/gpu/passes_gpu.c, top_in_parts joins
+ * the lanes first): without that join a part's bytes would meet another
+ * lane's layers. */
 typedef struct {
     size_t lo, hi;
     const char *what;
@@ -272,33 +275,41 @@ typedef struct {
     int B, T, C, lanes;
 } rc_shape;
 
-/* Lane i's bytes while the layers run, or (top) a context-stream part's. */
-static live_set lane_live(const gpu_work_part *p, int n, int top, rc_shape sh, int i)
+enum { PHASE_FORWARD, PHASE_BACKWARD, PHASE_TOP };
+
+/* Lane i's bytes while its layers run forward or backward, or a context-stream part's. */
+static live_set lane_live(const gpu_work_part *p, int n, int phase, rc_shape sh, int i)
 {
     live_set ls = { .n = 0 };
-    static const char *const windows[] = { "gates[0]", "ghn[0]", "dgx16[0]", "dgh16[0]",
-                                           "gates[1]", "ghn[1]", "dgx16[1]", "dgh16[1]" };
-    static const char *const parts[] = { "s16", "qkv16", "o16", "f16", "dlogits16", "dc16", "c", "mm", "logits",
+    static const char *const both[] = { "a16[0]", "gates[0]", "ghn[0]", "a16[1]", "gates[1]", "ghn[1]" };
+    static const char *const backward[] = { "hp16[0]", "dgx16[0]", "dgh16[0]", "dtmp[0]",
+                                            "hp16[1]", "dgx16[1]", "dgh16[1]", "dtmp[1]" };
+    static const char *const parts[] = { "s16", "qkv16", "o16", "f16", "dlogits16", "dc16", "dtmp", "c", "mm", "logits",
                                          "do16", "d16" };
     const size_t seqs = (size_t)(sh.B / sh.lanes), b0 = (size_t)i * seqs;
-    if (top) {
+    if (phase == PHASE_TOP) {
         for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
             const gpu_work_part *q = part_named(p, n, parts[k]);
             if (q) ls.s[ls.n++] = (span){ q->offset, q->offset + q->bytes, parts[k] };
         }
         return ls;
     }
-    add_rows(&ls, p, n, "a16", (size_t)sh.B * sh.T, b0 * sh.T, seqs * sh.T);
-    add_rows(&ls, p, n, "hprev16", (size_t)sh.B * sh.T, b0 * sh.T, seqs * sh.T);
-    for (size_t k = 0; k < sizeof(windows) / sizeof(windows[0]); k++)
-        add_rows(&ls, p, n, windows[k], (size_t)sh.B * sh.C, b0 * sh.C, seqs * sh.C);
+    for (size_t k = 0; k < sizeof(both) / sizeof(both[0]); k++)
+        add_rows(&ls, p, n, both[k], (size_t)sh.B * sh.C, b0 * sh.C, seqs * sh.C);
+    if (phase == PHASE_FORWARD) {
+        add_rows(&ls, p, n, "hprev16", (size_t)sh.B * sh.T, b0 * sh.T, seqs * sh.T);
+        return ls;
+    }
+    for (size_t k = 0; k < sizeof(backward) / sizeof(backward[0]); k++)
+        add_rows(&ls, p, n, backward[k], (size_t)sh.B * sh.C, b0 * sh.C, seqs * sh.C);
     return ls;
 }
 
-/* Whether lane i's bytes (a context-stream part's where top_i) meet lane j's layers', said in buf. */
-static int lanes_meet(const gpu_work_part *p, int n, rc_shape sh, int i, int top_i, int j, char *buf, size_t len)
+/* Whether lane i's bytes in phase_i meet lane j's in phase_j, said in buf. */
+static int lanes_meet(const gpu_work_part *p, int n, rc_shape sh, int i, int phase_i, int j, int phase_j, char *buf,
+                      size_t len)
 {
-    const live_set a = lane_live(p, n, top_i, sh, i), b = lane_live(p, n, 0, sh, j);
+    const live_set a = lane_live(p, n, phase_i, sh, i), b = lane_live(p, n, phase_j, sh, j);
     for (int x = 0; x < a.n; x++)
         for (int y = 0; y < b.n; y++)
             if (a.s[x].lo < b.s[y].hi && b.s[y].lo < a.s[x].hi) {
@@ -316,31 +327,26 @@ Test(gpu_caps, recompute_layout_keeps_lanes_apart)
                    { 2048, 256, 64, 512, 64, 16, 1 }, { 256, 4096, 32, 64, 8, 2, 1 } };
     for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
         const cc_dims d = { shapes[k].V, shapes[k].D, 3, shapes[k].D / 64, 128, 1e-6, 1e-6, 1000 };
-        gpu_work_part p[24];
+        gpu_work_part p[32];
         size_t total = 0;
-        const int n = gpu_work_parts(&d, shapes[k].B, shapes[k].T, shapes[k].C, shapes[k].top_seqs, shapes[k].tc, p, 24,
+        const int n = gpu_work_parts(&d, shapes[k].B, shapes[k].T, shapes[k].C, shapes[k].top_seqs, shapes[k].tc, p, 32,
                                      &total);
         cr_assert_gt(n, 10);
-        const size_t D = (size_t)shapes[k].D, wrows = (size_t)shapes[k].B * shapes[k].C;
         for (int i = 0; i < n; i++)
             cr_expect_leq(p[i].offset + p[i].bytes, total, "%s ends inside the allocation", p[i].name);
-        /* a window's weight GEMMs copy its rows of a16 and hprev16 (FP16, D each) into its ghn's rows */
-        for (int j = 0; j < 2; j++) {
-            char name[16];
-            snprintf(name, sizeof(name), "ghn[%d]", j);
-            cr_expect_eq(part_named(p, n, name)->bytes, 4 * D * wrows, "%s: D floats a row", name);
-        }
         for (int lanes = 1; lanes <= 4; lanes *= 2) {
             const rc_shape sh = { shapes[k].B, shapes[k].T, shapes[k].C, lanes };
             char why[160];
-            for (int i = 0; i < lanes; i++)
-                for (int j = 0; j < lanes; j++)
-                    cr_expect(i == j || !lanes_meet(p, n, sh, i, 0, j, why, sizeof(why)), "D=%d, %d lanes: %s",
-                              shapes[k].D, lanes, why);
+            for (int phase = PHASE_FORWARD; phase <= PHASE_BACKWARD; phase++)
+                for (int i = 0; i < lanes; i++)
+                    for (int j = 0; j < lanes; j++)
+                        cr_expect(i == j || !lanes_meet(p, n, sh, i, phase, j, phase, why, sizeof(why)),
+                                  "D=%d, %d lanes, %s: %s", shapes[k].D, lanes,
+                                  phase == PHASE_FORWARD ? "forward" : "backward", why);
             /* without the join before the context stream, a part would meet the last lane's layers */
             if (lanes > 1)
-                cr_expect(lanes_meet(p, n, sh, 0, 1, lanes - 1, why, sizeof(why)), "D=%d, %d lanes: a part meets the layers",
-                          shapes[k].D, lanes);
+                cr_expect(lanes_meet(p, n, sh, 0, PHASE_TOP, lanes - 1, PHASE_FORWARD, why, sizeof(why)),
+                          "D=%d, %d lanes: a part meets the layers", shapes[k].D, lanes);
         }
     }
 }

@@ -70,13 +70,16 @@ void cc_embedding_csr(const int *x, int M, int V, int *offsets, int *positions);
  * segment i starting at row i·stride past the base pointers. { M, M }
  * (row_window_all) is the plain block of M rows; the time window [t0, t0+len)
  * of nseq sequences of a [B,T,·] tensor is { len, T } over M = nseq·len rows,
- * from the pointers at the first sequence's row t0. */
+ * from the pointers at the first sequence's row t0. A kernel's window-side
+ * tensor (named at its launcher) takes segment i at row i·wstride instead
+ * where wstride is set: { len, T, len } reads or writes a window buffer of
+ * its own, the window's rows of every sequence one after another. */
 typedef struct row_window {
-    int seg, stride;
+    int seg, stride, wstride;
 } row_window;
 static inline row_window row_window_all(int M)
 {
-    const row_window w = { M > 0 ? M : 1, M > 0 ? M : 1 };
+    const row_window w = { M > 0 ? M : 1, M > 0 ? M : 1, 0 };
     return w;
 }
 #ifdef __CUDACC__
@@ -84,13 +87,19 @@ __host__ __device__ static inline size_t window_row(row_window w, int i)
 {
     return (size_t)(i / w.seg) * w.stride + i % w.seg;
 }
+/* The row of the window-side tensor: its own stride where set. */
+__host__ __device__ static inline size_t window_row_own(row_window w, int i)
+{
+    return (size_t)(i / w.seg) * (w.wstride ? w.wstride : w.stride) + i % w.seg;
+}
 #endif
 
-/* convert.cu: launch_f32_to_f16 on the rows of rw, D values a row. */
+/* convert.cu: launch_f32_to_f16 on the rows of rw, D values a row; dst is the window side. */
 void launch_f32_to_f16_rows(void *dst, const float *src, int M, int D, row_window rw, cudaStream_t s);
 
 /* rmsnorm.cu: y32 and/or y16 may be NULL. dx accumulates; dg accumulates.
- * The forward and backward visit the rows of rw (row_window_all(M): all). */
+ * The forward and backward visit the rows of rw (row_window_all(M): all);
+ * the window side is the forward's y32 and y16 and the backward's dy. */
 /* The norm of x + res (res may be NULL), the sum written to sum (may be NULL):
  * a residual add and the next norm in one pass. */
 void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, float *ir, const float *x, const float *res,

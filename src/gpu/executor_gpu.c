@@ -257,14 +257,15 @@ const char *const gpu_mem_group_names[GPU_MEM_GROUPS] = { "weights_optimizer", "
                                                           "classifier", "workspace", "lanes" };
 
 /* Under recompute (gpu_impl.h), the tensors that live in `work`, at
- * 256-byte offsets: the layers' set (the layer's a16 and hprev16 for all T,
- * then the window buffers: gates, ghn, dgx16 and dgh16 for rc_window steps
- * of every sequence, one or two), and over it from the start the context
- * stream's and the classifier's for top_seqs sequences. Of those, the
- * context output, the merge and the logits are spent before the attention
- * backward, whose dO and dqkv take their place; the guard's dc is the
- * context output's. Returns work's size; with base, points the slots into
- * it. */
+ * 256-byte offsets: the layers' set (the window buffers both passes use:
+ * the normalised input, gates and ghn of rc_window steps of every
+ * sequence, one or two; then the forward's hprev16 for all T, where the
+ * backward's FP16 h_{t-1}, gate gradients and input gradient of a window
+ * lie), and over it from the start the context stream's and the
+ * classifier's for top_seqs sequences. Of those, the context output, the
+ * merge and the logits are spent before the attention backward, whose dO
+ * and dqkv take their place; the guard's dc is the context output's.
+ * Returns work's size; with base, points the slots into it. */
 typedef struct {
     void **slot;
     size_t bytes;
@@ -286,7 +287,7 @@ static size_t place_parts(const work_part *parts, int n, size_t start, char *bas
 }
 
 #define NPARTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
-#define WORK_PARTS 24
+#define WORK_PARTS 32
 
 static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *base, gpu_work_part *info, int *ni,
                           size_t *layer_bytes, size_t *top_bytes)
@@ -295,22 +296,28 @@ static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *bas
     /* a window buffer's rows, and the top's */
     const size_t Mw = (size_t)B * g->rc_window, Mt = (size_t)g->top_seqs * T, WD = Mw * D, TD = Mt * D;
     const int tc = g->attn_tc, two = g->rc_window < T;
-    const work_part layer[] = {
-        { (void **)&g->a16, 2 * MD, "a16" },
-        { (void **)&g->hprev16, 2 * MD, "hprev16" },
-        { (void **)&g->win_gates[0], 4 * 3 * WD, "gates[0]" },
-        { (void **)&g->win_ghn[0], 4 * WD, "ghn[0]" },
-        { (void **)&g->win_dgx16[0], 2 * 3 * WD, "dgx16[0]" },
-        { (void **)&g->win_dgh16[0], 2 * 3 * WD, "dgh16[0]" },
+    const work_part both[] = {
+        { (void **)&g->win_a16[0], 2 * WD, "a16[0]" },      { (void **)&g->win_gates[0], 4 * 3 * WD, "gates[0]" },
+        { (void **)&g->win_ghn[0], 4 * WD, "ghn[0]" },      { (void **)&g->win_a16[1], two ? 2 * WD : 0, "a16[1]" },
         { (void **)&g->win_gates[1], two ? 4 * 3 * WD : 0, "gates[1]" },
         { (void **)&g->win_ghn[1], two ? 4 * WD : 0, "ghn[1]" },
+    };
+    const work_part forward[] = {
+        { (void **)&g->hprev16, 2 * MD, "hprev16" },
+    };
+    const work_part backward[] = {
+        { (void **)&g->win_hp16[0], 2 * WD, "hp16[0]" },     { (void **)&g->win_dgx16[0], 2 * 3 * WD, "dgx16[0]" },
+        { (void **)&g->win_dgh16[0], 2 * 3 * WD, "dgh16[0]" }, { (void **)&g->win_dtmp[0], 4 * WD, "dtmp[0]" },
+        { (void **)&g->win_hp16[1], two ? 2 * WD : 0, "hp16[1]" },
         { (void **)&g->win_dgx16[1], two ? 2 * 3 * WD : 0, "dgx16[1]" },
         { (void **)&g->win_dgh16[1], two ? 2 * 3 * WD : 0, "dgh16[1]" },
+        { (void **)&g->win_dtmp[1], two ? 4 * WD : 0, "dtmp[1]" },
     };
     const work_part top[] = {
         { (void **)&g->s16, 2 * TD, "s16" },          { (void **)&g->qkv16, tc ? 2 * 3 * TD : 0, "qkv16" },
         { (void **)&g->o16, 2 * TD, "o16" },          { (void **)&g->f16, 2 * TD, "f16" },
         { (void **)&g->dlogits16, 2 * Mt * V, "dlogits16" }, { (void **)&g->dc16, 2 * TD, "dc16" },
+        { (void **)&g->dtmp, 4 * TD, "dtmp" },
     };
     const work_part spent[] = {
         { (void **)&g->c, 4 * TD, "c" },
@@ -321,7 +328,10 @@ static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *bas
         { (void **)&g->do16, tc ? 2 * TD : 0, "do16" },
         { (void **)&g->d16, 2 * 3 * TD, "d16" },
     };
-    const size_t a = place_parts(layer, NPARTS(layer), 0, base, info, ni);
+    const size_t w = place_parts(both, NPARTS(both), 0, base, info, ni);
+    const size_t fw = place_parts(forward, NPARTS(forward), w, base, info, ni);
+    const size_t bw = place_parts(backward, NPARTS(backward), w, base, info, ni);
+    const size_t a = w + (fw > bw ? fw : bw);
     const size_t f = place_parts(top, NPARTS(top), 0, base, info, ni);
     const size_t s = place_parts(spent, NPARTS(spent), f, base, info, ni);
     const size_t l = place_parts(late, NPARTS(late), f, base, info, ni);
@@ -400,7 +410,7 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(f16, kept * 2 * MD, "final norm out", 0, GPU_MEM_CLASSIFIER);
     BUF(dlogits16, kept * 2 * M * V, "dlogits", 0, GPU_MEM_CLASSIFIER);
     BUF(du, 4 * MD, "du", 0, GPU_MEM_LAYERS);
-    BUF(dtmp, 4 * MD, "dtmp", 0, GPU_MEM_LAYERS);
+    BUF(dtmp, kept * 4 * MD, "dtmp", 0, GPU_MEM_LAYERS);
     BUF(dhrec, 4 * WL * B * D, "dh recurrent", 0, GPU_MEM_LAYERS);
     BUF(dc, kept * 4 * MD, "dc", 0, GPU_MEM_ATTENTION);
     BUF(dgx16, kept * 2 * WL * 3 * MD, "dgx (a layer's worth each)", 0, GPU_MEM_LAYERS);
@@ -618,17 +628,17 @@ static int rc_windows_forced;
 
 void gpu_recompute_force_windows(int n) { rc_windows_forced = n > 0 ? n : 0; }
 
-/* Recompute's window (recompute_gpu.c): an eighth of T where 8 divides it,
- * else a quarter or a half, else all T; gpu_recompute_force_windows's count
- * where it divides T. Eight windows hold a quarter of a whole layer's
- * buffers in their two, while a window's recurrence stays long against what
- * it pays once (a launch, W_hh loaded on chip, and under the persistent
- * BPTT W_hh transposed). */
+/* Recompute's window (recompute_gpu.c): the most of 16, 8, 4 or 2
+ * windows that divides T into windows of at least 16 steps, else all T;
+ * gpu_recompute_force_windows's count where it divides T. Sixteen windows
+ * hold an eighth of a whole layer's window tensors in their two, while a
+ * window's recurrence stays long against what it pays once (a launch, W_hh
+ * loaded on chip, and under the persistent BPTT W_hh transposed). */
 static int recompute_window_for(int T)
 {
     if (rc_windows_forced && T % rc_windows_forced == 0) return T / rc_windows_forced;
-    for (int n = 8; n > 1; n /= 2)
-        if (T % n == 0) return T / n;
+    for (int n = 16; n > 1; n /= 2)
+        if (T % n == 0 && T / n >= 16) return T / n;
     return T;
 }
 

@@ -72,21 +72,24 @@ typedef struct {
     char wave_why[128];
     int wave_ran, wave_top_ran; /* this (or the last) step takes the wavefront's chunks, and chunks the context stream */
     /* Recompute ([gpu] recompute, gpu_step_plan; recompute_gpu.c): only h
-     * (all layers) and the norms' statistics stay from the forward. A layer
-     * runs its recurrence in windows of rc_window steps whose gx (the gates
-     * over it in place), ghn and gate gradients live in two window buffers
-     * by turns (win_*[k & 1]), so one window's input GEMMs (forward) or
-     * rebuild (backward) run beside the other's recurrence; a16 and hprev16
-     * keep one block for the layer being run, u one block (forward_u). All
-     * of them lie in one allocation, `work`, with the context stream's and
-     * classifier's tensors over them, which hold top_seqs sequences: the
-     * lanes run those parts one after another (passes_gpu.c, top_in_parts),
-     * joined before and after. */
+     * (all layers) and the norms' statistics stay from the forward, and u
+     * keeps one block (u^l, then in place u^{l+1}). A layer runs its
+     * recurrence in windows of rc_window steps whose normalised input, gx
+     * (the gates over it in place) and ghn, and in the backward its FP16
+     * h_{t-1}, gate gradients and input gradient, live in two window
+     * buffers by turns (win_*[k & 1]), so one window's norm and input GEMM
+     * (forward) or rebuild (backward) runs beside the other's recurrence.
+     * The forward's hprev16 (the recurrence's own FP16 operand) keeps one
+     * block for the layer being run, where the backward's window buffers
+     * lie. All of them lie in one allocation, `work`, with the context
+     * stream's and classifier's tensors over them, which hold top_seqs
+     * sequences: the lanes run those parts one after another (passes_gpu.c,
+     * top_in_parts), joined before and after. */
     int recompute;
     void *work;
     int rc_window, top_seqs;
-    float *win_gates[2], *win_ghn[2];
-    uint16_t *win_dgx16[2], *win_dgh16[2];
+    float *win_gates[2], *win_ghn[2], *win_dtmp[2];
+    uint16_t *win_a16[2], *win_hp16[2], *win_dgx16[2], *win_dgh16[2];
     int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */
     /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;

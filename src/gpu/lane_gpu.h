@@ -43,9 +43,9 @@ typedef struct {
 static inline int layer_slot(const gpu_impl *g, int l) { return g->wave_layers > 2 ? l : l & 1; }
 
 /* Which block of a per-layer tensor layer l uses (gpu_impl.h, recompute):
- * under recompute one for all layers (gx, gates, ghn), else layer l's own.
- * h and the norms' statistics keep one block a layer; u, a16 and hprev16:
- * passes_gpu.c, forward_u and layer_a16. */
+ * under recompute the forward's hprev16 keeps one block for all layers,
+ * else layer l's own. h and the norms' statistics keep one block a layer;
+ * u and a16: passes_gpu.c, forward_u and layer_a16. */
 static inline int block_one(const gpu_impl *g, int l) { return g->recompute ? 0 : l; }
 
 lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes);

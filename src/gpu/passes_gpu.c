@@ -21,18 +21,20 @@ lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
 }
 
 /* u^l's rows in the forward: its own block, or under recompute the one
- * block and du by turns, so that u^L, which the context stream reads, is in
- * the block (du is not used before the backward). */
+ * block, u^l made in place from u^{l-1} (recompute_gpu.c). */
 static float *forward_u(const lane_ctx *c, int l)
 {
     const gpu_impl *g = c->g;
-    if (!g->recompute) return LROWS(c, g->u, l, c->D);
-    return (c->L - l) % 2 == 0 ? ROWS(c, g->u, c->D) : ROWS(c, g->du, c->D);
+    return g->recompute ? ROWS(c, g->u, c->D) : LROWS(c, g->u, l, c->D);
 }
 
 /* Layer l's normalised input and FP16 h_{t-1}: its own blocks, or under
- * recompute one block for every layer (each layer's, in turn). */
-uint16_t *layer_a16(const lane_ctx *c, int l) { return LROWS(c, c->g->a16, block_one(c->g, l), c->D); }
+ * recompute one block of hprev16 for every layer (each layer's, in turn),
+ * and the normalised input only in window buffers (NULL here). */
+uint16_t *layer_a16(const lane_ctx *c, int l)
+{
+    return c->g->recompute ? NULL : LROWS(c, c->g->a16, l, c->D);
+}
 uint16_t *layer_hprev16(const lane_ctx *c, int l) { return LROWS(c, c->g->hprev16, block_one(c->g, l), c->D); }
 
 void lane_check(lane_ctx *c, const char *stage, const char *tensor, int layer, const void *ptr, size_t n, int half,
@@ -103,6 +105,17 @@ static void forward_layer(lane_ctx *c, int l)
 
     const gru_layer gl = gru_layer_of(c, l);
     float *ul = forward_u(c, l), *hl = gl.h;
+    if (g->recompute) { /* the norm, input GEMM and recurrence window by window, u^{l+1} in place */
+        if (l == 0) {
+            launch_embedding_forward(ul, ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, s);
+            lane_check(c, "embedding", "u0", -1, ul, MD, 0, D);
+        }
+        rc_forward_windows(c, l);
+        lane_mark(c, PH_REC_FWD);
+        lane_check(c, "gru_forward", "h", l, hl, MD, 0, D);
+        if (l + 1 == c->L) launch_add(ul, ul, hl, MD, s); /* u^L; the context stream's norm: forward_top */
+        return;
+    }
     uint16_t *al = layer_a16(c, l);
     if (l == 0) { /* later layers' norms ran with the residual add below */
         lane_mark(c, PH_INPUT);
@@ -111,16 +124,12 @@ static void forward_layer(lane_ctx *c, int l)
         launch_rmsnorm_forward(NULL, al, LROWS(c, g->a_ir, l, 1), ul, P32(ex, lay->gru_norm[l]), M, D, &c->nc, s);
         lane_check(c, "rmsnorm", "a", l, al, MD, 1, D);
     }
-    if (g->recompute) { /* the input GEMM and the recurrence window by window */
-        rc_forward_windows(c, l);
-    } else {
-        float *gxl = LROWS(c, g->gx, l, 3 * D);
-        gpu_matmul_fwd(c->ln->gemm, gxl, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
-        lane_check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
-        lane_mark(c, PH_INPUT);
-        gpu_gru_forward(c->ln->gemm, &g->rec_caps, g->gru_path, &gl, gru_shape_of(c), g->gru_wide, to_rec(c->ln));
-        from_rec(c->ln);
-    }
+    float *gxl = LROWS(c, g->gx, l, 3 * D);
+    gpu_matmul_fwd(c->ln->gemm, gxl, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
+    lane_check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
+    lane_mark(c, PH_INPUT);
+    gpu_gru_forward(c->ln->gemm, &g->rec_caps, g->gru_path, &gl, gru_shape_of(c), g->gru_wide, to_rec(c->ln));
+    from_rec(c->ln);
     lane_mark(c, PH_REC_FWD);
     lane_check(c, "gru_forward", "h", l, hl, MD, 0, D);
     /* the residual and the norm after it in one pass: layer l+1's input, or the context stream's */
@@ -130,8 +139,6 @@ static void forward_layer(lane_ctx *c, int l)
         launch_add_rmsnorm_forward(unext, NULL, anext, LROWS(c, g->a_ir, l + 1, 1), ul, hl,
                                    P32(ex, lay->gru_norm[l + 1]), M, D, row_window_all(M), &c->nc, s);
         lane_check(c, "rmsnorm", "a", l + 1, anext, MD, 1, D);
-    } else if (g->recompute) { /* the context stream's norm runs with it, part by part (forward_top) */
-        launch_add(unext, ul, hl, MD, s);
     } else {
         uint16_t *s16 = ROWS(c, g->s16, D);
         launch_add_rmsnorm_forward(unext, NULL, s16, ROWS(c, g->s_ir, 1), ul, hl, P32(ex, lay->ctx_norm), M, D,
@@ -227,7 +234,7 @@ static void backward_classifier(lane_ctx *c, float ctx_limit)
     const int M = c->M, D = c->D, V = c->V;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream;
-    float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D), *dc = TOPROWS(c, g->dc, D);
+    float *du = ROWS(c, g->du, D), *dtmp = TOPROWS(c, g->dtmp, D), *dc = TOPROWS(c, g->dc, D);
     /* dc16: the FP16 gradient into the context stream */
     uint16_t *dlogits = TOPROWS(c, g->dlogits16, V), *dc16 = TOPROWS(c, g->dc16, D);
     cudaStream_t side = ln->wgrad_stream;
@@ -261,7 +268,7 @@ static void backward_context(lane_ctx *c)
     const int M = c->M, D = c->D, T = c->T;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream, side = ln->wgrad_stream;
-    float *du = ROWS(c, g->du, D), *dtmp = ROWS(c, g->dtmp, D);
+    float *du = ROWS(c, g->du, D), *dtmp = TOPROWS(c, g->dtmp, D);
     /* d16: the FP16 dqkv */
     uint16_t *d16 = TOPROWS(c, g->d16, 3 * D), *dc16 = TOPROWS(c, g->dc16, D);
     /* dO, then dqkv into d16: the operand of the qkv GEMMs */

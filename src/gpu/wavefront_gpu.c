@@ -58,7 +58,7 @@ void wave_forward_chunk(lane_ctx *c, int l, int k)
     int t0, t1;
     wave_window(c, k, &t0, &t1);
     const int len = t1 - t0, M = c->M;
-    const row_window rw = { len, T };
+    const row_window rw = { len, T, 0 };
     cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
     if (l == 0 && k == 0) { /* layer 0's input for every step, once the lane's batch is there */
         wave_record(ln->ev_feed[0], ln->stream);
@@ -109,7 +109,7 @@ void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
     int t0, t1;
     wave_window(c, k, &t0, &t1);
     const int len = t1 - t0;
-    const row_window rw = { len, T };
+    const row_window rw = { len, T, 0 };
     cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
     if (l == c->L - 1) { /* dL/du^L: the context stream's, of the chunk or of every step */
         if (c->g->wave_top_ran || k == wave_chunks(c) - 1) {
@@ -167,7 +167,7 @@ void wave_top_forward(lane_ctx *c, int k, float loss_scale, int with_grad)
     int t0, t1;
     wave_window(c, k, &t0, &t1);
     const int len = t1 - t0, Mw = B * len;
-    const row_window rw = { len, T };
+    const row_window rw = { len, T, 0 };
     cudaStream_t s = c->ln->stream;
     gpu_matmul_ctx *gm = c->ln->gemm;
     const size_t at = (size_t)t0;
@@ -202,7 +202,7 @@ void wave_top_backward(lane_ctx *c, int k, float ctx_limit)
     int t0, t1;
     wave_window(c, k, &t0, &t1);
     const int len = t1 - t0, Mw = B * len;
-    const row_window rw = { len, T };
+    const row_window rw = { len, T, 0 };
     const size_t at = (size_t)t0, pitch = sizeof(float) * (size_t)T * D, width = sizeof(float) * (size_t)len * D;
     cudaStream_t s = ln->stream;
     gpu_matmul_ctx *gm = ln->gemm;

@@ -14,14 +14,15 @@
  * registers, with the residual add the forward fuses in front of the norm. */
 /* The wavefront's form: the rows of a time window, [t0, t0 + len) of each
  * of NS sequences of T steps (row_window { len, T }), with the residual add;
- * the rows outside the window must be left as they were. */
+ * the rows outside the window must be left as they were. Then recompute's:
+ * the output and the incoming gradient in a buffer of the window's rows. */
 static void window_case(const ladder_ctx *cx, stage *st, int D)
 {
     enum { NS = 4, T = 16, T0 = 5, LEN = 7 };
     const int M = NS * T, MW = NS * LEN;
     const size_t MD = (size_t)M * D;
     const cc_norm_consts nc = { 1e-6, 1e-6, 1000.0 };
-    const row_window rw = { LEN, T };
+    const row_window rw = { LEN, T, 0 };
     float *x = rand_vec(cx->rng, MD, 1, 0), *res = rand_vec(cx->rng, MD, 1, 0), *g = rand_vec(cx->rng, D, 0.5, 0);
     float *dy = rand_vec(cx->rng, MD, 1, 0), *dx0 = rand_vec(cx->rng, MD, 1, 0), *y0 = rand_vec(cx->rng, MD, 1, 0);
     float *dg_ref = cc_calloc(D, 4), *xs = cc_malloc(4 * MD), *ry = cc_malloc(4 * MD), *rir = cc_malloc(4 * M);
@@ -60,8 +61,27 @@ static void window_case(const ladder_ctx *cx, stage *st, int D)
     }
     snprintf(what, sizeof(what), "time window (D %d): rows outside it untouched", D);
     check_flag(st, what, outside_kept);
-    FREE_ALL(x, res, g, dy, dx0, y0, dg_ref, xs, ry, rir, rdx, gy, gdx, gdg);
-    DFREE_ALL(dx_, dres, dg, ddy, ddx, ddg, dsum, dyo, dir);
+    /* recompute's form: y and dy in a buffer of the window's rows alone ({ LEN, T, LEN }), x and dx in place */
+    const row_window own = { LEN, T, LEN };
+    const size_t WD = (size_t)MW * D, row = sizeof(float) * D;
+    float *yw_ref = cc_malloc(4 * WD), *dyw = cc_malloc(4 * WD);
+    for (int b = 0; b < NS; b++) {
+        memcpy(yw_ref + (size_t)b * LEN * D, ry + ((size_t)b * T + T0) * D, row * LEN);
+        memcpy(dyw + (size_t)b * LEN * D, dy + ((size_t)b * T + T0) * D, row * LEN);
+    }
+    float *dyw_d = dev_f32(dyw, WD), *yw_d = dev_f32(NULL, WD), *ddx2 = dev_f32(dx0, MD), *ddg2 = dev_f32(NULL, D);
+    cudaCheck(cudaMemset(ddg2, 0, 4 * (size_t)D));
+    launch_add_rmsnorm_forward(NULL, yw_d, NULL, dir + T0, dsum + off, NULL, dg, MW, D, own, &nc, 0);
+    launch_rmsnorm_backward(ddx2 + off, ddg2, dyw_d, dsum + off, dg, dir + T0, MW, D, own, &nc, cx->caps, 0);
+    float *gyw = get_f32(yw_d, WD), *gdx2 = get_f32(ddx2, MD), *gdg2 = get_f32(ddg2, D);
+    snprintf(what, sizeof(what), "y, window buffer (D %d)", D);
+    check(st, what, gyw, yw_ref, WD, 1e-5, 0);
+    snprintf(what, sizeof(what), "dx from a window buffer (D %d)", D);
+    check(st, what, gdx2, rdx, MD, 1e-5, 0);
+    snprintf(what, sizeof(what), "dg from a window buffer (D %d)", D);
+    check(st, what, gdg2, dg_ref, D, 1e-5, 0);
+    FREE_ALL(x, res, g, dy, dx0, y0, dg_ref, xs, ry, rir, rdx, gy, gdx, gdg, yw_ref, dyw, gyw, gdx2, gdg2);
+    DFREE_ALL(dx_, dres, dg, ddy, ddx, ddg, dsum, dyo, dir, dyw_d, yw_d, ddx2, ddg2);
 }
 
 static void run_rmsnorm(const ladder_ctx *cx, stage *st)
@@ -69,7 +89,7 @@ static void run_rmsnorm(const ladder_ctx *cx, stage *st)
     cc_rng *r = cx->rng;
     const int M = 64, widths[2] = { 96, 256 };
     snprintf(st->shape, sizeof(st->shape),
-             "M=%d D=96, D=256 with residual add (fallback, near-zero, capped rows), a time window", M);
+             "M=%d D=96, D=256 with residual add (fallback, near-zero, capped rows), time windows", M);
     const cc_norm_consts runs[2] = { { 1e-6, 1e-6, 1000.0 }, { 0.0, 1e-8, 1000.0 } };
     for (int di = 0; di < 2; di++)
         for (int k = 0; k < 2; k++) {
