@@ -628,16 +628,21 @@ static int rc_windows_forced;
 
 void gpu_recompute_force_windows(int n) { rc_windows_forced = n > 0 ? n : 0; }
 
-/* Recompute's window (recompute_gpu.c): the most of 16, 8, 4 or 2
- * windows that divides T into windows of at least 16 steps, else all T;
- * gpu_recompute_force_windows's count where it divides T. Sixteen windows
- * hold an eighth of a whole layer's window tensors in their two, while a
- * window's recurrence stays long against what it pays once (a launch, W_hh
- * loaded on chip, and under the persistent BPTT W_hh transposed). */
-static int recompute_window_for(int T)
+/* Recompute's window (recompute_gpu.c): the most of `most` windows (16,
+ * 8, 4 or 2) that divides T into windows of at least 16 steps, else all T;
+ * gpu_recompute_force_windows's count where it divides T. The persistent
+ * and cluster kernels pay once a window (a launch, W_hh loaded on chip,
+ * and under the persistent BPTT W_hh transposed), and a window's rebuild
+ * and weight GEMMs must fit beside the next window's BPTT, so they take 8:
+ * at the default config 16 windows of 32 steps ran 12.3 ms a step against
+ * 10.5 with 8 (docs/results/recompute_windows_2026-12-03.txt). The per-step
+ * loop pays the same launches at every step whatever the window, so it
+ * takes 16, whose two buffers hold an eighth of a layer's window tensors. */
+static int recompute_window_for(const gpu_step_plan *p, int T)
 {
     if (rc_windows_forced && T % rc_windows_forced == 0) return T / rc_windows_forced;
-    for (int n = 16; n > 1; n /= 2)
+    const int most = p->impl == GRU_IMPL_PER_STEP ? 16 : 8;
+    for (int n = most; n > 1; n /= 2)
         if (T % n == 0 && T / n >= 16) return T / n;
     return T;
 }
@@ -773,7 +778,7 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
         two_cluster_lanes(p, cfg, B, T);
         p->wave_chunk = 0;
         snprintf(p->wave_why, sizeof(p->wave_why), "off: recompute rebuilds one layer at a time");
-        p->rc_window = recompute_window_for(T);
+        p->rc_window = recompute_window_for(p, T);
         p->top_seqs = top_seqs_for(p, &d, B, T);
     }
     p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T, p->group_bytes);
