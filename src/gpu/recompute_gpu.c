@@ -19,7 +19,8 @@
  * cell's gate math) and, once the BPTT of k is done, the input gradient and
  * norm backward of k; k's weight GEMMs go to the side stream, from its
  * buffer's operands. A buffer is rebuilt once the weight GEMMs of the
- * window two before are done with it. */
+ * window two before (or of the layer above's last window in it) are done
+ * with it. */
 #include <stdio.h>
 #include "catchat/gpu_gru.h"
 #include "catchat/kernels.h"
@@ -180,11 +181,13 @@ void rc_backward_layer(lane_ctx *c, int l, float clamp_limit)
     const int D = c->D, B = c->B, C = g->rc_window, nw = rc_windows(c);
     cudaStream_t s = ln->stream, rec = ln->rec_stream;
     float *du = ROWS(c, g->du, D);
-    /* the layer above's weight GEMMs read the window buffers */
-    if (l + 1 < c->L) wait_ev(s, ln->ev_wgrad[(l + 1) & 1]);
     rebuild_u(c, l);
     float *planted = plant_begin(c, l, du, s);
     const int planted_k = planted ? ex->plant_grad_h.t / C : -1;
+    /* a buffer is rebuilt once the weight GEMMs that last read it are done: the layer above's
+     * (for its last windows, while its first window's still run) or this layer's window k+1's */
+    const int above = l + 1 < c->L;
+    if (above) wait_ev(s, ln->ev_wfree[(nw - 1) & 1]);
     rebuild_window(c, l, nw - 1, (nw - 1) & 1);
     record_ev(ln->ev_wfeed[(nw - 1) & 1], s);
     int nparts = 0;
@@ -197,8 +200,8 @@ void rc_backward_layer(lane_ctx *c, int l, float clamp_limit)
         nparts = gpu_gru_bptt(ln->rec_gemm[0], &g->rec_caps, g->gru_path, &gl, &gg, rc_shape(c, k), clamp_limit, rec);
         gpu_trace_point(ln->index, rec);
         record_ev(ln->ev_wrec[j], rec);
-        if (k > 0) { /* the window before, rebuilt beside this BPTT once window k+1's weight GEMMs are done */
-            if (k + 1 < nw) wait_ev(s, ln->ev_wfree[j ^ 1]);
+        if (k > 0) { /* the window before, rebuilt beside this BPTT */
+            if (k + 1 < nw || above) wait_ev(s, ln->ev_wfree[j ^ 1]);
             rebuild_window(c, l, k - 1, j ^ 1);
             record_ev(ln->ev_wfeed[j ^ 1], s);
         }

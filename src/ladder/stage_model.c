@@ -230,7 +230,8 @@ static void wavefront_cases(const ladder_ctx *cx, stage *st)
  * context stream, which runs in parts) against the CPU, and off once: the
  * tiny config, its guard, 3 and 4 layers (u rebuilt from two and three
  * sums), every recurrence path, the FP32 attention, the default's kernels in
- * two lanes, and the layers in one window and in two (the plan's: eight). */
+ * two lanes, and the layers in one window and in two (the plan's: windows
+ * of at least 16 steps, 8 or 16 of them where T allows; 2 at T = 32). */
 static void recompute_cases(const ladder_ctx *cx, stage *st)
 {
     const struct {
