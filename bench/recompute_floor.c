@@ -1,21 +1,28 @@
 /* How fast a step that rebuilds its activations could be at best: the step
- * with every layer's activations kept ([gpu] recompute = off, wavefront as
- * planned), timed alone and with the rebuild's work for every layer running
- * beside it on a stream of its own, with no dependency on the step.
+ * with every layer's activations kept ([gpu] recompute = off), timed alone
+ * and with the rebuild's work for every layer running beside it on a stream
+ * of its own, with no dependency on the step.
  *
- * The rebuild's work (what recompute = on adds to a step: src/gpu/
- * recompute_gpu.c) for each layer l over all B·T positions: u^l (l adds),
- * its norm into FP16, FP16 h_{t-1}, the input GEMM (W_ih, with b_ih) and
- * the two of W_hh, then the gate math. Any step that rebuilds gx and the
- * gates does at least this much more than the step that keeps them, and a
- * real one can start it only once the backward frees memory and must
- * finish each window before its BPTT; here it may start with the step and
- * fill any SM the step leaves idle, at the lowest stream priority (the
- * step's streams are all higher but its weight GEMMs') or at the lanes'
- * priority. So "together" bounds such a step's time from below.
+ * The rebuild's work is what recompute = on adds to a step, launch for
+ * launch as src/gpu/recompute_gpu.c issues it (rebuild_u, rebuild_window),
+ * for each layer l: u^l (the embedding and l adds over all B·T positions),
+ * then for each of its windows of T/nw steps the norm of the window's rows
+ * into FP16, FP16 h_{t-1}, the input GEMM (W_ih, with b_ih) and the two of
+ * W_hh over the window's B·T/nw rows, and the gate math, with the lanes'
+ * 4 MiB cuBLASLt workspace. Any step that rebuilds gx and the gates this
+ * way does at least this much more than the step that keeps them; a real
+ * one can start it only once the backward frees memory and must finish
+ * each window before its BPTT, while here it may start with the step and
+ * take any SM the step leaves idle, at the lowest stream priority (below
+ * all of the step's streams but its weight GEMMs': together_low) or at the
+ * lanes' (together_lane). So the faster of the two bounds such a step's
+ * time from below. Each timing runs from an idle device to an idle device
+ * (the step's AdamW included; catchat bench instead lets a step's AdamW
+ * run into the next step's time).
  *
- *   build/bench/recompute_floor CONFIG [--set KEY=VALUE ...] [--steps N]
- * Prints one JSON object. Needs a GPU. */
+ *   build/bench/recompute_floor CONFIG [--set KEY=VALUE ...] [--steps N] [--windows NW]
+ * NW: the rebuild's windows a layer (8, as recompute takes under the
+ * cluster and persistent kernels). Prints one JSON object. Needs a GPU. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +40,10 @@
 #define CK(x) do { cudaError_t e_ = (x); if (e_) { fprintf(stderr, "recompute_floor: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 typedef struct {
-    int M, D, L;
+    int B, T, D, L, V, C; /* C: a window's steps */
     cc_norm_consts nc;
-    float *u, *h, *gates, *ghn, *ir, *gain, *bih, *bhh;
+    int *tokens;
+    float *table, *u, *h, *gates, *ghn, *ir, *gain, *bih, *bhh;
     void *a16, *hp16, *wih, *whh;
     gpu_matmul_ctx *gemm;
 } rebuild_work;
@@ -48,42 +56,54 @@ static void *dev_filled(size_t bytes, int byte)
     return p;
 }
 
-static void work_init(rebuild_work *w, const cc_dims *d, int B, int T)
+static void work_init(rebuild_work *w, const cc_dims *d, int B, int T, int nw, const int *x)
 {
-    const size_t M = (size_t)B * T, D = (size_t)d->D;
-    w->M = (int)M;
+    const size_t M = (size_t)B * T, D = (size_t)d->D, MC = (size_t)B * (T / nw);
+    w->B = B;
+    w->T = T;
     w->D = d->D;
     w->L = d->L;
+    w->V = d->V;
+    w->C = T / nw;
     w->nc = cc_norm_consts_of(d);
-    w->u = dev_filled(4 * M * D, 0x3c); /* 0x3c3c3c3c: 0.0115 as FP32 */
+    CK(cudaMalloc((void **)&w->tokens, sizeof(int) * M));
+    CK(cudaMemcpy(w->tokens, x, sizeof(int) * M, cudaMemcpyHostToDevice));
+    w->table = dev_filled(4 * (size_t)d->V * D, 0x3c); /* 0x3c3c3c3c: 0.0115 as FP32 */
+    w->u = dev_filled(4 * M * D, 0x3c);
     w->h = dev_filled(4 * M * D, 0x3b);
-    w->gates = dev_filled(12 * M * D, 0);
-    w->ghn = dev_filled(4 * M * D, 0);
     w->ir = dev_filled(4 * M, 0);
     w->gain = dev_filled(4 * D, 0x3f);
     w->bih = dev_filled(12 * D, 0x3a);
     w->bhh = dev_filled(12 * D, 0x3a);
-    w->a16 = dev_filled(2 * M * D, 0);
-    w->hp16 = dev_filled(2 * M * D, 0);
     w->wih = dev_filled(6 * D * D, 0x11); /* 0x1111: 6.5e-4 as FP16 */
     w->whh = dev_filled(6 * D * D, 0x11);
-    w->gemm = gpu_matmul_create();
+    /* one window's buffers (recompute takes two by turns; one serves a stream that runs them in order) */
+    w->gates = dev_filled(12 * MC * D, 0);
+    w->ghn = dev_filled(4 * MC * D, 0);
+    w->a16 = dev_filled(2 * MC * D, 0);
+    w->hp16 = dev_filled(2 * MC * D, 0);
+    w->gemm = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
 }
 
 /* Every layer's rebuild, issued on s. */
 static void work_issue(rebuild_work *w, cudaStream_t s)
 {
-    const int M = w->M, D = w->D;
-    const size_t MD = (size_t)M * D;
+    const int B = w->B, T = w->T, D = w->D, C = w->C, M = B * T;
+    const row_window rw = { C, T, C };
     for (int l = 0; l < w->L; l++) {
-        for (int j = 0; j < l; j++) launch_add(w->u, w->u, w->h, MD, s);
-        launch_rmsnorm_forward(NULL, w->a16, w->ir, w->u, w->gain, M, D, &w->nc, s);
-        launch_f32_to_f16(w->hp16, w->h, MD, s);
-        gpu_matmul(w->gemm, w->gates, 3 * D, w->a16, D, 0, w->wih, D, 1, M, 3 * D, D, 1.f, 0.f, w->bih, s);
-        gpu_matmul(w->gemm, w->gates, 3 * D, w->hp16, D, 0, w->whh, D, 1, M, 2 * D, D, 1.f, 1.f, NULL, s);
-        gpu_matmul(w->gemm, w->ghn, D, w->hp16, D, 0, (const uint16_t *)w->whh + (size_t)2 * D * D, D, 1, M, D, D,
-                   1.f, 0.f, NULL, s);
-        launch_gru_cell_rebuild(w->gates, w->ghn, w->bhh, M, D, s);
+        launch_embedding_forward(w->u, w->tokens, w->table, M, D, s);
+        for (int j = 0; j < l; j++) launch_add(w->u, w->u, w->h, (size_t)M * D, s);
+        for (int k = T / C - 1; k >= 0; k--) {
+            const size_t at = (size_t)k * C;
+            launch_add_rmsnorm_forward(NULL, NULL, w->a16, w->ir + at, w->u + at * D, NULL, w->gain, B * C, D, rw,
+                                       &w->nc, s);
+            launch_f32_to_f16_rows(w->hp16, w->h + at * D, B * C, D, rw, s);
+            gpu_matmul_rows(w->gemm, w->gates, 3 * D, C, w->a16, D, C, w->wih, D, 1, B, C, 3 * D, D, 0.f, w->bih, s);
+            gpu_matmul_rows(w->gemm, w->gates, 3 * D, C, w->hp16, D, C, w->whh, D, 1, B, C, 2 * D, D, 1.f, NULL, s);
+            gpu_matmul_rows(w->gemm, w->ghn, D, C, w->hp16, D, C, (const uint16_t *)w->whh + (size_t)2 * D * D, D, 1,
+                            B, C, D, D, 0.f, NULL, s);
+            launch_gru_cell_rebuild(w->gates, w->ghn, w->bhh, B * C, D, s);
+        }
     }
 }
 
@@ -93,8 +113,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One training step (as catchat bench times it), with the rebuild beside it on `side` when non-NULL;
- * ms until both are done. */
+/* One training step (forward, backward, optimizer), with the rebuild beside it on `side` when
+ * non-NULL: ms from an idle device until both are done. */
 static double one_step(cc_executor *ex, const cc_config *cfg, cc_scaler *sc, cc_opt_counts *oc, long i,
                        const int *x, const int *y, rebuild_work *w, cudaStream_t side)
 {
@@ -104,7 +124,7 @@ static double one_step(cc_executor *ex, const cc_config *cfg, cc_scaler *sc, cc_
     if (side) work_issue(w, side);
     ex->ops->forward_backward(ex, x, y, sc->scale);
     cc_optimizer_step(ex, cfg, sc, oc, NULL, i, &rep);
-    if (side) CK(cudaStreamSynchronize(side));
+    CK(cudaDeviceSynchronize()); /* the step's AdamW, and the rebuild */
     return cc_now_ms() - t0;
 }
 
@@ -126,13 +146,13 @@ static double median(double *v, int n)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: recompute_floor CONFIG [--set KEY=VALUE ...] [--steps N]\n");
+        fprintf(stderr, "usage: recompute_floor CONFIG [--set KEY=VALUE ...] [--steps N] [--windows NW]\n");
         return 2;
     }
     cc_config cfg;
     cc_config_defaults(&cfg);
     if (cc_config_load(&cfg, argv[1]) != 0) return 1;
-    int steps = 20;
+    int steps = 20, nw = 8;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--set") && i + 1 < argc) {
             if (cc_config_set_arg(&cfg, argv[++i]) != 0) return 1;
@@ -142,6 +162,12 @@ int main(int argc, char **argv)
                 fprintf(stderr, "recompute_floor: --steps: %s is not in 1..1000\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--windows") && i + 1 < argc) {
+            nw = atoi(argv[++i]);
+            if (nw < 1 || nw > 64) {
+                fprintf(stderr, "recompute_floor: --windows: %s is not in 1..64\n", argv[i]);
+                return 2;
+            }
         } else {
             fprintf(stderr, "recompute_floor: unknown argument '%s'\n", argv[i]);
             return 2;
@@ -149,6 +175,10 @@ int main(int argc, char **argv)
     }
     if (cc_config_set_arg(&cfg, "gpu.recompute=off") != 0) return 1;
     const int B = cfg.batch_size, T = cfg.seq_len;
+    if (T % nw) {
+        fprintf(stderr, "recompute_floor: --windows: %d does not divide seq_len %d\n", nw, T);
+        return 2;
+    }
     cc_executor *ex = cc_gpu_executor_create(&cfg, B, T);
     if (!ex) return 1;
     int *x = cc_malloc(sizeof(int) * B * T), *y = cc_malloc(sizeof(int) * B * T);
@@ -159,7 +189,7 @@ int main(int argc, char **argv)
         y[i] = (int)cc_rng_below(&r, (uint64_t)cfg.vocab_size);
     }
     rebuild_work w;
-    work_init(&w, &ex->lay.dims, B, T);
+    work_init(&w, &ex->lay.dims, B, T, nw, x);
     int lowest, highest;
     CK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
     cudaStream_t low, lane;
@@ -184,12 +214,25 @@ int main(int argc, char **argv)
         both_lane[i] = one_step(ex, &cfg, &sc, &oc, k++, x, y, &w, lane);
     }
     int chunk = 0;
-    const char *wave = cc_gpu_wavefront(ex, &chunk);
+    char wave[128];
+    snprintf(wave, sizeof(wave), "%s", cc_gpu_wavefront(ex, &chunk));
+    ex->ops->destroy(ex);
+    /* the step that does rebuild (recompute = on), timed the same way, for comparison */
+    if (cc_config_set_arg(&cfg, "gpu.recompute=on") != 0) return 1;
+    ex = cc_gpu_executor_create(&cfg, B, T);
+    if (!ex) return 1;
+    double *on = cc_malloc(sizeof(double) * steps);
+    for (int i = 0; i < 5; i++) one_step(ex, &cfg, &sc, &oc, k++, x, y, &w, NULL);
+    for (int i = 0; i < steps; i++) on[i] = one_step(ex, &cfg, &sc, &oc, k++, x, y, &w, NULL);
+    const double onm = median(on, steps);
+    free(on);
     const double a = median(alone, steps), rbm = median(rb, steps), bl = median(both_low, steps),
                  bn = median(both_lane, steps), best = bl < bn ? bl : bn;
-    json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:f,s:f,s:f,s:f,s:f}", "B", B, "T", T, "D", cfg.d_model, "L",
-                          cfg.n_layers, "steps", steps, "wavefront_chunk", chunk, "wavefront", wave, "step_ms", a,
-                          "rebuild_ms", rbm, "together_low_ms", bl, "together_lane_ms", bn, "floor_ratio", best / a);
+    json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "B", B, "T", T, "D",
+                          cfg.d_model, "L", cfg.n_layers, "steps", steps, "windows", nw, "wavefront_chunk", chunk,
+                          "wavefront", wave, "step_ms", a, "rebuild_ms", rbm, "together_low_ms", bl,
+                          "together_lane_ms", bn, "floor_ratio", best / a, "recompute_on_ms", onm,
+                          "recompute_on_ratio", onm / a);
     json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(5));
     putchar('\n');
     json_decref(j);

@@ -46,10 +46,13 @@ __global__ void rmsnorm_forward_kernel(float *sum, float *y32, __half *y16, floa
     }
 }
 
+// sum may be x itself (recompute makes u^l over u^{l-1} in place): x and res
+// are not __restrict__ and are read with plain loads, each element by the
+// thread that then writes it.
 template <int NV>
-__global__ void rmsnorm_forward_vec(float *sum, float *y32, __half *y16, float *ir, const float *__restrict__ x,
-                                    const float *__restrict__ res, const float *__restrict__ g, int M, row_window rw,
-                                    float eps, float floor_, float inv_max)
+__global__ void rmsnorm_forward_vec(float *sum, float *y32, __half *y16, float *ir, const float *x, const float *res,
+                                    const float *__restrict__ g, int M, row_window rw, float eps, float floor_,
+                                    float inv_max)
 {
     constexpr int D = 128 * NV;
     const int i_row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -60,9 +63,9 @@ __global__ void rmsnorm_forward_vec(float *sum, float *y32, __half *y16, float *
     float ss = 0.f;
 #pragma unroll
     for (int k = 0; k < NV; k++) {
-        v[k] = __ldg((const float4 *)(x + base + 128 * k));
+        v[k] = *(const float4 *)(x + base + 128 * k);
         if (res) {
-            const float4 b = __ldg((const float4 *)(res + base + 128 * k));
+            const float4 b = *(const float4 *)(res + base + 128 * k);
             v[k].x += b.x, v[k].y += b.y, v[k].z += b.z, v[k].w += b.w;
         }
         ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;

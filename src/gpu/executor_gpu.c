@@ -635,7 +635,7 @@ void gpu_recompute_force_windows(int n) { rc_windows_forced = n > 0 ? n : 0; }
  * and under the persistent BPTT W_hh transposed), and a window's rebuild
  * and weight GEMMs must fit beside the next window's BPTT, so they take 8:
  * at the default config 16 windows of 32 steps ran 12.3 ms a step against
- * 10.5 with 8 (docs/results/recompute_windows_2026-12-03.txt). The per-step
+ * 10.6 with 8 (docs/results/recompute_windows_2026-12-03.txt). The per-step
  * loop pays the same launches at every step whatever the window, so it
  * takes 16, whose two buffers hold an eighth of a layer's window tensors. */
 static int recompute_window_for(const gpu_step_plan *p, int T)

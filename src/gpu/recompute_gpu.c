@@ -197,6 +197,9 @@ void rc_backward_layer(lane_ctx *c, int l, float clamp_limit)
         const gru_grads gg = rc_grads(c, l, j, k);
         wait_ev(rec, ln->ev_wfeed[j]);
         gpu_trace_point(ln->index, rec);
+        /* every window of the layer takes the same path, as the carries differ (the persistent kernels'
+         * z*g, the per-step loop's dhrec with W_hh^T dgh): they are one grid, which the runtime admits or
+         * refuses by its size (gp_launch), and a refusal sends every later launch per step too */
         nparts = gpu_gru_bptt(ln->rec_gemm[0], &g->rec_caps, g->gru_path, &gl, &gg, rc_shape(c, k), clamp_limit, rec);
         gpu_trace_point(ln->index, rec);
         record_ev(ln->ev_wrec[j], rec);
