@@ -29,6 +29,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "catchat/config.h"
+#include "catchat/device.h"
 #include "catchat/executor.h"
 #include "catchat/kernels.h"
 #include "catchat/layout.h"
@@ -145,9 +146,11 @@ static double median(double *v, int n)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: recompute_floor CONFIG [--set KEY=VALUE ...] [--steps N] [--windows NW]\n");
-        return 2;
+    static const char usage[] = "usage: recompute_floor CONFIG [--set KEY=VALUE ...] [--steps N] [--windows NW]\n"
+                                "the least time a step that rebuilds its activations can take (bench/recompute_floor.c)\n";
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
     }
     cc_config cfg;
     cc_config_defaults(&cfg);
@@ -172,6 +175,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "recompute_floor: unknown argument '%s'\n", argv[i]);
             return 2;
         }
+    }
+    const int gpus = cc_gpu_count();
+    if (gpus < 0) return 1; /* the driver fails: cc_gpu_count said why */
+    if (gpus == 0) {
+        fprintf(stderr, "recompute_floor: no CUDA device visible: nothing measured\n");
+        return CC_EXIT_SKIP;
     }
     if (cc_config_set_arg(&cfg, "gpu.recompute=off") != 0) return 1;
     const int B = cfg.batch_size, T = cfg.seq_len;

@@ -210,6 +210,8 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
             gpu_step_plan_describe(p, cfg, T, plan, sizeof(plan));
             printf("GPU step: %s\nGPU memory: %.2f GiB planned; recompute %s\n", plan, p->device_bytes / 1073741824.0,
                    p->recompute_why);
+        } else if (strcmp(cfg->gpu_recompute, "auto") != 0 || cfg->gpu_memory_limit) {
+            printf("[gpu] recompute and memory_limit plan the GPU step: the CPU reference keeps every activation\n");
         }
         if (o->resume) printf("resumed from %s at step %ld%s\n", o->resume, st->step, resumed_how);
         fflush(stdout);
