@@ -108,12 +108,6 @@ static void work_issue(rebuild_work *w, cudaStream_t s)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* One training step (forward, backward, optimizer), with the rebuild beside it on `side` when
  * non-NULL: ms from an idle device until both are done. */
 static double one_step(cc_executor *ex, const cc_config *cfg, cc_scaler *sc, cc_opt_counts *oc, long i,
@@ -136,12 +130,6 @@ static double work_alone(rebuild_work *w, cudaStream_t s)
     work_issue(w, s);
     CK(cudaStreamSynchronize(s));
     return cc_now_ms() - t0;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return v[n / 2];
 }
 
 int main(int argc, char **argv)
@@ -233,10 +221,10 @@ int main(int argc, char **argv)
     double *on = cc_malloc(sizeof(double) * steps);
     for (int i = 0; i < 5; i++) one_step(ex, &cfg, &sc, &oc, k++, x, y, &w, NULL);
     for (int i = 0; i < steps; i++) on[i] = one_step(ex, &cfg, &sc, &oc, k++, x, y, &w, NULL);
-    const double onm = median(on, steps);
+    const double onm = cc_median(on, steps);
     free(on);
-    const double a = median(alone, steps), rbm = median(rb, steps), bl = median(both_low, steps),
-                 bn = median(both_lane, steps), best = bl < bn ? bl : bn;
+    const double a = cc_median(alone, steps), rbm = cc_median(rb, steps), bl = cc_median(both_low, steps),
+                 bn = cc_median(both_lane, steps), best = bl < bn ? bl : bn;
     json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "B", B, "T", T, "D",
                           cfg.d_model, "L", cfg.n_layers, "steps", steps, "windows", nw, "wavefront_chunk", chunk,
                           "wavefront", wave, "step_ms", a, "rebuild_ms", rbm, "together_low_ms", bl,

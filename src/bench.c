@@ -18,12 +18,6 @@
 #include "catchat/util.h"
 #include <cuda_runtime_api.h>
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void fixture(const cc_config *cfg, int *x, int *y)
 {
     const int B = cfg->batch_size, T = cfg->seq_len;
@@ -64,8 +58,7 @@ static double time_steps(cc_executor *ex, const cc_config *cfg, const int *x, co
         t[i] = t2 - t0;
         opt += t2 - t1;
     }
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    const double med = n ? t[n / 2] : 0;
+    const double med = cc_median(t, n);
     free(t);
     *opt_ms = n ? opt / n : 0;
     return med;

@@ -34,6 +34,8 @@ uint8_t *cc_read_file_what(const char *path, const char *what, size_t *len_out);
 
 /* Milliseconds from a monotonic clock. */
 double cc_now_ms(void);
+/* The median of v[0..n) (the upper one of an even n; 0 for n = 0), sorting v in place. */
+double cc_median(double *v, int n);
 
 /* Create a directory and its parents; 0 on success. */
 int cc_mkdir_p(const char *path);

@@ -7,6 +7,10 @@
 #include "catchat/kernels.h"
 #include "gpu/gpu_impl.h"
 
+/* Hand-offs between a lane's streams: s waits for what ev last recorded; ev records s's point. */
+static inline void stream_wait(cudaStream_t s, cudaEvent_t ev) { cudaCheck(cudaStreamWaitEvent(s, ev, 0)); }
+static inline void event_record(cudaEvent_t ev, cudaStream_t s) { cudaCheck(cudaEventRecord(ev, s)); }
+
 /* A lane's view of the batch: rows [r0, r0 + M) of every [B·T, ·] tensor. */
 typedef struct {
     cc_executor *ex;

@@ -56,9 +56,6 @@ static gru_grads rc_grads(const lane_ctx *c, int l, int j, int k)
     return G;
 }
 
-static void wait_ev(cudaStream_t s, cudaEvent_t ev) { cudaCheck(cudaStreamWaitEvent(s, ev, 0)); }
-static void record_ev(cudaEvent_t ev, cudaStream_t s) { cudaCheck(cudaEventRecord(ev, s)); }
-
 /* Window k's rows of u^l in the lane's rows of u (full T), and the row window of a window's rows. */
 static float *rc_urows(const lane_ctx *c, int k) { return ROWS(c, c->g->u, c->D) + (size_t)k * c->g->rc_window * c->D; }
 static row_window rc_rows(const lane_ctx *c)
@@ -79,7 +76,7 @@ void rc_forward_windows(lane_ctx *c, int l)
     for (int k = 0; k < nw; k++) {
         const int j = k & 1;
         const size_t at = (size_t)k * C;
-        if (k >= 2) wait_ev(s, ln->ev_wrec[j]); /* the recurrence of window k-2 is done with the buffer */
+        if (k >= 2) stream_wait(s, ln->ev_wrec[j]); /* the recurrence of window k-2 is done with the buffer */
         const gru_layer gl = rc_layer(c, l, j);
         uint16_t *a16 = WINROWS(c, g->win_a16[j], D);
         float *ul = rc_urows(c, k);
@@ -91,14 +88,14 @@ void rc_forward_windows(lane_ctx *c, int l)
         gpu_matmul_rows(ln->gemm, (float *)gl.gx, 3 * D, C, a16, D, C, P16(ex, lay->gru_wih[l]), D, 1, B, C, 3 * D, D,
                         0.f, P32(ex, lay->gru_bih[l]), s);
         lane_check(c, "input_projection", "gx", l, gl.gx, (size_t)3 * B * C * D, 0, 3 * D);
-        record_ev(ln->ev_wfeed[j], s);
-        wait_ev(rec, ln->ev_wfeed[j]);
+        event_record(ln->ev_wfeed[j], s);
+        stream_wait(rec, ln->ev_wfeed[j]);
         gpu_trace_point(ln->index, rec);
         gpu_gru_forward(ln->rec_gemm[0], &g->rec_caps, g->gru_path, &gl, rc_shape(c, k), g->gru_wide, rec);
         gpu_trace_point(ln->index, rec);
-        record_ev(ln->ev_wrec[j], rec);
+        event_record(ln->ev_wrec[j], rec);
     }
-    wait_ev(s, ln->ev_wrec[(nw - 1) & 1]); /* and so every window's */
+    stream_wait(s, ln->ev_wrec[(nw - 1) & 1]); /* and so every window's */
 }
 
 /* u^l into u's block, in place: the embedding plus h^0 .. h^{l-1}, in the
@@ -168,7 +165,7 @@ static void window_weight_grads(lane_ctx *c, int l, int k, int j, int nparts)
     gpu_gru_weight_grads(ln->gemm_wgrad, &gl, &gg, nparts > 0 && k > 0 ? -1 : nparts, rc_shape(c, k), side);
     gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg.dgx16, WINROWS(c, c->g->win_a16[j], D), B * C, 3 * D,
                   D, side);
-    record_ev(ln->ev_wfree[j], side);
+    event_record(ln->ev_wfree[j], side);
     gpu_trace_point(GPU_MAX_LANES + ln->index, side);
 }
 
@@ -187,28 +184,28 @@ void rc_backward_layer(lane_ctx *c, int l, float clamp_limit)
     /* a buffer is rebuilt once the weight GEMMs that last read it are done: the layer above's
      * (for its last windows, while its first window's still run) or this layer's window k+1's */
     const int above = l + 1 < c->L;
-    if (above) wait_ev(s, ln->ev_wfree[(nw - 1) & 1]);
+    if (above) stream_wait(s, ln->ev_wfree[(nw - 1) & 1]);
     rebuild_window(c, l, nw - 1, (nw - 1) & 1);
-    record_ev(ln->ev_wfeed[(nw - 1) & 1], s);
+    event_record(ln->ev_wfeed[(nw - 1) & 1], s);
     int nparts = 0;
     for (int k = nw - 1; k >= 0; k--) {
         const int j = k & 1;
         const gru_layer gl = rc_layer(c, l, j);
         const gru_grads gg = rc_grads(c, l, j, k);
-        wait_ev(rec, ln->ev_wfeed[j]);
+        stream_wait(rec, ln->ev_wfeed[j]);
         gpu_trace_point(ln->index, rec);
         /* every window of the layer takes the same path, as the carries differ (the persistent kernels'
          * z*g, the per-step loop's dhrec with W_hh^T dgh): they are one grid, which the runtime admits or
          * refuses by its size (gp_launch), and a refusal sends every later launch per step too */
         nparts = gpu_gru_bptt(ln->rec_gemm[0], &g->rec_caps, g->gru_path, &gl, &gg, rc_shape(c, k), clamp_limit, rec);
         gpu_trace_point(ln->index, rec);
-        record_ev(ln->ev_wrec[j], rec);
+        event_record(ln->ev_wrec[j], rec);
         if (k > 0) { /* the window before, rebuilt beside this BPTT */
-            if (k + 1 < nw || above) wait_ev(s, ln->ev_wfree[j ^ 1]);
+            if (k + 1 < nw || above) stream_wait(s, ln->ev_wfree[j ^ 1]);
             rebuild_window(c, l, k - 1, j ^ 1);
-            record_ev(ln->ev_wfeed[j ^ 1], s);
+            event_record(ln->ev_wfeed[j ^ 1], s);
         }
-        wait_ev(s, ln->ev_wrec[j]);
+        stream_wait(s, ln->ev_wrec[j]);
         if (k == planted_k) /* the residual path keeps its value */
             cudaCheck(cudaMemcpyAsync(planted, g->plant_slot + 1, sizeof(float), cudaMemcpyDeviceToDevice, s));
         lane_check(c, "gru_backward", "dgx", l, gg.dgx16, (size_t)3 * B * C * D, 1, 3 * D);
@@ -223,6 +220,6 @@ void rc_backward_layer(lane_ctx *c, int l, float clamp_limit)
     }
     lane_mark(c, PH_BPTT);
     lane_check(c, "rmsnorm_backward", "du", l, du, (size_t)c->M * D, 0, D);
-    record_ev(ln->ev_wgrad[l & 1], ln->wgrad_stream);
+    event_record(ln->ev_wgrad[l & 1], ln->wgrad_stream);
     if (l == 0) lane_embedding_backward(c);
 }

@@ -44,8 +44,6 @@ static void wave_window(const lane_ctx *c, int k, int *t0, int *t1)
 
 int wave_chunks(const lane_ctx *c) { return (c->T + c->g->wave_chunk - 1) / c->g->wave_chunk; }
 
-static void wave_wait(cudaStream_t s, cudaEvent_t ev) { cudaCheck(cudaStreamWaitEvent(s, ev, 0)); }
-static void wave_record(cudaEvent_t ev, cudaStream_t s) { cudaCheck(cudaEventRecord(ev, s)); }
 
 /* Layer l's forward on chunk k. */
 void wave_forward_chunk(lane_ctx *c, int l, int k)
@@ -61,25 +59,25 @@ void wave_forward_chunk(lane_ctx *c, int l, int k)
     const row_window rw = { len, T, 0 };
     cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
     if (l == 0 && k == 0) { /* layer 0's input for every step, once the lane's batch is there */
-        wave_record(ln->ev_feed[0], ln->stream);
-        wave_wait(feed, ln->ev_feed[0]);
+        event_record(ln->ev_feed[0], ln->stream);
+        stream_wait(feed, ln->ev_feed[0]);
         launch_embedding_forward(ROWS(c, g->u, D), ROWS(c, g->x, 1), P32(ex, lay->embed), M, D, feed);
         launch_rmsnorm_forward(NULL, LROWS(c, g->a16, 0, D), LROWS(c, g->a_ir, 0, 1), LROWS(c, g->u, 0, D),
                                P32(ex, lay->gru_norm[0]), M, D, &c->nc, feed);
         gpu_matmul_fwd(ln->feed_gemm[0], LROWS(c, g->gx, 0, 3 * D), LROWS(c, g->a16, 0, D), P16(ex, lay->gru_wih[0]),
                        P32(ex, lay->gru_bih[0]), M, 3 * D, D, feed);
-        wave_record(ln->ev_feed[0], feed);
+        event_record(ln->ev_feed[0], feed);
     } else if (l > 0) { /* u^l = u^{l-1} + h^{l-1} and its norm on the chunk, then gx^l */
-        wave_wait(feed, ln->ev_rec[l - 1]);
+        stream_wait(feed, ln->ev_rec[l - 1]);
         launch_add_rmsnorm_forward(WROWS(c, g->u, l, D, t0), NULL, WROWS(c, g->a16, l, D, t0),
                                    WROWS(c, g->a_ir, l, 1, t0), WROWS(c, g->u, l - 1, D, t0),
                                    WROWS(c, g->h, l - 1, D, t0), P32(ex, lay->gru_norm[l]), B * len, D, rw, &c->nc,
                                    feed);
         gpu_matmul_fwd_window(ln->feed_gemm[l], WROWS(c, g->gx, l, 3 * D, t0), WROWS(c, g->a16, l, D, t0),
                               P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), B, len, T, 3 * D, D, feed);
-        wave_record(ln->ev_feed[l], feed);
+        event_record(ln->ev_feed[l], feed);
     }
-    if (l > 0 || k == 0) wave_wait(rec, ln->ev_feed[l]);
+    if (l > 0 || k == 0) stream_wait(rec, ln->ev_feed[l]);
     const gru_layer gl = gru_layer_of(c, l);
     gru_shape sh = gru_shape_of(c);
     sh.t0 = t0;
@@ -87,10 +85,10 @@ void wave_forward_chunk(lane_ctx *c, int l, int k)
     gpu_trace_wave_point(ln->index, l, rec);
     gpu_gru_forward(ln->rec_gemm[l], &g->wave_caps, g->gru_path, &gl, sh, g->gru_wide, rec);
     gpu_trace_wave_point(ln->index, l, rec);
-    wave_record(ln->ev_rec[l], rec);
+    event_record(ln->ev_rec[l], rec);
     if (l == c->L - 1) { /* u^L and the context stream's norm of it, on the lane's stream */
         cudaStream_t s = ln->stream;
-        wave_wait(s, ln->ev_rec[l]);
+        stream_wait(s, ln->ev_rec[l]);
         launch_add_rmsnorm_forward(WROWS(c, g->u, c->L, D, t0), NULL, ROWS(c, g->s16, D) + (size_t)t0 * D,
                                    ROWS(c, g->s_ir, 1) + t0, WROWS(c, g->u, l, D, t0), WROWS(c, g->h, l, D, t0),
                                    P32(ex, lay->ctx_norm), B * len, D, rw, &c->nc, s);
@@ -113,11 +111,11 @@ void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
     cudaStream_t feed = ln->feed[l], rec = ln->rec[l];
     if (l == c->L - 1) { /* dL/du^L: the context stream's, of the chunk or of every step */
         if (c->g->wave_top_ran || k == wave_chunks(c) - 1) {
-            wave_record(ln->ev_feed[c->L - 1], ln->stream);
-            wave_wait(rec, ln->ev_feed[c->L - 1]);
+            event_record(ln->ev_feed[c->L - 1], ln->stream);
+            stream_wait(rec, ln->ev_feed[c->L - 1]);
         }
     } else {
-        wave_wait(rec, ln->ev_feed[l + 1]);
+        stream_wait(rec, ln->ev_feed[l + 1]);
     }
     const gru_layer gl = gru_layer_of(c, l);
     const gru_grads gg = gru_grads_of(c, l);
@@ -127,29 +125,29 @@ void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
     gpu_trace_wave_point(ln->index, l, rec);
     const int nparts = gpu_gru_bptt(ln->rec_gemm[l], &g->wave_caps, g->gru_path, &gl, &gg, sh, clamp_limit, rec);
     gpu_trace_wave_point(ln->index, l, rec);
-    wave_record(ln->ev_rec[l], rec);
+    event_record(ln->ev_rec[l], rec);
     if (k == 0) { /* the layer's weight gradients, one GEMM over all T each */
-        wave_wait(ln->wgrad_stream, ln->ev_rec[l]);
+        stream_wait(ln->wgrad_stream, ln->ev_rec[l]);
         gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
         gpu_gru_weight_grads(ln->gemm_wgrad, &gl, &gg, nparts, gru_shape_of(c), ln->wgrad_stream);
         gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg.dgx16, LROWS(c, g->a16, l, D), c->M, 3 * D, D,
                       ln->wgrad_stream);
         gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
-        if (l == 0) wave_record(ln->ev_wgrad[0], ln->wgrad_stream);
+        if (l == 0) event_record(ln->ev_wgrad[0], ln->wgrad_stream);
     }
-    wave_wait(feed, ln->ev_rec[l]);
+    stream_wait(feed, ln->ev_rec[l]);
     float *du = ROWS(c, g->du, D) + (size_t)t0 * D, *dtmp = ROWS(c, g->dtmp, D) + (size_t)t0 * D;
     gpu_matmul_dx_window(ln->feed_gemm[l], dtmp, (const uint16_t *)gg.dgx16 + (size_t)t0 * 3 * D,
                          P16(ex, lay->gru_wih[l]), B, len, T, 3 * D, D, feed);
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, WROWS(c, g->u, l, D, t0), P32(ex, lay->gru_norm[l]),
                             WROWS(c, g->a_ir, l, 1, t0), B * len, D, rw, &c->nc, &g->caps, feed);
-    wave_record(ln->ev_feed[l], feed);
+    event_record(ln->ev_feed[l], feed);
     if (l == 0 && k == 0) { /* every chunk of du^0 is done: the embedding's gradient, then the weight GEMMs' end */
         cudaStream_t s = ln->stream;
-        wave_wait(s, ln->ev_feed[0]);
+        stream_wait(s, ln->ev_feed[0]);
         launch_embedding_backward(G32L(c, lay->embed), ROWS(c, g->du, D), g->tok_off + (size_t)ln->index * (c->V + 1),
                                   ROWS(c, g->tok_pos, 1), c->V, D, s);
-        wave_wait(s, ln->ev_wgrad[0]);
+        stream_wait(s, ln->ev_wgrad[0]);
     }
 }
 

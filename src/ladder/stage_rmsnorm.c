@@ -10,6 +10,19 @@
 #include "catchat/util.h"
 #include "ladder/ladder.h"
 
+/* y, dx and dg of one form of window_case against the CPU's (n: each one's length). */
+static void check_window_form(stage *st, const char *form, int D, const float *y, const float *y_ref, size_t ny,
+                              const float *dx, const float *dx_ref, size_t nx, const float *dg, const float *dg_ref)
+{
+    char what[64];
+    snprintf(what, sizeof(what), "y, %s (D %d)", form, D);
+    check(st, what, y, y_ref, ny, 1e-5, 0);
+    snprintf(what, sizeof(what), "dx, %s (D %d)", form, D);
+    check(st, what, dx, dx_ref, nx, 1e-5, 0);
+    snprintf(what, sizeof(what), "dg, %s (D %d)", form, D);
+    check(st, what, dg, dg_ref, (size_t)D, 1e-5, 0);
+}
+
 /* D = 96 runs the scalar kernels; D = 256 the ones that keep a row in
  * registers, with the residual add the forward fuses in front of the norm. */
 /* The wavefront's form: the rows of a time window, [t0, t0 + len) of each
@@ -44,12 +57,7 @@ static void window_case(const ladder_ctx *cx, stage *st, int D)
     launch_rmsnorm_backward(ddx + off, ddg, ddy + off, dsum + off, dg, dir + T0, MW, D, rw, &nc, cx->caps, 0);
     float *gy = get_f32(dyo, MD), *gdx = get_f32(ddx, MD), *gdg = get_f32(ddg, D);
     char what[64];
-    snprintf(what, sizeof(what), "y, time window (D %d)", D);
-    check(st, what, gy, ry, MD, 1e-5, 0);
-    snprintf(what, sizeof(what), "dx, time window (D %d)", D);
-    check(st, what, gdx, rdx, MD, 1e-5, 0);
-    snprintf(what, sizeof(what), "dg, time window (D %d)", D);
-    check(st, what, gdg, dg_ref, D, 1e-5, 0);
+    check_window_form(st, "time window", D, gy, ry, MD, gdx, rdx, MD, gdg, dg_ref);
     int outside_kept = 1; /* rows outside the window: bit for bit what they held */
     for (int row = 0; row < M; row++) {
         const int t = row % T;
@@ -74,12 +82,7 @@ static void window_case(const ladder_ctx *cx, stage *st, int D)
     launch_add_rmsnorm_forward(NULL, yw_d, NULL, dir + T0, dsum + off, NULL, dg, MW, D, own, &nc, 0);
     launch_rmsnorm_backward(ddx2 + off, ddg2, dyw_d, dsum + off, dg, dir + T0, MW, D, own, &nc, cx->caps, 0);
     float *gyw = get_f32(yw_d, WD), *gdx2 = get_f32(ddx2, MD), *gdg2 = get_f32(ddg2, D);
-    snprintf(what, sizeof(what), "y, window buffer (D %d)", D);
-    check(st, what, gyw, yw_ref, WD, 1e-5, 0);
-    snprintf(what, sizeof(what), "dx from a window buffer (D %d)", D);
-    check(st, what, gdx2, rdx, MD, 1e-5, 0);
-    snprintf(what, sizeof(what), "dg from a window buffer (D %d)", D);
-    check(st, what, gdg2, dg_ref, D, 1e-5, 0);
+    check_window_form(st, "window buffer", D, gyw, yw_ref, WD, gdx2, rdx, MD, gdg2, dg_ref);
     FREE_ALL(x, res, g, dy, dx0, y0, dg_ref, xs, ry, rir, rdx, gy, gdx, gdg, yw_ref, dyw, gyw, gdx2, gdg2);
     DFREE_ALL(dx_, dres, dg, ddy, ddx, ddg, dsum, dyo, dir, dyw_d, yw_d, ddx2, ddg2);
 }
