@@ -44,7 +44,6 @@ static void wave_window(const lane_ctx *c, int k, int *t0, int *t1)
 
 int wave_chunks(const lane_ctx *c) { return (c->T + c->g->wave_chunk - 1) / c->g->wave_chunk; }
 
-
 /* Layer l's forward on chunk k. */
 void wave_forward_chunk(lane_ctx *c, int l, int k)
 {
