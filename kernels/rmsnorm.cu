@@ -47,9 +47,15 @@ __global__ void rmsnorm_forward_kernel(float *sum, float *y32, __half *y16, floa
 }
 
 // sum may be x itself (recompute makes u^l over u^{l-1} in place): x and res
-// are not __restrict__ and are read with plain loads, each element by the
-// thread that then writes it.
-template <int NV>
+// are not __restrict__, and IN_PLACE reads them with plain loads (each element
+// by the thread that then writes it), else through the read-only cache.
+template <bool IN_PLACE>
+__device__ __forceinline__ float4 load_x4(const float *p)
+{
+    return IN_PLACE ? *(const float4 *)p : __ldg((const float4 *)p);
+}
+
+template <int NV, bool IN_PLACE>
 __global__ void rmsnorm_forward_vec(float *sum, float *y32, __half *y16, float *ir, const float *x, const float *res,
                                     const float *__restrict__ g, int M, row_window rw, float eps, float floor_,
                                     float inv_max)
@@ -63,9 +69,9 @@ __global__ void rmsnorm_forward_vec(float *sum, float *y32, __half *y16, float *
     float ss = 0.f;
 #pragma unroll
     for (int k = 0; k < NV; k++) {
-        v[k] = *(const float4 *)(x + base + 128 * k);
+        v[k] = load_x4<IN_PLACE>(x + base + 128 * k);
         if (res) {
-            const float4 b = *(const float4 *)(res + base + 128 * k);
+            const float4 b = load_x4<IN_PLACE>(res + base + 128 * k);
             v[k].x += b.x, v[k].y += b.y, v[k].z += b.z, v[k].w += b.w;
         }
         ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
@@ -215,9 +221,10 @@ extern "C" void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, fl
 {
     const float eps = (float)nc->eps, floor_ = (float)nc->floor, inv_max = (float)nc->inv_max;
     const int nv = vec_width(D);
+    const bool in_place = sum && (sum == x || sum == res);
 #define FWD_VEC(N)                                                                                                 \
-    rmsnorm_forward_vec<N><<<ceil_div(M, 8), 256, 0, s>>>(sum, y32, (__half *)y16, ir, x, res, g, M, rw, eps,  \
-                                                          floor_, inv_max)
+    (in_place ? rmsnorm_forward_vec<N, true> : rmsnorm_forward_vec<N, false>)<<<ceil_div(M, 8), 256, 0, s>>>(    \
+        sum, y32, (__half *)y16, ir, x, res, g, M, rw, eps, floor_, inv_max)
     if (nv)
         NV_DISPATCH(nv, FWD_VEC)
     else
