@@ -130,8 +130,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     if (have_gpu) gpu_gru_impl_why(&caps, path, B, T, cfg->d_model, rec_why, sizeof(rec_why));
     if (o->json) {
         /* What was not measured is null, never a zero that reads as a measurement. */
-        json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:s,s:b}", "B", B, "T", T, "D", cfg->d_model, "L", L, "W",
-                              cfg->ctx_window, "device", cfg->device, "gpu_measured", have_gpu);
+        json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:b}", "B", B, "T", T, "D", cfg->d_model, "L", L, "W",
+                              cfg->ctx_window, "V", cfg->vocab_size, "device", cfg->device, "gpu_measured", have_gpu);
         json_object_set_new(j, "gpu_ms", have_gpu ? json_real(gpu_ms) : json_null());
         json_object_set_new(j, "tok_per_s", have_gpu ? json_real(tokens / (gpu_ms * 1e-3)) : json_null());
         json_object_set_new(j, "lanes", have_gpu ? json_integer(lanes) : json_null());
@@ -139,6 +139,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         json_object_set_new(j, "wavefront_chunk", have_gpu ? json_integer(wave_chunk) : json_null());
         json_object_set_new(j, "wavefront", have_gpu ? json_string(wave_why) : json_null());
         json_object_set_new(j, "rec_why", have_gpu ? json_string(rec_why) : json_null());
+        json_object_set_new(j, "classifier_rows", have_gpu ? json_integer(plan.ce_rows) : json_null());
+        json_object_set_new(j, "logits_ldv", have_gpu ? json_integer(plan.ce_ldv) : json_null());
         json_object_set_new(j, "gpu_profile", json_string(cfg->gpu_profile));
         json_object_set_new(j, "rec_fwd_wide", have_gpu ? json_integer(rec_wide) : json_null());
         json_object_set_new(j, "rec_fwd_us_per_step_layer", have_gpu ? json_real(rec_f) : json_null());
@@ -175,6 +177,9 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
             fprintf(out, "breakdown (device time per step, CUDA events, %d more steps in one lane, layer after layer%s):\n",
                     o->steps, lanes > 1 || wave_chunk ? ": the timed steps overlap these phases" : "");
             for (int i = 0; i < PH_COUNT; i++) fprintf(out, "  %-36s %8.3f ms\n", CC_PHASE_NAMES[i], ph[i]);
+            fprintf(out, "classifier: %d rows a chunk (logits [%d, %d] FP16, V padded to %d), %d chunk%s a lane's step\n",
+                    plan.ce_rows, plan.ce_rows, plan.ce_ldv, plan.ce_ldv, (B / lanes * T + plan.ce_rows - 1) / plan.ce_rows,
+                    (B / lanes * T + plan.ce_rows - 1) / plan.ce_rows == 1 ? "" : "s");
             fprintf(out, "  %-36s %8.3f ms (host-timed, includes the norm read-back)\n", "optimizer step", opt_ms);
             fprintf(out, "device memory: %.0f MiB held (%.0f bytes per token of the batch), %.0f MiB planned; "
                          "recompute %s\n", mem_mb, mem_mb * 1048576.0 / tokens, plan.device_bytes / 1048576.0,

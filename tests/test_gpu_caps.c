@@ -284,7 +284,7 @@ static live_set lane_live(const gpu_work_part *p, int n, int phase, rc_shape sh,
     static const char *const both[] = { "a16[0]", "gates[0]", "ghn[0]", "a16[1]", "gates[1]", "ghn[1]" };
     static const char *const backward[] = { "hp16[0]", "dgx16[0]", "dgh16[0]", "dtmp[0]",
                                             "hp16[1]", "dgx16[1]", "dgh16[1]", "dtmp[1]" };
-    static const char *const parts[] = { "s16", "qkv16", "o16", "f16", "dlogits16", "dc16", "dtmp", "c", "mm", "logits",
+    static const char *const parts[] = { "s16", "qkv16", "o16", "dc16", "dtmp", "c",
                                          "do16", "d16" };
     const size_t seqs = (size_t)(sh.B / sh.lanes), b0 = (size_t)i * seqs;
     if (phase == PHASE_TOP) {

@@ -44,6 +44,7 @@ typedef struct cc_config {
     char gpu_recompute[8];   /* auto, off, on: activations rebuilt in the backward */
     uint64_t gpu_memory_limit; /* bytes the step is planned for, 0 = the device's own memory */
     int gpu_wavefront_chunk; /* timesteps a wavefront chunk, 0 = chosen */
+    int gpu_classifier_rows; /* rows of a classifier chunk, 0 = chosen */
     char cuda_graph[8];      /* auto, on, off */
     int lane_trace;
     int gpu_smem_per_block;  /* KB a block may use, 0 = the GPU's */

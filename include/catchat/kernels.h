@@ -9,7 +9,11 @@
  *   - FP32: master weights, AdamW moments, parameter gradients, the residual
  *     stream u, GRU state h, gate values, attention probabilities (FP32
  *     kernels) or log-sum-exps (tensor-core kernels), norm statistics,
- *     logits, every reduction and every GEMM accumulator.
+ *     the classifier's log-sum-exp and loss, every reduction and every GEMM
+ *     accumulator.
+ *   - The logits are the lm_head GEMM's FP32 accumulation rounded once to
+ *     FP16 (as an autocast matmul stores them), one chunk of rows at a time;
+ *     the softmax reads them in FP32 and writes dlogits over them.
  *   - FP16: GEMM and MMA operands only — the weight copies (refreshed after
  *     each optimizer step) and the activations / activation gradients that
  *     feed a GEMM (normalised inputs, h_{t-1}, attention output, dlogits,
@@ -294,11 +298,14 @@ void launch_attention_backward_tc_window(float *dqkv, void *dqkv16, float *delta
 /* rownorm_clamp.cu: per-row L2 clamp of d[M,D] to `limit` (0 = off), in place, on the rows of rw. */
 void launch_rownorm_clamp(float *d, int M, int D, row_window rw, float limit, cudaStream_t s);
 
-/* crossentropy.cu: per row of logits[M,V]: loss[m] (0 when y < 0), counts
- * hits[m] = 1 for top-1, 2 for top-5 only, 0 otherwise (−1 when not scored);
- * dlogits16 (may be NULL) = grad_scale·(softmax − onehot), 0 where y < 0. */
-void launch_crossentropy(float *loss, int *rank_class, void *dlogits16, const float *logits,
-                         const int *y, int M, int V, row_window rw, float grad_scale, cudaStream_t s);
+/* crossentropy.cu: per row i < M of logits16 (FP16, row pitch ldv ≥ V, a
+ * multiple of 8; one chunk of the classifier's rows, src/gpu/crossentropy.c):
+ * loss[m] (0 when y < 0), rank_class[m] = 1 for top-1, 2 for top-5 only, 0
+ * otherwise (−1 when not scored), m = window_row(rw, i); with with_grad the row
+ * is overwritten in place by grad_scale·(softmax − onehot) in FP16 (0 where
+ * y < 0 and in the padding columns V..ldv−1). */
+void launch_crossentropy(float *loss, int *rank_class, void *logits16, int ldv, const int *y, int M, int V,
+                         row_window rw, float grad_scale, int with_grad, cudaStream_t s);
 
 /* grad_reduce.cu: g ← g·mul over n elements; partial sums of squares into
  * partials[grad_reduce_blocks()] (FP32 per block) and the count of non-finite values. */

@@ -11,6 +11,7 @@
 #include "catchat/executor.h"
 #include "catchat/matmul.h"
 #include "catchat/dist.h"
+#include "catchat/gpu_crossentropy.h"
 #include "catchat/gpu_gru.h"
 #include "catchat/gpu_plan.h"
 #include "catchat/kernels.h"
@@ -262,9 +263,11 @@ const char *const gpu_mem_group_names[GPU_MEM_GROUPS] = { "weights_optimizer", "
  * sequence, one or two; then the forward's hprev16 for all T, where the
  * backward's FP16 h_{t-1}, gate gradients and input gradient of a window
  * lie), and over it from the start the context stream's and the
- * classifier's for top_seqs sequences. Of those, the context output, the
- * merge and the logits are spent before the attention backward, whose dO
- * and dqkv take their place; the guard's dc is the context output's.
+ * classifier's for top_seqs sequences (the classifier's logits only ever
+ * exist a chunk at a time, in buffers of their own: gpu_crossentropy.h). Of
+ * those, the context output (the merge over it) is spent before the
+ * attention backward, whose dO and dqkv take its place; the guard's dc is
+ * the context output's.
  * Returns work's size; with base, points the slots into it. */
 typedef struct {
     void **slot;
@@ -292,7 +295,7 @@ static size_t place_parts(const work_part *parts, int n, size_t start, char *bas
 static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *base, gpu_work_part *info, int *ni,
                           size_t *layer_bytes, size_t *top_bytes)
 {
-    const size_t M = (size_t)B * T, D = d->D, V = d->V, MD = M * D;
+    const size_t M = (size_t)B * T, D = d->D, MD = M * D;
     /* a window buffer's rows, and the top's */
     const size_t Mw = (size_t)B * g->rc_window, Mt = (size_t)g->top_seqs * T, WD = Mw * D, TD = Mt * D;
     const int tc = g->attn_tc, two = g->rc_window < T;
@@ -315,14 +318,11 @@ static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *bas
     };
     const work_part top[] = {
         { (void **)&g->s16, 2 * TD, "s16" },          { (void **)&g->qkv16, tc ? 2 * 3 * TD : 0, "qkv16" },
-        { (void **)&g->o16, 2 * TD, "o16" },          { (void **)&g->f16, 2 * TD, "f16" },
-        { (void **)&g->dlogits16, 2 * Mt * V, "dlogits16" }, { (void **)&g->dc16, 2 * TD, "dc16" },
+        { (void **)&g->o16, 2 * TD, "o16" },          { (void **)&g->dc16, 2 * TD, "dc16" },
         { (void **)&g->dtmp, 4 * TD, "dtmp" },
     };
     const work_part spent[] = {
         { (void **)&g->c, 4 * TD, "c" },
-        { (void **)&g->mm, 4 * TD, "mm" },
-        { (void **)&g->logits, 4 * Mt * V, "logits" },
     };
     const work_part late[] = {
         { (void **)&g->do16, tc ? 2 * TD : 0, "do16" },
@@ -335,7 +335,6 @@ static size_t work_layout(gpu_impl *g, const cc_dims *d, int B, int T, char *bas
     const size_t f = place_parts(top, NPARTS(top), 0, base, info, ni);
     const size_t s = place_parts(spent, NPARTS(spent), f, base, info, ni);
     const size_t l = place_parts(late, NPARTS(late), f, base, info, ni);
-    if (base) g->dc = g->c;
     const size_t b = f + (s > l ? s : l);
     if (layer_bytes) *layer_bytes = a;
     if (top_bytes) *top_bytes = b;
@@ -360,6 +359,8 @@ int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int
 static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, gpu_buffer *t)
 {
     const size_t M = (size_t)B * T, D = d->D, L = d->L, V = d->V, MD = M * D;
+    /* every lane's classifier chunk (gpu_crossentropy.h) */
+    const size_t ce = g->nlanes * gpu_ce_chunk_bytes(g->ce_rows, (int)D, (int)V);
     /* The tensor-core attention reads q, k, v and dO in FP16, writes dqkv in
      * FP16 only and keeps one lse (and delta) per query and head; the FP32
      * kernels read FP32 and store the probabilities (and ds) of the band. */
@@ -399,20 +400,17 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     BUF(dqkv, tc ? 0 : 4 * 3 * MD, "dqkv", 0, GPU_MEM_ATTENTION);
     BUF(p, tc ? 0 : 4 * band, "attention probabilities", 0, GPU_MEM_ATTENTION);
     BUF(dsbuf, tc ? 0 : 4 * band, "attention ds", 0, GPU_MEM_ATTENTION);
-    BUF(c, kept * 4 * MD, "context output", 0, GPU_MEM_ATTENTION);
-    BUF(mm, kept * 4 * MD, "merge", 0, GPU_MEM_CLASSIFIER);
+    BUF(c, kept * 4 * MD, "context output, then the merge", 0, GPU_MEM_ATTENTION);
     BUF(f_ir, 4 * M, "final norm stats", 0, GPU_MEM_CLASSIFIER);
-    BUF(logits, kept * 4 * M * V, "logits", 0, GPU_MEM_CLASSIFIER);
+    /* zeroed: a chunk's padding columns hold no stale NaN for [gpu] check's scans */
+    BUF(ce_bufs, ce, "classifier chunks (logits, final norm out, its gradient)", 1, GPU_MEM_CLASSIFIER);
     BUF(loss_row, 4 * M, "losses", 0, GPU_MEM_CLASSIFIER);
     BUF(rank, 4 * M, "ranks", 0, GPU_MEM_CLASSIFIER);
     BUF(s16, kept * 2 * MD, "ctx norm out", 0, GPU_MEM_ATTENTION);
     BUF(o16, kept * 2 * MD, "attention out", 0, GPU_MEM_ATTENTION);
-    BUF(f16, kept * 2 * MD, "final norm out", 0, GPU_MEM_CLASSIFIER);
-    BUF(dlogits16, kept * 2 * M * V, "dlogits", 0, GPU_MEM_CLASSIFIER);
     BUF(du, 4 * MD, "du", 0, GPU_MEM_LAYERS);
     BUF(dtmp, kept * 4 * MD, "dtmp", 0, GPU_MEM_LAYERS);
     BUF(dhrec, 4 * WL * B * D, "dh recurrent", 0, GPU_MEM_LAYERS);
-    BUF(dc, kept * 4 * MD, "dc", 0, GPU_MEM_ATTENTION);
     BUF(dgx16, kept * 2 * WL * 3 * MD, "dgx (a layer's worth each)", 0, GPU_MEM_LAYERS);
     BUF(dgh16, kept * 2 * WL * 3 * MD, "dgh (a layer's worth each)", 0, GPU_MEM_LAYERS);
     BUF(bias_part, 4 * WL * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (a layer's worth each)", 0,
@@ -448,7 +446,7 @@ static void gpu_destroy(cc_executor *ex)
         cudaEvent_t evs[] = { ln->ev_wgrad[0], ln->ev_wgrad[1], ln->ev_finished, ln->ev_to_rec,
                               ln->ev_from_rec, ln->ev_side, ln->ev_top_wgrad, ln->ev_join,
                               ln->ev_wfeed[0], ln->ev_wfeed[1], ln->ev_wrec[0], ln->ev_wrec[1],
-                              ln->ev_wfree[0], ln->ev_wfree[1] };
+                              ln->ev_wfree[0], ln->ev_wfree[1], ln->ev_ce_fork, ln->ev_ce_free };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) cudaEventDestroy(evs[i]);
         if (g->recompute) gpu_matmul_destroy(ln->rec_gemm[0]);
         for (int k = 0; g->wave_chunk && k < ex->lay.dims.L; k++) {
@@ -667,6 +665,20 @@ static int top_seqs_for(const gpu_step_plan *p, const cc_dims *d, int B, int T)
     return 1;
 }
 
+/* Rows of a classifier chunk: [gpu] classifier_rows, or as many as fit
+ * GPU_CE_BUDGET over the lanes (a multiple of 64 from 64 up: whole tiles of
+ * the GEMMs), never more than a lane's rows. Evaluation runs the whole
+ * batch through lane 0's chunk. */
+static int ce_rows_for(const gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, int B, int T)
+{
+    const size_t lane_rows = (size_t)(B / p->lanes) * T;
+    size_t rows = cfg->gpu_classifier_rows > 0 ? (size_t)cfg->gpu_classifier_rows
+                                               : GPU_CE_BUDGET / ((size_t)p->lanes * gpu_ce_row_bytes(d->D, d->V));
+    if (cfg->gpu_classifier_rows == 0 && rows > 64) rows -= rows % 64;
+    if (rows > lane_rows) rows = lane_rows;
+    return rows < 1 ? 1 : (int)rows;
+}
+
 /* Device bytes of the executor at B, and by group in groups (may be NULL):
  * its buffer table, each lane's two cuBLASLt workspaces, the persistent
  * recurrence's W_hhᵀ and partial sums a lane, and the accumulated gradient
@@ -678,6 +690,7 @@ static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_
     gpu_impl g;
     memset(&g, 0, sizeof(g));
     g.nlanes = p->lanes;
+    g.ce_rows = p->ce_rows;
     g.attn_tc = p->attn_tc;
     g.wave_layers = wave_layers_of(p, d);
     g.recompute = p->recompute;
@@ -769,6 +782,7 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     p->attn_tc = strcmp(cfg->gpu_attention, "fp32") != 0 && attention_tc_supported(caps, d.D, d.H, d.W);
     cc_layout lay;
     cc_layout_build(&lay, &d);
+    p->ce_rows = ce_rows_for(p, cfg, &d, B, T);
     plan_recompute(p, cfg, &d, lay.total, B, T);
     if (p->recompute) { /* one layer after another; 2 lanes rather than 4 (11.20 against 11.26 ms at the
                          * default config, 1 lane 11.54, and two lanes' gradient buffers less:
@@ -781,7 +795,10 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
         p->rc_window = recompute_window_for(p, T);
         p->top_seqs = top_seqs_for(p, &d, B, T);
     }
+    p->ce_rows = ce_rows_for(p, cfg, &d, B, T);
+    p->ce_ldv = gpu_ce_ldv(d.V);
     p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T, p->group_bytes);
+    /* the chunk keeps its rows at twice the batch: only what grows with it counts */
     p->bytes_per_seq = (plan_bytes(p, cfg, &d, lay.total, 2 * B, T, NULL) - p->device_bytes) / (size_t)B;
     p->accum_bytes = 4 * lay.total;
     return 0;
@@ -823,6 +840,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->wave_caps = plan.wave_caps;
     g->gru_path = plan.path;
     g->nlanes = plan.lanes;
+    g->ce_rows = plan.ce_rows;
     g->attn_tc = plan.attn_tc;
     g->gru_wide = plan.wide;
     g->wave_chunk = plan.wave_chunk;
@@ -853,7 +871,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         cudaEvent_t *evs[] = { &ln->ev_wgrad[0], &ln->ev_wgrad[1], &ln->ev_finished, &ln->ev_to_rec,
                                &ln->ev_from_rec, &ln->ev_side, &ln->ev_top_wgrad, &ln->ev_join,
                                &ln->ev_wfeed[0], &ln->ev_wfeed[1], &ln->ev_wrec[0], &ln->ev_wrec[1],
-                               &ln->ev_wfree[0], &ln->ev_wfree[1] };
+                               &ln->ev_wfree[0], &ln->ev_wfree[1], &ln->ev_ce_fork, &ln->ev_ce_free };
         for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
             cudaCheck(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
         ln->rec[0] = ln->rec_stream;
@@ -875,7 +893,12 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         if (bufs[i].zeroed) cudaCheck(cudaMemsetAsync(*bufs[i].slot, 0, bufs[i].bytes, g->stream));
     }
     if (g->recompute) work_layout(g, &d, B, T, g->work, NULL, NULL, NULL, NULL);
-    for (int l = 0; l < g->nlanes; l++) g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * n;
+    g->dc = g->c; /* the guard's copy comes after the final norm's backward, the merge's last reader */
+    const size_t ce_bytes = gpu_ce_chunk_bytes(g->ce_rows, d.D, d.V);
+    for (int l = 0; l < g->nlanes; l++) {
+        g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * n;
+        gpu_ce_chunk_place(&g->lane[l].ce, (char *)g->ce_bufs + l * ce_bytes, g->ce_rows, d.D, d.V);
+    }
     g->tok_off_host = cc_malloc(4 * (d.V + 1) * GPU_MAX_LANES);
     g->tok_pos_host = cc_malloc(4 * M);
     g->loss_host = cc_malloc(4 * M);

@@ -9,6 +9,7 @@
 #include "catchat/dist.h"
 #include "catchat/executor.h"
 #include "catchat/matmul.h"
+#include "catchat/gpu_crossentropy.h"
 #include "catchat/gpu_gru.h"
 #include "catchat/gpu_plan.h"
 #include "gpu/gpu_check.h"
@@ -45,6 +46,13 @@ typedef struct {
     /* recompute, by window buffer: its input made (ev_wfeed), its recurrence
      * done (ev_wrec), its weight GEMMs done with it (ev_wfree) */
     cudaEvent_t ev_wfeed[2], ev_wrec[2], ev_wfree[2];
+    /* the classifier's chunk buffers (gpu_crossentropy.h), the fork of its
+     * last weight GEMM to the side stream and where that GEMM is done with
+     * them; ce_pending: a later classifier call must wait for it (reset at
+     * each step's start, when every side stream has joined its lane) */
+    gpu_ce_chunk ce;
+    cudaEvent_t ev_ce_fork, ev_ce_free;
+    int ce_pending;
     /* the wavefront's streams, GEMM contexts (one per feed stream: a context's
      * workspace serves one stream at a time) and events, by layer: ev_feed[l]
      * a chunk of layer l's feed done, ev_rec[l] a chunk of its recurrence */
@@ -107,20 +115,23 @@ typedef struct {
     int *x, *y;
     float *u, *a_ir, *gx, *gates, *ghn, *h, *gh;
     uint16_t *a16, *hprev16;
-    float *s_ir, *c, *mm, *f_ir, *logits, *loss_row;
+    /* c: the context output, then the merge m = u^L + c over it (gpu_crossentropy.h) */
+    float *s_ir, *c, *f_ir, *loss_row;
+    void *ce_bufs; /* every lane's classifier chunk buffers (gpu_lane.ce) */
+    int ce_rows;   /* rows of a classifier chunk (gpu_step_plan) */
     /* attention: FP16 qkv16 and dO (do16) and per-query lse and delta for the
      * tensor-core kernels; FP32 qkv, probabilities p, ds and dqkv for the
      * FP32 ones. Only one set is allocated (attn_tc). */
     float *qkv, *p, *lse, *delta, *dsbuf, *dqkv;
     uint16_t *qkv16, *do16;
-    uint16_t *s16, *o16, *f16, *dlogits16;
+    uint16_t *s16, *o16;
     int *rank;
     /* backward; dgx16/dgh16 (and the bias sums, the carry dhrec and the
      * per-step loop's gh) alternate between two buffers by layer parity so a
      * BPTT never overwrites what the weight-gradient stream still reads;
      * under the wavefront, whose layers' recurrences overlap, one per layer
      * (wave_layers; lane_gpu.h, layer_slot) */
-    float *du, *dtmp, *dhrec, *dc;
+    float *du, *dtmp, *dhrec, *dc; /* dc: the context-stream guard's copy, over c (spent by then) */
     float *bias_part; /* the cluster BPTT's bias sums, by layer slot like dgx16 (gpu_gru_bptt) */
     uint16_t *dgx16, *dgh16, *d16, *dc16;
     int *tok_off, *tok_pos; /* embedding-backward CSR of each lane's tokens (device) */

@@ -77,6 +77,11 @@ void side_stream_after(gpu_lane *ln);
  * over ranks on the side stream once they are final (after ev_top_wgrad). */
 void allreduce_tail_early(lane_ctx *c);
 
+/* The merge, final norm, classifier and loss (gpu_crossentropy.h) of M rows
+ * of the lane from its first sequence's step t0, in windows rw, the context
+ * output at cc; with a gradient, dL/dm into du (passes_gpu.c). */
+void classifier_rows(lane_ctx *c, int t0, int M, row_window rw, float *cc, float loss_scale, int with_grad);
+
 /* wavefront_gpu.c. Whether this step takes the wavefront, and whether it
  * chunks the context stream and classifier too; chunks of the lane's T. */
 int wave_on(const cc_executor *ex);

@@ -147,7 +147,8 @@ static void forward_layer(lane_ctx *c, int l)
     }
 }
 
-/* The context stream, the merge and the classifier. */
+/* The context stream, up to its output c (the merge, the final norm and the
+ * classifier: classifier_lane). */
 static void forward_top(lane_ctx *c)
 {
     cc_executor *ex = c->ex;
@@ -157,8 +158,8 @@ static void forward_top(lane_ctx *c)
     const size_t MD = (size_t)M * D;
     cudaStream_t s = c->ln->stream;
     const float *uL = forward_u(c, c->L);
-    uint16_t *s16 = TOPROWS(c, g->s16, D), *o16 = TOPROWS(c, g->o16, D), *f16 = TOPROWS(c, g->f16, D);
-    float *cc = TOPROWS(c, g->c, D), *mm = TOPROWS(c, g->mm, D);
+    uint16_t *s16 = TOPROWS(c, g->s16, D), *o16 = TOPROWS(c, g->o16, D);
+    float *cc = TOPROWS(c, g->c, D);
     /* s = RMSNorm(u^L) ran with the last layer's residual add, except under recompute */
     if (g->recompute) {
         launch_rmsnorm_forward(NULL, s16, ROWS(c, g->s_ir, 1), uL, P32(ex, lay->ctx_norm), M, D, &c->nc, s);
@@ -179,20 +180,48 @@ static void forward_top(lane_ctx *c)
     lane_check(c, "attention_forward", "o", -1, o16, MD, 1, D);
     gpu_matmul_fwd(c->ln->gemm, cc, o16, P16(ex, lay->ctx_out), NULL, M, D, D, s);
     lane_check(c, "ctx_out_projection", "c", -1, cc, MD, 0, D);
-    launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1), uL, cc, P32(ex, lay->final_norm), M, D, row_window_all(M), &c->nc, s);
-    lane_check(c, "final_rmsnorm", "f", -1, f16, MD, 1, D);
     lane_mark(c, PH_CONTEXT_FWD);
-    float *logits = TOPROWS(c, g->logits, c->V);
-    gpu_matmul_fwd(c->ln->gemm, logits, f16, P16(ex, lay->lm_head), NULL, M, c->V, D, s);
-    lane_check(c, "classifier", "logits", -1, logits, (size_t)M * c->V, 0, c->V);
 }
 
-static void crossentropy_lane(lane_ctx *c, float loss_scale, int with_grad)
+static void ce_check(void *ctx, const char *stage, const char *tensor, const void *ptr, size_t n, int half, int width)
 {
+    lane_check(ctx, stage, tensor, -1, ptr, n, half, width);
+}
+
+/* The classifier's call for rows of the lane from its first sequence's step
+ * t0: M rows in windows of rw (gpu_crossentropy.h), the context output at
+ * cc; with a gradient, dL/dm into du's rows and the lm_head and final norm
+ * gradients into the lane's (the last chunk's weight GEMM on the side
+ * stream). Also the wavefront's, chunk by chunk (wavefront_gpu.c). */
+void classifier_rows(lane_ctx *c, int t0, int M, row_window rw, float *cc, float loss_scale, int with_grad)
+{
+    cc_executor *ex = c->ex;
     gpu_impl *g = c->g;
-    launch_crossentropy(ROWS(c, g->loss_row, 1), ROWS(c, g->rank, 1), with_grad ? TOPROWS(c, g->dlogits16, c->V) : NULL,
-                        TOPROWS(c, g->logits, c->V), ROWS(c, g->y, 1), c->M, c->V, row_window_all(c->M), loss_scale,
-                        c->ln->stream);
+    gpu_lane *ln = c->ln;
+    const cc_layout *lay = &ex->lay;
+    const int D = c->D;
+    const size_t at = (size_t)t0;
+    const gpu_ce_args a = {
+        .M = M, .D = D, .V = c->V, .rw = rw,
+        .u = forward_u(c, c->L) + at * D, .c = cc, .f_ir = ROWS(c, g->f_ir, 1) + at,
+        .g_final = P32(ex, lay->final_norm), .w16 = P16(ex, lay->lm_head),
+        .y = ROWS(c, g->y, 1) + at, .loss = ROWS(c, g->loss_row, 1) + at, .rank = ROWS(c, g->rank, 1) + at,
+        .du = with_grad ? ROWS(c, g->du, D) + at * D : NULL,
+        .dg_final = G32L(c, lay->final_norm), .dw = G32L(c, lay->lm_head),
+        .grad_scale = loss_scale, .nc = &c->nc, .caps = &g->caps,
+        .side = ln->wgrad_stream, .ev_fork = ln->ev_ce_fork, .ev_free = ln->ev_ce_free, .pending = &ln->ce_pending,
+        .check = c->ex->check ? ce_check : NULL, .check_ctx = c,
+    };
+    gpu_crossentropy(ln->gemm, &ln->ce, &a, ln->stream);
+}
+
+/* The merge, the final norm, the classifier and the loss of the lane's rows
+ * (with a gradient, down to dL/dm in du). */
+static void classifier_lane(lane_ctx *c, float loss_scale, int with_grad)
+{
+    classifier_rows(c, 0, c->M, row_window_all(c->M), TOPROWS(c, c->g->c, c->D), loss_scale, with_grad);
+    lane_mark(c, PH_CLASSIFIER);
+    if (with_grad) lane_check(c, "final_rmsnorm_backward", "dm", -1, ROWS(c, c->g->du, c->D), (size_t)c->M * c->D, 0, c->D);
 }
 
 /* The ctx.*, final_norm and lm_head gradients lie at the end of the buffer
@@ -216,10 +245,10 @@ void side_stream_after(gpu_lane *ln)
     cudaCheck(cudaStreamWaitEvent(ln->wgrad_stream, ln->ev_side, 0));
 }
 
-/* The classifier and the context stream backward, down to dL/du^L, in two
- * halves: the classifier, the final norm and the gradient into the context
- * stream (dc16), then the attention and the context norm. Their weight
- * gradients go to the side stream as soon as their operands exist: nothing
+/* The context stream backward from dL/dm (classifier_lane left it in du),
+ * down to dL/du^L, in two halves: the gradient into the context stream
+ * (dc16), then the attention and the context norm. Their weight gradients
+ * go to the side stream as soon as their operands exist: nothing
  * on the way to the first BPTT waits for them, and there they run beside it
  * instead of in the window before it, where every lane's context stream
  * already fills the GPU (under recompute, whose parts and layers reuse
@@ -231,25 +260,13 @@ static void backward_classifier(lane_ctx *c, float ctx_limit)
     gpu_impl *g = c->g;
     gpu_lane *ln = c->ln;
     const cc_layout *lay = &ex->lay;
-    const int M = c->M, D = c->D, V = c->V;
+    const int M = c->M, D = c->D;
     const size_t MD = (size_t)M * D;
     cudaStream_t s = ln->stream;
-    float *du = ROWS(c, g->du, D), *dtmp = TOPROWS(c, g->dtmp, D), *dc = TOPROWS(c, g->dc, D);
+    float *du = ROWS(c, g->du, D), *dc = TOPROWS(c, g->dc, D);
     /* dc16: the FP16 gradient into the context stream */
-    uint16_t *dlogits = TOPROWS(c, g->dlogits16, V), *dc16 = TOPROWS(c, g->dc16, D);
+    uint16_t *dc16 = TOPROWS(c, g->dc16, D);
     cudaStream_t side = ln->wgrad_stream;
-
-    /* classifier */
-    lane_check(c, "classifier_backward", "dlogits", -1, dlogits, (size_t)M * V, 1, V);
-    side_stream_after(ln);
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->lm_head), dlogits, TOPROWS(c, g->f16, D), M, V, D, side);
-    gpu_matmul_dx(ln->gemm, dtmp, dlogits, P16(ex, lay->lm_head), M, V, D, 0, s);
-    cudaCheck(cudaMemsetAsync(du, 0, sizeof(float) * MD, s));
-    launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, TOPROWS(c, g->mm, D), P32(ex, lay->final_norm),
-                            ROWS(c, g->f_ir, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
-    lane_mark(c, PH_CLASSIFIER);
-    lane_check(c, "final_rmsnorm_backward", "dm", -1, du, MD, 0, D);
-    /* context stream */
     if (ctx_limit > 0) { /* the guard rescales a copy: du itself flows on down the residual */
         cudaCheck(cudaMemcpyAsync(dc, du, sizeof(float) * MD, cudaMemcpyDeviceToDevice, s));
         launch_rownorm_clamp(dc, M, D, row_window_all(M), ctx_limit, s);
@@ -472,7 +489,7 @@ static void top_in_parts(gpu_impl *g, lane_ctx *c, int n, float loss_scale, long
             lane_ctx p = top_part(&c[i], b, g->top_seqs);
             if (prev && prev != ln) cudaCheck(cudaStreamWaitEvent(ln->stream, prev->ev_join, 0));
             forward_top(&p);
-            crossentropy_lane(&p, loss_scale, scored > 0);
+            classifier_lane(&p, loss_scale, scored > 0);
             if (scored > 0) {
                 backward_classifier(&p, ctx_limit);
                 backward_context(&p);
@@ -489,13 +506,14 @@ void gpu_score_all(cc_executor *ex)
     gpu_impl *g = IMPL(ex);
     gpu_set_lanes(ex, 1);
     lane_ctx c = lane_view(ex, &g->lane[0], 1);
+    g->lane[0].ce_pending = 0;
     for (int l = 0; l < c.L; l++) forward_layer(&c, l);
     if (g->recompute) {
         top_in_parts(g, &c, 1, 1.f, 0, 0.f);
         return;
     }
     forward_top(&c);
-    crossentropy_lane(&c, 1.f, 0);
+    classifier_lane(&c, 1.f, 0);
 }
 
 int gpu_step_lanes(const cc_executor *ex) { return IMPL(ex)->profile || ex->check ? 1 : IMPL(ex)->nlanes; }
@@ -524,6 +542,7 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
     lane_ctx c[GPU_MAX_LANES];
     for (int i = 0; i < n; i++) {
         c[i] = lane_view(ex, &g->lane[i], n);
+        g->lane[i].ce_pending = 0; /* the last step's side streams joined their lanes */
         if (i > 0) cudaCheck(cudaStreamWaitEvent(g->lane[i].stream, g->ev_batch, 0));
     }
     const int wave = wave_on(ex), nchunks = wave ? wave_chunks(&c[0]) : 0, top = wave && wave_top_chunked(ex);
@@ -541,7 +560,7 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
     if (g->recompute) top_in_parts(g, c, n, (float)loss_scale, scored, ctx_limit);
     for (int i = 0; !top && !g->recompute && i < n; i++) {
         forward_top(&c[i]);
-        crossentropy_lane(&c[i], (float)loss_scale, scored > 0);
+        classifier_lane(&c[i], (float)loss_scale, scored > 0);
         if (scored > 0) {
             backward_classifier(&c[i], ctx_limit);
             backward_context(&c[i]);

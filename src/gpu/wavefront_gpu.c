@@ -160,7 +160,7 @@ void wave_top_forward(lane_ctx *c, int k, float loss_scale, int with_grad)
     cc_executor *ex = c->ex;
     gpu_impl *g = c->g;
     const cc_layout *lay = &ex->lay;
-    const int D = c->D, T = c->T, B = c->B, V = c->V;
+    const int D = c->D, T = c->T, B = c->B;
     int t0, t1;
     wave_window(c, k, &t0, &t1);
     const int len = t1 - t0, Mw = B * len;
@@ -168,23 +168,18 @@ void wave_top_forward(lane_ctx *c, int k, float loss_scale, int with_grad)
     cudaStream_t s = c->ln->stream;
     gpu_matmul_ctx *gm = c->ln->gemm;
     const size_t at = (size_t)t0;
-    uint16_t *s16 = ROWS(c, g->s16, D) + at * D, *o16 = ROWS(c, g->o16, D) + at * D, *f16 = ROWS(c, g->f16, D) + at * D;
-    float *cc = ROWS(c, g->c, D) + at * D, *mm = ROWS(c, g->mm, D) + at * D;
+    uint16_t *s16 = ROWS(c, g->s16, D) + at * D, *o16 = ROWS(c, g->o16, D) + at * D;
+    float *cc = ROWS(c, g->c, D) + at * D;
     gpu_matmul_fwd_f16_window(gm, ROWS(c, g->qkv16, 3 * D) + at * 3 * D, s16, P16(ex, lay->ctx_qkv), B, len, T, 3 * D,
                               D, s);
     launch_attention_forward_tc_window(NULL, ROWS(c, g->o16, D), NULL, HROWS(c, g->lse), ROWS(c, g->qkv16, 3 * D), B, T,
                                        D, c->H, c->W, t0, t1, s);
     gpu_matmul_fwd_window(gm, cc, o16, P16(ex, lay->ctx_out), NULL, B, len, T, D, D, s);
-    launch_add_rmsnorm_forward(mm, NULL, f16, ROWS(c, g->f_ir, 1) + at, WROWS(c, g->u, c->L, D, t0), cc,
-                               P32(ex, lay->final_norm), Mw, D, rw, &c->nc, s);
-    float *logits = ROWS(c, g->logits, V) + at * V;
-    gpu_matmul_fwd_window(gm, logits, f16, P16(ex, lay->lm_head), NULL, B, len, T, V, D, s);
-    launch_crossentropy(ROWS(c, g->loss_row, 1) + at, ROWS(c, g->rank, 1) + at,
-                        with_grad ? ROWS(c, g->dlogits16, V) + at * V : NULL, logits, ROWS(c, g->y, 1) + at, Mw, V,
-                        rw, loss_scale, s);
+    /* the classifier's backward runs here too, down to dL/dm in du's rows of the chunk */
+    classifier_rows(c, t0, Mw, rw, cc, loss_scale, with_grad);
 }
 
-/* The classifier's and the context stream's backward on chunk k (chunks
+/* The context stream's backward on chunk k from dL/dm (chunks
  * from the last), down to dL/du^L there: the attention's keys in the chunk
  * take the gradients of the queries up to W - 1 steps after it, whose
  * chunks ran before. After chunk 0, the last to run, the top's weight
@@ -195,7 +190,7 @@ void wave_top_backward(lane_ctx *c, int k, float ctx_limit)
     gpu_impl *g = c->g;
     gpu_lane *ln = c->ln;
     const cc_layout *lay = &ex->lay;
-    const int D = c->D, T = c->T, B = c->B, V = c->V, M = c->M;
+    const int D = c->D, T = c->T, B = c->B, M = c->M;
     int t0, t1;
     wave_window(c, k, &t0, &t1);
     const int len = t1 - t0, Mw = B * len;
@@ -205,10 +200,6 @@ void wave_top_backward(lane_ctx *c, int k, float ctx_limit)
     gpu_matmul_ctx *gm = ln->gemm;
     float *du = ROWS(c, g->du, D) + at * D, *dtmp = ROWS(c, g->dtmp, D) + at * D, *dc = ROWS(c, g->dc, D) + at * D;
     uint16_t *d16 = ROWS(c, g->d16, 3 * D), *dc16 = ROWS(c, g->dc16, D) + at * D;
-    gpu_matmul_dx_window(gm, dtmp, ROWS(c, g->dlogits16, V) + at * V, P16(ex, lay->lm_head), B, len, T, V, D, s);
-    cudaCheck(cudaMemset2DAsync(du, pitch, 0, width, B, s));
-    launch_rmsnorm_backward(du, G32L(c, lay->final_norm), dtmp, ROWS(c, g->mm, D) + at * D, P32(ex, lay->final_norm),
-                            ROWS(c, g->f_ir, 1) + at, Mw, D, rw, &c->nc, &g->caps, s);
     if (ctx_limit > 0) { /* the guard rescales a copy: du itself flows on down the residual */
         cudaCheck(cudaMemcpy2DAsync(dc, pitch, du, pitch, width, B, cudaMemcpyDeviceToDevice, s));
         launch_rownorm_clamp(dc, Mw, D, rw, ctx_limit, s);
@@ -223,7 +214,6 @@ void wave_top_backward(lane_ctx *c, int k, float ctx_limit)
     if (k > 0) return;
     side_stream_after(ln);
     cudaStream_t side = ln->wgrad_stream;
-    gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->lm_head), ROWS(c, g->dlogits16, V), ROWS(c, g->f16, D), M, V, D, side);
     gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_out), ROWS(c, g->dc16, D), ROWS(c, g->o16, D), M, D, D, side);
     gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->ctx_qkv), d16, ROWS(c, g->s16, D), M, 3 * D, D, side);
     cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));

@@ -31,7 +31,7 @@ typedef struct stage {
     int num;           /* 1-based place in the table */
     const char *name;  /* op name, e.g. "gru_cell" */
     const char *title; /* docs/ladder.md's name, e.g. "GRU gates" */
-    char shape[96];
+    char shape[160];
     double max_abs, worst_ratio, worst_rel, worst_tol;
     char worst[64];
     int fail, warn, skip;

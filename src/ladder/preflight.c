@@ -158,6 +158,8 @@ static void model_config(cc_config *c, const cc_config *cfg, const gpu_step_plan
         c->seq_len = imin(T, ATTENTION_TC_BLOCK + 8);
         c->gpu_wavefront_chunk = ATTENTION_TC_BLOCK;
     }
+    /* the classifier in three uneven chunks of a lane's rows (whole segments of the wavefront's windows) */
+    c->gpu_classifier_rows = c->batch_size / lanes * c->seq_len / 3 + 1;
 }
 
 /* Runs the checks; returns the index of the first that failed (its row in

@@ -1,55 +1,153 @@
-/* crossentropy (classifier + loss): the lm_head GEMM, softmax cross-entropy
- * forward and backward with ignored targets, and the lm_head weight
- * gradient, against the CPU reference. */
+/* crossentropy (classifier + loss): the GPU's classifier as the step runs it
+ * (src/gpu/crossentropy.c: the merge, the final norm, the lm_head GEMM, the
+ * softmax cross-entropy and its gradient, dx, dW_lm and the final norm's
+ * backward, chunk by chunk of rows) against the CPU reference's merge,
+ * cpu_rmsnorm, cpu_matmul and cpu_crossentropy over the whole batch. Cases:
+ * the byte vocabulary; a V that is not a multiple of 8; V = 50257 (GPT-2's,
+ * padded on the GPU); chunks that cut the rows unevenly; the wavefront's time
+ * windows, with chunks of whole segments and chunks inside one. Every 7th
+ * target is ignored; the ranks give top-1 and top-5 as the CPU counts them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/cpu_ref.h"
+#include "catchat/gpu_crossentropy.h"
 #include "catchat/kernels.h"
+#include "catchat/safetensors.h"
 #include "catchat/util.h"
 #include "ladder/ladder.h"
 
-static void run_crossentropy(const ladder_ctx *cx, stage *st)
+typedef struct {
+    int nseq, T, t0, len; /* the rows: steps [t0, t0+len) of nseq sequences of T (len = T: all rows) */
+    int D, V, rows;       /* rows: a chunk's */
+} ce_case;
+
+static void run_case(const ladder_ctx *cx, stage *st, const ce_case *k)
 {
     cc_rng *r = cx->rng;
-    gpu_matmul_ctx *gm = cx->gemm;
-    const int M = 96, D = 64, V = 256;
+    const int D = k->D, V = k->V, Mall = k->nseq * k->T, M = k->nseq * k->len;
     const float S = 128;
-    snprintf(st->shape, sizeof(st->shape), "M=%d D=%d V=%d, every 7th target ignored, S=128", M, D, V);
-    float *f = rand_vec(r, (size_t)M * D, 1, 1), *w = rand_vec(r, (size_t)V * D, 0.3, 1);
-    int *y = cc_malloc(sizeof(int) * M);
-    for (int i = 0; i < M; i++) y[i] = i % 7 == 6 ? -1 : (int)cc_rng_below(r, V);
-    void *df16 = dev_f16(f, (size_t)M * D), *dw16 = dev_f16(w, (size_t)V * D);
-    float *dlog = dev_f32(NULL, (size_t)M * V), *dloss = dev_f32(NULL, M);
-    int *dy = cc_device_alloc(sizeof(int) * M, "targets"), *drank = cc_device_alloc(sizeof(int) * M, "ranks");
-    cudaCheck(cudaMemcpy(dy, y, sizeof(int) * M, cudaMemcpyHostToDevice));
-    void *ddl16 = dev_f16(NULL, (size_t)M * V);
-    float *dW = dev_f32(NULL, (size_t)V * D);
-    cudaCheck(cudaMemset(dW, 0, 4 * (size_t)V * D));
-    gpu_matmul(gm, dlog, V, df16, D, 0, dw16, D, 1, M, V, D, 1.f, 0.f, NULL, 0);
-    launch_crossentropy(dloss, drank, ddl16, dlog, dy, M, V, row_window_all(M), S, 0);
-    gpu_matmul(gm, dW, D, ddl16, V, 1, df16, D, 0, V, D, M, 1.f, 1.f, NULL, 0);
-    float *glog = get_f32(dlog, (size_t)M * V), *gloss = get_f32(dloss, M), *gdl = get_f16(ddl16, (size_t)M * V);
-    float *gW = get_f32(dW, (size_t)V * D);
-    float *rlog = cc_malloc(4 * (size_t)M * V), *rdl = cc_malloc(4 * (size_t)M * V), *rW = cc_calloc((size_t)V * D, 4);
-    cpu_matmul_forward(rlog, f, w, NULL, M, V, D);
+    const cc_norm_consts nc = { 1e-6, 1e-6, 1000.0 };
+    char tag[48];
+    snprintf(tag, sizeof(tag), "V=%d rows=%d%s", V, k->rows, k->len < k->T ? " window" : "");
+    /* u and c over every row of the [nseq, T] tensors; the case's rows are the window */
+    float *u = rand_vec(r, (size_t)Mall * D, 1, 0), *c = rand_vec(r, (size_t)Mall * D, 0.5, 0);
+    float *g = rand_vec(r, D, 0.2, 0), *w = rand_vec(r, (size_t)V * D, 0.3, 1);
+    for (int i = 0; i < D; i++) g[i] += 1.f;
+    int *y = cc_malloc(sizeof(int) * Mall);
+    for (int i = 0; i < Mall; i++) y[i] = i % 7 == 6 ? -1 : (int)cc_rng_below(r, V);
+
+    /* CPU: the window's rows one after another */
+    float *m = cc_malloc(4 * (size_t)M * D), *f = cc_malloc(4 * (size_t)M * D), *ir = cc_malloc(4 * (size_t)M);
+    int *yw = cc_malloc(sizeof(int) * M);
+    for (int b = 0, i = 0; b < k->nseq; b++)
+        for (int t = k->t0; t < k->t0 + k->len; t++, i++) {
+            const size_t src = (size_t)b * k->T + t;
+            for (int j = 0; j < D; j++) m[(size_t)i * D + j] = u[src * D + j] + c[src * D + j];
+            yw[i] = y[src];
+        }
+    cpu_rmsnorm_forward(f, ir, m, g, M, D, &nc);
+    /* the GEMM operand is FP16 on the GPU: the CPU takes the same rounded f */
+    for (size_t i = 0; i < (size_t)M * D; i++) f[i] = cc_half_to_float(cc_float_to_half(f[i]));
+    float *logits = cc_malloc(4 * (size_t)M * V), *dlog = cc_malloc(4 * (size_t)M * V);
+    float *rloss = cc_malloc(4 * (size_t)M);
+    cpu_matmul_forward(logits, f, w, NULL, M, V, D);
     cc_score sc = { 0 };
-    cpu_crossentropy(rdl, NULL, rlog, y, M, V, S, &sc);
-    cpu_matmul_backward(NULL, rW, NULL, rdl, f, w, M, V, D);
-    float gsum = 0, rsum = (float)sc.loss_sum;
-    for (int i = 0; i < M; i++) gsum += gloss[i];
-    check(st, "logits", glog, rlog, (size_t)M * V, 1e-5, 0);
-    check(st, "loss", &gsum, &rsum, 1, 1e-5, 0);
-    check(st, "dlogits", gdl, rdl, (size_t)M * V, 1e-3, 0); /* FP16 storage of the GEMM operand */
-    check(st, "dW_lm", gW, rW, (size_t)V * D, 1e-3, 0);
-    int zero_ok = 1;
-    for (int i = 0; i < M; i++)
-        if (y[i] < 0)
-            for (int v = 0; v < V; v++) zero_ok &= gdl[(size_t)i * V + v] == 0.f && gloss[i] == 0.f;
-    check_flag(st, "ignored rows give no loss or gradient", zero_ok);
-    FREE_ALL(f, w, y, glog, gloss, gdl, gW, rlog, rdl, rW);
-    DFREE_ALL(df16, dw16, dlog, dloss, dy, drank, ddl16, dW);
+    cpu_crossentropy(dlog, rloss, logits, yw, M, V, S, &sc);
+    float *df = cc_calloc((size_t)M * D, 4), *rW = cc_calloc((size_t)V * D, 4), *rdg = cc_calloc(D, 4);
+    float *rdm = cc_calloc((size_t)M * D, 4);
+    cpu_matmul_backward(df, rW, NULL, dlog, f, w, M, V, D);
+    cpu_rmsnorm_backward(rdm, rdg, df, m, g, ir, M, D, &nc);
+
+    /* GPU */
+    float *du_ = dev_f32(u, (size_t)Mall * D), *dc_ = dev_f32(c, (size_t)Mall * D), *dg_ = dev_f32(g, D);
+    float *dir = dev_f32(NULL, Mall), *dloss = dev_f32(NULL, Mall), *ddm = dev_f32(NULL, (size_t)Mall * D);
+    float *dW = dev_f32(NULL, (size_t)V * D), *ddg = dev_f32(NULL, D);
+    cudaCheck(cudaMemset(dW, 0, 4 * (size_t)V * D));
+    cudaCheck(cudaMemset(ddg, 0, 4 * (size_t)D));
+    void *dw16 = dev_f16(w, (size_t)V * D);
+    int *dy = cc_device_alloc(sizeof(int) * Mall, "targets"), *drank = cc_device_alloc(sizeof(int) * Mall, "ranks");
+    cudaCheck(cudaMemcpy(dy, y, sizeof(int) * Mall, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(drank, 0x7f, sizeof(int) * Mall));
+    gpu_ce_chunk ck;
+    void *cbuf = cc_device_alloc(gpu_ce_chunk_bytes(k->rows, D, V), "classifier chunk");
+    cudaCheck(cudaMemset(cbuf, 0xff, gpu_ce_chunk_bytes(k->rows, D, V))); /* NaN: an unwritten element shows */
+    gpu_ce_chunk_place(&ck, cbuf, k->rows, D, V);
+    const size_t at = (size_t)k->t0;
+    const row_window rw = k->len < k->T ? (row_window){ k->len, k->T, 0 } : row_window_all(M);
+    const gpu_ce_args a = {
+        .M = M, .D = D, .V = V, .rw = rw, .u = du_ + at * D, .c = dc_ + at * D, .f_ir = dir + at, .g_final = dg_,
+        .w16 = dw16, .y = dy + at, .loss = dloss + at, .rank = drank + at, .du = ddm + at * D, .dg_final = ddg,
+        .dw = dW, .grad_scale = S, .nc = &nc, .caps = cx->caps,
+    };
+    gpu_crossentropy(cx->gemm, &ck, &a, 0);
+    float *gloss_all = get_f32(dloss, Mall), *gdm_all = get_f32(ddm, (size_t)Mall * D), *gW = get_f32(dW, (size_t)V * D);
+    float *gdg = get_f32(ddg, D);
+    int *grank_all = cc_malloc(sizeof(int) * Mall);
+    cudaCheck(cudaMemcpy(grank_all, drank, sizeof(int) * Mall, cudaMemcpyDeviceToHost));
+
+    /* the window's rows of the GPU's per-row results */
+    float *gloss = cc_malloc(4 * (size_t)M), *gdm = cc_malloc(4 * (size_t)M * D);
+    double gsum = 0, rsum = sc.loss_sum;
+    long top1 = 0, top5 = 0, ignored_ok = 1;
+    for (int b = 0, i = 0; b < k->nseq; b++)
+        for (int t = k->t0; t < k->t0 + k->len; t++, i++) {
+            const size_t src = (size_t)b * k->T + t;
+            gloss[i] = gloss_all[src];
+            memcpy(gdm + (size_t)i * D, gdm_all + src * D, 4 * (size_t)D);
+            gsum += gloss[i];
+            const int rk = grank_all[src];
+            if (yw[i] < 0) ignored_ok &= rk == -1 && gloss[i] == 0.f;
+            top1 += rk == 1;
+            top5 += rk >= 1;
+        }
+    /* the GPU kept no rows outside the window */
+    int outside_ok = 1;
+    for (int b = 0; b < k->nseq; b++)
+        for (int t = 0; t < k->T; t++)
+            if (t < k->t0 || t >= k->t0 + k->len) outside_ok &= grank_all[(size_t)b * k->T + t] == 0x7f7f7f7f;
+    float gs = (float)gsum, rs = (float)rsum;
+    char what[160];
+    /* the logits are the FP32 accumulation rounded once to FP16 (2^-11
+     * relative); a loss sums M of them: ~1e-4 */
+    snprintf(what, sizeof(what), "loss (%s)", tag);
+    check(st, what, &gs, &rs, 1, 2e-4, 0);
+    snprintf(what, sizeof(what), "row losses (%s)", tag);
+    check(st, what, gloss, rloss, M, 1e-3, 0);
+    /* FP16 logits and dlogits (the GEMM operand): ~1e-3 */
+    snprintf(what, sizeof(what), "dW_lm (%s)", tag);
+    check(st, what, gW, rW, (size_t)V * D, 3e-3, 0);
+    snprintf(what, sizeof(what), "dm (%s)", tag);
+    check(st, what, gdm, rdm, (size_t)M * D, 3e-3, 0);
+    snprintf(what, sizeof(what), "dg_final (%s)", tag);
+    check(st, what, gdg, rdg, D, 3e-3, 0);
+    /* ties and near-ties between FP16 logits may move a rank by one: the
+     * counts agree to a few positions in a hundred */
+    const long slack = 1 + (long)sc.scored / 50;
+    snprintf(what, sizeof(what), "top-1 %ld/%ld and top-5 %ld/%ld of %ld (%s)", top1, sc.top1, top5, sc.top5,
+             sc.scored, tag);
+    check_flag(st, what, labs(top1 - sc.top1) <= slack && labs(top5 - sc.top5) <= slack && top5 >= top1);
+    snprintf(what, sizeof(what), "ignored rows give no loss or rank (%s)", tag);
+    check_flag(st, what, (int)ignored_ok);
+    snprintf(what, sizeof(what), "rows outside the window untouched (%s)", tag);
+    check_flag(st, what, outside_ok);
+    FREE_ALL(u, c, g, w, y, m, f, ir, yw, logits, dlog, rloss, df, rW, rdg, rdm, gloss_all, gdm_all, gW, gdg, grank_all,
+             gloss, gdm);
+    DFREE_ALL(du_, dc_, dg_, dir, dloss, ddm, dW, ddg, dw16, dy, drank, cbuf);
+}
+
+static void run_crossentropy(const ladder_ctx *cx, stage *st)
+{
+    static const ce_case cases[] = {
+        { 3, 32, 0, 32, 64, 256, 40 },      /* bytes; chunks of 40 cut a sequence: 40, 40, 16 */
+        { 4, 50, 0, 50, 64, 1003, 64 },     /* V not a multiple of 8, a warp a row */
+        { 2, 65, 0, 65, 64, 50257, 48 },    /* GPT-2's V, a block a row, padded to 50304 */
+        { 4, 40, 8, 24, 64, 32003, 48 },    /* a time window, chunks of two whole segments */
+        { 3, 40, 16, 16, 128, 4099, 5 },    /* a time window, chunks inside a segment */
+    };
+    snprintf(st->shape, sizeof(st->shape), "V=256..50257, uneven chunks, time windows, every 7th target ignored, S=128");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) run_case(cx, st, &cases[i]);
 }
 
 const ladder_stage ladder_stage_crossentropy = { "crossentropy", "classifier + loss", run_crossentropy };

@@ -275,6 +275,44 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
     }
 }
 
+/* Real vocabularies: V = 1003 (not a multiple of 8) and 50257 (GPT-2's,
+ * padded on the GPU), the classifier in chunks that cut the lanes' rows
+ * unevenly, layer after layer, under the wavefront (whose chunks run the
+ * classifier on time windows) and under recompute. */
+static void vocab_cases(const ladder_ctx *cx, stage *st)
+{
+    static const struct {
+        int V, rows, lanes, chunk, T, W;
+        const char *recompute;
+    } cases[] = {
+        { 1003, 50, 0, 0, 0, 0, "off" },         { 50257, 0, 0, 0, 0, 0, "off" },
+        { 50257, 100, 2, 0, 40, 16, "off" },     { 50257, 130, 2, 64, 160, 64, "off" },
+        { 50257, 40, 2, 64, 160, 64, "off" },    { 50257, 70, 2, 0, 40, 16, "on" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cc_config c;
+        small_config(cx, &c);
+        c.vocab_size = cases[i].V;
+        c.gpu_classifier_rows = cases[i].rows;
+        snprintf(c.gpu_recompute, sizeof(c.gpu_recompute), "%s", cases[i].recompute);
+        snprintf(c.gpu_wavefront, sizeof(c.gpu_wavefront), "%s", cases[i].chunk ? "auto" : "off");
+        c.gpu_wavefront_chunk = cases[i].chunk;
+        if (cases[i].lanes) { /* the default's kernels: head size 64, clusters, two lanes */
+            c.d_model = 128;
+            c.n_heads = 2;
+            c.seq_len = cases[i].T;
+            c.ctx_window = cases[i].W;
+            c.batch_size = 16;
+            c.gpu_lanes = cases[i].lanes;
+        }
+        char tag[120];
+        snprintf(tag, sizeof(tag), " (V=%d, classifier rows %d%s%s%s)", c.vocab_size, c.gpu_classifier_rows,
+                 cases[i].lanes ? ", D=128 B=16, 2 lanes" : "", cases[i].chunk ? ", wavefront" : "",
+                 strcmp(c.gpu_recompute, "on") ? "" : ", recompute");
+        full_step_check(cx, st, &c, tag, cases[i].lanes, 0);
+    }
+}
+
 /* The tiny config with the guard off and on (the guard binds on most tokens
  * at 2e-4: a per-token L2 cap on dL/dc of the mean loss), then the shape the
  * default config's kernels run (head size 64 on tensor cores, cluster
@@ -284,7 +322,7 @@ static void run_model(const ladder_ctx *cx, stage *st)
     cc_config c;
     small_config(cx, &c);
     snprintf(st->shape, sizeof(st->shape),
-             "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, guard off/on; D=128 B=16 2 lanes; accum.; wavefront; recompute",
+             "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, guard off/on; D=128 B=16 2 lanes; accum.; wavefront; recompute; V=50257",
              c.d_model, c.n_layers, c.n_heads, c.ctx_window, c.seq_len, c.batch_size);
     full_step_check(cx, st, &c, "", 0, 0);
     c.ctx_grad_clamp = 2e-4;
@@ -300,6 +338,7 @@ static void run_model(const ladder_ctx *cx, stage *st)
     wavefront_cases(cx, st);
     accum_step_case(cx, st, cx->rng, 8);
     recompute_cases(cx, st);
+    vocab_cases(cx, st);
 }
 
 const ladder_stage ladder_stage_model = { "model", "full step", run_model };
