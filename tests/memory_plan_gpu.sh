@@ -4,7 +4,8 @@
 # what it really holds after warm-up steps (bench's device memory: the free
 # memory the executor took), within 5%, with recompute off and on, at the
 # default config and at D=1024; and recompute = auto under a [gpu]
-# memory_limit the full plan does not fit takes recompute on and fits.
+# memory_limit the full plan does not fit takes recompute on and fits; at
+# V = 50257 the default model fits 10G without recompute.
 # Without a GPU: skipped (exit 77).
 #   tests/memory_plan_gpu.sh path/to/catchat
 set -u
@@ -33,6 +34,24 @@ for d in 512 1024; do
     echo "$name: planned $plan bytes, held $held"
   done
 done
+
+# GPT-2's vocabulary: the classifier holds a chunk of logits, not the batch's,
+# so the default model at V = 50257 keeps every layer under memory_limit = 10G,
+# within 160 KB a token, and its classifier within 2 KB a token
+name="V=50257 memory_limit=10G"
+if "${bench[@]}" --set vocab_size=50257 --set memory_limit=10G >"$tmp/v.json" 2>"$tmp/v.err"; then
+  [ "$(field "$tmp/v.json" recompute)" = False ] && ok || bad "$name: took recompute on"
+  plan=$(field "$tmp/v.json" plan_bytes)
+  held=$(python3 -c "print(int($(field "$tmp/v.json" mem_mb) * 1048576))")
+  python3 -c "import sys; p, h = $plan, $held; sys.exit(0 if abs(p - h) <= 0.05 * h else 1)" && ok \
+    || bad "$name: planned $plan bytes, held $held (over 5% apart)"
+  python3 -c "import sys; sys.exit(0 if $held / (64 * 512) <= 160e3 else 1)" && ok || bad "$name: held $held bytes, over 160 KB a token"
+  cls=$(python3 -c "import json; print(json.loads(open('$tmp/v.json').read().strip().splitlines()[-1])['plan_bytes_by_group']['classifier'])")
+  python3 -c "import sys; sys.exit(0 if $cls / (64 * 512) <= 2048 else 1)" && ok || bad "$name: the classifier plans $cls bytes, over 2 KB a token"
+  echo "$name: planned $plan bytes, held $held, classifier $cls"
+else
+  bad "$name: $(tail -1 "$tmp/v.err")"
+fi
 
 # auto under a limit that the full plan does not fit: on, and within the limit
 "${bench[@]}" --set d_model=1024 --set memory_limit=4G >"$tmp/a.json" 2>"$tmp/a.err" || bad "auto: $(tail -1 "$tmp/a.err")"

@@ -30,6 +30,9 @@ typedef struct {
 } gpu_ce_chunk;
 
 int gpu_ce_ldv(int V);
+/* Elements of the padding rows that lm_head.weight's FP16 copy and its
+ * gradient carry past V rows: (ldv − V)·D. */
+size_t gpu_ce_pad_floats(int V, int D);
 /* Bytes of a chunk's buffers (each 256-byte aligned), and pointing a chunk's
  * buffers into `base` (NULL: only the sizes). */
 size_t gpu_ce_chunk_bytes(int rows, int D, int V);
@@ -51,7 +54,10 @@ typedef struct {
     float *c;         /* the context output c; the merge m = u^L + c is written over it */
     float *f_ir;      /* the final norm's inverse RMS, per row (written) */
     const float *g_final;
-    const void *w16;  /* lm_head.weight [V, D] FP16 */
+    /* lm_head.weight FP16 and its gradient, each with ldv rows: rows V..ldv−1
+     * of w16 zero (the products run over ldv classes), of dw scratch that
+     * nothing reads (gpu_ce_pad_floats) */
+    const void *w16;
     const int *y;
     float *loss;      /* per row: the loss (0 where y < 0) */
     int *rank;        /* per row: 1 top-1, 2 top-5 only, 0 neither, −1 not scored */

@@ -38,8 +38,9 @@ typedef struct gpu_step_plan {
     int rc_window;     /* under recompute: steps a window of a layer's recurrence (divides T) */
     int top_seqs;      /* under recompute: sequences of the context stream's part (divides a lane's) */
     char recompute_why[192]; /* on or off, and why, in words */
-    int ce_rows;       /* rows of a classifier chunk ([gpu] classifier_rows, or what GPU_CE_BUDGET holds) */
+    int ce_rows;       /* rows of a classifier chunk ([gpu] classifier_rows, or what GPU_CE_BUDGET(_TIGHT) holds) */
     int ce_ldv;        /* the logits' row pitch: V padded to GPU_LOGITS_ALIGN */
+    size_t ce_budget;  /* what the chunks may take: GPU_CE_BUDGET, or _TIGHT where memory is short */
     size_t memory_budget;    /* what the plan may hold: [gpu] memory_limit, or the device's free memory (0: unknown) */
     size_t device_bytes;     /* estimate of the executor's device memory at this batch */
     size_t group_bytes[GPU_MEM_GROUPS]; /* device_bytes by buffer group (gpu_mem_group_names) */
@@ -64,11 +65,14 @@ int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int
 void gpu_recompute_force_windows(int n);
 
 /* What the classifier's chunk buffers may take, over all lanes, where
- * [gpu] classifier_rows does not set their rows: 60 MiB, under 2 KB a token
- * of the default batch (64 × 512) at any V. Each chunk's lm_head weight GEMM
- * reads and writes the whole [V, D] FP32 gradient, so fewer rows cost time
- * at large V (docs/performance.md, "Vocabulary"). */
-#define GPU_CE_BUDGET ((size_t)60 << 20)
+ * [gpu] classifier_rows does not set their rows: 256 MiB, or 60 MiB (under
+ * 2 KB a token of the default batch, 64 × 512) where the step would not fit
+ * its memory budget otherwise. Each chunk's lm_head weight GEMM reads and
+ * writes the whole [V, D] FP32 gradient, so fewer rows cost time at large V:
+ * at V = 50257 on the H200, 2048 rows a chunk ran the default step in 19.4
+ * ms, 256 rows in 29.7 (docs/performance.md, "Vocabulary"). */
+#define GPU_CE_BUDGET ((size_t)256 << 20)
+#define GPU_CE_BUDGET_TIGHT ((size_t)60 << 20)
 
 /* What a plan leaves free of its budget before it counts as fitting (the
  * CUDA context, cuBLASLt's own allocations, other processes' growth). */

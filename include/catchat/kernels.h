@@ -306,6 +306,9 @@ void launch_rownorm_clamp(float *d, int M, int D, row_window rw, float limit, cu
  * y < 0 and in the padding columns V..ldv−1). */
 void launch_crossentropy(float *loss, int *rank_class, void *logits16, int ldv, const int *y, int M, int V,
                          row_window rw, float grad_scale, int with_grad, cudaStream_t s);
+/* The same with the warps a row takes set (1, 8 or 32; 0: launch_crossentropy's choice), for bench/classifier_probe. */
+void launch_crossentropy_warps(float *loss, int *rank_class, void *logits16, int ldv, const int *y, int M, int V,
+                               row_window rw, float grad_scale, int with_grad, int warps, cudaStream_t s);
 
 /* grad_reduce.cu: g ← g·mul over n elements; partial sums of squares into
  * partials[grad_reduce_blocks()] (FP32 per block) and the count of non-finite values. */

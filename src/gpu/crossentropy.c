@@ -7,7 +7,11 @@
  * The loss's gradient needs only its own row's logits and the step's scale,
  * both known here, so the whole classifier runs in the forward and only
  * du = dL/dm, [rows, D], outlives the chunk: the [B·T, V] logits and
- * dlogits are never held. A weight GEMM a chunk costs a read and write of
+ * dlogits are never held. The GEMMs run over ldv classes, not V: at an
+ * unaligned V (50257) cuBLASLt's kernels for an odd dimension took 2-7x as
+ * long as for the padded one (bench/classifier_probe); the padding rows of
+ * W are zeros, their logits 0 (never counted), their gradient 0, and dW's
+ * padding rows are scratch no one reads. A weight GEMM a chunk costs a read and write of
  * dW_lm ([V, D] FP32), which is why the plan gives a chunk as many rows as
  * its memory budget allows (gpu_plan.h, ce_rows).
  *
@@ -22,6 +26,8 @@
 #define ALIGN256(x) (((x) + 255) & ~(size_t)255)
 
 int gpu_ce_ldv(int V) { return (V + GPU_LOGITS_ALIGN - 1) / GPU_LOGITS_ALIGN * GPU_LOGITS_ALIGN; }
+
+size_t gpu_ce_pad_floats(int V, int D) { return (size_t)(gpu_ce_ldv(V) - V) * D; }
 
 size_t gpu_ce_row_bytes(int D, int V) { return 2 * (size_t)gpu_ce_ldv(V) + 2 * (size_t)D + 4 * (size_t)D; }
 
@@ -48,19 +54,20 @@ size_t gpu_ce_chunk_bytes(int rows, int D, int V)
 static void run_chunk(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, size_t first, int n,
                       row_window rw, int last, cudaStream_t s)
 {
-    const int D = a->D, V = a->V, ldv = ck->ldv, grad = a->du != NULL;
+    const int D = a->D, ldv = ck->ldv, grad = a->du != NULL;
     const size_t xd = first * D;
     float *cm = a->c + xd;
     launch_add_rmsnorm_forward(cm, NULL, ck->f16, a->f_ir + first, a->u + xd, cm, a->g_final, n, D, rw, a->nc, s);
     if (a->check) a->check(a->check_ctx, "final_rmsnorm", "f", ck->f16, (size_t)n * D, 1, D);
-    gpu_matmul_f16out(gm, ck->logits16, ldv, ck->f16, D, 0, a->w16, D, 1, n, V, D, 1.f, 0.f, s);
+    /* every product runs over ldv classes: the padding rows of W are 0, so are their logits and gradients */
+    gpu_matmul_f16out(gm, ck->logits16, ldv, ck->f16, D, 0, a->w16, D, 1, n, ldv, D, 1.f, 0.f, s);
     if (a->check) a->check(a->check_ctx, "classifier", "logits", ck->logits16, (size_t)n * ldv, 1, ldv);
-    launch_crossentropy(a->loss + first, a->rank + first, ck->logits16, ldv, a->y + first, n, V, rw, a->grad_scale,
+    launch_crossentropy(a->loss + first, a->rank + first, ck->logits16, ldv, a->y + first, n, a->V, rw, a->grad_scale,
                         grad, s);
     if (!grad) return;
     if (a->check) a->check(a->check_ctx, "classifier_backward", "dlogits", ck->logits16, (size_t)n * ldv, 1, ldv);
-    /* dx[n, D] = dlogits[n, V]·W[V, D] */
-    gpu_matmul(gm, ck->dx, D, ck->logits16, ldv, 0, a->w16, D, 0, n, D, V, 1.f, 0.f, NULL, s);
+    /* dx[n, D] = dlogits[n, ldv]·W[ldv, D] */
+    gpu_matmul(gm, ck->dx, D, ck->logits16, ldv, 0, a->w16, D, 0, n, D, ldv, 1.f, 0.f, NULL, s);
     /* dW[V, D] += dlogitsᵀ·f: on the side stream for the last chunk, where one is given */
     cudaStream_t ws = s;
     if (last && a->side) {
@@ -68,7 +75,7 @@ static void run_chunk(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_a
         cudaCheck(cudaStreamWaitEvent(a->side, a->ev_fork, 0));
         ws = a->side;
     }
-    gpu_matmul(gm, a->dw, D, ck->logits16, ldv, 1, ck->f16, D, 0, V, D, n, 1.f, 1.f, NULL, ws);
+    gpu_matmul(gm, a->dw, D, ck->logits16, ldv, 1, ck->f16, D, 0, ldv, D, n, 1.f, 1.f, NULL, ws);
     if (ws != s) {
         cudaCheck(cudaEventRecord(a->ev_free, ws));
         *a->pending = 1;

@@ -371,12 +371,14 @@ static int buffer_table(gpu_impl *g, const cc_dims *d, size_t n, int B, int T, g
     const size_t kept = rc ? 0 : 1;
     int k = 0;
 #define BUF(field, size, name, zero, grp) t[k++] = (gpu_buffer){ (void **)&g->field, (size), (name), (zero), (grp) }
+    /* lm_head's FP16 copy and its gradients carry the classifier's padding rows past the end (gpu_ce_pad_floats) */
+    const size_t ng = n + gpu_ce_pad_floats((int)V, (int)D);
     BUF(p32, 4 * n, "parameters", 0, GPU_MEM_WEIGHTS);
-    BUF(g32, 4 * n, "gradients", 1, GPU_MEM_WEIGHTS);
-    BUF(g32_lanes, g->nlanes > 1 ? 4 * n * (g->nlanes - 1) : 0, "gradients of lanes 1..", 0, GPU_MEM_LANES);
+    BUF(g32, 4 * ng, "gradients", 1, GPU_MEM_WEIGHTS);
+    BUF(g32_lanes, g->nlanes > 1 ? 4 * ng * (g->nlanes - 1) : 0, "gradients of lanes 1..", 1, GPU_MEM_LANES);
     BUF(m, 4 * n, "AdamW m", 1, GPU_MEM_WEIGHTS);
     BUF(v, 4 * n, "AdamW v", 1, GPU_MEM_WEIGHTS);
-    BUF(p16, 2 * n, "FP16 weights", 0, GPU_MEM_WEIGHTS);
+    BUF(p16, 2 * ng, "FP16 weights", 1, GPU_MEM_WEIGHTS); /* zeroed: the padding rows stay 0 */
     BUF(x, 4 * M, "tokens", 0, GPU_MEM_WORKSPACE);
     BUF(y, 4 * M, "targets", 0, GPU_MEM_WORKSPACE);
     BUF(work, rc ? work_layout(g, d, B, T, NULL, NULL, NULL, NULL, NULL) : 0,
@@ -666,14 +668,14 @@ static int top_seqs_for(const gpu_step_plan *p, const cc_dims *d, int B, int T)
 }
 
 /* Rows of a classifier chunk: [gpu] classifier_rows, or as many as fit
- * GPU_CE_BUDGET over the lanes (a multiple of 64 from 64 up: whole tiles of
- * the GEMMs), never more than a lane's rows. Evaluation runs the whole
- * batch through lane 0's chunk. */
-static int ce_rows_for(const gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, int B, int T)
+ * `budget` over the lanes (a multiple of 64 from 64 up: whole tiles of the
+ * GEMMs), never more than a lane's rows. Evaluation runs the whole batch
+ * through lane 0's chunk. */
+static int ce_rows_for(const gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, int B, int T, size_t budget)
 {
     const size_t lane_rows = (size_t)(B / p->lanes) * T;
     size_t rows = cfg->gpu_classifier_rows > 0 ? (size_t)cfg->gpu_classifier_rows
-                                               : GPU_CE_BUDGET / ((size_t)p->lanes * gpu_ce_row_bytes(d->D, d->V));
+                                               : budget / ((size_t)p->lanes * gpu_ce_row_bytes(d->D, d->V));
     if (cfg->gpu_classifier_rows == 0 && rows > 64) rows -= rows % 64;
     if (rows > lane_rows) rows = lane_rows;
     return rows < 1 ? 1 : (int)rows;
@@ -744,7 +746,12 @@ static void plan_recompute(gpu_step_plan *p, const cc_config *cfg, const cc_dims
         snprintf(p->recompute_why, sizeof(p->recompute_why), "%s ([gpu] recompute)", mode);
         return;
     }
-    const size_t keep = plan_bytes(p, cfg, d, n, B, T, NULL);
+    size_t keep = plan_bytes(p, cfg, d, n, B, T, NULL);
+    if (p->memory_budget && keep + GPU_MEMORY_MARGIN > p->memory_budget) { /* a smaller classifier chunk first */
+        p->ce_budget = GPU_CE_BUDGET_TIGHT;
+        p->ce_rows = ce_rows_for(p, cfg, d, B, T, p->ce_budget);
+        keep = plan_bytes(p, cfg, d, n, B, T, NULL);
+    }
     const double gib = 1073741824.0;
     if (p->memory_budget == 0 || keep + GPU_MEMORY_MARGIN <= p->memory_budget) {
         p->recompute = 0;
@@ -782,7 +789,8 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     p->attn_tc = strcmp(cfg->gpu_attention, "fp32") != 0 && attention_tc_supported(caps, d.D, d.H, d.W);
     cc_layout lay;
     cc_layout_build(&lay, &d);
-    p->ce_rows = ce_rows_for(p, cfg, &d, B, T);
+    p->ce_budget = GPU_CE_BUDGET;
+    p->ce_rows = ce_rows_for(p, cfg, &d, B, T, p->ce_budget);
     plan_recompute(p, cfg, &d, lay.total, B, T);
     if (p->recompute) { /* one layer after another; 2 lanes rather than 4 (11.20 against 11.26 ms at the
                          * default config, 1 lane 11.54, and two lanes' gradient buffers less:
@@ -795,7 +803,7 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
         p->rc_window = recompute_window_for(p, T);
         p->top_seqs = top_seqs_for(p, &d, B, T);
     }
-    p->ce_rows = ce_rows_for(p, cfg, &d, B, T);
+    p->ce_rows = ce_rows_for(p, cfg, &d, B, T, p->ce_budget);
     p->ce_ldv = gpu_ce_ldv(d.V);
     p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T, p->group_bytes);
     /* the chunk keeps its rows at twice the batch: only what grows with it counts */
@@ -896,7 +904,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     g->dc = g->c; /* the guard's copy comes after the final norm's backward, the merge's last reader */
     const size_t ce_bytes = gpu_ce_chunk_bytes(g->ce_rows, d.D, d.V);
     for (int l = 0; l < g->nlanes; l++) {
-        g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * n;
+        g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * (n + gpu_ce_pad_floats(d.V, d.D));
         gpu_ce_chunk_place(&g->lane[l].ce, (char *)g->ce_bufs + l * ce_bytes, g->ce_rows, d.D, d.V);
     }
     g->tok_off_host = cc_malloc(4 * (d.V + 1) * GPU_MAX_LANES);

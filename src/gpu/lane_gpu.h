@@ -94,6 +94,7 @@ void wave_forward_chunk(lane_ctx *c, int l, int k);
 void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit);
 void wave_top_forward(lane_ctx *c, int k, float loss_scale, int with_grad);
 void wave_top_backward(lane_ctx *c, int k, float ctx_limit);
+void wave_top_classifier(lane_ctx *c, int k, float loss_scale, int with_grad);
 
 /* recompute_gpu.c. Layer l's input GEMM and recurrence, window by window
  * (after its input's norm); its backward from the rebuilt activations,

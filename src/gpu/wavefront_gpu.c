@@ -163,8 +163,7 @@ void wave_top_forward(lane_ctx *c, int k, float loss_scale, int with_grad)
     const int D = c->D, T = c->T, B = c->B;
     int t0, t1;
     wave_window(c, k, &t0, &t1);
-    const int len = t1 - t0, Mw = B * len;
-    const row_window rw = { len, T, 0 };
+    const int len = t1 - t0;
     cudaStream_t s = c->ln->stream;
     gpu_matmul_ctx *gm = c->ln->gemm;
     const size_t at = (size_t)t0;
@@ -175,8 +174,22 @@ void wave_top_forward(lane_ctx *c, int k, float loss_scale, int with_grad)
     launch_attention_forward_tc_window(NULL, ROWS(c, g->o16, D), NULL, HROWS(c, g->lse), ROWS(c, g->qkv16, 3 * D), B, T,
                                        D, c->H, c->W, t0, t1, s);
     gpu_matmul_fwd_window(gm, cc, o16, P16(ex, lay->ctx_out), NULL, B, len, T, D, D, s);
-    /* the classifier's backward runs here too, down to dL/dm in du's rows of the chunk */
-    classifier_rows(c, t0, Mw, rw, cc, loss_scale, with_grad);
+#ifndef CATCHAT_CE_DEFER
+    wave_top_classifier(c, k, loss_scale, with_grad);
+#else
+    if (!with_grad) wave_top_classifier(c, k, loss_scale, with_grad);
+#endif
+}
+
+/* The merge, final norm, classifier and loss on chunk k, with a gradient
+ * down to dL/dm in du's rows of the chunk (classifier_rows). */
+void wave_top_classifier(lane_ctx *c, int k, float loss_scale, int with_grad)
+{
+    int t0, t1;
+    wave_window(c, k, &t0, &t1);
+    const int len = t1 - t0;
+    const row_window rw = { len, c->T, 0 };
+    classifier_rows(c, t0, c->B * len, rw, ROWS(c, c->g->c, c->D) + (size_t)t0 * c->D, loss_scale, with_grad);
 }
 
 /* The context stream's backward on chunk k from dL/dm (chunks

@@ -63,10 +63,14 @@ static void run_case(const ladder_ctx *cx, stage *st, const ce_case *k)
     /* GPU */
     float *du_ = dev_f32(u, (size_t)Mall * D), *dc_ = dev_f32(c, (size_t)Mall * D), *dg_ = dev_f32(g, D);
     float *dir = dev_f32(NULL, Mall), *dloss = dev_f32(NULL, Mall), *ddm = dev_f32(NULL, (size_t)Mall * D);
-    float *dW = dev_f32(NULL, (size_t)V * D), *ddg = dev_f32(NULL, D);
+    /* W and dW with the padding rows the products run over (gpu_ce_pad_floats): W's zero */
+    const size_t pad = gpu_ce_pad_floats(V, D);
+    float *dW = dev_f32(NULL, (size_t)V * D + pad), *ddg = dev_f32(NULL, D);
     cudaCheck(cudaMemset(dW, 0, 4 * (size_t)V * D));
     cudaCheck(cudaMemset(ddg, 0, 4 * (size_t)D));
-    void *dw16 = dev_f16(w, (size_t)V * D);
+    float *wpad = cc_calloc((size_t)V * D + pad, 4);
+    memcpy(wpad, w, 4 * (size_t)V * D);
+    void *dw16 = dev_f16(wpad, (size_t)V * D + pad);
     int *dy = cc_device_alloc(sizeof(int) * Mall, "targets"), *drank = cc_device_alloc(sizeof(int) * Mall, "ranks");
     cudaCheck(cudaMemcpy(dy, y, sizeof(int) * Mall, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemset(drank, 0x7f, sizeof(int) * Mall));
@@ -132,7 +136,7 @@ static void run_case(const ladder_ctx *cx, stage *st, const ce_case *k)
     check_flag(st, what, (int)ignored_ok);
     snprintf(what, sizeof(what), "rows outside the window untouched (%s)", tag);
     check_flag(st, what, outside_ok);
-    FREE_ALL(u, c, g, w, y, m, f, ir, yw, logits, dlog, rloss, df, rW, rdg, rdm, gloss_all, gdm_all, gW, gdg, grank_all,
+    FREE_ALL(u, c, g, w, wpad, y, m, f, ir, yw, logits, dlog, rloss, df, rW, rdg, rdm, gloss_all, gdm_all, gW, gdg, grank_all,
              gloss, gdm);
     DFREE_ALL(du_, dc_, dg_, dir, dloss, ddm, dW, ddg, dw16, dy, drank, cbuf);
 }
