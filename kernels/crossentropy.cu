@@ -14,8 +14,7 @@
 // once per 8, exp as ex2 of one FMA, the comparisons with the target as
 // half2 masks. Columns V..ldv-1 are the GPU plan's padding (ldv: a multiple
 // of 64): never counted, their gradient written 0.
-// A row takes a warp (V ≤ 2048, 8 rows a block), 8 warps, or 32 where a
-// chunk of a large V has too few rows to fill the GPU otherwise (warps_for).
+// A row takes a warp (V ≤ 2048, 8 rows a block), 8 warps or 32 (warps_for).
 #include "catchat/kernels.h"
 #include "common.cuh"
 
@@ -151,11 +150,10 @@ __global__ void __launch_bounds__(BLOCK)
     }
 }
 
-// Warps a row: one below V = 2048 (8 rows a block); above it 8, or 32 where
-// the chunk has too few rows to fill the GPU with blocks of 8 warps (a chunk
-// of 256 rows at V = 50257: 37 us against 43; from 1024 rows on, 8 warps
-// were faster: bench/classifier_probe).
-static int warps_for(int M, int V) { return V <= 2048 ? 1 : (V > 16384 && M < 1024) ? 32 : 8; }
+// Warps a row: one below V = 2048 (8 rows a block), 8 up to 16384, 32 above
+// (at V = 50257, 4096 rows: 468 us against 534 with 8; 256 rows: 37 against
+// 38: bench/classifier_probe, docs/results/classifier_probe_*.jsonl).
+static int warps_for(int V) { return V <= 2048 ? 1 : V <= 16384 ? 8 : 32; }
 
 extern "C" void launch_crossentropy_warps(float *loss, int *rank_class, void *logits16, int ldv, const int *y, int M,
                                           int V, row_window rw, float grad_scale, int with_grad, int warps,
@@ -163,7 +161,7 @@ extern "C" void launch_crossentropy_warps(float *loss, int *rank_class, void *lo
 {
     if (M <= 0) return;
     __half *lg = (__half *)logits16;
-    switch (warps > 0 ? warps : warps_for(M, V)) {
+    switch (warps > 0 ? warps : warps_for(V)) {
     case 1:
         crossentropy_kernel<1, 256><<<ceil_div(M, 8), 256, 0, s>>>(loss, rank_class, lg, ldv, y, M, V, rw, grad_scale,
                                                                     with_grad);

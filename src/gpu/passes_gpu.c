@@ -570,9 +570,6 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
         for (int i = 0; !top && i < n; i++)
             if (gpu_overlaps_allreduce(ex, n)) allreduce_tail_early(&c[i]);
         for (int k = nchunks - 1; k >= 0; k--) {
-#ifdef CATCHAT_CE_DEFER
-            for (int i = 0; top && i < n; i++) wave_top_classifier(&c[i], k, (float)loss_scale, 1);
-#endif
             for (int i = 0; top && i < n; i++) wave_top_backward(&c[i], k, ctx_limit);
             for (int l = L - 1; l >= 0; l--)
                 for (int i = 0; i < n; i++) wave_backward_chunk(&c[i], l, k, clamp_limit);
