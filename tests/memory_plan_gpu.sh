@@ -5,7 +5,8 @@
 # memory the executor took), within 5%, with recompute off and on, at the
 # default config and at D=1024; and recompute = auto under a [gpu]
 # memory_limit the full plan does not fit takes recompute on and fits; at
-# V = 50257 the default model fits 10G without recompute.
+# V = 50257 the default model fits 10G without recompute, and a limit that
+# 256 MiB of classifier chunks would overrun takes 60 MiB instead.
 # Without a GPU: skipped (exit 77).
 #   tests/memory_plan_gpu.sh path/to/catchat
 set -u
@@ -35,9 +36,11 @@ for d in 512 1024; do
   done
 done
 
-# GPT-2's vocabulary: the classifier holds a chunk of logits, not the batch's,
+# GPT-2's vocabulary: the classifier holds chunks of logits, not the batch's,
 # so the default model at V = 50257 keeps every layer under memory_limit = 10G,
-# within 160 KB a token, and its classifier within 2 KB a token
+# within 160 KB a token; where 256 MiB of chunks would not fit, the plan takes
+# 60 MiB (under 2 KB a token) before it turns recompute on
+vfield() { python3 -c "import json; print(json.loads(open('$1').read().strip().splitlines()[-1])['plan_bytes_by_group']['classifier'])"; }
 name="V=50257 memory_limit=10G"
 if "${bench[@]}" --set vocab_size=50257 --set memory_limit=10G >"$tmp/v.json" 2>"$tmp/v.err"; then
   [ "$(field "$tmp/v.json" recompute)" = False ] && ok || bad "$name: took recompute on"
@@ -46,11 +49,18 @@ if "${bench[@]}" --set vocab_size=50257 --set memory_limit=10G >"$tmp/v.json" 2>
   python3 -c "import sys; p, h = $plan, $held; sys.exit(0 if abs(p - h) <= 0.05 * h else 1)" && ok \
     || bad "$name: planned $plan bytes, held $held (over 5% apart)"
   python3 -c "import sys; sys.exit(0 if $held / (64 * 512) <= 160e3 else 1)" && ok || bad "$name: held $held bytes, over 160 KB a token"
-  cls=$(python3 -c "import json; print(json.loads(open('$tmp/v.json').read().strip().splitlines()[-1])['plan_bytes_by_group']['classifier'])")
-  python3 -c "import sys; sys.exit(0 if $cls / (64 * 512) <= 2048 else 1)" && ok || bad "$name: the classifier plans $cls bytes, over 2 KB a token"
-  echo "$name: planned $plan bytes, held $held, classifier $cls"
+  echo "$name: planned $plan bytes, held $held, classifier $(vfield "$tmp/v.json")"
 else
   bad "$name: $(tail -1 "$tmp/v.err")"
+fi
+name="V=50257 memory_limit=4864M" # the plan with 256 MiB of chunks needs ~4.94 GB + the margin; with 60 MiB, ~4.73
+if "${bench[@]}" --set vocab_size=50257 --set memory_limit=4864M >"$tmp/w.json" 2>"$tmp/w.err"; then
+  [ "$(field "$tmp/w.json" recompute)" = False ] && ok || bad "$name: took recompute on"
+  cls=$(vfield "$tmp/w.json")
+  python3 -c "import sys; sys.exit(0 if $cls / (64 * 512) <= 2048 else 1)" && ok || bad "$name: the classifier plans $cls bytes, over 2 KB a token"
+  echo "$name: planned $(field "$tmp/w.json" plan_bytes) bytes, classifier $cls"
+else
+  bad "$name: $(tail -1 "$tmp/w.err")"
 fi
 
 # auto under a limit that the full plan does not fit: on, and within the limit

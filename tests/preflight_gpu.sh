@@ -58,4 +58,8 @@ expect_error "too big" "needs about .* GiB of device memory, and .* free .*; bat
 expect_error "over memory_limit" "needs about .* GiB of device memory, and \[gpu\] memory_limit allows 4.0 GiB; batch_size = [0-9]* fits .*; or --set recompute=on" \
   "$bin" bench "${sets[@]:0:8}" --set d_model=1024 --set n_heads=16 --set batch_size=64 --set seq_len=512 \
   --set memory_limit=4G --set recompute=off --cpu-steps 0
+# a real vocabulary: the model check runs the run's V (GPT-2's, padded on the GPU) in uneven classifier chunks
+"$bin" bench --config "$root/configs/tiny.ini" --set device=gpu --set vocab_size=50257 --steps 1 --warmup 1 --cpu-steps 0 \
+  --preflight always >"$tmp/v.log" 2>&1 && grep -q "preflight: the 6 kernel checks of this config passed" "$tmp/v.log" \
+  && ok || bad "V=50257: $(grep -m1 -e preflight -e catchat: "$tmp/v.log")"
 finish
