@@ -68,24 +68,39 @@ static int desc_by_prob(const void *a, const void *b)
     return pa < pb ? 1 : pa > pb ? -1 : 0;
 }
 
+/* The k-th largest of x[0..V) (ties counted), in one pass: heap holds the k
+ * largest so far as a min-heap, O(V log k). A selection of k passes over V
+ * (k × 50257 at a BPE's size) cost more than the rest of a token's sampling. */
+static float kth_largest(const float *x, int V, int k, float *heap)
+{
+    int n = 0;
+    for (int v = 0; v < V; v++) {
+        const float val = x[v];
+        int i;
+        if (n < k) { /* not full yet: sift val up from the end */
+            for (i = n++; i > 0 && heap[(i - 1) / 2] > val; i = (i - 1) / 2) heap[i] = heap[(i - 1) / 2];
+        } else if (val > heap[0]) { /* val displaces the smallest: sift it down from the root */
+            for (i = 0;;) {
+                int c = 2 * i + 1;
+                if (c >= k) break;
+                if (c + 1 < k && heap[c + 1] < heap[c]) c++;
+                if (heap[c] >= val) break;
+                heap[i] = heap[c];
+                i = c;
+            }
+        } else continue;
+        heap[i] = val;
+    }
+    return heap[0];
+}
+
 static int pick(const float *logits, int V, const cc_sample_opts *o, cc_rng *rng, float *work, double *pairs)
 {
     int best = 0;
     for (int v = 1; v < V; v++) if (logits[v] > logits[best]) best = v;
     if (o->temperature <= 0) return best;
     /* k-th largest logit as the cut-off (ties at the cut-off are kept) */
-    float cut = -INFINITY;
-    if (o->top_k > 0 && o->top_k < V) {
-        memcpy(work, logits, sizeof(float) * V);
-        for (int i = 0; i < o->top_k; i++) { /* partial selection: top_k is small */
-            int arg = i;
-            for (int v = i + 1; v < V; v++) if (work[v] > work[arg]) arg = v;
-            float tmp = work[i];
-            work[i] = work[arg];
-            work[arg] = tmp;
-        }
-        cut = work[o->top_k - 1];
-    }
+    const float cut = o->top_k > 0 && o->top_k < V ? kth_largest(logits, V, o->top_k, work) : -INFINITY;
     double sum = 0;
     for (int v = 0; v < V; v++)
         sum += logits[v] >= cut ? exp((logits[v] - logits[best]) / o->temperature) : 0.0;
@@ -190,7 +205,8 @@ int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o
         penalize(scored, V, seen, o->repetition_penalty);
         const int tok = pick(scored, V, o, &rng, work, pairs);
         json_array_append_new(gen_ids, json_integer(tok));
-        json_array_append_new(logprobs, json_real(log_prob(logits, V, tok)));
+        /* a softmax over V: only --json reports it */
+        if (o->json) json_array_append_new(logprobs, json_real(log_prob(logits, V, tok)));
         seen[tok] = 1;
         emit(stream, &text, tok, o->vocab);
         if (o->stop && ends_with_text(&text, 0, o->stop)) {

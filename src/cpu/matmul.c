@@ -3,20 +3,33 @@
  * results do not depend on the thread count (resume is bit-exact). */
 #include "cpu/real.h"
 
+/* One output element: the same code, so the same sum in the same order,
+ * whichever loop below calls it. */
+static inline real dot(const real *x, const real *wr, int K)
+{
+    real acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int k = 0; k < K; k++) acc += x[k] * wr[k];
+    return acc;
+}
+
 void CC_FN(cpu_matmul_forward)(real *out, const real *in, const real *w, const real *bias,
                                int M, int N, int K)
 {
-#pragma omp parallel for schedule(static) if ((long)M * N * K > 100000)
+    const int par = (long)M * N * K > 100000;
+    if (M == 1) {
+        /* A matrix-vector product (the decoder, one token at a time, where the
+         * classifier's V rows of weights dominate): the threads share the
+         * columns, else one core would do it all. */
+#pragma omp parallel for schedule(static) if (par)
+        for (int n = 0; n < N; n++) out[n] = dot(in, w + (size_t)n * K, K) + (bias ? bias[n] : 0);
+        return;
+    }
+#pragma omp parallel for schedule(static) if (par)
     for (int m = 0; m < M; m++) {
         const real *x = in + (size_t)m * K;
         real *o = out + (size_t)m * N;
-        for (int n = 0; n < N; n++) {
-            const real *wr = w + (size_t)n * K;
-            real acc = 0;
-#pragma omp simd reduction(+ : acc)
-            for (int k = 0; k < K; k++) acc += x[k] * wr[k];
-            o[n] = acc + (bias ? bias[n] : 0);
-        }
+        for (int n = 0; n < N; n++) o[n] = dot(x, w + (size_t)n * K, K) + (bias ? bias[n] : 0);
     }
 }
 
