@@ -5,9 +5,10 @@
 #
 # The Python side lives in ONE interpreter: a venv at .venv in the repository
 # root, made from Debian's /usr/bin/python3 with --system-site-packages (so
-# Debian's python3-torch imports from it), with numpy, safetensors, tensorboard
-# and matplotlib pip-installed into it. The docs and the tests run the Python
-# scripts with .venv/bin/python, whatever `python3` comes first on PATH.
+# Debian's python3-torch imports from it), with numpy, safetensors, tensorboard,
+# matplotlib and tokenizers (scripts/prepare.py's BPE) pip-installed into it.
+# The docs and the tests run the Python scripts with .venv/bin/python, whatever
+# `python3` comes first on PATH.
 # CATCHAT_VENV=DIR puts the venv elsewhere (the tests use it). Run again, it
 # keeps what is there and installs only what is missing.
 set -euo pipefail
@@ -38,12 +39,14 @@ if ! venv_ok; then
 fi
 [ -e "$venv/.gitignore" ] || echo '*' >"$venv/.gitignore"  # not part of the repository
 
-# Python readers of our files used by the tests (optional: those tests skip without them).
+# Python readers of our files used by the tests, and Hugging Face's tokenizers for
+# prepare.py's BPE (optional: those tests skip without them, and prepare.py says
+# what to install).
 # numpy < 2: Debian's torch is built against numpy 1.
-mods="import numpy, safetensors, tensorboard, matplotlib"
+mods="import numpy, safetensors, tensorboard, matplotlib, tokenizers"
 if ! "$venv/bin/python" -c "$mods" >/dev/null 2>&1; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --retries 2 --timeout 20 \
-    "numpy<2" safetensors tensorboard matplotlib >/dev/null 2>&1 \
-    || echo "install_deps: pip install into $venv failed (offline?); the tfevents/interop tests will skip or use plain readers"
+    "numpy<2" safetensors tensorboard matplotlib tokenizers >/dev/null 2>&1 \
+    || echo "install_deps: pip install into $venv failed (offline?); the tfevents/interop/BPE tests will skip or use plain readers"
 fi
 echo "install_deps: ok (Python: $venv/bin/python)"

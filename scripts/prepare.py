@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Tokenize a file (or a folder of .txt files) into .bin token shards (header of 256 int32: magic 20240520,
 version 1, token count; then uint16 tokens), the layout other C trainers use,
-plus a vocabulary file that `catchat sample --vocab` decodes with.
+plus a vocabulary file that `catchat sample` decodes with.
 
-   scripts/prepare.py INPUT OUT_PREFIX [--tokenizer bytes|gpt2|PATH/tokenizer.json]
+   scripts/prepare.py INPUT OUT_PREFIX [--tokenizer bytes|gpt2|PATH/tokenizer.json | --train-tokenizer N]
                       [--val-fraction 0.05] [--shard-tokens 100000000]
 
 INPUT is a file, or a folder whose *.txt files (sorted by name, each ending
@@ -12,44 +12,144 @@ in a newline) are read as one text.
 Writes OUT_PREFIX_train_000.bin ..., OUT_PREFIX_val_000.bin ... and
 OUT_PREFIX.vocab (one line per token id: its bytes in hex) and prints the
 vocab_size to set. The folder of OUT_PREFIX is made if it does not exist.
+`catchat sample` finds OUT_PREFIX.vocab by itself from a checkpoint of a run
+on these shards (its stored [data] train names them).
 
 Tokenizers: bytes (catchat's built-in, vocab 256: the file's bytes as they are,
 never decoded, so any file works, invalid UTF-8 included), gpt2 (GPT-2 BPE
-through tiktoken, where installed with its encoding files available), or a
-Hugging Face tokenizer.json through the `tokenizers` package. The last two
-read text: a file that is not valid UTF-8 is refused (nothing is replaced).
+through tiktoken, where installed with its encoding files available: they are
+fetched from the network once), or a Hugging Face tokenizer.json through the
+`tokenizers` package. --train-tokenizer N instead trains a byte-level BPE of N
+tokens (257 to 65535) on the training split of INPUT, offline, with
+`tokenizers` (GPT-2's byte-level pre-tokenizer and decoder: every byte sequence
+round-trips, and each token's bytes are exact in the .vocab), writes it as
+OUT_PREFIX.tokenizer.json (then usable as --tokenizer for more text) and
+tokenizes with it; the same input gives the same tokenizer and shards. A text
+with fewer distinct pairs to merge gives fewer tokens; the printed vocab_size
+is the real one. All but bytes read text: a file that is not valid UTF-8 is
+refused (nothing is replaced).
 
 The validation split is the tail of the file, so the two never overlap: the
 last --val-fraction of its bytes (bytes) or of its characters (the others).
 --val-fraction must lie strictly between 0 and 1, --shard-tokens must be at
-least 1, and both splits must come out non-empty; a bad value, or an input too
-short for both splits, is one line on stderr naming the option, a non-zero
-exit, and no file written."""
-import argparse, glob, os, struct, sys
+least 1, --train-tokenizer an integer from 257 to 65535 (ids are uint16 in the
+shards; 256 would be the bytes alone), and both splits must come out
+non-empty; a bad value, or an input too short for both splits, is one line on
+stderr naming the option, a non-zero exit, and no file written."""
+import argparse, glob, json, os, re, struct, sys
 
 MAGIC, VERSION = 20240520, 1
+
+
+def byte_level_chars():
+    """GPT-2's byte-to-character table, which the byte-level pre-tokenizer writes
+    tokens in: printable bytes stand for themselves, the others for characters
+    from U+0100 on."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + len(bs) - 189)  # 188 printable bytes: the others take U+0100, U+0101, ...
+    return dict(zip(bs, map(chr, cs)))
+
+
+def chunks(text, size=1 << 16):
+    """Pieces of about size characters, cut only after a newline that stands
+    alone between two printable ASCII characters: GPT-2's split pattern makes
+    such a newline a word of its own (a run of them would be one word, or split
+    otherwise at the end of a piece), so the byte-level pre-tokenizer gives the
+    pieces the words it gives the whole text (the same tokenizer when trained,
+    the same ids when encoded), and the pieces spread over the cores."""
+    cut = re.compile(r"(?<=[!-~])\n(?=[!-~])")
+    pos = 0
+    while pos < len(text):
+        m = cut.search(text, pos + size)
+        end = m.start() + 1 if m else len(text)
+        yield text[pos:end]
+        pos = end
+
+
+def hf_tokenizer(tok):
+    """encode and vocab of a `tokenizers` Tokenizer. A byte-level one's tokens map
+    back to their exact bytes (decoding a single token would turn a piece of a
+    UTF-8 character into U+FFFD); others' tokens are their decoded text."""
+    spec = json.loads(tok.to_str())
+    added = {t["id"] for t in spec.get("added_tokens") or []}
+    byte_level = (spec.get("decoder") or {}).get("type") == "ByteLevel"
+    inverse = {c: b for b, c in byte_level_chars().items()}
+    vocab = []
+    for i in range(tok.get_vocab_size()):
+        piece = tok.id_to_token(i)
+        if piece is None:  # an id the tokenizer leaves unused
+            vocab.append(b"")
+        elif byte_level and i not in added and all(c in inverse for c in piece):
+            vocab.append(bytes(inverse[c] for c in piece))
+        else:
+            vocab.append(tok.decode([i]).encode("utf-8"))
+    if byte_level and (spec.get("pre_tokenizer") or {}).get("type") == "ByteLevel" and not spec.get("normalizer"):
+        def encode(s):  # in pieces (chunks: the same ids) over every core
+            return [i for e in tok.encode_batch(list(chunks(s))) for i in e.ids]
+    else:
+        def encode(s):
+            return tok.encode(s).ids
+    return encode, vocab
+
+
+def need_tokenizers(what):
+    try:
+        import tokenizers
+        return tokenizers
+    except ImportError:
+        sys.exit(f"prepare: {what} needs the `tokenizers` package: pip install tokenizers "
+                 "(.venv/bin/python -m pip install tokenizers; scripts/install_deps.sh installs it)")
+
+
+def train_bpe(text, n):
+    """A byte-level BPE of at most n tokens trained on text: the 256 byte
+    characters, then merges. No special tokens: catchat has no use for them."""
+    tk = need_tokenizers("--train-tokenizer")
+    tok = tk.Tokenizer(tk.models.BPE())
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk.decoders.ByteLevel()
+    trainer = tk.trainers.BpeTrainer(vocab_size=n, initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
+                                     special_tokens=[], show_progress=False)
+    tok.train_from_iterator(chunks(text), trainer=trainer)
+    return tok
+
+
+def first_line(e):
+    """An exception as a short clause of a one-line error (a network error's text runs to lines of its own)."""
+    text = (str(e).strip().splitlines() or [""])[0]
+    text = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def load_tokenizer(name):
     if name == "bytes":
         return list, [bytes([i]) for i in range(256)]  # the input is bytes here: one token per byte
     if name == "gpt2":
+        offline = "offline, train a BPE on this text instead with --train-tokenizer N (or use --tokenizer bytes)"
         try:
             import tiktoken
+        except ImportError:
+            sys.exit(f"prepare: --tokenizer gpt2 needs tiktoken (pip install tiktoken) and its encoding files "
+                     f"from the network; {offline}")
+        import socket
+        socket.setdefaulttimeout(30)  # its download has no timeout of its own: a dead network would hang here
+        try:
             enc = tiktoken.get_encoding("gpt2")
-        except Exception as e:  # not installed, or its BPE files cannot be fetched
-            sys.exit(f"prepare: the gpt2 tokenizer needs tiktoken and its encoding files ({e}); "
-                     "use --tokenizer bytes or a local tokenizer.json")
+        except Exception as e:  # no network, a proxy, a half-written cache
+            sys.exit(f"prepare: --tokenizer gpt2: its encoding files cannot be had ({first_line(e)}); {offline}")
         return (lambda s: enc.encode_ordinary(s)), [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)]
+    tk = need_tokenizers(f"--tokenizer {name}")
+    if not os.path.isfile(name):
+        sys.exit(f"prepare: --tokenizer {name}: no such file (bytes, gpt2 or a tokenizer.json)")
     try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        sys.exit("prepare: a tokenizer.json needs the `tokenizers` package (pip install tokenizers)")
-    tok = Tokenizer.from_file(name)
-    vocab = [b""] * tok.get_vocab_size()
-    for i in range(len(vocab)):
-        vocab[i] = tok.decode([i]).encode("utf-8")
-    return (lambda s: tok.encode(s).ids), vocab
+        tok = tk.Tokenizer.from_file(name)
+    except Exception as e:
+        sys.exit(f"prepare: --tokenizer {name}: not a tokenizer.json `tokenizers` reads ({first_line(e)})")
+    return hf_tokenizer(tok)
 
 
 def write_shard(path, tokens):
@@ -68,7 +168,9 @@ def main():
     ap.add_argument("input", help="a text file, or a folder whose .txt files are read in name order as one text")
     ap.add_argument("out_prefix", help="where the files go: PREFIX_train_000.bin ..., PREFIX_val_000.bin, PREFIX.vocab "
                     "(e.g. data/mine; its folder is made if missing)")
-    ap.add_argument("--tokenizer", default="bytes", help="bytes (default), gpt2, or PATH/tokenizer.json")
+    ap.add_argument("--tokenizer", help="bytes (default), gpt2, or PATH/tokenizer.json")
+    ap.add_argument("--train-tokenizer", metavar="N", help="train a byte-level BPE of N tokens (257 to 65535) on "
+                    "the input's training split, write it as OUT_PREFIX.tokenizer.json and tokenize with it")
     ap.add_argument("--val-fraction", type=float, default=0.05, help="tail of the input held out, 0 < F < 1")
     ap.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard file, at least 1")
     ap.error = usage_error  # one line, for argparse's own complaints (a non-number) too
@@ -77,6 +179,19 @@ def main():
         ap.error(f"--val-fraction must lie strictly between 0 and 1 (got {a.val_fraction:g})")
     if a.shard_tokens < 1:
         ap.error(f"--shard-tokens must be at least 1 (got {a.shard_tokens})")
+    bpe_size = None
+    if a.train_tokenizer is not None:
+        if a.tokenizer is not None:
+            ap.error("--train-tokenizer and --tokenizer exclude each other: the trained BPE is the tokenizer")
+        try:
+            bpe_size = int(a.train_tokenizer, 10)
+        except ValueError:
+            ap.error(f"--train-tokenizer must be an integer number of tokens (got {a.train_tokenizer!r})")
+        # 256 tokens are the bytes alone (--tokenizer bytes); shards hold ids as uint16
+        if not 257 <= bpe_size <= 65535:
+            ap.error(f"--train-tokenizer must lie between 257 and 65535 (got {bpe_size})")
+        need_tokenizers("--train-tokenizer")  # said before a long read
+    tokenizer = a.tokenizer or "bytes"
     if a.out_prefix.endswith(os.sep) or os.path.isdir(a.out_prefix):
         ap.error(f"OUT_PREFIX {a.out_prefix} names a folder: give a file-name prefix inside it, e.g. "
                  f"{os.path.join(a.out_prefix, 'mine')}")
@@ -96,19 +211,30 @@ def main():
                 data = f.read()
     except OSError as e:
         sys.exit(f"prepare: {e.filename or a.input}: {e.strerror}")
-    if a.tokenizer != "bytes":
+    what = "--train-tokenizer" if bpe_size else f"--tokenizer {tokenizer}"
+    if bpe_size or tokenizer != "bytes":
         try:  # the text tokenizers: strict UTF-8, no silent U+FFFD
             data = data.decode("utf-8")
         except UnicodeDecodeError as e:
             sys.exit(f"prepare: {a.input}: not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start}), "
-                     f"which --tokenizer {a.tokenizer} needs; use --tokenizer bytes for raw bytes")
-    encode, vocab = load_tokenizer(a.tokenizer)
+                     f"which {what} needs; use --tokenizer bytes for raw bytes")
     cut = int(len(data) * (1 - a.val_fraction))  # on bytes for bytes, on characters for text
+    trained = None
+    if bpe_size:
+        if cut == 0:  # nothing to learn merges from: said as the empty train split it is, below
+            trained, (encode, vocab) = None, (lambda s: [], [])
+        else:
+            # the training split only: the validation text stays unseen, by the tokenizer too
+            print(f"training a byte-level BPE of {bpe_size} tokens on {cut} characters ...", flush=True)
+            trained = train_bpe(data[:cut], bpe_size)
+            encode, vocab = hf_tokenizer(trained)
+    else:
+        encode, vocab = load_tokenizer(tokenizer)
     splits = (("train", encode(data[:cut])), ("val", encode(data[cut:])))
     for split, toks in splits:
         if not toks:
             sys.exit(f"prepare: {a.input}: too short for --val-fraction {a.val_fraction:g}: the {split} split "
-                     f"would have no tokens ({len(data)} {'bytes' if a.tokenizer == 'bytes' else 'characters'} in all)")
+                     f"would have no tokens ({len(data)} {'characters' if isinstance(data, str) else 'bytes'} in all)")
         if max(toks) >= 65536:
             sys.exit(f"prepare: token id {max(toks)} does not fit the uint16 shard format")
     try:
@@ -127,6 +253,10 @@ def main():
         with open(f"{a.out_prefix}.vocab", "w") as f:
             for b in vocab:
                 f.write(b.hex() + "\n")
+        if trained:
+            # beside the shards, named by their prefix: two corpora in one folder keep their own
+            trained.save(f"{a.out_prefix}.tokenizer.json")
+            print(f"{a.out_prefix}.tokenizer.json: the BPE ({len(vocab)} tokens; --tokenizer for more text)")
     except OSError as e:  # a file where the folder should be, no permission, a full disk: one line
         sys.exit(f"prepare: {e.filename or a.out_prefix}: {e.strerror}")
     print(f"{a.out_prefix}.vocab: set [model] vocab_size = {len(vocab)}")
