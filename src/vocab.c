@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "catchat/util.h"
 
 static int hexval(int c)
@@ -78,4 +79,29 @@ int cc_vocab_encode(const cc_vocab *v, const char *text, int *ids, int cap)
         pos += (size_t)best_len;
     }
     return count < cap ? count : cap;
+}
+
+int cc_vocab_beside_data(const char *data, char *out, size_t cap)
+{
+    if (cap) *out = 0;
+    const size_t len = strcspn(data, ","); /* the first entry: every shard of a run has the one prefix */
+    if (len < 4 || len >= CC_PATH_MAX || strncmp(data + len - 4, ".bin", 4) != 0) return 0; /* text: bytes */
+    char first[CC_PATH_MAX];
+    memcpy(first, data, len);
+    first[len] = 0;
+    char *const slash = strrchr(first, '/'), *const base = slash ? slash + 1 : first;
+    /* the last _train or _val of the name that a _, a . or a glob follows:
+     * mine_train_000.bin, mine_train_*.bin, mine_val.bin */
+    char *cut = NULL;
+    for (char *q = base; *q; q++) {
+        const size_t n = strncmp(q, "_train", 6) == 0 ? 6 : strncmp(q, "_val", 4) == 0 ? 4 : 0;
+        if (n && (q[n] == '_' || q[n] == '.' || q[n] == '*')) cut = q;
+    }
+    if (!cut || cut == base) return 0;
+    *cut = 0;
+    if (snprintf(out, cap, "%s.vocab", first) >= (int)cap) {
+        if (cap) *out = 0;
+        return 0;
+    }
+    return access(out, R_OK) == 0;
 }

@@ -49,3 +49,31 @@ Test(vocab, load_encode_and_errors, .init = cr_redirect_stderr)
     cr_expect_neq(cc_vocab_load(&v, path), 0, "odd digits");
     cr_expect_neq(cc_vocab_load(&v, "/nonexistent.vocab"), 0);
 }
+
+Test(vocab, found_beside_the_shards)
+{
+    char dir[256], want[512], data[1200], out[1024];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(want, sizeof(want), "%s/mine.vocab", dir);
+    th_write_file(want, "61\n", 3);
+    /* prepare.py's names, a glob, a list (its first entry), a single val file */
+    const char *const hits[] = { "%s/mine_train_000.bin", "%s/mine_train_*.bin", "%s/mine_val_000.bin,%s/x_val_000.bin",
+                                 "%s/mine_val.bin" };
+    for (size_t i = 0; i < sizeof(hits) / sizeof(*hits); i++) {
+        snprintf(data, sizeof(data), hits[i], dir, dir);
+        cr_expect_eq(cc_vocab_beside_data(data, out, sizeof(out)), 1, "%s", data);
+        cr_expect_str_eq(out, want, "%s", data);
+    }
+    /* shards without their vocabulary: the path looked for */
+    snprintf(data, sizeof(data), "%s/other_train_000.bin", dir);
+    cr_expect_eq(cc_vocab_beside_data(data, out, sizeof(out)), 0);
+    snprintf(want, sizeof(want), "%s/other.vocab", dir);
+    cr_expect_str_eq(out, want);
+    /* text (byte-level), a folder named _train, no prefix, nothing: none looked for */
+    const char *const misses[] = { "%s/mine_train.txt", "%s/a_train_1/data.bin", "%s/_train_000.bin", "" };
+    for (size_t i = 0; i < sizeof(misses) / sizeof(*misses); i++) {
+        snprintf(data, sizeof(data), misses[i], dir);
+        cr_expect_eq(cc_vocab_beside_data(data, out, sizeof(out)), 0, "%s", data);
+        cr_expect_str_eq(out, "", "%s", data);
+    }
+}
