@@ -11,7 +11,14 @@ the caching allocator's footprint) and their *_bytes_per_token are the peaks
 over the timed steps only, the peak stats reset after the warm-up.
 
    python3 bench/pytorch_model.py [--d 512 --layers 3 --heads 8 --window 128 --seq 512 --batch 64]
-                                  [--modes eager,compile]
+                                  [--vocab 256] [--modes eager,compile] [--losses plain,liger,cce]
+
+Losses, the large-vocabulary choices a PyTorch user has: plain (the logits
+[B·T, V] under autocast, F.cross_entropy in FP32), liger (Liger-Kernel's fused
+linear cross-entropy: the final norm's output and lm_head's weight, the
+logits a chunk of rows at a time) and cce (Apple's cut cross-entropy: the
+logits never leave on-chip memory). A loss whose package does not import, or
+does not run here, prints one line {"loss": ..., "skipped": why} instead.
 
 Not modelled: catchat's per-timestep grad_h clamp (cuDNN's GRU exposes no
 per-step hidden gradient) and RMSNorm's identity fallback/cap; both make the
@@ -49,7 +56,7 @@ class DualStream(nn.Module):
         i = torch.arange(T)
         self.register_buffer("mask", (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - W), persistent=False)
 
-    def forward(self, x):
+    def forward(self, x, head=True):
         B, T = x.shape
         u = self.embed(x)
         for norm, gru in zip(self.norms, self.grus):
@@ -59,10 +66,24 @@ class DualStream(nn.Module):
         q, k, v = (t.view(B, T, self.H, -1).transpose(1, 2) for t in (q, k, v))
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask[:T, :T])
         c = self.out(o.transpose(1, 2).reshape(B, T, -1))
-        return self.lm_head(self.final_norm(u + c))
+        f = self.final_norm(u + c)
+        return self.lm_head(f) if head else f
 
 
-def bench(mode, args):
+def loss_fn(name):
+    """(hidden or logits) -> loss for a loss variant, and whether it takes the final norm's output."""
+    if name == "plain":
+        return None, True
+    if name == "liger":
+        from liger_kernel.transformers.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyLoss
+        return LigerFusedLinearCrossEntropyLoss(ignore_index=-1), False
+    if name == "cce":
+        from cut_cross_entropy import linear_cross_entropy
+        return (lambda w, h, y: linear_cross_entropy(h, w, y, ignore_index=-1)), False
+    raise SystemExit(f"pytorch_model.py: --losses: unknown loss '{name}' (plain, liger, cce)")
+
+
+def bench(mode, loss_name, args):
     torch.manual_seed(0)
     torch.cuda.reset_peak_memory_stats()
     dev = "cuda"
@@ -70,13 +91,18 @@ def bench(mode, args):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=True)
     scaler = torch.amp.GradScaler("cuda")
     fwd = torch.compile(model) if mode == "compile" else model
+    fused, head = loss_fn(loss_name)
     x = torch.randint(0, args.vocab, (args.batch, args.seq + 1), device=dev)
     inp, tgt = x[:, :-1], x[:, 1:]
 
     def step():
         with torch.autocast("cuda", dtype=torch.float16):
-            logits = fwd(inp)
-            loss = F.cross_entropy(logits.float().view(-1, args.vocab), tgt.reshape(-1))
+            out = fwd(inp, head)
+            if head:
+                loss = F.cross_entropy(out.float().view(-1, args.vocab), tgt.reshape(-1))
+            else:  # the fused losses take the FP16 hidden states and weight, as autocast would feed them
+                h = out.reshape(-1, args.d).half()
+                loss = fused(model.lm_head.weight.half(), h, tgt.reshape(-1))
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
@@ -114,7 +140,7 @@ def bench(mode, args):
             "peak_allocated_bytes": peak_alloc, "peak_reserved_bytes": peak_reserved,
             "allocated_bytes_per_token": round(peak_alloc / tokens),
             "reserved_bytes_per_token": round(peak_reserved / tokens),
-            "impl": "pytorch", "mode": mode, "B": args.batch, "T": args.seq, "D": args.d, "L": args.layers,
+            "impl": "pytorch", "mode": mode, "loss": loss_name, "V": args.vocab, "B": args.batch, "T": args.seq, "D": args.d, "L": args.layers,
             "W": args.window, "ms": round(ms, 3), "tok_per_s": round(args.batch * args.seq / ms * 1e3),
             "min_ms": round(min(times), 3), "max_ms": round(max(times), 3), "steps": args.steps,
             "skipped_steps": skipped,
@@ -133,9 +159,20 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--modes", default="eager,compile")
+    ap.add_argument("--losses", default="plain")
     args = ap.parse_args()
-    for mode in args.modes.split(","):
-        print(json.dumps(bench(mode, args)), flush=True)
+    for loss_name in args.losses.split(","):
+        for mode in args.modes.split(","):
+            try:
+                loss_fn(loss_name)
+                row = bench(mode, loss_name, args)
+            except SystemExit:
+                raise
+            except Exception as e:  # not installed, no Triton, no GPU: say so and go on
+                row = {"impl": "pytorch", "mode": mode, "loss": loss_name, "V": args.vocab,
+                       "skipped": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]}
+                torch.cuda.empty_cache() if torch.cuda.is_available() else None
+            print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":
