@@ -254,7 +254,7 @@ void side_stream_after(gpu_lane *ln)
  * already fills the GPU (under recompute, whose parts and layers reuse
  * their operands' memory, the next part and the first rebuild wait for
  * them: top_in_parts). */
-static void backward_classifier(lane_ctx *c, float ctx_limit)
+static void backward_context_out(lane_ctx *c, float ctx_limit)
 {
     cc_executor *ex = c->ex;
     gpu_impl *g = c->g;
@@ -491,7 +491,7 @@ static void top_in_parts(gpu_impl *g, lane_ctx *c, int n, float loss_scale, long
             forward_top(&p);
             classifier_lane(&p, loss_scale, scored > 0);
             if (scored > 0) {
-                backward_classifier(&p, ctx_limit);
+                backward_context_out(&p, ctx_limit);
                 backward_context(&p);
                 cudaCheck(cudaStreamWaitEvent(ln->stream, ln->ev_top_wgrad, 0));
             }
@@ -562,7 +562,7 @@ void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n)
         forward_top(&c[i]);
         classifier_lane(&c[i], (float)loss_scale, scored > 0);
         if (scored > 0) {
-            backward_classifier(&c[i], ctx_limit);
+            backward_context_out(&c[i], ctx_limit);
             backward_context(&c[i]);
         }
     }
