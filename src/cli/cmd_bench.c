@@ -32,7 +32,7 @@ static const char *HELP =
     "  recurrence=persistent|per-step       force a GRU recurrence implementation\n"
     "  recompute=auto|off|on                keep every activation, or rebuild them in the backward (less memory)\n"
     "  memory_limit=SIZE                    plan as if the GPU had SIZE (e.g. 10G): will it fit that card?\n"
-    "  classifier_rows=N                    rows of the classifier's chunk (default: what fits 60 MiB over the lanes)\n"
+    "  classifier_rows=N                    rows of the classifier's chunk (default: what fits 256 MiB over the lanes)\n"
     "  wavefront=auto|off, wavefront_chunk=N  the layers' recurrences over time chunks at once, or one after another\n"
     "  profile=sm80|sm86|sm89|sm90|sm100|sm120  run as that GPU family would (docs/gpus.md)\n"
     "  sm_count=N, smem_per_block=KB, clusters=off  the same limits one at a time\n";
