@@ -8,18 +8,18 @@
  * both known here, so the whole classifier runs in the forward and only
  * du = dL/dm, [rows, D], outlives the chunk: the [B·T, V] logits and
  * dlogits are never held. The GEMMs run over ldv classes, not V: at an
- * unaligned V (50257) cuBLASLt's kernels for an odd dimension took 2-7x as
- * long as for the padded one (bench/classifier_probe); the padding rows of
- * W are zeros, their logits 0 (never counted), their gradient 0, and dW's
- * padding rows are scratch no one reads. A weight GEMM a chunk costs a read and write of
- * dW_lm ([V, D] FP32), which is why the plan gives a chunk as many rows as
- * its memory budget allows (gpu_plan.h, ce_rows).
+ * unaligned V (50257) cuBLASLt's kernels for the odd dimension took 1.6-7x
+ * as long as for the padded one (bench/classifier_probe --unpadded); the
+ * padding rows of W are zeros, their logits 0 (never counted), their
+ * gradient 0, and dW's padding rows are scratch no one reads. A weight GEMM
+ * a chunk costs a read and write of dW_lm ([V, D] FP32), which is why the
+ * plan gives a chunk as many rows as its memory budget allows (gpu_plan.h,
+ * ce_rows).
  *
  * Chunks follow the rows of a->rw: with a time window { len, T } a chunk is
  * whole segments (len rows of each of several sequences, the chunk buffers
  * their rows one after another: the kernels' window side) or, where a chunk
  * holds fewer rows than a segment, a run of rows inside one. */
-#include <string.h>
 #include "catchat/gpu_crossentropy.h"
 #include "gpu/gpu_check.h"
 
