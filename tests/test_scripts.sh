@@ -16,6 +16,8 @@
 #   C. scripts/prepare_data.sh writes its corpus files readable by others (0666
 #      less the umask), not mktemp's 0600.
 #   D. scripts/plot.py draws a telemetry CSV, the learning rate included.
+#   E. bench/pytorch_model.py without a CUDA device prints a skip line per
+#      variant (loss, V) and exits 0; bench/vocab_table.sh tags every line.
 #   tests/test_scripts.sh [REPO_ROOT]      (exit 77 = skipped: no Python at all)
 # The Python it runs the scripts with is the project's one: REPO/.venv/bin/python
 # (what install_deps.sh makes) where it exists, else python3.
@@ -238,6 +240,45 @@ if "$py" -c "import matplotlib" 2>/dev/null; then
   if "$py" "$root/scripts/plot.py" "$tmp/nolr.csv" -o "$tmp/nolr.png" >/dev/null 2>&1; then bad "D plot.py without an lr column: exit 0"
   else ok; fi
 else skip "D plot.py: no matplotlib"; fi
+
+# ------------------------------------- E: the PyTorch comparison without a GPU
+# bench/pytorch_model.py with no CUDA device (hidden here, so that a GPU machine
+# runs no benchmark) prints one skip line per variant, each naming its loss and
+# V, and exits 0, with or without torch and the loss packages; an unknown loss is
+# a usage error. bench/vocab_table.sh with a stand-in catchat: every line it
+# appends names impl, loss and V, catchat's tagged, PyTorch's skipped.
+pm=$root/bench/pytorch_model.py
+if PYTHONPYCACHEPREFIX=$tmp/pyc "$py" -m py_compile "$pm" 2>"$tmp/err" && "$py" "$pm" --help >"$tmp/out" 2>&1 &&
+  grep -q -- '--losses' "$tmp/out" && grep -q -- '--vocab' "$tmp/out"; then ok
+else bad "E1 pytorch_model.py does not compile or --help lacks --losses/--vocab: $(tail -1 "$tmp/err")"; fi
+if CUDA_VISIBLE_DEVICES= "$py" "$pm" --vocab 8192 --modes eager --losses plain,liger,cce --steps 1 --warmup 0 \
+  >"$tmp/out" 2>"$tmp/err"; then
+  got=$("$py" -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("ok" if [(r["loss"], r["V"], r["mode"], bool(r.get("skipped"))) for r in rows] ==
+      [(n, 8192, "eager", True) for n in ("plain", "liger", "cce")] else rows)' "$tmp/out" 2>&1)
+  if [ "$got" = ok ]; then ok; else bad "E2 pytorch_model.py without CUDA: $got"; fi
+else bad "E2 pytorch_model.py without CUDA: exit $?: $(tail -1 "$tmp/err")"; fi
+"$py" "$pm" --losses plain,nope >/dev/null 2>&1
+rc=$?; if [ "$rc" -eq 2 ]; then ok; else bad "E3 pytorch_model.py --losses nope: exit $rc (want 2)"; fi
+cat >"$tmp/catchat" <<'SH'
+#!/bin/sh
+v=0; while [ $# -gt 0 ]; do case $1 in vocab_size=*) v=${1#vocab_size=} ;; esac; shift; done
+echo "{\"V\":$v,\"gpu_ms\":1.5,\"gpu_measured\":true}"
+SH
+chmod +x "$tmp/catchat"
+if CUDA_VISIBLE_DEVICES= VOCABS="256 8192" LOSSES=plain,cce PYTHON=$py SITE=$tmp/site \
+  bash "$root/bench/vocab_table.sh" "$tmp/vt.jsonl" "$tmp/catchat" >/dev/null 2>"$tmp/err"; then
+  got=$("$py" -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+got = [(r["impl"], r["loss"], r["V"], r.get("run"), bool(r.get("skipped"))) for r in rows]
+want = [x for V in (256, 8192) for x in [("catchat", "chunked", V, 1, False), ("pytorch", "plain", V, None, True),
+        ("pytorch", "cce", V, None, True), ("catchat", "chunked", V, 2, False)]]
+print("ok" if got == want else got)' "$tmp/vt.jsonl" 2>&1)
+  if [ "$got" = ok ]; then ok; else bad "E4 vocab_table.sh with a stand-in catchat: $got"; fi
+else bad "E4 vocab_table.sh: exit $?: $(tail -1 "$tmp/err")"; fi
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]
