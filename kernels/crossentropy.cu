@@ -30,6 +30,11 @@ __device__ __forceinline__ float ex2(float x)
 // (max, sum of exp(x − max)) pairs: the online softmax's running state.
 __device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2)
 {
+    if (s != s || s2 != s2) { // a NaN logit: the row's loss is NaN, as on the CPU (__hmax2 passes NaN over)
+        s = NAN;
+        m = fmaxf(m, m2);
+        return;
+    }
     const float mx = fmaxf(m, m2);
     if (mx == -INFINITY) return; // both empty
     s = (m == -INFINITY ? 0.f : s * ex2((m - mx) * LOG2E)) + (m2 == -INFINITY ? 0.f : s2 * ex2((m2 - mx) * LOG2E));
@@ -72,7 +77,7 @@ __global__ void __launch_bounds__(BLOCK)
             const __half2 m2 = __hmax2(__hmax2(h2[0], h2[1]), __hmax2(h2[2], h2[3]));
             const float vm = fmaxf(__low2float(m2), __high2float(m2));
             if (vm > mx) {
-                sum = mx == -INFINITY ? 0.f : sum * ex2((mx - vm) * LOG2E);
+                sum = mx == -INFINITY ? sum * 0.f : sum * ex2((mx - vm) * LOG2E); // 0, or a NaN kept
                 mx = vm;
             }
             const float ml = mx * LOG2E;
@@ -87,7 +92,7 @@ __global__ void __launch_bounds__(BLOCK)
             for (int j = 0; j < 8 && v0 + j < V; j++) {
                 const float x = __half2float(h[j]);
                 if (x > mx) {
-                    sum = mx == -INFINITY ? 0.f : sum * ex2((mx - x) * LOG2E);
+                    sum = mx == -INFINITY ? sum * 0.f : sum * ex2((mx - x) * LOG2E);
                     mx = x;
                 }
                 sum += ex2((x - mx) * LOG2E);

@@ -72,6 +72,7 @@ typedef struct {
      * chunk buffers are free again, and *pending says a later call must wait
      * for it before reusing them. */
     cudaStream_t side;
+    gpu_matmul_ctx *side_gemm; /* the side stream's own: a context's workspace serves one stream at a time */
     cudaEvent_t ev_fork, ev_free;
     int *pending;
     gpu_ce_check_fn check;

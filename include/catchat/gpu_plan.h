@@ -67,10 +67,11 @@ void gpu_recompute_force_windows(int n);
 /* What the classifier's chunk buffers may take, over all lanes, where
  * [gpu] classifier_rows does not set their rows: 256 MiB, or 60 MiB (under
  * 2 KB a token of the default batch, 64 × 512) where the step would not fit
- * its memory budget otherwise. Each chunk's lm_head weight GEMM reads and
- * writes the whole [V, D] FP32 gradient, so fewer rows cost time at large V:
- * at V = 50257 on the H200, 2048 rows a chunk ran the default step in 19.4
- * ms, 256 rows in 29.7 (docs/performance.md, "Vocabulary"). */
+ * its memory budget otherwise under [gpu] recompute = auto (before recompute
+ * is turned on). Each chunk's lm_head weight GEMM reads and writes the whole
+ * [V, D] FP32 gradient, so fewer rows cost time at large V: at V = 50257 on
+ * the H200 the default step ran 21.0 ms at 256 MiB (1280 rows a lane), 29.7
+ * at 60 MiB (256) (docs/performance.md, "Real vocabularies"). */
 #define GPU_CE_BUDGET ((size_t)256 << 20)
 #define GPU_CE_BUDGET_TIGHT ((size_t)60 << 20)
 

@@ -75,7 +75,7 @@ static void run_chunk(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_a
         cudaCheck(cudaStreamWaitEvent(a->side, a->ev_fork, 0));
         ws = a->side;
     }
-    gpu_matmul(gm, a->dw, D, ck->logits16, ldv, 1, ck->f16, D, 0, ldv, D, n, 1.f, 1.f, NULL, ws);
+    gpu_matmul(ws == s ? gm : a->side_gemm, a->dw, D, ck->logits16, ldv, 1, ck->f16, D, 0, ldv, D, n, 1.f, 1.f, NULL, ws);
     if (ws != s) {
         cudaCheck(cudaEventRecord(a->ev_free, ws));
         *a->pending = 1;

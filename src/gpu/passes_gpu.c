@@ -209,7 +209,7 @@ void classifier_rows(lane_ctx *c, int t0, int M, row_window rw, float *cc, float
         .du = with_grad ? ROWS(c, g->du, D) + at * D : NULL,
         .dg_final = G32L(c, lay->final_norm), .dw = G32L(c, lay->lm_head),
         .grad_scale = loss_scale, .nc = &c->nc, .caps = &g->caps,
-        .side = ln->wgrad_stream, .ev_fork = ln->ev_ce_fork, .ev_free = ln->ev_ce_free, .pending = &ln->ce_pending,
+        .side = ln->wgrad_stream, .side_gemm = ln->gemm_wgrad, .ev_fork = ln->ev_ce_fork, .ev_free = ln->ev_ce_free, .pending = &ln->ce_pending,
         .check = c->ex->check ? ce_check : NULL, .check_ctx = c,
     };
     gpu_crossentropy(ln->gemm, &ln->ce, &a, ln->stream);

@@ -80,14 +80,40 @@ static void run_case(const ladder_ctx *cx, stage *st, const ce_case *k)
     gpu_ce_chunk_place(&ck, cbuf, k->rows, D, V);
     const size_t at = (size_t)k->t0;
     const row_window rw = k->len < k->T ? (row_window){ k->len, k->T, 0 } : row_window_all(M);
-    const gpu_ce_args a = {
+    /* the last chunk's weight GEMM on a side stream of its own, with its own cuBLASLt context, as the
+     * step runs it; the call after it (the same rows again, into a second gradient) waits for it */
+    cudaStream_t side;
+    cudaEvent_t ev_fork, ev_free;
+    cudaCheck(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    cudaCheck(cudaEventCreateWithFlags(&ev_fork, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&ev_free, cudaEventDisableTiming));
+    gpu_matmul_ctx *side_gemm = gpu_matmul_create();
+    int pending = 0;
+    gpu_ce_args a = {
         .M = M, .D = D, .V = V, .rw = rw, .u = du_ + at * D, .c = dc_ + at * D, .f_ir = dir + at, .g_final = dg_,
         .w16 = dw16, .y = dy + at, .loss = dloss + at, .rank = drank + at, .du = ddm + at * D, .dg_final = ddg,
         .dw = dW, .grad_scale = S, .nc = &nc, .caps = cx->caps,
+        .side = side, .side_gemm = side_gemm, .ev_fork = ev_fork, .ev_free = ev_free, .pending = &pending,
     };
     gpu_crossentropy(cx->gemm, &ck, &a, 0);
+    /* again from u and the merge m (now in c) with c zero: the same merge, the same results */
+    float *dW2 = dev_f32(NULL, (size_t)V * D + pad), *ddg2 = dev_f32(NULL, D);
+    cudaCheck(cudaMemset(dW2, 0, 4 * (size_t)V * D));
+    cudaCheck(cudaMemset(ddg2, 0, 4 * (size_t)D));
+    float *dm_ = dev_f32(NULL, (size_t)Mall * D), *dzero = dev_f32(NULL, (size_t)Mall * D);
+    cudaCheck(cudaMemcpy(dm_, dc_, 4 * (size_t)Mall * D, cudaMemcpyDeviceToDevice)); /* m in the window's rows */
+    cudaCheck(cudaMemset(dzero, 0, 4 * (size_t)Mall * D));
+    gpu_ce_args a2 = a;
+    a2.u = dm_ + at * D;
+    a2.c = dzero + at * D;
+    a2.dw = dW2;
+    a2.dg_final = ddg2;
+    gpu_crossentropy(cx->gemm, &ck, &a2, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    check_flag(st, "the last chunk's weight GEMM ran on the side stream", pending == 1);
+    float *gW2 = get_f32(dW2, (size_t)V * D);
     float *gloss_all = get_f32(dloss, Mall), *gdm_all = get_f32(ddm, (size_t)Mall * D), *gW = get_f32(dW, (size_t)V * D);
-    float *gdg = get_f32(ddg, D);
+    float *gdg = get_f32(ddg, D), *gdg2 = get_f32(ddg2, D);
     int *grank_all = cc_malloc(sizeof(int) * Mall);
     cudaCheck(cudaMemcpy(grank_all, drank, sizeof(int) * Mall, cudaMemcpyDeviceToHost));
 
@@ -126,6 +152,9 @@ static void run_case(const ladder_ctx *cx, stage *st, const ce_case *k)
     check(st, what, gdm, rdm, (size_t)M * D, 3e-3, 0);
     snprintf(what, sizeof(what), "dg_final (%s)", tag);
     check(st, what, gdg, rdg, D, 3e-3, 0);
+    snprintf(what, sizeof(what), "dW_lm and dg_final again after the side-stream GEMM (%s)", tag);
+    check(st, what, gW2, rW, (size_t)V * D, 3e-3, 0);
+    check(st, what, gdg2, rdg, D, 3e-3, 0);
     /* ties and near-ties between FP16 logits may move a rank by one: the
      * counts agree to a few positions in a hundred */
     const long slack = 1 + (long)sc.scored / 50;
@@ -136,6 +165,12 @@ static void run_case(const ladder_ctx *cx, stage *st, const ce_case *k)
     check_flag(st, what, (int)ignored_ok);
     snprintf(what, sizeof(what), "rows outside the window untouched (%s)", tag);
     check_flag(st, what, outside_ok);
+    gpu_matmul_destroy(side_gemm);
+    cudaStreamDestroy(side);
+    cudaEventDestroy(ev_fork);
+    cudaEventDestroy(ev_free);
+    FREE_ALL(gW2, gdg2);
+    DFREE_ALL(dW2, ddg2, dm_, dzero);
     FREE_ALL(u, c, g, w, wpad, y, m, f, ir, yw, logits, dlog, rloss, df, rW, rdg, rdm, gloss_all, gdm_all, gW, gdg, grank_all,
              gloss, gdm);
     DFREE_ALL(du_, dc_, dg_, dir, dloss, ddm, dW, ddg, dw16, dy, drank, cbuf);
