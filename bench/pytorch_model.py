@@ -138,7 +138,7 @@ def bench(mode, loss_name, args):
     for i in range(args.warmup):
         loss = step()
         if i == 0:
-            loss0 = round(float(loss), 4)
+            loss0 = round(float(loss.detach()), 4)
     torch.cuda.synchronize()
     warm_s = time.time() - t0
     warm_peak = torch.cuda.max_memory_allocated()  # the whole-run peak so far (mem_mb)
