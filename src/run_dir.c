@@ -178,7 +178,7 @@ int cc_run_dir_prepare(const cc_config *cfg, const cc_run_intent *in)
     /* a resumed run continues its logs from the checkpoint's step: nothing twice (telemetry.csv: when opened) */
     char path[CC_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/grad_norms.csv", cfg->out_dir);
-    if (in->resume && (cc_csv_truncate_after(path, NULL, in->resume_step) != 0 ||
+    if (in->resume && (cc_csv_truncate_after(path, NULL, in->resume_step, NULL) != 0 ||
                        cc_tfevents_truncate_after(cfg->out_dir, in->resume_step) != 0))
         return -1;
     return 0;

@@ -474,9 +474,14 @@ int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const
     if (rc == 0 && fsync(fileno(fp)) != 0) rc = -1;
     if (fclose(fp) != 0) rc = -1;
     if (rc != 0) {
-        cc_error("cannot write '%s': %s (previous file kept)", tmp, strerror(errno));
+        const int err = errno;
         unlink(tmp);
-        return -1;
+        /* say what is on disk now: the earlier file, untouched, or nothing at all */
+        struct stat before;
+        if (stat(path, &before) == 0)
+            return cc_error("cannot write '%s': %s (the earlier '%s' is kept, unchanged)", tmp, strerror(err), path);
+        return cc_error("cannot write '%s': %s (there was no earlier '%s': nothing is saved)", tmp, strerror(err),
+                        path);
     }
     if (rename(tmp, path) != 0) {
         cc_error("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));

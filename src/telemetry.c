@@ -14,10 +14,13 @@ static const char *HEADER =
     "step,tokens,loss,running_loss,lr,loss_scale,grad_norm,grad_norm_clipped,skipped,step_ms,"
     "tok_per_s,seq_per_s,eval_loss,eval_top1,eval_top5\n";
 
-int cc_csv_truncate_after(const char *path, const char *header, long keep_step)
+int cc_csv_truncate_after(const char *path, const char *header, long keep_step, cc_csv_kept *kept)
 {
+    cc_csv_kept k = { 0, 0, -1, 0 };
+    if (kept) *kept = k;
     FILE *in = fopen(path, "r");
     if (!in) return 0; /* nothing to keep */
+    k.found = 1;
     char tmp[CC_PATH_MAX + 32];
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     FILE *out = fopen(tmp, "w");
@@ -29,8 +32,16 @@ int cc_csv_truncate_after(const char *path, const char *header, long keep_step)
     int first = 1;
     while (fgets(line, sizeof(line), in)) {
         if (first) { fputs(header ? header : line, out); first = 0; continue; }
-        if (!strchr(line, '\n')) break; /* a torn last row */
-        if (atol(line) <= keep_step) fputs(line, out);
+        if (!strchr(line, '\n')) { /* a torn last row */
+            k.torn = 1;
+            break;
+        }
+        const long step = atol(line);
+        if (step <= keep_step) {
+            fputs(line, out);
+            k.rows++;
+            k.last_step = step;
+        }
     }
     if (first && header) fputs(header, out);
     fclose(in);
@@ -38,6 +49,7 @@ int cc_csv_truncate_after(const char *path, const char *header, long keep_step)
         unlink(tmp);
         return cc_error("cannot rewrite '%s': %s", path, strerror(errno));
     }
+    if (kept) *kept = k;
     return 0;
 }
 
@@ -45,7 +57,17 @@ int cc_telemetry_open(cc_telemetry *t, const char *path, long resume_step)
 {
     t->f = NULL;
     if (resume_step >= 0) {
-        if (cc_csv_truncate_after(path, HEADER, resume_step) != 0) return -1;
+        cc_csv_kept k;
+        if (cc_csv_truncate_after(path, HEADER, resume_step, &k) != 0) return -1;
+        /* every step writes its row before its checkpoint: rows short of the resumed step were lost */
+        if (!k.found)
+            fprintf(stderr, "catchat: note: no %s: its rows start after step %ld, where the run resumes\n", path,
+                    resume_step);
+        else if (k.last_step < resume_step)
+            fprintf(stderr, "catchat: note: %s ends at step %ld%s, the run resumes at step %ld: steps %ld to %ld "
+                            "have no rows (the file was cut short: a full disk, a partial copy)\n", path,
+                    k.last_step < 0 ? 0 : k.last_step, k.torn ? " and a torn row" : "", resume_step,
+                    k.last_step < 0 ? 1 : k.last_step + 1, resume_step);
         t->f = fopen(path, "a");
     } else {
         t->f = fopen(path, "w");

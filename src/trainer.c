@@ -14,6 +14,7 @@
 #include "catchat/progress.h"
 #include "catchat/resume.h"
 #include "catchat/run_dir.h"
+#include "catchat/run_lock.h"
 #include "catchat/safetensors.h"
 #include "catchat/telemetry.h"
 #include "catchat/tfevents.h"
@@ -34,6 +35,7 @@ typedef struct {
     int lead;               /* rank 0 writes */
     cc_progress prog;       /* the progress line (quiet on ranks other than 0) */
     int norms_header;       /* grad_norms.csv still needs its header */
+    cc_run_lock lock;       /* rank 0: out_dir is this run's alone */
 } run_ctx;
 
 static void run_free(run_ctx *r)
@@ -51,6 +53,7 @@ static void run_free(run_ctx *r)
     cc_tokens_free(&r->val_tok);
     free(r->x);
     free(r->y);
+    cc_run_lock_release(&r->lock); /* last: every file of the run is closed */
 }
 
 /* --plant-nan: poison a whole parameter tensor (a testing aid for provenance). */
@@ -90,6 +93,17 @@ static int prepare_out_dir(const cc_config *cfg, const cc_train_opts *o, const c
     return refused ? -1 : 0;
 }
 
+/* Rank 0 locks its out_dir before anything is read or written, so a second
+ * run there (a requeued job beside the one still running) stops at once; the
+ * verdict is shared so that the other ranks stop too. */
+static int lock_out_dir(run_ctx *r, const cc_config *cfg)
+{
+    double refused = r->lead && cc_run_lock_take(&r->lock, cfg->out_dir) != 0;
+    cc_dist_allreduce_host(&r->dist, &refused, 1, 0);
+    if (refused && !r->lead) return cc_error("rank %d: rank 0 could not lock the out_dir (see its message)", r->dist.rank);
+    return refused ? -1 : 0;
+}
+
 /* What every rank of a data-parallel run must share (cc_dist_agree): the
  * config, the options that change which collectives a step makes or when
  * the run ends, and whether the step's gradients are all-reduced during the
@@ -117,6 +131,27 @@ static char *run_signature(const cc_config *cfg, const cc_train_opts *o)
     text = cc_realloc(text, n);
     strcat(text, extra);
     return text;
+}
+
+/* A config sized for a GPU (the default: minutes a step on a CPU) planned on
+ * the CPU reference is said before the first step, with its length and the
+ * config made for a CPU, instead of a silent day-long run. */
+#define CPU_RUN_NOTE_S 300.0
+#define CPU_STEP_NOTE_S 1.0
+static void say_cpu_duration(const cc_config *cfg, const cc_train_opts *o, long step)
+{
+    long steps = cfg->max_steps - step;
+    if (o->stop_after > 0 && o->stop_after < steps) steps = o->stop_after;
+    if (steps <= 0) return;
+    const double per_step = cc_cpu_step_estimate_s(cfg);
+    /* a long run of a small model is the user's plan; a step of seconds is a model made for a GPU */
+    if (per_step * steps < CPU_RUN_NOTE_S || per_step < CPU_STEP_NOTE_S) return;
+    char each[32], all[32];
+    if (per_step < 60) snprintf(each, sizeof(each), "%.1f s", per_step);
+    else cc_format_duration(each, sizeof(each), per_step);
+    cc_format_duration(all, sizeof(all), per_step * steps);
+    fprintf(stderr, "catchat: note: on the CPU reference a step of this config takes about %s, %ld steps about %s: "
+                    "configs/cpu.ini is a model sized for a CPU (or train this one on a GPU)\n", each, steps, all);
 }
 
 /* Everything before the first step: ranks, data, executor, restored state,
@@ -149,6 +184,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     }
     if (r->dist.active && strcmp(cfg->device, "cpu") == 0)
         return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
+    if (lock_out_dir(r, cfg) != 0) return -1;
     if (o->resume) { /* a run with nothing left to do is said before anything is read or checked */
         const int done = cc_resume_has_ended(cfg, o->resume, r->lead);
         if (done != 0) {
@@ -180,6 +216,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
         return -1;
     if (o->resume) cc_resume_replan_schedule(cfg, st, resumed_how, sizeof(resumed_how));
     st->sched_max_steps = cfg->max_steps;
+    if (r->lead && strcmp(ex->name, "cpu") == 0) say_cpu_duration(cfg, o, st->step);
     st->train_digest = cc_tokens_digest(&r->train_tok);
     st->val_digest = cc_tokens_digest(&r->val_tok);
     if (cc_run_dir_check_inputs(cfg, o->init_ckpt) != 0 || prepare_out_dir(cfg, o, st, r->lead, &r->dist) != 0) return -1;
@@ -213,7 +250,11 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
         } else if (strcmp(cfg->gpu_recompute, "auto") != 0 || cfg->gpu_memory_limit) {
             printf("[gpu] recompute and memory_limit plan the GPU step: the CPU reference keeps every activation\n");
         }
-        if (o->resume) printf("resumed from %s at step %ld%s\n", o->resume, st->step, resumed_how);
+        fflush(stdout);
+    }
+    /* --quiet too: where a run goes on from, and a re-planned schedule, are not progress */
+    if (r->lead && o->resume) {
+        printf("resumed from %s at step %ld%s\n", o->resume, st->step, resumed_how);
         fflush(stdout);
     }
     return 0;
@@ -430,12 +471,18 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     if (r.lead && rc == 0 && !res->stopped_by) { /* the summary, --quiet too */
         char took[32];
         cc_format_duration(took, sizeof(took), (cc_now_ms() - t_start) * 1e-3);
-        printf("catchat train: %s after step %ld (%ld step%s in %s), last loss %.4f", early ? "stopped early" : "done",
-               st.step, res->steps_run, res->steps_run == 1 ? "" : "s", took, res->last_loss);
+        /* --steps N ends a run short of max_steps: not "done", and how to go on */
+        const int short_of_max = !early && st.step < cfg->max_steps;
+        printf("catchat train: %s after step %ld (%ld step%s in %s), last loss %.4f",
+               early ? "stopped early" : short_of_max ? "paused (--steps)" : "done", st.step, res->steps_run,
+               res->steps_run == 1 ? "" : "s", took, res->last_loss);
         if (st.best_step > 0)
             printf("; best eval loss %.4f at step %ld: %s/%s", st.best_eval, st.best_step, cfg->out_dir,
                    CC_CHECKPOINT_BEST_NAME);
         printf("; checkpoint %s/%s\n", cfg->out_dir, CC_CHECKPOINT_NAME);
+        if (short_of_max)
+            printf("catchat train: max_steps %ld not reached; go on with: %s train --resume %s/%s\n", cfg->max_steps,
+                   o->prog ? o->prog : "catchat", cfg->out_dir, CC_CHECKPOINT_NAME);
         fflush(stdout);
     }
     r.dist.finished = rc == 0; /* the others see this rank end as planned, not lost */

@@ -442,4 +442,78 @@ fi
 expect_error "resume checkpoint_best in its own folder" "checkpoint_best.safetensors is not $tmp/run_a's latest checkpoint (checkpoint.safetensors, step 8): to go on from it, --set out_dir=DIR" \
   "$bin" train --resume "$tmp/run_a/checkpoint_best.safetensors" --set max_steps=10
 
+# ---- 27. one run at a time in an out_dir: the second says who holds it; the lock goes with the process ----
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/lock" --set max_steps=100000 --set checkpoint_interval=2 \
+  --set eval_interval=0 >/dev/null 2>"$tmp/lock.err" &
+holder=$!
+watchdog $holder
+for _ in $(seq 200); do [ -f "$tmp/lock/checkpoint.safetensors" ] && break; sleep 0.1; done
+expect_error "a second run, --resume auto, same out_dir" "$tmp/lock is in use by another catchat run (pid $holder on $(hostname), started 20" \
+  "$bin" train "${tiny[@]}" --set out_dir="$tmp/lock" --resume auto --set max_steps=100000
+expect_error "a second run, --force, same out_dir" "$tmp/lock is in use by another catchat run (pid $holder on" \
+  "$bin" train "${tiny[@]}" --set out_dir="$tmp/lock" --force
+[ -f "$tmp/lock/checkpoint.safetensors" ] || bad "a refused --force deleted the running run's checkpoint"
+kill -9 $holder; wait $holder 2>/dev/null
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/lock" --resume auto --steps 1 --set max_steps=100000 >/dev/null \
+  2>"$tmp/err" || bad "--resume auto after the holder was killed: $(cat "$tmp/err")"
+# a run refused before it writes leaves no folder behind (the lock's folder goes again)
+expect_error "bad data, new out_dir" "cannot open data file" "$bin" train "${tiny[@]}" --set out_dir="$tmp/never" \
+  --set train="$tmp/none.txt"
+[ ! -e "$tmp/never" ] || bad "a refused run left its out_dir: $(ls -A "$tmp/never")"
+
+# ---- 28. dump-state --out over a checkpoint: refused unless --force; an earlier dump is replaced ----
+dump=(dump-state --config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt"
+      --ckpt "$tmp/run_a/checkpoint.safetensors")
+cp "$tmp/run_a/checkpoint_best.safetensors" "$tmp/best_copy.safetensors"
+expect_error "dump-state over a checkpoint" "'$tmp/best_copy.safetensors' holds a catchat checkpoint: it would be overwritten; write elsewhere, or pass --force" \
+  "$bin" "${dump[@]}" --out "$tmp/best_copy.safetensors"
+cmp -s "$tmp/run_a/checkpoint_best.safetensors" "$tmp/best_copy.safetensors" || bad "a refused dump-state changed the checkpoint"
+printf 'notes\n' >"$tmp/notes.txt"
+expect_error "dump-state over another file" "holds a file that is not a dump-state output" \
+  "$bin" "${dump[@]}" --out "$tmp/notes.txt"
+for i in 1 2; do # the second replaces the first: a dump is not a checkpoint
+  "$bin" "${dump[@]}" --out "$tmp/dump.safetensors" \
+    >/dev/null 2>"$tmp/err" || bad "dump-state $i over an earlier dump: $(cat "$tmp/err")"
+done
+"$bin" "${dump[@]}" --out "$tmp/best_copy.safetensors" --force \
+  >/dev/null 2>"$tmp/err" || bad "dump-state --force: $(cat "$tmp/err")"
+
+# ---- 29. a telemetry.csv cut short (a full disk, a partial copy) is said at resume ----
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/cut" --set max_steps=6 --set eval_interval=0 >/dev/null 2>&1 || bad "cut setup"
+head -4 "$tmp/cut/telemetry.csv" >"$tmp/cut.csv" && printf '4,1' >>"$tmp/cut.csv" && mv "$tmp/cut.csv" "$tmp/cut/telemetry.csv"
+"$bin" train --resume "$tmp/cut/checkpoint.safetensors" --set max_steps=8 --quiet --sample-tokens 0 >/dev/null \
+  2>"$tmp/err" || bad "resume of a cut telemetry: $(cat "$tmp/err")"
+grep -q "note: $tmp/cut/telemetry.csv ends at step 3 and a torn row, the run resumes at step 6: steps 4 to 6 have no rows" \
+  "$tmp/err" || bad "a cut telemetry.csv resumed without a note: $(cat "$tmp/err")"
+[ "$(cut -d, -f1 "$tmp/cut/telemetry.csv" | tr '\n' ' ')" = "step 1 2 3 7 8 " ] || bad "cut telemetry rows: $(cut -d, -f1 "$tmp/cut/telemetry.csv" | tr '\n' ' ')"
+
+# ---- 30. no room for the checkpoint: the error says what is on disk (RLIMIT_FSIZE stands in for a full disk) ----
+(ulimit -f 200; trap '' XFSZ; exec "$bin" train "${tiny[@]}" --set out_dir="$tmp/full" --set max_steps=2 \
+  --set eval_interval=0) >/dev/null 2>"$tmp/err" && bad "a checkpoint past the size limit: exit 0"
+grep -q "cannot write '$tmp/full/checkpoint\(_best\)\?.safetensors.tmp.[0-9]*': File too large (there was no earlier '$tmp/full/checkpoint\(_best\)\?.safetensors': nothing is saved)" \
+  "$tmp/err" || bad "no room, first checkpoint: $(cat "$tmp/err")"
+(ulimit -f 200; trap '' XFSZ; exec "$bin" train --resume "$tmp/cut/checkpoint.safetensors" --set max_steps=9 --quiet \
+  --sample-tokens 0) >/dev/null 2>"$tmp/err" && bad "a resumed checkpoint past the size limit: exit 0"
+grep -q "File too large (the earlier '$tmp/cut/checkpoint\(_best\)\?.safetensors' is kept, unchanged)" "$tmp/err" ||
+  bad "no room, a later checkpoint: $(cat "$tmp/err")"
+
+# ---- 31. the GPU-sized default planned on the CPU says how long it would take, before the first step ----
+"$bin" train --set device=cpu --set train="$tmp/train.txt" --set val="$tmp/val.txt" --set out_dir="$tmp/big" --quiet \
+  >/dev/null 2>"$tmp/big.err" &
+big=$!
+for _ in $(seq 300); do grep -q note "$tmp/big.err" && break; sleep 0.1; done
+kill -9 $big; wait $big 2>/dev/null
+grep -q "^catchat: note: on the CPU reference a step of this config takes about .*, 1000 steps about .*: configs/cpu.ini is a model sized for a CPU" \
+  "$tmp/big.err" || bad "the default config on the CPU, no duration note: $(cat "$tmp/big.err")"
+"$bin" train "${tiny[@]}" --set device=cpu --set out_dir="$tmp/small" --set max_steps=2 >/dev/null 2>"$tmp/err"
+grep -q "note: on the CPU" "$tmp/err" && bad "a short CPU run got the duration note"
+
+# ---- 32. --quiet keeps the resume line; --steps short of max_steps is not "done" ----
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/pause" --set max_steps=6 --steps 2 >"$tmp/out" 2>&1 || bad "pause run"
+grep -q "^catchat train: paused (--steps) after step 2 " "$tmp/out" && grep -q "max_steps 6 not reached; go on with: .* train --resume $tmp/pause/checkpoint.safetensors" "$tmp/out" ||
+  bad "--steps 2 of 6: $(cat "$tmp/out")"
+"$bin" train --resume "$tmp/pause/checkpoint.safetensors" --quiet --sample-tokens 0 >"$tmp/out" 2>&1 || bad "resume, quiet"
+grep -q "^resumed from $tmp/pause/checkpoint.safetensors at step 2" "$tmp/out" || bad "--quiet hid the resume line: $(cat "$tmp/out")"
+grep -q "^catchat train: done after step 6 " "$tmp/out" || bad "the resumed run's end: $(cat "$tmp/out")"
+
 finish

@@ -24,7 +24,10 @@ Test(logs, csv_truncate_after)
     const char *rows = "step,embed,gru.0\n1,0.5,0.25\n2,0.5,0.25\n3,0.5,0.25\n4,0.5,0.25\n5,0.5,0.25\n"
                        "6,0.5,0.25\n7,0.5,0.25\n8,0.5,0.25\n";
     th_write_file(path, rows, strlen(rows));
-    cr_assert_eq(cc_csv_truncate_after(path, NULL, 6), 0);
+    cc_csv_kept kept;
+    cr_assert_eq(cc_csv_truncate_after(path, NULL, 6, &kept), 0);
+    cr_expect(kept.found && kept.rows == 6 && kept.last_step == 6 && !kept.torn, "kept %d %ld %ld %d", kept.found,
+              kept.rows, kept.last_step, kept.torn);
     char *got = th_read_file(path, NULL);
     cr_expect_str_eq(got, "step,embed,gru.0\n1,0.5,0.25\n2,0.5,0.25\n3,0.5,0.25\n4,0.5,0.25\n5,0.5,0.25\n"
                           "6,0.5,0.25\n");
@@ -32,13 +35,15 @@ Test(logs, csv_truncate_after)
 
     const char *torn = "old,header\n1,a\n2,b\n3,";
     th_write_file(path, torn, strlen(torn));
-    cr_assert_eq(cc_csv_truncate_after(path, "step,x\n", 10), 0);
+    cr_assert_eq(cc_csv_truncate_after(path, "step,x\n", 10, &kept), 0);
+    cr_expect(kept.found && kept.rows == 2 && kept.last_step == 2 && kept.torn, "a torn row not reported");
     got = th_read_file(path, NULL);
     cr_expect_str_eq(got, "step,x\n1,a\n2,b\n", "torn last row kept or header not replaced");
     free(got);
 
     snprintf(path, sizeof(path), "%s/none.csv", dir);
-    cr_expect_eq(cc_csv_truncate_after(path, "step\n", 3), 0);
+    cr_expect_eq(cc_csv_truncate_after(path, "step\n", 3, &kept), 0);
+    cr_expect(!kept.found && kept.last_step == -1, "a missing file reported as found");
     cr_expect_neq(access(path, F_OK), 0, "a missing file was created");
 }
 
