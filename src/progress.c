@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "catchat/text_escape.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
 #include "catchat/vocab.h"
@@ -66,11 +67,29 @@ static void fmt_rate(char *buf, size_t cap, double per_s)
     else snprintf(buf, cap, "%4.2fM", per_s * 1e-6);
 }
 
+/* The fields of `order` joined by `sep` into line; on a terminal (width >
+ * 0) a field that would pass width - 1 columns ends the line there, it and
+ * those after it left off whole (the first is always there). */
+static void join_fields(char *line, size_t cap, const char *const *order, int n, const char *sep, int width)
+{
+    int len = 0;
+    line[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const int add = (i ? (int)strlen(sep) : 0) + (int)strlen(order[i]);
+        if (width && i > 0 && len + add > width - 1) break;
+        len += snprintf(line + len, cap - (size_t)len, "%s%s", i ? sep : "", order[i]);
+    }
+}
+
 /* The progress line, its fields in the order a user looks for them: where
  * the run is, how it learns, how fast, how long; then the optimizer's state.
  * On a terminal the line is rewritten in place and must fit one row (a
  * longer one wraps, and \r returns to its last row only), so the fields
- * that do not fit are left off whole, from the end; in a log every field. */
+ * that do not fit are left off whole, from the end; in a log every field,
+ * an eval step's figures last. An eval step stays on screen: on a terminal
+ * its figures come right after the loss, the other fields follow as room
+ * allows, and where even that does not fit they get a row of their own;
+ * a wrapped row would stay on screen as two. */
 void cc_progress_print(cc_progress *p, const cc_telemetry_row *row, long max_steps, long first, long end,
                        const cc_run_progress *pr)
 {
@@ -80,7 +99,7 @@ void cc_progress_print(cc_progress *p, const cc_telemetry_row *row, long max_ste
     cc_format_duration(eta, sizeof(eta), per * (double)(end - row->step));
     cc_format_duration(took, sizeof(took), pr->elapsed_s);
     fmt_rate(rate, sizeof(rate), row->tok_per_s);
-    char field[9][96];
+    char field[9][96], figures[3][32], eval[96];
     /* widths that do not change from step to step, so the fields a terminal shows stay the same */
     char total[24];
     const int digits = snprintf(total, sizeof(total), "%ld", max_steps);
@@ -93,19 +112,30 @@ void cc_progress_print(cc_progress *p, const cc_telemetry_row *row, long max_ste
     snprintf(field[6], sizeof(field[6]), "norm %.3f", row->grad_norm);
     snprintf(field[7], sizeof(field[7]), "scale %g", row->loss_scale);
     snprintf(field[8], sizeof(field[8]), "epoch %.2f", pr->epoch);
-    const int fit = p->live && !row->has_eval; /* eval lines stay on screen: they may wrap */
-    char line[1024];
-    int len = 0;
-    for (int i = 0; i < 9; i++) {
-        const int add = (i ? 3 : 0) + (int)strlen(field[i]);
-        if (fit && i > 0 && len + add > p->live - 1) break;
-        len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s", i ? " | " : "", field[i]);
+    snprintf(figures[0], sizeof(figures[0]), "eval loss %.4f", row->eval_loss);
+    snprintf(figures[1], sizeof(figures[1]), "top1 %.2f%%", 100 * row->eval_top1);
+    snprintf(figures[2], sizeof(figures[2]), "top5 %.2f%%", 100 * row->eval_top5);
+    const char *const fig[3] = { figures[0], figures[1], figures[2] };
+    join_fields(eval, sizeof(eval), fig, 3, " ", 0);
+    const char *order[10];
+    int n = 0, eval_row = 0;
+    order[n++] = field[0];
+    order[n++] = field[1];
+    if (row->has_eval && p->live) {
+        const int head = (int)(strlen(field[0]) + 3 + strlen(field[1]) + 3 + strlen(eval));
+        if (head <= p->live - 1) order[n++] = eval;
+        else eval_row = 1;
     }
-    if (row->has_eval)
-        snprintf(line + len, sizeof(line) - (size_t)len, " | eval loss %.4f top1 %.2f%% top5 %.2f%%", row->eval_loss,
-                 100 * row->eval_top1, 100 * row->eval_top5);
+    for (int i = 2; i < 9; i++) order[n++] = field[i];
+    if (row->has_eval && !p->live) order[n++] = eval;
+    char line[1024];
+    join_fields(line, sizeof(line), order, n, " | ", p->live);
     printf("%s%s%s", p->live ? "\r" : "", line, p->live ? "\033[K" : ""); /* \033[K: what a longer line left */
-    if (fit) {
+    if (eval_row) { /* a terminal too narrow for even this row keeps the eval loss */
+        join_fields(eval, sizeof(eval), fig, 3, " ", p->live);
+        printf("\n%s", eval);
+    }
+    if (p->live && !row->has_eval) {
         p->open = 1; /* rewritten by the next step; eval steps stay on screen */
     } else {
         putchar('\n');
@@ -151,7 +181,9 @@ void cc_progress_sample(const cc_progress *pg, cc_executor *ex, const cc_config 
         free(utf8);
         if (!pg->quiet) {
             printf("sample (%s):\n", path);
-            fwrite(text, 1, len, stdout);
+            /* an undertrained model writes any byte: on a terminal its controls are shown, not obeyed */
+            if (pg->live) cc_write_text_for_terminal(stdout, text, len);
+            else fwrite(text, 1, len, stdout);
             putchar('\n');
         }
     }
