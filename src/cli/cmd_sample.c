@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli/cli.h"
 #include "catchat/checkpoint.h"
+#include "catchat/text_escape.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
 #include "catchat/vocab.h"
@@ -19,7 +21,10 @@ static const char *HELP =
     "memory per token (one GRU state per layer and a ring of the last ctx_window keys\n"
     "and values). It decodes on the CPU, on every core (OMP_NUM_THREADS=N for fewer): at\n"
     "d_model 512, 3 layers and a vocabulary of 50257, 210 tokens/s on 2 cores of a 2.6 GHz\n"
-    "AMD EPYC, bound by reading the classifier's vocab_size x d_model weights once per token.\n\n"
+    "AMD EPYC, bound by reading the classifier's vocab_size x d_model weights once per token.\n"
+    "On a terminal, control bytes other than newline and tab (an undertrained model writes\n"
+    "ESC, NUL, CR...) and bytes that are not UTF-8 are shown as escapes such as \\x1b; into\n"
+    "a file or a pipe every byte is written as it is.\n\n"
     "  --prompt TEXT      bytes to start from (default \"The \")\n"
     "  --prompt-file F    the prompt is the whole file F (- reads standard input)\n"
     "  --tokens N         tokens to generate (default 200)\n"
@@ -44,7 +49,10 @@ static const char *HELP =
     "                     --prompt-ids gives the tokenizer's own ids\n"
     "  --prompt-ids L     exact prompt token ids, comma-separated, instead of --prompt\n"
     "  --preflight MODE   auto|always|never, as train takes it; sampling decodes on the CPU\n"
-    "                     (the reference's own decoder), so it has no GPU kernel to check\n";
+    "                     (the reference's own decoder), so it has no GPU kernel to check\n\n"
+    "Exit status: 0; 1 when a file fails (the checkpoint, --vocab, --prompt-file: missing,\n"
+    "damaged or empty); 2 when the command line is wrong (an unknown option, a value out of\n"
+    "range, a --prompt-ids id the model does not have).\n";
 
 /* Without --vocab: the .vocab scripts/prepare.py wrote beside the shards the
  * checkpoint's run trained on (its stored [data] train, else val), so a BPE
@@ -128,8 +136,29 @@ int cmd_sample(int argc, char **argv)
         return cli_usage_error("sample", "--prompt-ids: no ids (expected a comma-separated list such as 84,104)");
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
-    cc_vocab vocab;
+    /* ids typed on the command line: one outside the model's vocabulary is
+     * a wrong argument (exit 2), said before the weights are read */
     int ids[4096], n_ids = 0;
+    if (ids_text) {
+        char buf[16384], what[160];
+        if (strlen(ids_text) >= sizeof(buf))
+            return cli_usage_error("sample", "--prompt-ids: longer than 16383 characters");
+        snprintf(buf, sizeof(buf), "%s", ids_text);
+        for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+            if (cli_parse_long("--prompt-ids", t, 0, 65535, &v)) return 2;
+            if (v >= cfg.vocab_size) {
+                snprintf(what, sizeof(what), "--prompt-ids: %ld is not a token of this model (vocab_size %d: ids "
+                         "0 to %d)", v, cfg.vocab_size, cfg.vocab_size - 1);
+                return cli_usage_error("sample", what);
+            }
+            if (n_ids == (int)(sizeof(ids) / sizeof(ids[0])))
+                return cli_usage_error("sample", "--prompt-ids: more than 4096 ids");
+            ids[n_ids++] = (int)v;
+        }
+        so.prompt_ids = ids;
+        so.n_prompt_ids = n_ids;
+    }
+    cc_vocab vocab;
     char found[CC_PATH_MAX];
     if (!vocab_path && find_vocab(ckpt, &cfg, found, sizeof(found)) != 0) return 1;
     if (!vocab_path && *found) vocab_path = found;
@@ -151,19 +180,6 @@ int cmd_sample(int argc, char **argv)
             so.vocab = &vocab;
         }
     }
-    if (ids_text) {
-        char buf[16384];
-        snprintf(buf, sizeof(buf), "%s", ids_text);
-        for (char *t = strtok(buf, ","); t && n_ids < 4096; t = strtok(NULL, ",")) {
-            if (cli_parse_long("--prompt-ids", t, 0, 65535, &v)) {
-                if (vocab_path) cc_vocab_free(&vocab);
-                return 2;
-            }
-            ids[n_ids++] = (int)v;
-        }
-        so.prompt_ids = ids;
-        so.n_prompt_ids = n_ids;
-    }
     char *file_prompt = NULL;
     if (prompt_file) { /* the whole file (or standard input) as the prompt */
         size_t len = 0;
@@ -178,6 +194,13 @@ int cmd_sample(int argc, char **argv)
             return 1;
         }
         file_prompt[len] = 0;
+        if (len == 0) { /* a file, not the command line: exit 1 */
+            free(file_prompt);
+            if (vocab_path) cc_vocab_free(&vocab);
+            fprintf(stderr, "catchat: %s: the prompt file is empty: the model needs at least one token to start "
+                            "from\n", strcmp(prompt_file, "-") == 0 ? "standard input" : prompt_file);
+            return 1;
+        }
         if (strlen(file_prompt) != len) {
             free(file_prompt);
             if (vocab_path) cc_vocab_free(&vocab);
@@ -191,7 +214,12 @@ int cmd_sample(int argc, char **argv)
     cc_layout_build(&lay, &d);
     float *p = cc_calloc(lay.total, sizeof(float));
     int rc = cc_checkpoint_load(ckpt, &lay, p, NULL, NULL, NULL, NULL, NULL);
-    if (rc == 0) rc = cc_sample(&lay, p, &so, stdout);
+    /* An undertrained model writes any byte (ESC, NUL, CR): on a terminal
+     * they are shown as escapes, not obeyed; files and pipes get the bytes
+     * as they are, and --json escapes its own. */
+    FILE *shown = rc == 0 && !so.json && isatty(STDOUT_FILENO) ? cc_terminal_text_stream(stdout) : NULL;
+    if (rc == 0) rc = cc_sample(&lay, p, &so, shown ? shown : stdout);
+    if (shown && fclose(shown) != 0 && rc == 0) rc = cc_error("sample: cannot write to the terminal");
     if (rc == 0) putchar('\n');
     free(p);
     free(file_prompt);
