@@ -134,9 +134,10 @@ static int parse_entry(cc_st_file *f, const char *name, json_t *v, cc_st_tensor 
     }
     const json_int_t b = json_integer_value(json_array_get(off, 0));
     const json_int_t e = json_integer_value(json_array_get(off, 1));
-    if (b < 0 || e < b || (uint64_t)e > f->data_len)
-        return cc_error("%s: tensor '%s': data_offsets [%lld, %lld] outside the %zu-byte data section",
-                        f->path, name, (long long)b, (long long)e, f->data_len);
+    /* past the end of the data: checked once the whole table is read (data_cut_short) */
+    if (b < 0 || e < b)
+        return cc_error("%s: tensor '%s': data_offsets [%lld, %lld] are not a range", f->path, name, (long long)b,
+                        (long long)e);
     if ((uint64_t)(e - b) != numel * DTYPE_SIZES[d])
         return cc_error("%s: tensor '%s': %lld bytes do not match shape and dtype (%llu bytes)",
                         f->path, name, (long long)(e - b), (unsigned long long)(numel * DTYPE_SIZES[d]));
@@ -144,6 +145,33 @@ static int parse_entry(cc_st_file *f, const char *name, json_t *v, cc_st_tensor 
     t->end = (size_t)e;
     t->name = strdup(name);
     return 0;
+}
+
+/* The largest header a reader takes (the safetensors format's own limit);
+ * a length past it is not a header's, so the file is not one. */
+#define ST_MAX_HEADER 100000000ULL
+
+/* A file whose 8-byte length is a header's and whose JSON starts after it,
+ * but that ends before the header does, was cut short (a copy or a write
+ * that did not finish, a full disk): said so, not "not a safetensors file".
+ * 1 when that was said. */
+static int header_cut_short(const char *path, uint64_t hlen, size_t size, int brace)
+{
+    if (!brace || hlen > ST_MAX_HEADER || hlen <= size - 8) return 0;
+    cc_error("'%s' is truncated: %zu bytes, its header alone needs %llu; the file was cut short (a copy or a write "
+             "that did not finish): use an earlier checkpoint", path, size, (unsigned long long)(8 + hlen));
+    return 1;
+}
+
+/* Tensor data ending past the file, in a table whose ranges are otherwise
+ * sound: the file was cut short, and the error says how much is missing. */
+static int data_cut_short(const cc_st_file *f)
+{
+    size_t need = 0;
+    for (int i = 0; i < f->n; i++) need = f->t[i].end > need ? f->t[i].end : need;
+    if (need <= f->data_len) return 0;
+    return cc_error("'%s' is truncated: %zu bytes, its header needs %zu; the file was cut short (a copy or a write "
+                    "that did not finish): use an earlier checkpoint", f->path, f->len, f->len - f->data_len + need);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -235,6 +263,7 @@ int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *path)
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->buf[i];
     /* A safetensors header is a JSON object right after the 8-byte length. */
     if (hlen > f->len - 8 || hlen < 2 || f->buf[8] != '{') {
+        if (header_cut_short(path, hlen, f->len, f->len > 8 && f->buf[8] == '{')) goto fail;
         if (hlen <= f->len - 8 && hlen >= 2)
             cc_error("%s: not a safetensors file (no JSON header after the length)", path);
         else
@@ -283,6 +312,9 @@ int cc_st_open_buffer(cc_st_file *f, uint8_t *buf, size_t len, const char *path)
             goto fail;
         }
     }
+    /* after the header's checksum: a table it vouches for and data that ends
+     * early can only be a file cut short */
+    if (data_cut_short(f) != 0) goto fail;
     const char *sum = cc_st_meta(f, CC_ST_CHECKSUM_KEY);
     if (sum) {
         char have[17];
@@ -311,24 +343,25 @@ int cc_st_open_meta(cc_st_file *f, const char *path)
         return cc_error("safetensors file '%s' is %s, not a regular file", path,
                         S_ISDIR(st.st_mode) ? "a directory" : "special");
     }
-    uint8_t len8[8];
+    uint8_t len8[9];
     uint64_t hlen = 0;
     int rc = -1;
     if (fseek(fp, 0, SEEK_END) != 0) goto done;
     const long size = ftell(fp);
     rewind(fp);
-    if (size < 8 || fread(len8, 1, 8, fp) != 8) {
+    if (size < 8 || fread(len8, 1, size > 8 ? 9 : 8, fp) != (size > 8 ? 9u : 8u)) {
         cc_error("%s: not a safetensors file (%ld bytes)", path, size);
         goto done;
     }
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+    if (header_cut_short(path, hlen, (size_t)size, size > 8 && len8[8] == '{')) goto done;
     if (hlen < 2 || hlen > (uint64_t)size - 8) {
         cc_error("%s: not a safetensors file (its first 8 bytes, read as the header length, give %llu for a "
                  "%ld-byte file)", path, (unsigned long long)hlen, size);
         goto done;
     }
     char *hdr = cc_malloc((size_t)hlen);
-    if (fread(hdr, 1, (size_t)hlen, fp) != (size_t)hlen) {
+    if (fseek(fp, 8, SEEK_SET) != 0 || fread(hdr, 1, (size_t)hlen, fp) != (size_t)hlen) {
         free(hdr);
         cc_error("cannot read '%s': %s", path, strerror(errno));
         goto done;
