@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "catchat/text_escape.h"
 #include "catchat/util.h"
 
 static int hexval(int c)
@@ -15,6 +16,22 @@ static int hexval(int c)
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
+}
+
+/* A line that is not a token's hex digits: most often another file given as
+ * --vocab (the training text, a tokenizer.json), so the error says what a
+ * vocabulary file is beside what is wrong, and quotes the line's start
+ * with its control bytes escaped (it is any file's bytes). */
+static int not_a_vocab(const char *path, int line_no, const char *line, size_t len, size_t digits)
+{
+    char quoted[64];
+    const size_t show = len < 24 ? len : 24;
+    cc_escape_controls(line, show, quoted, sizeof(quoted));
+    const char *const more = show < len ? "..." : "";
+    const char *const what = digits < len ? "is not hex digits" : "has an odd number of hex digits";
+    return cc_error("%s:%d: not a vocabulary file: '%s%s' %s (a .vocab, as scripts/prepare.py writes it beside its "
+                    "shards, holds one token a line, its bytes as hex digits: 546865 is \"The\")",
+                    path, line_no, quoted, more, what);
 }
 
 void cc_vocab_free(cc_vocab *v)
@@ -36,7 +53,11 @@ int cc_vocab_load(cc_vocab *v, const char *path)
     int cap_n = 0, rc = 0;
     while ((got = getline(&line, &cap, f)) >= 0) {
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
-        if (got % 2) { rc = cc_error("%s:%d: odd number of hex digits", path, v->n + 1); break; }
+        const size_t digits = strspn(line, "0123456789abcdefABCDEF");
+        if ((ssize_t)digits < got || got % 2) {
+            rc = not_a_vocab(path, v->n + 1, line, (size_t)got, digits);
+            break;
+        }
         if (v->n == 65536) { rc = cc_error("%s:%d: more than 65536 tokens", path, v->n + 1); break; }
         if (v->n == cap_n) {
             cap_n = cap_n ? 2 * cap_n : 1024;
@@ -47,13 +68,11 @@ int cc_vocab_load(cc_vocab *v, const char *path)
         uint8_t *b = cc_malloc((size_t)got / 2 + 1);
         for (ssize_t i = 0; i < got; i += 2) {
             const int hi = hexval(line[i]), lo = hexval(line[i + 1]);
-            if (hi < 0 || lo < 0) { rc = cc_error("%s:%d: '%s' is not hex", path, v->n + 1, line); break; }
-            b[i / 2] = (uint8_t)(hi << 4 | lo);
+            b[i / 2] = (uint8_t)(hi << 4 | lo); /* every digit checked above */
         }
         v->bytes[v->n] = b;
         v->len[v->n] = (int)(got / 2);
         v->n++;
-        if (rc) break;
     }
     free(line);
     fclose(f);
