@@ -133,8 +133,8 @@ def load_tokenizer(name):
         try:
             import tiktoken
         except ImportError:
-            sys.exit(f"prepare: --tokenizer gpt2 needs tiktoken (pip install tiktoken) and its encoding files "
-                     f"from the network; {offline}")
+            sys.exit(f"prepare: --tokenizer gpt2 needs tiktoken, which scripts/install_deps.sh does not install "
+                     f"(.venv/bin/python -m pip install tiktoken), and its encoding files from the network; {offline}")
         import socket
         socket.setdefaulttimeout(30)  # its download has no timeout of its own: a dead network would hang here
         try:
