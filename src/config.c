@@ -9,10 +9,12 @@
 #include <errno.h>
 #include <ini.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "catchat/version.h"
 
 typedef enum { K_INT, K_LONG, K_REAL, K_U64, K_PATH, K_CHOICE, K_SCALE, K_BYTES } key_type;
@@ -116,15 +118,76 @@ static int parse_real(const char *v, double *out)
     return 0;
 }
 
-static int parse_integer(const char *v, long long *out)
+/* An integer written with a fraction or an exponent ("1e12", "2.5e3",
+ * "3.0"), taken exactly from its digits (a double would round past 2^53):
+ * the digits d of the mantissa and the exponent e, with the point moved,
+ * make d x 10^e; it is an integer when every digit the point leaves behind
+ * is 0. 0, -1 not such an integer, -2 beyond long long. */
+static int parse_scientific_integer(const char *v, long long *out)
+{
+    const char *p = v;
+    const int negative = *p == '-';
+    if (*p == '-' || *p == '+') p++;
+    const char *digits = p;
+    while (isdigit((unsigned char)*p)) p++;
+    const char *int_end = p, *frac = p, *frac_end = p;
+    if (*p == '.') {
+        frac = ++p;
+        while (isdigit((unsigned char)*p)) p++;
+        frac_end = p;
+    }
+    if (int_end == digits && frac_end == frac) return -1; /* no digit at all */
+    long exp10 = 0;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        const int exp_negative = *p == '-';
+        if (*p == '-' || *p == '+') p++;
+        if (!isdigit((unsigned char)*p)) return -1;
+        for (; isdigit((unsigned char)*p); p++)
+            if (exp10 < 100000) exp10 = exp10 * 10 + (*p - '0'); /* past that only 0 can be in range */
+        if (exp_negative) exp10 = -exp10;
+    }
+    if (*p) return -1;
+    /* the mantissa's digits in order, the point after the integer part */
+    char mant[128];
+    size_t n = 0;
+    for (const char *q = digits; q < frac_end; q++) {
+        if (*q == '.') continue;
+        if (n == 0 && *q == '0') continue; /* leading zeros say nothing */
+        if (n == sizeof(mant)) return -1;  /* not a number anyone writes for a count */
+        mant[n++] = *q;
+    }
+    exp10 -= (long)(frac_end - frac);
+    while (n && exp10 < 0 && mant[n - 1] == '0') n--, exp10++; /* trailing zeros after the point */
+    if (n == 0) { /* zero, however written */
+        *out = 0;
+        return 0;
+    }
+    if (exp10 < 0) return -1; /* a digit other than 0 after the point */
+    unsigned long long x = 0;
+    const unsigned long long limit = negative ? (unsigned long long)LLONG_MAX + 1 : (unsigned long long)LLONG_MAX;
+    for (size_t i = 0; i < n + (size_t)(exp10 > 40 ? 40 : exp10); i++) {
+        const unsigned d = i < n ? (unsigned)(mant[i] - '0') : 0;
+        if (x > (limit - d) / 10) return -2;
+        x = x * 10 + d;
+    }
+    if (exp10 > 40) return -2; /* a non-zero mantissa times 10^41 or more */
+    *out = negative ? (long long)(0 - x) : (long long)x;
+    return 0;
+}
+
+int cc_parse_integer(const char *v, long long *out)
 {
     if (!*v) return -1;
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (*end || errno == ERANGE) return -1;
-    *out = x;
-    return 0;
+    if (!*end && errno != ERANGE) {
+        *out = x;
+        return 0;
+    }
+    if (!*end) return -2; /* digits only, past long long */
+    return parse_scientific_integer(v, out);
 }
 
 /* A byte size: digits, optionally a '.' and more digits, then optionally a
@@ -208,6 +271,16 @@ static void format_bytes(char *buf, size_t cap, uint64_t n)
     snprintf(buf, cap, "%llu", (unsigned long long)n);
 }
 
+/* Where path key k keeps its origin text (cc_config.from). */
+static size_t from_offset(const key_spec *k)
+{
+    return k->offset == OFF(train) ? OFF(from.train) : k->offset == OFF(val) ? OFF(from.val) : OFF(from.out_dir);
+}
+_Static_assert(OFF(from) > OFF(out_dir), "cc_config.from follows every key");
+
+/* [data] train and val are lists: comma-separated paths or globs. */
+static int is_list(const key_spec *k) { return k->offset == OFF(train) || k->offset == OFF(val); }
+
 /* Parse `v` into key `k`. On failure writes "[section] key: why" into msg. */
 #define FAIL(...) (snprintf(msg, cap, __VA_ARGS__), -1)
 static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, size_t cap)
@@ -218,8 +291,11 @@ static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, s
     switch (k->type) {
     case K_INT:
     case K_LONG:
-        if (parse_integer(v, &n) != 0)
-            return FAIL("[%s] %s: '%s' is not an integer", k->section, k->key, v);
+        switch (cc_parse_integer(v, &n)) {
+        case 0: break;
+        case -2: return FAIL("[%s] %s: %s is out of range [%.0f, %.0f]", k->section, k->key, v, k->min, k->max);
+        default: return FAIL("[%s] %s: '%s' is not an integer", k->section, k->key, v);
+        }
         if (n < k->min || n > k->max)
             return FAIL("[%s] %s: %lld is out of range [%.0f, %.0f]", k->section, k->key, n,
                         k->min, k->max);
@@ -276,7 +352,8 @@ static int set_spec(cc_config *c, const key_spec *k, const char *v, char *msg, s
     case K_PATH:
         if (!*v) return FAIL("[%s] %s: empty path", k->section, k->key);
         if (strlen(v) >= CC_PATH_MAX)
-            return FAIL("[%s] %s: path longer than %d bytes", k->section, k->key, CC_PATH_MAX - 1);
+            return FAIL("[%s] %s: path longer than %d bytes%s", k->section, k->key, CC_PATH_MAX - 1,
+                        is_list(k) ? " (a glob such as dir/train_*.bin names many files in a few bytes)" : "");
         strcpy(base, v);
         return 0;
     case K_CHOICE: {
@@ -317,12 +394,82 @@ static int set_quiet(cc_config *c, const char *section, const char *key, const c
 }
 #undef FAIL
 
+/* ---- Where a path value came from (cc_config.from) ---- */
+
+/* The current folder, for messages; "." where it cannot be named. */
+static void current_folder(char *buf, size_t cap)
+{
+    if (!getcwd(buf, cap)) snprintf(buf, cap, ".");
+}
+
+/* Whether a path value (any entry of a [data] list) is relative. */
+static int has_relative(const key_spec *k, const char *v)
+{
+    if (!is_list(k)) return *v && *v != '/';
+    for (const char *p = v;;) {
+        p += strspn(p, " \t");
+        const size_t n = strcspn(p, ",");
+        if (n && *p != '/') return 1;
+        if (!p[n]) return 0;
+        p += n + 1;
+    }
+}
+
+/* Say where path key k's value came from into out: `how` ("--set
+ * train=x.txt") and, where the value as written (`raw`) is relative, what it
+ * was taken from: the config's folder `dir`, or the current folder (dir
+ * NULL, or "" for a config in the current folder). */
+static void describe_from(char *out, size_t cap, const key_spec *k, const char *how, const char *raw, const char *dir)
+{
+    char here[CC_PATH_MAX];
+    if (!has_relative(k, raw)) {
+        snprintf(out, cap, "%s", how);
+    } else if (dir && *dir) {
+        snprintf(out, cap, "%s, resolved against %s (the config's folder)", how, dir);
+    } else {
+        current_folder(here, sizeof(here));
+        snprintf(out, cap, "%s, resolved against %s (the current folder%s)", how, here, dir ? ", which holds the config" : "");
+    }
+}
+
+/* The same, kept in c's origin field of path key k. */
+static void note_from(cc_config *c, const key_spec *k, const char *how, const char *raw, const char *dir)
+{
+    if (k->type == K_PATH) describe_from((char *)c + from_offset(k), CC_ORIGIN_MAX, k, how, raw, dir);
+}
+
+/* A value as a message shows it: long ones cut, saying so. */
+#define SHOWN_MAX 120
+#define SHOWN(v) SHOWN_MAX, (v), strlen(v) > SHOWN_MAX ? "..." : ""
+
+void cc_config_path_origin(const cc_config *c, const char *section, const char *key, char *out, size_t cap)
+{
+    const key_spec *k = find_key(section, key);
+    if (cap) out[0] = 0;
+    if (!k || k->type != K_PATH) return;
+    const char *from = (const char *)c + from_offset(k);
+    if (*from) {
+        snprintf(out, cap, "%s", from);
+        return;
+    }
+    char how[64];
+    snprintf(how, sizeof(how), "the default [%s] %s", k->section, k->key);
+    describe_from(out, cap, k, how, (const char *)c + k->offset, NULL);
+}
+
 int cc_config_set(cc_config *c, const char *section, const char *key, const char *value,
                   const char *origin)
 {
     char msg[512];
     if (set_quiet(c, section, key, value, msg, sizeof(msg)) != 0)
         return cc_error("%s: %s", origin, msg);
+    const key_spec *k = find_key(section, key);
+    if (k->type == K_PATH) {
+        char how[CC_ORIGIN_MAX];
+        if (strcmp(origin, "--set") == 0) snprintf(how, sizeof(how), "--set %s=%.*s%s", key, SHOWN(value));
+        else snprintf(how, sizeof(how), "[%s] %s = %.*s%s from %s", section, key, SHOWN(value), origin);
+        note_from(c, k, how, value, NULL);
+    }
     return 0;
 }
 
@@ -344,28 +491,144 @@ void cc_config_tiny(cc_config *c)
     c->batch_size = 4;
 }
 
+/* ---- Relative paths in a config file: taken from the file's folder ---- */
+
+/* Add one component to the path out (len bytes used, cap the room): "" and
+ * "." add nothing; ".." takes the last component off where there is a name
+ * to take (and stays "/" at the root); anything else is appended after a
+ * '/'. Lexical: a symbolic link is not followed, as the user reads the path.
+ * -1 when out is full. */
+static int push_component(char *out, size_t *len, size_t cap, const char *comp, size_t n)
+{
+    if (n == 0 || (n == 1 && comp[0] == '.')) return 0;
+    if (n == 2 && comp[0] == '.' && comp[1] == '.') {
+        size_t start = *len;
+        while (start && out[start - 1] != '/') start--;
+        const size_t last = *len - start;
+        if (last && !(last == 2 && out[start] == '.' && out[start + 1] == '.')) {
+            *len = start == 1 && out[0] == '/' ? 1 : start ? start - 1 : 0;
+            out[*len] = 0;
+            return 0;
+        }
+        if (*len == 1 && out[0] == '/') return 0; /* the root's parent is the root */
+    }
+    const size_t sep = *len && out[*len - 1] != '/';
+    if (*len + sep + n >= cap) return -1;
+    if (sep) out[(*len)++] = '/';
+    memcpy(out + *len, comp, n);
+    *len += n;
+    out[*len] = 0;
+    return 0;
+}
+
+/* The folder of the config file `path` as its path names it, tidied
+ * ("./configs/a.ini" gives "configs", "a.ini" gives ""); -1 if too long. */
+static int config_dir(const char *path, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = 0;
+    const char *slash = strrchr(path, '/');
+    if (!slash) return 0;
+    if (*path == '/') out[len++] = '/', out[len] = 0;
+    for (const char *p = path; p < slash;) {
+        const char *e = p;
+        while (e < slash && *e != '/') e++;
+        if (push_component(out, &len, cap, p, (size_t)(e - p)) != 0) return -1;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* Append to out the path e (n bytes) taken from the folder dir: an absolute
+ * one as it is; a relative one joined to dir, its leading "./" and "../"
+ * applied to dir ("configs" and "../data/x" give "data/x"), the rest as
+ * written. -1 when out (cap bytes) is full. */
+static int join_entry(const char *dir, const char *e, size_t n, char *out, size_t *len, size_t cap)
+{
+    char joined[CC_PATH_MAX];
+    size_t jl = strlen(dir);
+    if (*e == '/') {
+        if (*len + n >= cap) return -1;
+        memcpy(out + *len, e, n);
+        *len += n;
+        out[*len] = 0;
+        return 0;
+    }
+    if (jl >= sizeof(joined)) return -1;
+    memcpy(joined, dir, jl + 1);
+    const char *p = e, *end = e + n;
+    while (p < end) { /* the leading "." and ".." components */
+        const char *q = p;
+        while (q < end && *q != '/') q++;
+        const size_t m = (size_t)(q - p);
+        const int dots = m == 0 || (m == 1 && *p == '.') || (m == 2 && p[0] == '.' && p[1] == '.');
+        if (!dots) break;
+        if (push_component(joined, &jl, sizeof(joined), p, m) != 0) return -1;
+        p = q < end ? q + 1 : q;
+    }
+    if (p < end && push_component(joined, &jl, sizeof(joined), p, (size_t)(end - p)) != 0) return -1;
+    if (!jl) joined[jl++] = '.', joined[jl] = 0; /* "configs" and ".." */
+    if (*len + jl >= cap) return -1;
+    memcpy(out + *len, joined, jl + 1);
+    *len += jl;
+    return 0;
+}
+
+/* Path key k's value v as read from a config file in the folder dir (not
+ * ""): every relative path of it (each entry of a [data] list, globs too)
+ * joined to dir. -1 when the result does not fit out. */
+static int resolve_in_dir(const key_spec *k, const char *dir, const char *v, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = 0;
+    if (!is_list(k)) return join_entry(dir, v, strlen(v), out, &len, cap);
+    for (const char *p = v;;) {
+        p += strspn(p, " \t"); /* the blanks after a comma, which the loader drops too */
+        const size_t n = strcspn(p, ",");
+        if (n && join_entry(dir, p, n, out, &len, cap) != 0) return -1;
+        if (!p[n]) return 0;
+        if (len + 1 >= cap) return -1;
+        out[len++] = ',';
+        out[len] = 0;
+        p += n + 1;
+    }
+}
+
+/* ---- The INI reader ---- */
+
 /* inih tells the handler nothing about lines (Debian builds it without
  * INI_HANDLER_LINENO), so the text is fed to it line by line through a reader
  * that counts lines: the handler then knows the line it is called for, which
  * names the line of a bad value and both lines of a duplicated key. The reader
  * also catches what inih only reports as a bare line number: a section header
- * without its ']' and a line too long for inih's buffer. Values do not
- * continue over indented lines (inih's multi-line values): every line stands
- * alone.
+ * without its ']'. Values do not continue over indented lines (inih's
+ * multi-line values): every line stands alone.
  *
  * Comments are the reader's too. inih's options are fixed when it is built,
  * and Debian's ends a value only at a ';' after a blank: a '#' after a value
  * would be part of it (a path "runs/x # where"), and inih drops anything
  * after a header's first ']' ("[train]]" would read as "[train]"). So the
  * reader cuts the line at the first '#' or ';' that follows a blank, checks
- * the header itself, and inih sees only what is left. */
+ * the header itself, and inih sees only what is left.
+ *
+ * Long lines are the reader's as well. inih's line buffer is fixed when it is
+ * built (198 bytes and no growing, as Debian builds it), too short for a list
+ * of shards. A "key = value" line longer than that reaches inih as "key = -"
+ * while the reader keeps the value, cut and trimmed as inih would, for the
+ * handler to take instead; a line may hold up to INI_LINE_MAX bytes. */
+#define INI_LINE_MAX 65536
+
 typedef struct {
     cc_config *c;
-    const char *text; /* what is left to read */
-    int line;         /* line the handler is called for */
-    int seen[64];     /* line where each key of KEYS was set, 0 = not yet */
+    const char *text;   /* what is left to read */
+    const char *origin; /* the file's name, in errors and in cc_config.from */
+    const char *dir;    /* the file's folder, for relative paths; NULL for text in memory */
+    int line;           /* line the handler is called for */
+    int seen[64];       /* line where each key of KEYS was set, 0 = not yet */
+    char *long_value;   /* the value of line long_line, too long for inih's buffer */
+    int long_line;
     char msg[512];
-    int failed;       /* line of the first failure, 0 = none */
+    int failed;         /* line of the first failure, 0 = none */
 } ini_state;
 
 #define INI_FAIL(st, ln, ...) ((st)->failed = (ln), snprintf((st)->msg, sizeof((st)->msg), __VA_ARGS__))
@@ -410,25 +673,63 @@ static void check_header(ini_state *st, char *s)
     s[len + 2] = 0;
 }
 
+/* Hand inih (its buffer str, num bytes) the line s, which does not fit it:
+ * a "key = value" line as "key = -", its value kept for the handler. */
+static void set_aside(ini_state *st, const char *s, char *str, size_t num)
+{
+    const char *eq = strpbrk(s, "=:"); /* inih's delimiters */
+    str[0] = 0;
+    if (*s == '#' || *s == ';') { /* a whole-line comment, which inih skips */
+        snprintf(str, num, "#");
+    } else if (*s == '[') {
+        if (!st->failed) INI_FAIL(st, st->line, "section header longer than %zu bytes", num - 3);
+    } else if (!eq) { /* inih's own syntax error, at this line */
+        snprintf(str, num, "%.*s", (int)(num - 1), s);
+    } else if ((size_t)(eq - s) + 4 > num) {
+        if (!st->failed) INI_FAIL(st, st->line, "key longer than %zu bytes", num - 5);
+    } else {
+        const char *v = eq + 1;
+        size_t n = strlen(v);
+        while (n && isspace((unsigned char)*v)) v++, n--;
+        while (n && isspace((unsigned char)v[n - 1])) n--;
+        free(st->long_value);
+        st->long_value = cc_malloc(n + 1);
+        memcpy(st->long_value, v, n);
+        st->long_value[n] = 0;
+        st->long_line = st->line;
+        snprintf(str, num, "%.*s= -", (int)(eq - s), s);
+    }
+}
+
 static char *ini_read_line(char *str, int num, void *user)
 {
     ini_state *st = user;
     if (!*st->text) return NULL;
     const char *nl = strchr(st->text, '\n');
     const size_t len = nl ? (size_t)(nl - st->text) + 1 : strlen(st->text);
+    const char *line = st->text;
+    st->text += len;
     st->line++;
-    if (!st->failed && len > (size_t)num - 1)
-        INI_FAIL(st, st->line, "line longer than %d bytes", num - 2);
     /* Leading blanks go: inih would take an indented line for the continuation
      * of the key above it, and report a key set twice or a strange value. */
     size_t skip = 0;
-    while (skip < len && (st->text[skip] == ' ' || st->text[skip] == '\t')) skip++;
-    const size_t keep = len - skip < (size_t)num - 1 ? len - skip : (size_t)num - 1;
-    memcpy(str, st->text + skip, keep);
-    str[keep] = 0;
-    st->text += len;
-    cut_inline_comment(str);
-    if (*str == '[') check_header(st, str);
+    while (skip < len && (line[skip] == ' ' || line[skip] == '\t')) skip++;
+    const size_t n = len - skip;
+    if (n > INI_LINE_MAX) {
+        if (!st->failed) INI_FAIL(st, st->line, "line longer than %d bytes", INI_LINE_MAX);
+        str[0] = 0;
+        return str;
+    }
+    char *s = n < (size_t)num ? str : cc_malloc(n + 1);
+    memcpy(s, line + skip, n);
+    s[n] = 0;
+    cut_inline_comment(s);
+    if (*s == '[') check_header(st, s);
+    if (s != str) {
+        if (strlen(s) < (size_t)num) strcpy(str, s); /* what is left after the comment fits */
+        else set_aside(st, s, str, (size_t)num);
+        free(s);
+    }
     return str;
 }
 
@@ -436,6 +737,7 @@ static int ini_apply(void *user, const char *section, const char *name, const ch
 {
     ini_state *st = user;
     if (st->failed) return 1; /* only the first failure is reported */
+    if (st->long_value && st->long_line == st->line) value = st->long_value;
     const key_spec *k = section_exists(section) ? find_key(section, name) : NULL;
     if (k) {
         const int i = (int)(k - KEYS);
@@ -445,19 +747,38 @@ static int ini_apply(void *user, const char *section, const char *name, const ch
         }
         st->seen[i] = st->line;
     }
+    const char *raw = value;
+    char resolved[CC_PATH_MAX];
+    if (k && k->type == K_PATH && st->dir && *st->dir && *value && strlen(value) < CC_PATH_MAX) {
+        if (resolve_in_dir(k, st->dir, value, resolved, sizeof(resolved)) != 0) {
+            INI_FAIL(st, st->line, "[%s] %s: path longer than %d bytes once taken from the config's folder %s%s",
+                     section, name, CC_PATH_MAX - 1, st->dir,
+                     is_list(k) ? " (a glob such as dir/train_*.bin names many files in a few bytes)" : "");
+            return 0;
+        }
+        value = resolved;
+    }
     if (set_quiet(st->c, section, name, value, st->msg, sizeof(st->msg)) != 0) {
         st->failed = st->line;
         return 0;
     }
+    if (k && k->type == K_PATH) {
+        char how[CC_ORIGIN_MAX];
+        snprintf(how, sizeof(how), "[%s] %s = %.*s%s in %s:%d", section, name, SHOWN(raw), st->origin, st->line);
+        note_from(st->c, k, how, raw, st->dir);
+    }
     return 1;
 }
 
-static int load_text(cc_config *c, const char *text, const char *origin, int validate)
+/* Read INI text over *c; `dir` is the folder relative paths are taken from
+ * (NULL: the current folder). */
+static int load_text(cc_config *c, const char *text, const char *origin, const char *dir, int validate)
 {
     /* Apply to a copy: a config that fails leaves the caller's untouched. */
     cc_config work = *c;
-    ini_state st = { .c = &work, .text = text };
+    ini_state st = { .c = &work, .text = text, .origin = origin, .dir = dir };
     const int rc = ini_parse_stream(ini_read_line, &st, ini_apply, &st);
+    free(st.long_value);
     /* the earliest line wins: inih's own syntax error or the handler's */
     if (rc > 0 && (!st.failed || rc < st.failed))
         return cc_error("%s:%d: syntax error (expected 'key = value' or '[section]'; comments start with '#' "
@@ -471,11 +792,14 @@ static int load_text(cc_config *c, const char *text, const char *origin, int val
 
 int cc_config_load_string(cc_config *c, const char *text, const char *origin)
 {
-    return load_text(c, text, origin, 1);
+    return load_text(c, text, origin, NULL, 1);
 }
 
 int cc_config_load_unchecked(cc_config *c, const char *path)
 {
+    char dir[CC_PATH_MAX];
+    if (config_dir(path, dir, sizeof(dir)) != 0)
+        return cc_error("config '%s': its folder's path is longer than %d bytes", path, CC_PATH_MAX - 1);
     size_t len;
     char *text = (char *)cc_read_file_what(path, "config", &len); /* refuses a directory, names the path */
     if (!text) return -1;
@@ -483,7 +807,7 @@ int cc_config_load_unchecked(cc_config *c, const char *path)
         free(text);
         return cc_error("config '%s' is not a text file (it holds NUL bytes)", path);
     }
-    const int rc = load_text(c, text, path, 0);
+    const int rc = load_text(c, text, path, dir, 0);
     free(text);
     return rc;
 }
@@ -536,6 +860,24 @@ int cc_config_validate(const cc_config *c, const char *origin)
     return 0;
 }
 
+int cc_config_notes(const cc_config *c, int training)
+{
+    int n = 0;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (strcmp(c->device, "gpu") != 0 && cores > 0 && c->threads > cores) {
+        fprintf(stderr, "catchat: note: [run] threads = %d is more than the %ld cores of this machine: the CPU "
+                        "reference's threads will share cores and run slower (0 = all cores)\n", c->threads, cores);
+        n++;
+    }
+    if (training && c->warmup_steps >= c->max_steps) {
+        fprintf(stderr, "catchat: note: [train] warmup_steps = %ld is not below max_steps = %ld: the whole run is "
+                        "warmup, the learning rate %s and never decays to lr_min\n", c->warmup_steps, c->max_steps,
+                c->warmup_steps > c->max_steps ? "never reaches lr" : "reaches lr at the last step");
+        n++;
+    }
+    return n;
+}
+
 /* The value of a key as text, as it would be written in an INI file. */
 static void value_text(const cc_config *c, const key_spec *k, char *buf, size_t cap)
 {
@@ -568,6 +910,56 @@ void cc_config_print(const cc_config *c, FILE *f)
     }
 }
 
+void cc_config_print_changed(const cc_config *c, FILE *f)
+{
+    cc_config def;
+    cc_config_defaults(&def);
+    const char *section = "";
+    int n = 0;
+    char buf[CC_PATH_MAX + 8], was[CC_PATH_MAX + 8];
+    for (int i = 0; i < NKEYS; i++) {
+        value_text(c, &KEYS[i], buf, sizeof(buf));
+        value_text(&def, &KEYS[i], was, sizeof(was));
+        if (strcmp(buf, was) == 0) continue;
+        if (strcmp(section, KEYS[i].section) != 0) {
+            section = KEYS[i].section;
+            fprintf(f, "%s[%s]\n", n ? "\n" : "", section);
+        }
+        fprintf(f, "%s = %s\n", KEYS[i].key, buf);
+        n++;
+    }
+    if (!n) fprintf(f, "(all defaults)\n");
+}
+
+/* A path as JSON: a string where it is UTF-8, else {"hex": "<its bytes>"}
+ * (JSON strings hold only UTF-8; the bytes are kept whatever they are). */
+static json_t *path_to_json(const char *path)
+{
+    json_t *v = json_string(path);
+    if (v) return v;
+    char hex[2 * CC_PATH_MAX + 1];
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)path; *p && n + 2 < sizeof(hex); p++)
+        n += (size_t)snprintf(hex + n, sizeof(hex) - n, "%02x", *p);
+    return json_pack("{s:s}", "hex", hex);
+}
+
+/* The path of a {"hex": "..."} object into buf; -1 if val is not one. */
+static int path_from_hex(const json_t *val, char *buf, size_t cap)
+{
+    const json_t *h = json_object_get(val, "hex");
+    const char *hex = json_is_string(h) && json_object_size(val) == 1 ? json_string_value(h) : NULL;
+    const size_t n = hex ? strlen(hex) : 0;
+    if (!hex || !n || n % 2 || n / 2 >= cap || strspn(hex, "0123456789abcdefABCDEF") != n) return -1;
+    for (size_t i = 0; i < n / 2; i++) {
+        const char pair[3] = { hex[2 * i], hex[2 * i + 1], 0 };
+        buf[i] = (char)strtoul(pair, NULL, 16);
+        if (!buf[i]) return -1; /* a NUL would end the path early */
+    }
+    buf[n / 2] = 0;
+    return 0;
+}
+
 char *cc_config_to_json(const cc_config *c)
 {
     json_t *root = json_object();
@@ -588,13 +980,31 @@ char *cc_config_to_json(const cc_config *c)
         case K_SCALE:
             v = c->loss_scale_dynamic ? json_string("dynamic") : json_real(c->loss_scale);
             break;
+        case K_PATH: v = path_to_json(base); break;
         default: value_text(c, k, buf, sizeof(buf)); v = json_string(buf); break;
         }
-        json_object_set_new(sec, k->key, v);
+        /* a key left out would read back as its default: a stored config holds every key or none */
+        if (!v || json_object_set_new(sec, k->key, v) != 0) {
+            json_decref(root);
+            cc_error("the config cannot be written as JSON ([%s] %s)", k->section, k->key);
+            return NULL;
+        }
     }
     char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(root);
     return s;
+}
+
+/* A stored value as the text cc_config_set takes (k NULL for a key this
+ * catchat does not know); -1 for a JSON type that no key of its kind has. */
+static int stored_text(const key_spec *k, const json_t *val, char *buf, size_t cap)
+{
+    if (json_is_object(val) && k && k->type == K_PATH) return path_from_hex(val, buf, CC_PATH_MAX);
+    if (json_is_string(val)) snprintf(buf, cap, "%s", json_string_value(val));
+    else if (json_is_integer(val)) snprintf(buf, cap, "%lld", (long long)json_integer_value(val));
+    else if (json_is_real(val)) cc_format_real(buf, cap, json_real_value(val));
+    else return -1;
+    return 0;
 }
 
 int cc_config_from_json(cc_config *c, const char *json, const char *origin)
@@ -612,13 +1022,16 @@ int cc_config_from_json(cc_config *c, const char *json, const char *origin)
         if (!json_is_object(sec)) { rc = cc_error("%s: config section '%s' is not an object", origin, sname); break; }
         json_object_foreach(sec, kname, val) {
             char buf[CC_PATH_MAX + 8];
-            if (json_is_string(val)) snprintf(buf, sizeof(buf), "%s", json_string_value(val));
-            else if (json_is_integer(val)) snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(val));
-            else if (json_is_real(val)) cc_format_real(buf, sizeof(buf), json_real_value(val));
-            else { rc = cc_error("%s: config key %s.%s has an unsupported JSON type", origin, sname, kname); break; }
+            const key_spec *k = find_key(sname, kname);
+            if ((rc = stored_text(k, val, buf, sizeof(buf))) != 0) {
+                cc_error("%s: config key %s.%s %s", origin, sname, kname,
+                         k && k->type == K_PATH ? "is neither a string nor {\"hex\": \"<the path's bytes in hex>\"}"
+                                                : "has an unsupported JSON type");
+                break;
+            }
             /* a stored config is a record, not the user's input: a key of a newer catchat that does not
              * shape the model is passed over with a note, and an old spelling is read as today's */
-            if (!find_key(sname, kname) && strcmp(sname, "model") != 0) {
+            if (!k && strcmp(sname, "model") != 0) {
                 fprintf(stderr, "catchat: note: %s: stored config key [%s] %s is not known to this catchat (%s): "
                                 "passed over\n", origin, sname, kname, cc_version());
                 continue;
@@ -626,6 +1039,8 @@ int cc_config_from_json(cc_config *c, const char *json, const char *origin)
             if (strcmp(sname, "gpu") == 0 && strcmp(kname, "recurrence") == 0 && strcmp(buf, "stepwise") == 0)
                 snprintf(buf, sizeof(buf), "per-step");
             if ((rc = cc_config_set(c, sname, kname, buf, origin)) != 0) break;
+            if (k && k->type == K_PATH)
+                snprintf((char *)c + from_offset(k), CC_ORIGIN_MAX, "the [%s] %s stored in %s", sname, kname, origin);
         }
         if (rc) break;
     }
@@ -658,6 +1073,7 @@ void cc_config_copy_section(cc_config *dst, const cc_config *src, const char *se
         if (strcmp(KEYS[i].section, section) == 0) {
             value_text(src, &KEYS[i], v, sizeof(v));
             set_spec(dst, &KEYS[i], v, msg, sizeof(msg));
+            if (KEYS[i].type == K_PATH) memcpy((char *)dst + from_offset(&KEYS[i]), (const char *)src + from_offset(&KEYS[i]), CC_ORIGIN_MAX);
         }
 }
 

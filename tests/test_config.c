@@ -3,10 +3,18 @@
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "catchat/config.h"
 #include "helpers.h"
+
+/* The bytes of a cc_config that hold its keys: the origin texts after them
+ * say where values came from, which differs between equal configs. */
+#define KEYS_SIZE offsetof(cc_config, from)
 
 static void write_ini(char *path, size_t cap, const char *text)
 {
@@ -64,7 +72,7 @@ Test(config, json_round_trip)
     cc_config_defaults(&b);
     cr_assert_eq(cc_config_from_json(&b, js, "test"), 0);
     free(js);
-    cr_expect_eq(memcmp(&a, &b, sizeof(a)), 0, "config changed through JSON");
+    cr_expect_eq(memcmp(&a, &b, KEYS_SIZE), 0, "config changed through JSON");
 }
 
 static void expect_error(const char *ini, const char *needle)
@@ -310,17 +318,20 @@ Test(config, recurrence_old_name_is_refused_with_the_new)
                    NULL);
 }
 
-/* A line longer than inih's buffer would be read as two lines, putting it
- * and every later line number one off: the long line itself is refused, at
- * its own number, counted after comment and blank lines. */
+/* A line longer than any config needs is refused at its own number,
+ * counted after comment and blank lines; a long comment is only a comment. */
 Test(config, long_line_reported_at_its_own_number)
 {
-    char ini[1024], comment[301];
+    const size_t n = 70000;
+    char *ini = malloc(n + 512), comment[301];
     memset(comment, 'x', 300);
     comment[0] = '#';
     comment[300] = 0;
-    snprintf(ini, sizeof(ini), "; settings\n\n[train]\n%s\nlr = 1e-3\n", comment);
-    expect_refused(ini, ":4: line longer than 198 bytes\n", NULL);
+    int at = snprintf(ini, 512, "; settings\n%s\n[train]\n", comment);
+    memset(ini + at, 'x', n);
+    snprintf(ini + at + n, 64, "\nlr = 1e-3\n");
+    expect_refused(ini, ":4: line longer than 65536 bytes\n", NULL);
+    free(ini);
 }
 
 /* The first error in the file is the one reported, with its own line and
@@ -535,6 +546,248 @@ Test(config, memory_limit_prints_and_round_trips)
         cc_config_defaults(&b);
         cr_expect_eq(cc_config_from_json(&b, js, "test"), 0);
         free(js);
-        cr_expect_eq(memcmp(&a, &b, sizeof(a)), 0, "%s changed the config through JSON", cases[i].text);
+        cr_expect_eq(memcmp(&a, &b, KEYS_SIZE), 0, "%s changed the config through JSON", cases[i].text);
     }
+}
+
+/* A path that is not UTF-8 (a JSON string cannot hold it) is stored as its
+ * bytes in hex and read back byte for byte; a malformed hex object is refused. */
+Test(config, non_utf8_path_round_trips_through_json)
+{
+    cc_config a, b;
+    cc_config_defaults(&a);
+    cr_assert_eq(cc_config_set_arg(&a, "train=corpus/\xff\xfe-caf\xe9.txt"), 0);
+    cr_assert_eq(cc_config_set_arg(&a, "out_dir=runs/\xc3\xa9t\xc3\xa9"), 0); /* UTF-8: stays a string */
+    char *js = cc_config_to_json(&a);
+    cr_assert_not_null(js);
+    cr_expect(strstr(js, "\"train\":{\"hex\":\"636f727075732ffffe2d636166e92e747874\"}") != NULL, "%s", js);
+    cr_expect(strstr(js, "\"out_dir\":\"runs/\xc3\xa9t\xc3\xa9\"") != NULL, "%s", js);
+    cc_config_defaults(&b);
+    cr_assert_eq(cc_config_from_json(&b, js, "test"), 0);
+    free(js);
+    cr_expect_str_eq(b.train, "corpus/\xff\xfe-caf\xe9.txt");
+    cr_expect_eq(memcmp(&a, &b, KEYS_SIZE), 0, "config changed through JSON");
+    const char *bad[] = { "{\"data\":{\"train\":{\"hex\":\"6\"}}}", "{\"data\":{\"train\":{\"hex\":\"zz\"}}}",
+                          "{\"data\":{\"train\":{\"hex\":\"6100\"}}}", "{\"data\":{\"train\":{\"hex\":\"61\",\"x\":1}}}",
+                          "{\"data\":{\"train\":{}}}", "{\"train\":{\"lr\":{\"hex\":\"31\"}}}" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cc_config_defaults(&b);
+        th_stderr_begin();
+        const int rc = cc_config_from_json(&b, bad[i], "ck");
+        const char *err = th_stderr_end();
+        cr_expect_neq(rc, 0, "accepted %s", bad[i]);
+        cr_expect(strstr(err, "catchat: ck: config key ") == err, "%s: %s", bad[i], err);
+    }
+}
+
+/* Make dir/sub and write `text` to dir/sub/c.ini; dir is a fresh folder. */
+static void write_sub_ini(char *dir, size_t cap, char *path, size_t pcap, const char *text)
+{
+    th_tmpdir(dir, cap);
+    snprintf(path, pcap, "%s/sub", dir);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    snprintf(path, pcap, "%s/sub/c.ini", dir);
+    th_write_file(path, text, strlen(text));
+}
+
+/* Relative paths in a file are taken from the file's folder, every entry of
+ * a list and glob too; a leading ../ takes a folder off it; absolute paths
+ * stay as they are. */
+Test(config, file_paths_are_taken_from_the_config_folder)
+{
+    char dir[64], path[256], want[512];
+    write_sub_ini(dir, sizeof(dir), path, sizeof(path),
+                  "[data]\ntrain = ../d/a.txt, shards/t_*.bin,/abs/b.txt,./c.txt\nval = ../../v.txt\n"
+                  "[run]\nout_dir = runs/x/\n");
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_assert_eq(cc_config_load(&c, path), 0);
+    snprintf(want, sizeof(want), "%s/d/a.txt,%s/sub/shards/t_*.bin,/abs/b.txt,%s/sub/c.txt", dir, dir, dir);
+    cr_expect_str_eq(c.train, want);
+    cr_expect_str_eq(c.val, "/tmp/v.txt"); /* dir is /tmp/catchat-test-XXXXXX */
+    snprintf(want, sizeof(want), "%s/sub/runs/x/", dir);
+    cr_expect_str_eq(c.out_dir, want);
+    /* the config's own path tidied: "sub/../sub" is "sub" */
+    snprintf(path, sizeof(path), "%s/./sub/../sub/c.ini", dir);
+    cc_config_defaults(&c);
+    cr_assert_eq(cc_config_load(&c, path), 0);
+    snprintf(want, sizeof(want), "%s/sub/runs/x/", dir);
+    cr_expect_str_eq(c.out_dir, want);
+}
+
+/* The shipped configs name the repository's data and runs/ from any folder,
+ * and as the README's commands print them from the repository's root. */
+Test(config, shipped_config_paths_from_the_root)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_assert_eq(cc_config_load(&c, "configs/cpu.ini"), 0);
+    cr_expect_str_eq(c.train, "data/fortunes/train.txt");
+    cr_expect_str_eq(c.val, "data/fortunes/val.txt");
+    cr_expect_str_eq(c.out_dir, "runs/cpu");
+    cc_config_defaults(&c);
+    cr_assert_eq(cc_config_load(&c, "./configs/../configs/tiny.ini"), 0);
+    cr_expect_str_eq(c.out_dir, "runs/tiny");
+}
+
+/* --set, text in memory and a checkpoint's stored config are not moved:
+ * they are taken from the current folder (or the run's start folder). */
+Test(config, set_string_and_json_paths_stay_as_written)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_assert_eq(cc_config_set_arg(&c, "train=../x.txt"), 0);
+    cr_expect_str_eq(c.train, "../x.txt");
+    cr_assert_eq(cc_config_load_string(&c, "[data]\nval = ../y.txt\n", "some/where/t.ini"), 0);
+    cr_expect_str_eq(c.val, "../y.txt");
+    cr_assert_eq(cc_config_from_json(&c, "{\"run\":{\"out_dir\":\"../r\"}}", "ck"), 0);
+    cr_expect_str_eq(c.out_dir, "../r");
+}
+
+/* cc_config_path_origin: the file and line with the value as written and
+ * the folder it was taken from; --set and the default with the current
+ * folder; a stored config's path with its checkpoint. */
+Test(config, path_origin_says_where_and_against_what)
+{
+    char dir[64], path[256], want[1024], got[CC_ORIGIN_MAX], cwd[512];
+    cr_assert_not_null(getcwd(cwd, sizeof(cwd)));
+    write_sub_ini(dir, sizeof(dir), path, sizeof(path), "[data]\n\ntrain = y.txt # mine\nval = /abs/v.txt\n");
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_assert_eq(cc_config_load(&c, path), 0);
+    cc_config_path_origin(&c, "data", "train", got, sizeof(got));
+    snprintf(want, sizeof(want), "[data] train = y.txt in %s:3, resolved against %s/sub (the config's folder)", path, dir);
+    cr_expect_str_eq(got, want);
+    cc_config_path_origin(&c, "data", "val", got, sizeof(got));
+    snprintf(want, sizeof(want), "[data] val = /abs/v.txt in %s:4", path);
+    cr_expect_str_eq(got, want);
+    cc_config_path_origin(&c, "run", "out_dir", got, sizeof(got));
+    snprintf(want, sizeof(want), "the default [run] out_dir, resolved against %s (the current folder)", cwd);
+    cr_expect_str_eq(got, want);
+    cr_assert_eq(cc_config_set_arg(&c, "train=t.txt"), 0);
+    cc_config_path_origin(&c, "data", "train", got, sizeof(got));
+    snprintf(want, sizeof(want), "--set train=t.txt, resolved against %s (the current folder)", cwd);
+    cr_expect_str_eq(got, want);
+    cr_assert_eq(cc_config_from_json(&c, "{\"data\":{\"val\":\"w.txt\"}}", "ck.safetensors"), 0);
+    cc_config_path_origin(&c, "data", "val", got, sizeof(got));
+    cr_expect_str_eq(got, "the [data] val stored in ck.safetensors");
+    cc_config_path_origin(&c, "train", "lr", got, sizeof(got));
+    cr_expect_str_eq(got, "");
+}
+
+/* A line longer than inih's buffer (198 bytes) holds a list of 12 shards:
+ * read whole, its comment cut and its blanks trimmed as any value's, the
+ * entries taken from the config's folder; a bad long value is named at its
+ * own line. */
+Test(config, long_shard_list_on_one_line)
+{
+    char list[1024] = "", want[2048] = "", dir[64], path[256], ini[1200];
+    th_tmpdir(dir, sizeof(dir));
+    for (int i = 0; i < 12; i++) {
+        size_t u = strlen(list), w = strlen(want);
+        snprintf(list + u, sizeof(list) - u, "%sshards/fineweb_train_%06d.bin", i ? "," : "", i);
+        snprintf(want + w, sizeof(want) - w, "%s%s/shards/fineweb_train_%06d.bin", i ? "," : "", dir, i);
+    }
+    cr_assert_gt(strlen(list), 300);
+    snprintf(ini, sizeof(ini), "[data]\ntrain = %s    # twelve shards\n[train]\nlr = 2e-3\n", list);
+    snprintf(path, sizeof(path), "%s/c.ini", dir);
+    th_write_file(path, ini, strlen(ini));
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_assert_eq(cc_config_load(&c, path), 0);
+    cr_expect_str_eq(c.train, want);
+    cr_expect_eq(c.lr, 2e-3);
+    char big[401], rest[600];
+    memset(big, '9', 400);
+    big[400] = 0;
+    snprintf(ini, sizeof(ini), "[train]\n\nmax_steps = %s\n", big);
+    snprintf(rest, sizeof(rest), ":3: [train] max_steps: %s is out of range [1, 1000000000000]\n", big);
+    expect_refused(ini, rest, NULL);
+}
+
+/* cc_config_print_changed: only what differs from the defaults, in the
+ * same form as cc_config_print; one line when nothing does. */
+Test(config, print_changed_lists_only_what_differs)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cc_config_print_changed(&c, f);
+    fclose(f);
+    cr_expect_str_eq(text, "(all defaults)\n");
+    free(text);
+    cr_assert_eq(cc_config_set_arg(&c, "lr=3e-3"), 0);
+    cr_assert_eq(cc_config_set_arg(&c, "seed=7"), 0);
+    cr_assert_eq(cc_config_set_arg(&c, "out_dir=runs/x"), 0);
+    cr_assert_eq(cc_config_set_arg(&c, "d_model=512"), 0); /* the default's own value: not printed */
+    f = open_memstream(&text, &len);
+    cc_config_print_changed(&c, f);
+    fclose(f);
+    cr_expect_str_eq(text, "[train]\nlr = 0.003\nseed = 7\n\n[run]\nout_dir = runs/x\n");
+    free(text);
+}
+
+/* Integer keys take a value written with an exponent or a fraction where it
+ * is an exact integer in range; 1.5 is not an integer and 1e30 is out of
+ * range, each said so. */
+Test(config, integers_written_with_an_exponent)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    cr_expect_eq(cc_config_set_arg(&c, "max_steps=1e12"), 0);
+    cr_expect_eq(c.max_steps, 1000000000000L);
+    cr_expect_eq(cc_config_set_arg(&c, "warmup_steps=2.0e3"), 0);
+    cr_expect_eq(c.warmup_steps, 2000);
+    cr_expect_eq(cc_config_set_arg(&c, "batch_size=12.50e1"), 0);
+    cr_expect_eq(c.batch_size, 125);
+    cr_expect_eq(cc_config_load_string(&c, "[train]\nmax_steps = 1E6\n", "t.ini"), 0);
+    cr_expect_eq(c.max_steps, 1000000);
+    expect_refused("[train]\nmax_steps = 1.5\n", ":2: [train] max_steps: '1.5' is not an integer\n", NULL);
+    expect_refused("[train]\nmax_steps = 1e30\n", ":2: [train] max_steps: 1e30 is out of range [1, 1000000000000]\n", NULL);
+    expect_refused("[train]\nmax_steps = 2e12\n", ":2: [train] max_steps: 2000000000000 is out of range [1, 1000000000000]\n",
+                   NULL);
+    const struct { const char *text; int rc; long long v; } cases[] = {
+        { "10e-1", 0, 1 }, { "-3e2", 0, -300 }, { "0.0e999999", 0, 0 }, { "9223372036854775807", 0, LLONG_MAX },
+        { "-9223372036854775808", 0, LLONG_MIN }, { "9223372036854775808", -2, 0 }, { "9.3e18", -2, 0 },
+        { "1e99999999999", -2, 0 }, { "1.0000000000000000001", -1, 0 }, { "1e-1", -1, 0 }, { "1e", -1, 0 },
+        { ".", -1, 0 }, { "0x10", -1, 0 }, { "", -1, 0 }, { "1e3 ", -1, 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        long long v = 0;
+        cr_expect_eq(cc_parse_integer(cases[i].text, &v), cases[i].rc, "'%s'", cases[i].text);
+        if (cases[i].rc == 0) cr_expect_eq(v, cases[i].v, "'%s' read as %lld", cases[i].text, v);
+    }
+}
+
+/* Allowed but likely a slip: a note each, nothing refused; the warmup note
+ * only for a training run, the threads note not for a GPU run. */
+Test(config, notes_for_threads_and_warmup)
+{
+    cc_config c;
+    cc_config_defaults(&c);
+    th_stderr_begin();
+    cr_expect_eq(cc_config_notes(&c, 1), 0);
+    cr_expect_str_eq(th_stderr_end(), "");
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cr_assert_lt(cores, 4096);
+    c.threads = 4096;
+    c.warmup_steps = c.max_steps;
+    th_stderr_begin();
+    cr_expect_eq(cc_config_notes(&c, 1), 2);
+    const char *err = th_stderr_end();
+    char want[512];
+    snprintf(want, sizeof(want), "catchat: note: [run] threads = 4096 is more than the %ld cores of this machine", cores);
+    cr_expect(strstr(err, want) == err, "%s", err);
+    cr_expect(strstr(err, "\ncatchat: note: [train] warmup_steps = 1000 is not below max_steps = 1000: the whole run is "
+                          "warmup, the learning rate reaches lr at the last step and never decays to lr_min\n") != NULL,
+              "%s", err);
+    th_stderr_begin();
+    cr_expect_eq(cc_config_notes(&c, 0), 1);
+    th_stderr_end();
+    strcpy(c.device, "gpu");
+    th_stderr_begin();
+    cr_expect_eq(cc_config_notes(&c, 0), 0);
+    th_stderr_end();
 }

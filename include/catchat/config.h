@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include "catchat/util.h"
 
+/* Room for one path key's origin text (cc_config.from). */
+#define CC_ORIGIN_MAX 320
+
 typedef struct cc_config {
     /* [model] */
     int vocab_size, d_model, n_layers, n_heads, ctx_window, seq_len;
@@ -53,6 +56,16 @@ typedef struct cc_config {
     int gpu_sm_count;        /* SMs the recurrence may use, 0 = the GPU's */
     double collective_timeout; /* s: a collective waited on this long (and 10x the median step) is a hung rank */
     char allreduce_overlap[8]; /* on, off: the context stream's gradients reduced over ranks during the BPTT */
+
+    /* Not keys: where each path key's value came from, as the error that
+     * cannot open it says it ("[data] train = y.txt in configs/a.ini:3,
+     * resolved against configs, the config's folder"; "" = the built-in
+     * default). Set by cc_config_set and the loaders; read through
+     * cc_config_path_origin. Last, so that code comparing the keys of two
+     * configs can stop at offsetof(cc_config, from). */
+    struct {
+        char train[CC_ORIGIN_MAX], val[CC_ORIGIN_MAX], out_dir[CC_ORIGIN_MAX];
+    } from;
 } cc_config;
 
 /* Fill every key with its default. */
@@ -62,12 +75,17 @@ void cc_config_defaults(cc_config *c);
 void cc_config_tiny(cc_config *c);
 
 /* Read an INI file over the current values. 0 on success; on failure one line
- * naming the file, line and key has been printed. */
+ * naming the file, line and key has been printed. A relative path value
+ * ([data] train, val, each entry of their lists and globs, [run] out_dir) is
+ * taken from the config file's folder: it is joined to the folder the file's
+ * path names, each leading "../" of the value taking one folder off it
+ * ("configs/a.ini" with "../data/x.txt" gives "data/x.txt"). */
 int cc_config_load(cc_config *c, const char *path);
 /* The same without the checks that span keys (cc_config_validate): for a
  * caller that applies more keys (--set) and validates the result once. */
 int cc_config_load_unchecked(cc_config *c, const char *path);
-/* The same for INI text in memory; `origin` names it in errors. */
+/* The same for INI text in memory; `origin` names it in errors. Its relative
+ * paths stay relative to the current folder (the text has no folder). */
 int cc_config_load_string(cc_config *c, const char *text, const char *origin);
 
 /* Apply one "key=value" or "section.key=value" override (from --set). */
@@ -80,9 +98,33 @@ int cc_config_set(cc_config *c, const char *section, const char *key, const char
 
 /* Checks that span several keys (n_heads divides d_model, ...). */
 int cc_config_validate(const cc_config *c, const char *origin);
+/* Settings that are allowed but likely a slip, one "catchat: note:" line
+ * each on stderr: [run] threads above this machine's cores (unless the run
+ * is on the GPU) and, for a training run, warmup_steps reaching max_steps.
+ * Returns how many. */
+int cc_config_notes(const cc_config *c, int training);
 
-/* The resolved config as INI text, and as a JSON object string (malloc'd). */
+/* Where the value of path key [section] key came from and what a relative one
+ * was resolved against, as one phrase for an error ("--set train=x.txt,
+ * resolved against the current folder /home/u"); "" for a key that is not a
+ * path. */
+void cc_config_path_origin(const cc_config *c, const char *section, const char *key, char *out, size_t cap);
+
+/* An integer as config values and options take it: decimal digits, or a
+ * number written with a fraction or an exponent whose value is an exact
+ * integer ("1e12", "2.0e3"; not "1.5"). 0, -1 for text that is not an
+ * integer, -2 for an integer beyond the range of long long. */
+int cc_parse_integer(const char *text, long long *out);
+
+/* The resolved config as INI text, and as a JSON object string (malloc'd).
+ * In the JSON a path that is not valid UTF-8 (JSON strings must be) is an
+ * object {"hex": "<its bytes in hex>"}, which cc_config_from_json reads back
+ * byte for byte. */
 void cc_config_print(const cc_config *c, FILE *f);
+/* The same INI form holding only the keys whose values differ from the
+ * built-in defaults, under their section headers; "(all defaults)" when
+ * none does. */
+void cc_config_print_changed(const cc_config *c, FILE *f);
 char *cc_config_to_json(const cc_config *c);
 /* Apply a JSON object {section: {key: value}} as produced by cc_config_to_json. */
 int cc_config_from_json(cc_config *c, const char *json, const char *origin);

@@ -71,6 +71,21 @@ static int help_config(void)
            "- A key set twice in one file is refused, naming both lines. A key before\n"
            "  any header, an unknown section or key, and a value out of range are\n"
            "  refused with the file and line.\n"
+           "- A line may be up to 65536 bytes long (a list of shards on one line); a\n"
+           "  path value, a list whole, holds at most 1023 bytes.\n"
+           "- A relative path in a file (`[data] train` and `val`, each entry of their\n"
+           "  lists and globs, `[run] out_dir`) is taken from the config file's folder:\n"
+           "  it is joined to the folder the `--config` path names, each leading `../`\n"
+           "  of the value taking one folder off it (`--config configs/a.ini` with\n"
+           "  `train = ../data/x.txt` reads `data/x.txt`), so a config names the same\n"
+           "  files from whatever folder it is given. An absolute path is taken as it\n"
+           "  is. `--set` values and the defaults are taken from the current folder;\n"
+           "  the paths stored in a checkpoint from the folder its run started in. A\n"
+           "  data file that cannot be opened is named with where its path came from\n"
+           "  and the folder it was taken from.\n"
+           "- An integer key also takes a number written with an exponent or a fraction\n"
+           "  whose value is a whole number (`max_steps = 1e6`, `2.0e3`); `1.5` is\n"
+           "  refused.\n"
            );
     const char *section, *key, *def, *help, *last = "";
     for (int i = 0; cc_config_key_info(i, &section, &key, &def, &help); i++) {
