@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/data.h"
 
+#include <errno.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,8 +144,37 @@ int cc_tokens_from_bytes(cc_tokens *t, const uint8_t *buf, size_t len, const cha
     return cc_tokens_from_bytes_as(t, buf, len, name, vocab_size, "auto");
 }
 
+/* Where the [data] values came from, for the errors about the files they
+ * name (cc_data_note_origin): a run names two, train and val; a few more
+ * slots spare a command that names others. */
+#define ORIGIN_SLOTS 4
+static struct {
+    char spec[CC_PATH_MAX];
+    char origin[512];
+} origins[ORIGIN_SLOTS];
+
+void cc_data_note_origin(const char *spec, const char *origin)
+{
+    int i = 0;
+    while (i < ORIGIN_SLOTS && origins[i].spec[0] && strcmp(origins[i].spec, spec) != 0) i++;
+    if (i == ORIGIN_SLOTS) i = 0; /* full: the oldest goes */
+    snprintf(origins[i].spec, sizeof(origins[i].spec), "%s", spec);
+    snprintf(origins[i].origin, sizeof(origins[i].origin), "%s", origin);
+}
+
+/* " (<where spec came from>)" for an error about spec, or "" if unknown. */
+static const char *origin_of(const char *spec, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    for (int i = 0; i < ORIGIN_SLOTS; i++)
+        if (origins[i].spec[0] && strcmp(origins[i].spec, spec) == 0 && origins[i].origin[0])
+            snprintf(buf, cap, " (%.*s)", (int)sizeof(origins[i].origin), origins[i].origin);
+    return buf;
+}
+
 int cc_data_files(const char *spec, char ***files, int *n)
 {
+    char why[600];
     *files = NULL;
     *n = 0;
     char *copy = cc_malloc(strlen(spec) + 1), *save = NULL;
@@ -158,8 +188,10 @@ int cc_data_files(const char *spec, char ***files, int *n)
         const int pattern = strpbrk(part, "*?[") != NULL;
         if (pattern) {
             const int gr = glob(part, 0, NULL, &g); /* sorted */
-            if (gr == GLOB_NOMATCH) rc = cc_error("%s: the pattern matches no file", part);
-            else if (gr != 0) rc = cc_error("%s: cannot expand the pattern", part);
+            if (gr == GLOB_NOMATCH)
+                rc = cc_error("%s: the pattern matches no file%s", part, origin_of(spec, why, sizeof(why)));
+            else if (gr != 0)
+                rc = cc_error("%s: cannot expand the pattern%s", part, origin_of(spec, why, sizeof(why)));
         }
         const size_t m = pattern ? (rc == 0 ? g.gl_pathc : 0) : 1;
         for (size_t i = 0; i < m; i++) {
@@ -174,7 +206,7 @@ int cc_data_files(const char *spec, char ***files, int *n)
         if (pattern) globfree(&g);
     }
     free(copy);
-    if (rc == 0 && *n == 0) rc = cc_error("'%s': names no data file", spec);
+    if (rc == 0 && *n == 0) rc = cc_error("'%s': names no data file%s", spec, origin_of(spec, why, sizeof(why)));
     if (rc != 0) {
         cc_data_files_free(*files, *n);
         *files = NULL;
@@ -189,8 +221,21 @@ void cc_data_files_free(char **files, int n)
     free(files);
 }
 
-static int load_one(cc_tokens *t, const char *path, int vocab_size, const char *format)
+/* Load one file of the value `spec`. */
+static int load_one(cc_tokens *t, const char *path, const char *spec, int vocab_size, const char *format)
 {
+    char why[600];
+    /* a file that cannot be opened is said with where its path came from
+     * (which file and line, --set or the default) and the folder it was
+     * taken from: the usual surprise is a relative path read from elsewhere */
+    if (*origin_of(spec, why, sizeof(why))) {
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            memset(t, 0, sizeof(*t));
+            return cc_error("cannot open data file '%s'%s: %s", path, why, strerror(errno));
+        }
+        fclose(f);
+    }
     size_t len;
     uint8_t *buf = cc_read_file_what(path, "data file", &len);
     if (!buf) {
@@ -208,13 +253,13 @@ int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char
     int n;
     memset(t, 0, sizeof(*t));
     if (cc_data_files(path, &files, &n) != 0) return -1;
-    int rc = load_one(t, files[0], vocab_size, format);
+    int rc = load_one(t, files[0], path, vocab_size, format);
     if (rc == 0 && n > 1) { /* the rest appended in order; the dataset is named by the spec */
         snprintf(t->path, sizeof(t->path), "%s", path);
         t->file_end = cc_realloc(t->file_end, sizeof(size_t) * (size_t)n);
         for (int i = 1; i < n && rc == 0; i++) {
             cc_tokens one;
-            if ((rc = load_one(&one, files[i], vocab_size, format)) != 0) break;
+            if ((rc = load_one(&one, files[i], path, vocab_size, format)) != 0) break;
             t->tok = cc_realloc(t->tok, sizeof(uint16_t) * (t->n + one.n));
             memcpy(t->tok + t->n, one.tok, sizeof(uint16_t) * one.n);
             t->n += one.n;

@@ -33,6 +33,13 @@ typedef struct cc_tokens {
 int cc_data_files(const char *spec, char ***files, int *n);
 void cc_data_files_free(char **files, int n);
 
+/* Say where the value `spec` came from ("[data] train = x.txt in a.ini:3,
+ * resolved against configs (the config's folder)"; cc_config_path_origin):
+ * the errors for a file of it that cannot be opened, or a pattern of it that
+ * matches nothing, then name it. Kept for the process; a later note for the
+ * same spec replaces it. */
+void cc_data_note_origin(const char *spec, const char *origin);
+
 /* Load a file (or every file of a glob or list, concatenated in order, each
  * by the same rules) as `format` (auto, text or shard); every id must be <
  * vocab_size. One-line errors name the file. */

@@ -61,7 +61,10 @@ typedef enum {
     CKPT_MODEL_MAY_DIFFER, /* train --init: a difference is a warning (changing them is the point) */
 } cli_ckpt_model;
 /* defaults → config stored in `ckpt` (if given and no --config) → --config →
- * environment (cli_env.c) → --set, then the stored [model] keys by `policy`. ckpt may be NULL. */
+ * environment (cli_env.c) → --set, then the stored [model] keys by `policy`. ckpt may be NULL.
+ * Tells the data loader where the [data] paths came from (cc_data_note_origin)
+ * and, once a process, says the config's notes (cc_config_notes; a policy other
+ * than CKPT_MODEL_WINS is a training run). */
 int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt, cli_ckpt_model policy);
 /* Whether a --set of `a` names [section] key ("key=…" or "section.key=…"). */
 int cli_sets_key(const cli_config_args *a, const char *section, const char *key);
@@ -86,6 +89,7 @@ int cli_apply_env(cc_config *cfg);
 struct cc_dist_launch;
 void cli_dist_launch(struct cc_dist_launch *l);
 
+/* An integer option, "1e6" too (cc_parse_integer), in [min, max]. */
 int cli_parse_long(const char *opt, const char *text, long min, long max, long *out);
 int cli_parse_double(const char *opt, const char *text, double min, double max, double *out);
 int cli_parse_u64(const char *opt, const char *text, unsigned long long *out);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "catchat/checkpoint.h"
+#include "catchat/data.h"
 #include "catchat/layout.h"
 #include "catchat/preflight.h"
 #include "catchat/util.h"
@@ -67,19 +68,40 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
             fprintf(stderr, "catchat: warning: starting from %s with other [model] keys than it was trained "
                             "with: %s\n", ckpt, diff);
     }
-    return cc_config_validate(cfg, a->nsets ? "config and --set" : a->config_path ? a->config_path : "config");
+    if (cc_config_validate(cfg, a->nsets ? "config and --set" : a->config_path ? a->config_path : "config") != 0)
+        return -1;
+    /* the data loader's errors say where a [data] path came from */
+    char why[CC_ORIGIN_MAX];
+    cc_config_path_origin(cfg, "data", "train", why, sizeof(why));
+    cc_data_note_origin(cfg->train, why);
+    cc_config_path_origin(cfg, "data", "val", why, sizeof(why));
+    cc_data_note_origin(cfg->val, why);
+    /* once a process: train --resume auto resolves the config twice */
+    static int noted;
+    if (!noted++) cc_config_notes(cfg, policy != CKPT_MODEL_WINS);
+    return 0;
 }
 
 int cli_parse_long(const char *opt, const char *text, long min, long max, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || errno == ERANGE)
-        return cc_error("%s: '%s' is not an integer", opt, text);
-    if (v < min || v > max) return cc_error("%s: %ld is out of range [%ld, %ld]", opt, v, min, max);
-    *out = v;
+    long long v;
+    const int rc = cc_parse_integer(text, &v); /* "1e6" too, as config values take it */
+    if (rc == -2 || (rc == 0 && (v < min || v > max)))
+        return cc_error("%s: %s is out of range [%ld, %ld]", opt, text, min, max);
+    if (rc != 0) return cc_error("%s: '%s' is not an integer", opt, text);
+    *out = (long)v;
     return 0;
+}
+
+/* A --set is checked as it is read, against the defaults: a key or value
+ * it cannot take is a bad command line (exit 2), like any other option,
+ * while a bad value in a config file (exit 1) is the file's. Keys that
+ * span each other are checked once all is applied (cli_resolve_config). */
+static int check_set(const char *assignment)
+{
+    cc_config scratch;
+    cc_config_defaults(&scratch);
+    return cc_config_set_arg(&scratch, assignment);
 }
 
 int cli_parse_double(const char *opt, const char *text, double min, double max, double *out)
@@ -141,7 +163,7 @@ int cli_next_opt(cli_parser *p, int argc, char **argv)
         case OPT_CONFIG: p->ca->config_path = optarg; break;
         case OPT_PREFLIGHT: p->ca->preflight = optarg; break;
         case OPT_SET:
-            if (cli_add_set(p->ca, optarg)) {
+            if (cli_add_set(p->ca, optarg) || check_set(optarg)) {
                 p->status = 2;
                 return -1;
             }
