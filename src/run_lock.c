@@ -54,6 +54,8 @@ int cc_run_lock_take(cc_run_lock *lk, const char *out_dir)
     struct stat st;
     lk->made_dir = stat(out_dir, &st) != 0;
     if (cc_mkdir_p(out_dir) != 0) return -1;
+    if (stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) /* mkdir takes a file of that name for the folder */
+        return cc_error("[run] out_dir '%s' is a file, not a folder: choose another out_dir", out_dir);
     char path[sizeof(lk->dir) + 32];
     lock_path(lk, path, sizeof(path));
     const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);

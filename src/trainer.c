@@ -237,10 +237,12 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     if (o->check_finite) ex->check = &r->check;
     r->norms_header = !o->resume;
     if (!r->prog.quiet) {
-        printf("catchat train: %s executor, %zu parameters, %zu train / %zu val tokens, world size %d%s, "
-               "resolved config:\n", ex->name, ex->lay.total, r->train_tok.n, r->val_tok.n, r->dist.world,
-               r->dist.active ? (r->dist.used_mpi ? " (NCCL, MPI bootstrap)" : " (NCCL, env bootstrap)") : "");
-        cc_config_print(cfg, stdout);
+        printf("catchat train: %s executor, %zu parameters, %zu train / %zu val tokens\n", ex->name, ex->lay.total,
+               r->train_tok.n, r->val_tok.n);
+        if (r->dist.active)
+            printf("world size %d (NCCL, %s bootstrap)\n", r->dist.world, r->dist.used_mpi ? "MPI" : "env");
+        printf("config, the keys set (every key is stored in each checkpoint):\n");
+        cc_config_print_changed(cfg, stdout); /* the other keys are the defaults: `catchat help config` */
         if (strcmp(ex->name, "gpu") == 0) {
             const gpu_step_plan *p = cc_gpu_plan(ex);
             char plan[900];

@@ -7,7 +7,7 @@
 #include "catchat/config.h"
 #include "catchat/layout.h"
 
-/* cc_config_tiny plus configs/tiny.ini's training schedule, on the CPU. */
+/* cc_config_tiny plus a short training schedule (20 steps, 5 of warmup), on the CPU. */
 void th_tiny_config(cc_config *c);
 /* A fresh folder under /tmp; returns its path (static buffer per call site). */
 void th_tmpdir(char *out, size_t cap);
