@@ -18,6 +18,35 @@
 
 #define N_META 15
 
+/* start_dir as metadata text: the folder itself where it is UTF-8 (metadata is
+ * JSON); else "hex:" and its bytes in hex, which no absolute folder starts with. */
+static const char *start_dir_text(const char *dir, char *buf, size_t cap)
+{
+    char *valid = cc_valid_utf8(dir, strlen(dir));
+    const int same = strcmp(valid, dir) == 0;
+    free(valid);
+    if (same) return dir;
+    size_t n = (size_t)snprintf(buf, cap, "hex:");
+    for (const unsigned char *p = (const unsigned char *)dir; *p && n + 3 < cap; p++)
+        n += (size_t)snprintf(buf + n, cap - n, "%02x", *p);
+    return buf;
+}
+
+/* The folder stored by start_dir_text into buf; NULL for malformed hex. */
+static const char *start_dir_read(const char *text, char *buf, size_t cap)
+{
+    if (strncmp(text, "hex:", 4) != 0) return text;
+    const char *hex = text + 4;
+    const size_t n = strlen(hex);
+    if (!n || n % 2 || n / 2 >= cap || strspn(hex, "0123456789abcdefABCDEF") != n) return NULL;
+    for (size_t i = 0; i < n / 2; i++) {
+        const char pair[3] = { hex[2 * i], hex[2 * i + 1], 0 };
+        buf[i] = (char)strtol(pair, NULL, 16);
+    }
+    buf[n / 2] = 0;
+    return buf;
+}
+
 int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *lay,
                        const float *params, const float *m, const float *v,
                        const cc_run_state *state)
@@ -54,7 +83,8 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
     valp[0] = "catchat-v1";
     valp[1] = cfg_json;
     valp[2] = cc_version();
-    valp[3] = getcwd(cwd, sizeof(cwd)) ? cwd : "";
+    char start_dir[2 * CC_PATH_MAX + 8];
+    valp[3] = start_dir_text(getcwd(cwd, sizeof(cwd)) ? cwd : "", start_dir, sizeof(start_dir));
     int n_meta = 4;
     if (state) {
         snprintf(vals[4], 256, "%ld", state->step);
@@ -106,7 +136,10 @@ static int rebase_list(const char *dir, const char *list, char *out, size_t cap)
  * start_dir (before catchat 0.8), or started here, nothing changes. */
 static int rebase_paths(const cc_st_file *f, const char *path, cc_config *cfg)
 {
-    const char *dir = cc_st_meta(f, "start_dir");
+    char dir_buf[CC_PATH_MAX];
+    const char *stored = cc_st_meta(f, "start_dir");
+    const char *dir = stored ? start_dir_read(stored, dir_buf, sizeof(dir_buf)) : NULL;
+    if (stored && !dir) return cc_error("%s: its start_dir metadata '%.40s' is not a folder nor hex: of one", path, stored);
     char cwd[CC_PATH_MAX];
     int rc = 0;
     /* absent before catchat 0.8, or the same folder as now: the paths read as they are */

@@ -157,7 +157,7 @@ void cc_data_note_origin(const char *spec, const char *origin)
 {
     int i = 0;
     while (i < ORIGIN_SLOTS && origins[i].spec[0] && strcmp(origins[i].spec, spec) != 0) i++;
-    if (i == ORIGIN_SLOTS) i = 0; /* full: the oldest goes */
+    if (i == ORIGIN_SLOTS) i = 0; /* full: the first slot is reused */
     snprintf(origins[i].spec, sizeof(origins[i].spec), "%s", spec);
     snprintf(origins[i].origin, sizeof(origins[i].origin), "%s", origin);
 }

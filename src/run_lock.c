@@ -45,6 +45,43 @@ static void write_holder(int fd)
     if (ftruncate(fd, 0) == 0 && pwrite(fd, line, (size_t)len, 0) == len) fsync(fd);
 }
 
+/* One attempt: 1 held (fd set), 0 the file was replaced or removed under us
+ * (try again), -1 refused or failed (said). */
+static int try_lock(cc_run_lock *lk, const char *path)
+{
+    struct stat st;
+    if (cc_mkdir_p(lk->dir) != 0) return -1;
+    if (stat(lk->dir, &st) != 0 || !S_ISDIR(st.st_mode)) /* mkdir takes a file of that name for the folder */
+        return cc_error("[run] out_dir '%s' is a file, not a folder: choose another out_dir", lk->dir);
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return cc_error("cannot open the out_dir lock '%s': %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        if (err == EWOULDBLOCK) {
+            char holder[400];
+            read_holder(fd, holder, sizeof(holder));
+            close(fd);
+            return cc_error("%s is in use by another catchat run (%s; lock file %s): wait for it to end, or choose "
+                            "another [run] out_dir", lk->dir, holder, path);
+        }
+        /* some network file systems refuse locks: the run is not worth losing over that */
+        fprintf(stderr, "catchat: note: cannot lock %s (%s): another run started in this folder would not be "
+                        "refused\n", path, strerror(err));
+        close(fd);
+        return 1;
+    }
+    /* a run that made the folder and wrote nothing removes the file (and the folder) while holding it: a lock
+     * taken on that removed file guards nothing, so it must still be the file at the path */
+    struct stat held;
+    if (fstat(fd, &held) != 0 || stat(path, &st) != 0 || held.st_dev != st.st_dev || held.st_ino != st.st_ino) {
+        close(fd);
+        return 0;
+    }
+    lk->fd = fd;
+    write_holder(fd);
+    return 1;
+}
+
 int cc_run_lock_take(cc_run_lock *lk, const char *out_dir)
 {
     memset(lk, 0, sizeof(*lk));
@@ -53,35 +90,17 @@ int cc_run_lock_take(cc_run_lock *lk, const char *out_dir)
     snprintf(lk->dir, sizeof(lk->dir), "%s", out_dir);
     struct stat st;
     lk->made_dir = stat(out_dir, &st) != 0;
-    if (cc_mkdir_p(out_dir) != 0) return -1;
-    if (stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) /* mkdir takes a file of that name for the folder */
-        return cc_error("[run] out_dir '%s' is a file, not a folder: choose another out_dir", out_dir);
     char path[sizeof(lk->dir) + 32];
     lock_path(lk, path, sizeof(path));
-    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        const int err = errno;
-        cc_run_lock_release(lk);
-        return cc_error("cannot open the out_dir lock '%s': %s", path, strerror(err));
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        const int err = errno;
-        if (err == EWOULDBLOCK) {
-            char holder[400];
-            read_holder(fd, holder, sizeof(holder));
-            close(fd);
-            return cc_error("%s is in use by another catchat run (%s; lock file %s): wait for it to end, or choose "
-                            "another [run] out_dir", out_dir, holder, path);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        const int got = try_lock(lk, path);
+        if (got != 0) {
+            if (got < 0) lk->dir[0] = 0;
+            return got > 0 ? 0 : -1;
         }
-        /* some network file systems refuse locks: the run is not worth losing over that */
-        fprintf(stderr, "catchat: note: cannot lock %s (%s): another run started in this folder would not be "
-                        "refused\n", path, strerror(err));
-        close(fd);
-        return 0;
     }
-    lk->fd = fd;
-    write_holder(fd);
-    return 0;
+    lk->dir[0] = 0;
+    return cc_error("cannot lock '%s': it is removed and made again as fast as it is locked", path);
 }
 
 /* 1 when dir holds nothing but the lock file. */

@@ -65,7 +65,7 @@ int cc_telemetry_open(cc_telemetry *t, const char *path, long resume_step)
                     resume_step);
         else if (k.last_step < resume_step)
             fprintf(stderr, "catchat: note: %s ends at step %ld%s, the run resumes at step %ld: steps %ld to %ld "
-                            "have no rows (the file was cut short: a full disk, a partial copy)\n", path,
+                            "have no rows (the file was cut short: a full disk, a partial copy, a crash before its rows reached the disk)\n", path,
                     k.last_step < 0 ? 0 : k.last_step, k.torn ? " and a torn row" : "", resume_step,
                     k.last_step < 0 ? 1 : k.last_step + 1, resume_step);
         t->f = fopen(path, "a");

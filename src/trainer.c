@@ -137,15 +137,17 @@ static char *run_signature(const cc_config *cfg, const cc_train_opts *o)
  * the CPU reference is said before the first step, with its length and the
  * config made for a CPU, instead of a silent day-long run. */
 #define CPU_RUN_NOTE_S 300.0
-#define CPU_STEP_NOTE_S 1.0
+/* configs/cpu.ini's step is about 2e9 multiply-adds: five times that is a model sized for a GPU */
+#define CPU_SIZED_STEP_MACS 1e10
 static void say_cpu_duration(const cc_config *cfg, const cc_train_opts *o, long step)
 {
     long steps = cfg->max_steps - step;
     if (o->stop_after > 0 && o->stop_after < steps) steps = o->stop_after;
     if (steps <= 0) return;
+    /* a long run of a model sized for a CPU is the user's plan, said by the progress line's ETA */
+    if (cc_step_macs(cfg) < CPU_SIZED_STEP_MACS) return;
     const double per_step = cc_cpu_step_estimate_s(cfg);
-    /* a long run of a small model is the user's plan; a step of seconds is a model made for a GPU */
-    if (per_step * steps < CPU_RUN_NOTE_S || per_step < CPU_STEP_NOTE_S) return;
+    if (per_step * steps < CPU_RUN_NOTE_S) return;
     char each[32], all[32];
     if (per_step < 60) snprintf(each, sizeof(each), "%.1f s", per_step);
     else cc_format_duration(each, sizeof(each), per_step);
@@ -172,25 +174,29 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     r->prog.quiet = o->quiet || !r->lead;
     r->prog.live = r->prog.quiet ? 0 : o->live;
     if (r->dist.active) {
-        /* every rank the same run, before anything is read or written; then its heartbeat, so a rank that
-         * fails from here on (its data, its GPU's memory) is found lost instead of awaited for ever */
+        /* every rank the same run, before anything is read or written */
         char *sig = run_signature(cfg, o);
         const int agreed = cc_dist_agree(&r->dist, sig);
         free(sig);
         if (agreed != 0) return -1;
-        if (cc_mkdir_p(cfg->out_dir) != 0) return -1;
-        r->dist.stall_floor_s = cfg->collective_timeout;
-        cc_dist_watch(&r->dist, cfg->out_dir);
+        if (strcmp(cfg->device, "cpu") == 0) return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
     }
-    if (r->dist.active && strcmp(cfg->device, "cpu") == 0)
-        return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
-    if (lock_out_dir(r, cfg) != 0) return -1;
-    if (o->resume) { /* a run with nothing left to do is said before anything is read or checked */
+    if (o->resume) { /* a run with nothing left to do is said before anything is read, checked or written */
         const int done = cc_resume_has_ended(cfg, o->resume, r->lead);
         if (done != 0) {
             res->nothing_to_do = done > 0;
             return done;
         }
+    }
+    /* the out_dir is this run's before anything is written there: the heartbeat files of a run that holds it
+     * are not touched */
+    if (lock_out_dir(r, cfg) != 0) return -1;
+    if (r->dist.active) {
+        /* the heartbeat, so a rank that fails from here on (its data, its GPU's memory) is found lost instead of
+         * awaited for ever */
+        if (cc_mkdir_p(cfg->out_dir) != 0) return -1;
+        r->dist.stall_floor_s = cfg->collective_timeout;
+        cc_dist_watch(&r->dist, cfg->out_dir);
     }
     if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
         cc_tokens_load_as(&r->train_tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0 ||
@@ -241,7 +247,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
                r->train_tok.n, r->val_tok.n);
         if (r->dist.active)
             printf("world size %d (NCCL, %s bootstrap)\n", r->dist.world, r->dist.used_mpi ? "MPI" : "env");
-        printf("config, the keys set (every key is stored in each checkpoint):\n");
+        printf("config (the keys that differ from the defaults; all are in each checkpoint):\n");
         cc_config_print_changed(cfg, stdout); /* the other keys are the defaults: `catchat help config` */
         if (strcmp(ex->name, "gpu") == 0) {
             const gpu_step_plan *p = cc_gpu_plan(ex);

@@ -72,6 +72,15 @@ cp "$tmp/data/train.txt" "$tmp/data/$raw"
 (cd / && "$bin" train --resume "$tmp/runs/raw/checkpoint.safetensors" --steps 1 "${quiet[@]}" >/dev/null 2>"$tmp/err") &&
   [ "$(last_step "$tmp/runs/raw")" = 8 ] && ok || bad "resume from / on a non-UTF-8 path: $(cat "$tmp/err")"
 
+# a run started in a folder whose name is not UTF-8: its start folder is stored too, so relative data paths resume
+# from anywhere
+wd="$tmp/$(printf 'st\xffdir')"
+mkdir -p "$wd" && cp "$tmp/data/train.txt" "$tmp/data/val.txt" "$wd/"
+(cd "$wd" && "$bin" train --config "$tmp/cfgs/abs.ini" --set train=train.txt --set val=val.txt --set out_dir=r \
+  --set max_steps=8 --steps 6 "${quiet[@]}" >/dev/null 2>"$tmp/err") || bad "train in a non-UTF-8 folder: $(cat "$tmp/err")"
+(cd / && "$bin" train --resume "$wd/r/checkpoint.safetensors" --steps 1 "${quiet[@]}" >/dev/null 2>"$tmp/err") &&
+  [ "$(last_step "$wd/r")" = 7 ] && ok || bad "resume from / of a run started in a non-UTF-8 folder: $(cat "$tmp/err")"
+
 # ---- 4. a list of 12 shards on one line, longer than inih's 198 bytes ----
 mkdir -p "$tmp/cfgs/parts"
 split -n l/12 -d "$tmp/data/train.txt" "$tmp/cfgs/parts/train_part_"

@@ -447,12 +447,16 @@ expect_error "resume checkpoint_best in its own folder" "checkpoint_best.safeten
   --set eval_interval=0 >/dev/null 2>"$tmp/lock.err" &
 holder=$!
 watchdog $holder
-for _ in $(seq 200); do [ -f "$tmp/lock/checkpoint.safetensors" ] && break; sleep 0.1; done
-expect_error "a second run, --resume auto, same out_dir" "$tmp/lock is in use by another catchat run (pid $holder on $(hostname), started 20" \
+for _ in $(seq 300); do [ -f "$tmp/lock/checkpoint.safetensors" ] && break; sleep 0.1; done
+[ -f "$tmp/lock/checkpoint.safetensors" ] || bad "the lock holder wrote no checkpoint in 30 s: $(cat "$tmp/lock.err")"
+expect_error "a second run, --resume auto, same out_dir" "$tmp/lock is in use by another catchat run (pid $holder on $(uname -n), started 20" \
   "$bin" train "${tiny[@]}" --set out_dir="$tmp/lock" --resume auto --set max_steps=100000
+rows_before=$(wc -l <"$tmp/lock/telemetry.csv")
 expect_error "a second run, --force, same out_dir" "$tmp/lock is in use by another catchat run (pid $holder on" \
   "$bin" train "${tiny[@]}" --set out_dir="$tmp/lock" --force
-[ -f "$tmp/lock/checkpoint.safetensors" ] || bad "a refused --force deleted the running run's checkpoint"
+# --force would have deleted the running run's telemetry: it only grows
+[ "$(wc -l <"$tmp/lock/telemetry.csv" 2>/dev/null || echo 0)" -ge "$rows_before" ] ||
+  bad "a refused --force deleted the running run's telemetry"
 kill -9 $holder; wait $holder 2>/dev/null
 "$bin" train "${tiny[@]}" --set out_dir="$tmp/lock" --resume auto --steps 1 --set max_steps=100000 >/dev/null \
   2>"$tmp/err" || bad "--resume auto after the holder was killed: $(cat "$tmp/err")"

@@ -75,6 +75,8 @@ cc_executor *cc_cpu_executor_create(const cc_config *cfg, int B, int T);
 /* Seconds a training step of cfg takes on the CPU reference, estimated from
  * the step's multiply-adds and a matmul timed here (about 50 ms). */
 double cc_cpu_step_estimate_s(const cc_config *cfg);
+/* Multiply-adds of a training step of cfg (forward and backward), roughly. */
+double cc_step_macs(const cc_config *cfg);
 
 /* Per-phase device time of the GPU executor's steps (CUDA events), for
  * `catchat bench`. Phases in the order of a step. */
