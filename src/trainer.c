@@ -243,7 +243,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     if (o->check_finite) ex->check = &r->check;
     r->norms_header = !o->resume;
     if (!r->prog.quiet) {
-        printf("catchat train: %s executor, %zu parameters, %zu train / %zu val tokens\n", ex->name, ex->lay.total,
+        printf("catchat train: %s, %zu parameters, %zu train / %zu val tokens\n", ex->name, ex->lay.total,
                r->train_tok.n, r->val_tok.n);
         if (r->dist.active)
             printf("world size %d (NCCL, %s bootstrap)\n", r->dist.world, r->dist.used_mpi ? "MPI" : "env");

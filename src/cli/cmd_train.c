@@ -225,7 +225,7 @@ int cmd_train(int argc, char **argv)
         o.resume = stat(auto_path, &st) == 0 ? auto_path : NULL;
         /* without a checkpoint it is a new run: logs there are kept unless --force (trainer) */
         o.resume_auto = !o.resume;
-        if (o.resume && !o.quiet) printf("catchat train: --resume auto: resuming %s\n", auto_path);
+        /* the trainer's "resumed from" line says it once the out_dir is this run's (a run holding it refuses) */
         if (o.new_data && !o.resume) o.new_data = 0; /* nothing to resume: the data is new anyway */
     }
     const int resume_named = o.resume && o.resume != auto_path;
