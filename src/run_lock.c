@@ -54,6 +54,7 @@ static int try_lock(cc_run_lock *lk, const char *path)
     if (stat(lk->dir, &st) != 0 || !S_ISDIR(st.st_mode)) /* mkdir takes a file of that name for the folder */
         return cc_error("[run] out_dir '%s' is a file, not a folder: choose another out_dir", lk->dir);
     const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT) return 0; /* the folder was removed between mkdir and open: again */
     if (fd < 0) return cc_error("cannot open the out_dir lock '%s': %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
