@@ -26,9 +26,8 @@ static const char *start_dir_text(const char *dir, char *buf, size_t cap)
     const int same = strcmp(valid, dir) == 0;
     free(valid);
     if (same) return dir;
-    size_t n = (size_t)snprintf(buf, cap, "hex:");
-    for (const unsigned char *p = (const unsigned char *)dir; *p && n + 3 < cap; p++)
-        n += (size_t)snprintf(buf + n, cap - n, "%02x", *p);
+    const size_t n = (size_t)snprintf(buf, cap, "hex:");
+    cc_hex_encode(dir, buf + n, cap - n);
     return buf;
 }
 
@@ -36,15 +35,7 @@ static const char *start_dir_text(const char *dir, char *buf, size_t cap)
 static const char *start_dir_read(const char *text, char *buf, size_t cap)
 {
     if (strncmp(text, "hex:", 4) != 0) return text;
-    const char *hex = text + 4;
-    const size_t n = strlen(hex);
-    if (!n || n % 2 || n / 2 >= cap || strspn(hex, "0123456789abcdefABCDEF") != n) return NULL;
-    for (size_t i = 0; i < n / 2; i++) {
-        const char pair[3] = { hex[2 * i], hex[2 * i + 1], 0 };
-        buf[i] = (char)strtol(pair, NULL, 16);
-    }
-    buf[n / 2] = 0;
-    return buf;
+    return cc_hex_decode(text + 4, buf, cap) == 0 ? buf : NULL;
 }
 
 int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *lay,

@@ -938,9 +938,7 @@ static json_t *path_to_json(const char *path)
     json_t *v = json_string(path);
     if (v) return v;
     char hex[2 * CC_PATH_MAX + 1];
-    size_t n = 0;
-    for (const unsigned char *p = (const unsigned char *)path; *p && n + 2 < sizeof(hex); p++)
-        n += (size_t)snprintf(hex + n, sizeof(hex) - n, "%02x", *p);
+    cc_hex_encode(path, hex, sizeof(hex));
     return json_pack("{s:s}", "hex", hex);
 }
 
@@ -949,15 +947,7 @@ static int path_from_hex(const json_t *val, char *buf, size_t cap)
 {
     const json_t *h = json_object_get(val, "hex");
     const char *hex = json_is_string(h) && json_object_size(val) == 1 ? json_string_value(h) : NULL;
-    const size_t n = hex ? strlen(hex) : 0;
-    if (!hex || !n || n % 2 || n / 2 >= cap || strspn(hex, "0123456789abcdefABCDEF") != n) return -1;
-    for (size_t i = 0; i < n / 2; i++) {
-        const char pair[3] = { hex[2 * i], hex[2 * i + 1], 0 };
-        buf[i] = (char)strtoul(pair, NULL, 16);
-        if (!buf[i]) return -1; /* a NUL would end the path early */
-    }
-    buf[n / 2] = 0;
-    return 0;
+    return hex ? cc_hex_decode(hex, buf, cap) : -1;
 }
 
 char *cc_config_to_json(const cc_config *c)

@@ -208,3 +208,24 @@ void cc_format_real(char *buf, size_t cap, double v)
         if (strtod(buf, NULL) == v) return;
     }
 }
+
+void cc_hex_encode(const char *bytes, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (cap) out[0] = 0;
+    for (const unsigned char *p = (const unsigned char *)bytes; *p && n + 2 < cap; p++)
+        n += (size_t)snprintf(out + n, cap - n, "%02x", *p);
+}
+
+int cc_hex_decode(const char *hex, char *out, size_t cap)
+{
+    const size_t n = strlen(hex);
+    if (!n || n % 2 || n / 2 >= cap || strspn(hex, "0123456789abcdefABCDEF") != n) return -1;
+    for (size_t i = 0; i < n / 2; i++) {
+        const char pair[3] = { hex[2 * i], hex[2 * i + 1], 0 };
+        out[i] = (char)strtoul(pair, NULL, 16);
+        if (!out[i]) return -1;
+    }
+    out[n / 2] = 0;
+    return 0;
+}

@@ -52,6 +52,14 @@ char *cc_valid_utf8(const char *bytes, size_t n);
  * or 0 for an invalid one (a stray byte, overlong, a surrogate, past U+10FFFF). */
 size_t cc_utf8_seq_len(const unsigned char *s, size_t n);
 
+/* A NUL-terminated byte string as lowercase hex into out (cap bytes; cut
+ * short, whole pairs only, where it does not fit). For paths that are not
+ * UTF-8, which JSON cannot hold as they are. */
+void cc_hex_encode(const char *bytes, char *out, size_t cap);
+/* The bytes of hex text into out (NUL-terminated); -1 for text that is empty,
+ * not hex pairs, too long for cap, or holds a NUL byte (it would end a path). */
+int cc_hex_decode(const char *hex, char *out, size_t cap);
+
 /* Shortest "%g" text that parses back to the same double. */
 void cc_format_real(char *buf, size_t cap, double v);
 
