@@ -94,6 +94,8 @@ const char *cc_gpu_wavefront(const cc_executor *ex, int *chunk);
 /* Whether the last training step ran the wavefront (its chunk, else 0), and
  * whether it chunked the context stream too. */
 int cc_gpu_wavefront_ran(const cc_executor *ex, int *top_chunked);
+/* How many training steps replayed a CUDA graph captured by an earlier step. */
+int cc_gpu_graph_replays(const cc_executor *ex);
 /* The plan the GPU executor was created from (gpu_plan.h: its recompute
  * choice, its device bytes by buffer group). */
 struct gpu_step_plan;

@@ -71,3 +71,5 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
     g->graph_warm = 1;
     gpu_trace_print(n);
 }
+
+int cc_gpu_graph_replays(const cc_executor *ex) { return IMPL(ex)->graph_replays; }

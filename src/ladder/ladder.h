@@ -126,6 +126,9 @@ void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int 
                         const char *name);
 void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T, int W, int tc);
 void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *c, const char *tag, int lanes, int guard_binds);
+/* Three optimizer steps of one batch sequence under every schedule of the
+ * GPU step, eager and replayed from a CUDA graph (model_steps.c). */
+void model_steps_cases(const ladder_ctx *cx, stage *st);
 extern const ladder_stage ladder_stage_matmul, ladder_stage_embedding, ladder_stage_rmsnorm, ladder_stage_gru_cell,
     ladder_stage_gru_forward, ladder_stage_gru_backward, ladder_stage_attention, ladder_stage_crossentropy,
     ladder_stage_model, ladder_stage_grad_reduce, ladder_stage_adamw;

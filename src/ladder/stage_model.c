@@ -322,7 +322,7 @@ static void run_model(const ladder_ctx *cx, stage *st)
     cc_config c;
     small_config(cx, &c);
     snprintf(st->shape, sizeof(st->shape),
-             "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, guard off/on; D=128 B=16 2 lanes; accum.; wavefront; recompute; V=50257",
+             "D=%d L=%d H=%d W=%d T=%d B=%d, S=128, guard off/on; D=128 B=16 2 lanes; accum.; wavefront; recompute; V=50257; 3 steps",
              c.d_model, c.n_layers, c.n_heads, c.ctx_window, c.seq_len, c.batch_size);
     full_step_check(cx, st, &c, "", 0, 0);
     c.ctx_grad_clamp = 2e-4;
@@ -339,6 +339,7 @@ static void run_model(const ladder_ctx *cx, stage *st)
     accum_step_case(cx, st, cx->rng, 8);
     recompute_cases(cx, st);
     vocab_cases(cx, st);
+    model_steps_cases(cx, st);
 }
 
 const ladder_stage ladder_stage_model = { "model", "full step", run_model };
