@@ -322,6 +322,12 @@ void launch_adamw(float *p, void *p16, const float *g, float *m, float *v, size_
 /* finite.cu: *first = index of the first non-finite element (first must be
  * set to ULLONG_MAX beforehand; unchanged when all are finite). */
 void launch_find_nonfinite(const void *x, size_t n, int is_half, unsigned long long *first, cudaStream_t s);
+/* The same over nseq runs of len elements, run i at x + i·stride (elements):
+ * *first becomes the least i·stride + offset of a non-finite element. */
+void launch_find_nonfinite_rows(const void *x, int nseq, size_t stride, size_t len, int is_half,
+                                unsigned long long *first, cudaStream_t s);
+/* *value = x[*first] as FP32 where a scan found one (else left alone). */
+void launch_fetch_at(const void *x, int is_half, const unsigned long long *first, float *value, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,462 @@
+/* The operations of a GRU layer (step_gpu.h), each written once for every
+ * schedule: over a lane's sequences and a window of steps [t0, t1), which is
+ * all of T layer after layer, a chunk under the wavefront and a window of
+ * rc_window steps under recompute, whose normalised input, gates and their
+ * gradients live in window buffers by turns (gpu_impl.h, recompute) rather
+ * than in the layer's own tensors. Each declares what it reads and writes
+ * (the pointers it hands its kernels) before it launches anything; where the
+ * window is the whole of T it takes the whole-tensor kernels, so layer
+ * after layer runs the launches it always ran. */
+#include <math.h>
+#include <stdio.h>
+#include "catchat/gpu_gru.h"
+#include "catchat/kernels.h"
+#include "gpu/gpu_impl.h"
+#include "gpu/step_gpu.h"
+
+lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
+{
+    const cc_dims *d = &ex->lay.dims;
+    lane_ctx c = { ex, IMPL(ex), ln, nlanes, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
+                   (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T, ln->b0, (size_t)ln->b0 * ex->T,
+                   cc_norm_consts_of(d) };
+    return c;
+}
+
+lane_ctx lane_part(const lane_ctx *c, int s0, int ns, int part_buffers)
+{
+    lane_ctx p = *c;
+    p.B = ns;
+    p.M = ns * c->T;
+    p.b0 = c->b0 + s0;
+    p.r0 = c->r0 + (size_t)s0 * c->T;
+    p.top_r0 = part_buffers ? 0 : p.r0;
+    return p;
+}
+
+/* ---- what every layer operation shares ---- */
+
+static int whole(const step_run *r) { return r->op->t0 == 0 && r->op->t1 == r->c.T; }
+static int window_buffers(const step_run *r) { return r->g->recompute; }
+/* The window buffer of the op's window (recompute: two by turns). */
+static int wbuf(const step_run *r) { return r->op->k & 1; }
+/* The op's rows as a row window: all rows, or a time window of every sequence. */
+static row_window op_rows(const step_run *r)
+{
+    const row_window w = { r->op->t1 - r->op->t0, r->c.T, 0 };
+    return whole(r) ? row_window_all(r->c.M) : w;
+}
+/* A window buffer's row window: the window's rows of the [B, T] tensors, the buffer's own. */
+static row_window buf_rows(const step_run *r)
+{
+    const row_window w = { r->g->rc_window, r->c.T, r->g->rc_window };
+    return w;
+}
+static int op_M(const step_run *r) { return r->c.B * (r->op->t1 - r->op->t0); }
+
+/* Which of the per-layer buffer slots (gpu_impl.h) layer l uses: by parity
+ * (the weight GEMMs of layer l+2 wait for it), or under the wavefront, where
+ * the layers' recurrences overlap, its own. */
+static int layer_slot(const gpu_impl *g, int l) { return g->wave_layers > 2 ? l : l & 1; }
+
+/* u^l's lane rows: its own block, or under recompute the one block that
+ * holds u^l for each layer in turn (made in place from u^{l-1}). */
+static float *u_rows(const lane_ctx *c, int l) { return c->g->recompute ? ROWS(c, c->g->u, c->D) : LROWS(c, c->g->u, l, c->D); }
+/* The FP16 h_{t-1}: a block a layer, or under recompute one block for all. */
+static uint16_t *hprev_rows(const lane_ctx *c, int l) { return LROWS(c, c->g->hprev16, c->g->recompute ? 0 : l, c->D); }
+/* The window buffer's rows of the lane. */
+#define WIN(r, base, width) WINROWS(&(r)->c, (base)[wbuf(r)], (width))
+
+/* The lane's block of the BPTT's per-cluster bias sums for buffer slot par
+ * (NULL where its batch share does not run the cluster kernels). */
+static float *bias_part(const lane_ctx *c, int par)
+{
+    if (c->B % 8) return NULL;
+    /* per buffer slot, the lanes' [2][B_lane/8][3D] blocks one after another */
+    const size_t all = gpu_gru_bias_part_floats(c->ex->B, c->D);
+    return c->g->bias_part + par * all + (size_t)2 * (c->ln->b0 / 8) * 3 * c->D;
+}
+static size_t bias_part_bytes(const lane_ctx *c) { return sizeof(float) * 2 * (size_t)(c->B / 8) * 3 * c->D; }
+
+/* Layer l's tensors for the recurrence kernels: the layer's own rows, or
+ * under recompute gx (the gates over it in place) and ghn in the op's
+ * window buffer. */
+static gru_layer layer_of(const step_run *r, int l)
+{
+    const lane_ctx *c = &r->c;
+    const cc_executor *ex = c->ex;
+    const gpu_impl *g = c->g;
+    const cc_layout *lay = &ex->lay;
+    const int D = c->D, wb = window_buffers(r);
+    gru_layer L = {
+        .gx = wb ? WIN(r, g->win_gates, 3 * D) : LROWS(c, g->gx, l, 3 * D),
+        .whh16 = P16(ex, lay->gru_whh[l]),
+        .bhh = P32(ex, lay->gru_bhh[l]),
+        .h = LROWS(c, g->h, l, D),
+        .gates = wb ? WIN(r, g->win_gates, 3 * D) : LROWS(c, g->gates, l, 3 * D),
+        .ghn = wb ? WIN(r, g->win_ghn, D) : LROWS(c, g->ghn, l, D),
+        .hprev16 = hprev_rows(c, l),
+        .gh = g->gh + ((size_t)layer_slot(g, l) * ex->B + c->ln->b0) * 3 * D,
+    };
+    return L;
+}
+
+/* Layer l's gradients: dh_in is du; the gate gradients in the buffers of
+ * the layer's slot, or under recompute the window's (with the next
+ * window's dgh, which the persistent BPTT's first step reads). */
+static gru_grads grads_of(const step_run *r, int l)
+{
+    const lane_ctx *c = &r->c;
+    const cc_layout *lay = &c->ex->lay;
+    const gpu_impl *g = c->g;
+    const int D = c->D, par = layer_slot(g, l), wb = window_buffers(r);
+    const int next = wb && r->op->t1 < c->T;
+    gru_grads G = {
+        .dh_in = ROWS(c, g->du, D),
+        .dgx16 = wb ? WIN(r, g->win_dgx16, 3 * D) : LROWS(c, g->dgx16, par, 3 * D),
+        .dgh16 = wb ? WIN(r, g->win_dgh16, 3 * D) : LROWS(c, g->dgh16, par, 3 * D),
+        .dgh16_next = next ? WINROWS(c, g->win_dgh16[wbuf(r) ^ 1], 3 * D) : NULL,
+        .dhrec = g->dhrec + ((size_t)par * c->ex->B + c->ln->b0) * D,
+        .bias_part = bias_part(c, par),
+        .dwhh = G32L(c, lay->gru_whh[l]),
+        .dbhh = G32L(c, lay->gru_bhh[l]),
+        .dbih = G32L(c, lay->gru_bih[l]),
+    };
+    return G;
+}
+
+/* The op's window as the recurrence kernels take it. */
+static gru_shape shape_of(const step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    gru_shape sh = { c->B, c->T, c->D, r->op->t0, r->op->t1, 0, 0 };
+    if (window_buffers(r)) {
+        sh.wt0 = r->op->t0;
+        sh.wT = r->g->rc_window;
+    }
+    return sh;
+}
+
+/* ---- forward ---- */
+
+void op_embed(step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    cc_executor *ex = c->ex;
+    float *u0 = LROWS(c, c->g->u, 0, c->D);
+    use_rows(r, 1, u0, c->D, 4, 0, c->T);
+    scan_rows(r, "embedding", "u0", -1, u0, c->D, 0, 0, c->T, 0);
+    if (r->declaring) return;
+    launch_embedding_forward(u0, ROWS(c, c->g->x, 1), P32(ex, ex->lay.embed), c->M, c->D, r->s);
+}
+
+/* Layer l's input on the op's window: u^l = u^{l-1} + h^{l-1} (l > 0; in
+ * place under recompute) and its norm, then the input GEMM; for l = L, u^L
+ * and the context stream's norm s (under recompute over a part's
+ * sequences, into the part's buffer). */
+void op_feed(step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    const cc_layout *lay = &ex->lay;
+    const int l = r->op->layer, D = c->D, L = c->L, t0 = r->op->t0, t1 = r->op->t1, M = op_M(r);
+    const int top = l == L, wb = window_buffers(r) && !top;
+    const size_t at = (size_t)t0;
+    float *uin = l > 0 ? u_rows(c, l - 1) + at * D : u_rows(c, 0) + at * D;
+    float *uout = l > 0 ? u_rows(c, l) + at * D : NULL;
+    const float *hin = l > 0 ? LROWS(c, g->h, l - 1, D) + at * D : NULL;
+    const float *gnorm = P32(ex, top ? lay->ctx_norm : lay->gru_norm[l]);
+    uint16_t *y16 = top ? TOPROWS(c, g->s16, D) + at * D : wb ? WIN(r, g->win_a16, D) : LROWS(c, g->a16, l, D) + at * D;
+    float *ir = top ? ROWS(c, g->s_ir, 1) + at : LROWS(c, g->a_ir, l, 1) + at;
+    float *gx = top ? NULL : wb ? WIN(r, g->win_gates, 3 * D) : LROWS(c, g->gx, l, 3 * D) + at * 3 * D;
+
+    use_rows(r, 0, l > 0 ? u_rows(c, l - 1) : u_rows(c, 0), D, 4, t0, t1);
+    if (hin) use_rows(r, 0, LROWS(c, g->h, l - 1, D), D, 4, t0, t1);
+    if (uout) use_rows(r, 1, u_rows(c, l), D, 4, t0, t1);
+    use_rows(r, 1, top ? ROWS(c, g->s_ir, 1) : LROWS(c, g->a_ir, l, 1), 1, 4, t0, t1);
+    if (top) {
+        use_rows(r, 1, TOPROWS(c, g->s16, D), D, 2, t0, t1);
+        scan_rows(r, "ctx_rmsnorm", "s", -1, TOPROWS(c, g->s16, D), D, 1, t0, t1, 0);
+    } else if (wb) {
+        use_window(r, 1, y16, D, 2);
+        use_window(r, 1, gx, 3 * D, 4);
+        scan_rows(r, "rmsnorm", "a", l, y16, D, 1, t0, t1, 1);
+        scan_rows(r, "input_projection", "gx", l, gx, 3 * D, 0, t0, t1, 1);
+    } else {
+        use_rows(r, 1, LROWS(c, g->a16, l, D), D, 2, t0, t1);
+        use_rows(r, 1, LROWS(c, g->gx, l, 3 * D), 3 * D, 4, t0, t1);
+        scan_rows(r, "rmsnorm", "a", l, LROWS(c, g->a16, l, D), D, 1, t0, t1, 0);
+        scan_rows(r, "input_projection", "gx", l, LROWS(c, g->gx, l, 3 * D), 3 * D, 0, t0, t1, 0);
+    }
+    if (r->declaring) return;
+
+    cudaStream_t s = r->s;
+    if (wb) { /* a window buffer: its rows of every sequence one after another */
+        launch_add_rmsnorm_forward(uout, NULL, y16, ir, uin, hin, gnorm, M, D, buf_rows(r), &c->nc, s);
+        const int C = g->rc_window;
+        gpu_matmul_rows(r->gm, gx, 3 * D, C, y16, D, C, P16(ex, lay->gru_wih[l]), D, 1, c->B, C, 3 * D, D, 0.f,
+                        P32(ex, lay->gru_bih[l]), s);
+        return;
+    }
+    if (l == 0 && whole(r)) /* nothing to add before layer 0 */
+        launch_rmsnorm_forward(NULL, y16, ir, uin, gnorm, M, D, &c->nc, s);
+    else
+        launch_add_rmsnorm_forward(uout, NULL, y16, ir, uin, hin, gnorm, M, D, op_rows(r), &c->nc, s);
+    if (top) return;
+    if (whole(r))
+        gpu_matmul_fwd(r->gm, gx, y16, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
+    else
+        gpu_matmul_fwd_window(r->gm, gx, y16, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), c->B, t1 - t0,
+                              c->T, 3 * D, D, s);
+}
+
+/* Layer l's recurrence on the window, from the state the window before left. */
+void op_recur(step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    gpu_impl *g = c->g;
+    const int l = r->op->layer, D = c->D, t0 = r->op->t0, t1 = r->op->t1, wb = window_buffers(r);
+    const gru_layer gl = layer_of(r, l);
+    if (wb) {
+        use_window(r, 1, gl.gates, 3 * D, 4); /* gx in, the gates out in place */
+        use_window(r, 1, gl.ghn, D, 4);
+    } else {
+        use_rows(r, 0, gl.gx, 3 * D, 4, t0, t1);
+        use_rows(r, 1, gl.gates, 3 * D, 4, t0, t1);
+        use_rows(r, 1, gl.ghn, D, 4, t0, t1);
+    }
+    use_rows(r, 0, gl.h, D, 4, t0 > 0 ? t0 - 1 : 0, t1); /* h_{t0-1}: the state carried in */
+    use_rows(r, 1, gl.h, D, 4, t0, t1);
+    use_rows(r, 1, gl.hprev16, D, 2, t0, t1);
+    use_flat(r, 1, gl.gh, sizeof(float) * (size_t)c->B * 3 * D);
+    scan_rows(r, "gru_forward", "h", l, gl.h, D, 0, t0, t1, 0);
+    if (r->declaring) return;
+    const gpu_caps *caps = r->p->wave ? &g->wave_caps : &g->rec_caps;
+    gpu_gru_forward(r->gm, caps, g->gru_path, &gl, shape_of(r), g->gru_wide, r->s);
+}
+
+/* ---- recompute's rebuilds ---- */
+
+/* u^l for all T in u's one block, in place: the embedding plus h^0 ..
+ * h^{l-1}, in the forward's order (bit for bit the forward's). */
+void op_rebuild_u(step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    const int l = r->op->layer;
+    float *ul = ROWS(c, g->u, c->D);
+    use_rows(r, 1, ul, c->D, 4, 0, c->T);
+    for (int j = 0; j < l; j++) use_rows(r, 0, LROWS(c, g->h, j, c->D), c->D, 4, 0, c->T);
+    if (r->declaring) return;
+    const size_t MD = (size_t)c->M * c->D;
+    launch_embedding_forward(ul, ROWS(c, g->x, 1), P32(ex, ex->lay.embed), c->M, c->D, r->s);
+    for (int j = 0; j < l; j++) launch_add(ul, ul, LROWS(c, g->h, j, c->D), MD, r->s);
+}
+
+/* The window's operands and gates into its buffer, as the forward made
+ * them: the normalised input of its u^l rows (their 1/rms again, the same
+ * values), FP16 h_{t-1} (h shifted by one row, each sequence's h_{-1} = 0
+ * in the first window), gx (with b_ih), W_hh·h_{t-1} added into rows r and
+ * z, W_hn·h_{t-1} into ghn, then the gate math (the products from GEMMs
+ * rather than the recurrence's MMAs: equal to FP32 rounding, not bit for
+ * bit). */
+void op_rebuild(step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    const cc_layout *lay = &ex->lay;
+    const int l = r->op->layer, D = c->D, B = c->B, C = g->rc_window, t0 = r->op->t0;
+    const size_t at = (size_t)t0;
+    const gru_layer gl = layer_of(r, l);
+    float *gates = gl.gates, *ghn = gl.ghn;
+    uint16_t *a16 = WIN(r, g->win_a16, D), *hp = WIN(r, g->win_hp16, D);
+    const float *hl = LROWS(c, g->h, l, D);
+    use_rows(r, 0, ROWS(c, g->u, D), D, 4, t0, t0 + C);
+    use_rows(r, 1, LROWS(c, g->a_ir, l, 1), 1, 4, t0, t0 + C);
+    use_rows(r, 0, hl, D, 4, t0 > 0 ? t0 - 1 : 0, t0 + C - 1 > t0 ? t0 + C - 1 : t0 + 1);
+    use_window(r, 1, a16, D, 2);
+    use_window(r, 1, hp, D, 2);
+    use_window(r, 1, gates, 3 * D, 4);
+    use_window(r, 1, ghn, D, 4);
+    scan_rows(r, "gru_rebuild", "gates", l, gates, 3 * D, 0, t0, t0 + C, 1);
+    if (r->declaring) return;
+
+    cudaStream_t s = r->s;
+    launch_add_rmsnorm_forward(NULL, NULL, a16, LROWS(c, g->a_ir, l, 1) + at, ROWS(c, g->u, D) + at * D, NULL,
+                               P32(ex, lay->gru_norm[l]), B * C, D, buf_rows(r), &c->nc, s);
+    /* h_{t-1} for t in the window: rows at - 1 .. at + C - 2 of h, into rows 0 .. C - 1 */
+    if (t0 > 0) {
+        launch_f32_to_f16_rows(hp, hl + (at - 1) * D, B * C, D, buf_rows(r), s);
+    } else {
+        const row_window rw = { C - 1, c->T, C };
+        if (C > 1) launch_f32_to_f16_rows(hp + D, hl, B * (C - 1), D, rw, s);
+        cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * (size_t)C * D, 0, sizeof(uint16_t) * D, B, s));
+    }
+    const uint16_t *whh = P16(ex, lay->gru_whh[l]);
+    gpu_matmul_rows(r->gm, gates, 3 * D, C, a16, D, C, P16(ex, lay->gru_wih[l]), D, 1, B, C, 3 * D, D, 0.f,
+                    P32(ex, lay->gru_bih[l]), s);
+    gpu_matmul_rows(r->gm, gates, 3 * D, C, hp, D, C, whh, D, 1, B, C, 2 * D, D, 1.f, NULL, s);
+    gpu_matmul_rows(r->gm, ghn, D, C, hp, D, C, whh + (size_t)2 * D * D, D, 1, B, C, D, D, 0.f, NULL, s);
+    launch_gru_cell_rebuild(gates, ghn, P32(ex, lay->gru_bhh[l]), B * C, D, s);
+}
+
+/* ---- backward ---- */
+
+/* --plant-nan-grad-h (finite.h): the planted element of du where it falls
+ * in this op's lane, layer and window, else NULL. */
+static float *plant_at(const step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    const cc_plant_grad_h *pl = &c->ex->plant_grad_h;
+    const int b = pl->b - c->b0;
+    if (!pl->on || pl->layer != r->op->layer || b < 0 || b >= c->B || pl->t < r->op->t0 || pl->t >= r->op->t1 ||
+        pl->unit >= c->D)
+        return NULL;
+    return ROWS(c, c->g->du, c->D) + ((size_t)b * c->T + pl->t) * c->D + pl->unit;
+}
+
+/* Layer l's BPTT on the window (windows run from the last): du holds
+ * dL/du^{l+1}, which is also dL/dh^l through the residual. A planted NaN
+ * stands in du's element for this BPTT only (stream-ordered copies: the
+ * residual path keeps its value). */
+void op_bptt(step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    gpu_impl *g = c->g;
+    const int l = r->op->layer, D = c->D, t0 = r->op->t0, t1 = r->op->t1, wb = window_buffers(r);
+    const gru_layer gl = layer_of(r, l);
+    const gru_grads gg = grads_of(r, l);
+    float *planted = plant_at(r);
+    use_rows(r, planted != NULL, gg.dh_in, D, 4, t0, t1);
+    use_rows(r, 0, gl.h, D, 4, t0 > 0 ? t0 - 1 : 0, t1);
+    if (wb) {
+        use_window(r, 0, gl.gates, 3 * D, 4);
+        use_window(r, 0, gl.ghn, D, 4);
+        use_window(r, 1, gg.dgx16, 3 * D, 2);
+        use_window(r, 1, gg.dgh16, 3 * D, 2);
+        if (gg.dgh16_next) use_window(r, 0, gg.dgh16_next, 3 * D, 2);
+        scan_rows(r, "gru_backward", "dgx", l, gg.dgx16, 3 * D, 1, t0, t1, 1);
+    } else {
+        use_rows(r, 0, gl.gates, 3 * D, 4, t0, t1);
+        use_rows(r, 0, gl.ghn, D, 4, t0, t1);
+        use_rows(r, 0, gl.hprev16, D, 2, t0, t1);
+        use_rows(r, 1, gg.dgx16, 3 * D, 2, t0, t1);
+        use_rows(r, 1, gg.dgh16, 3 * D, 2, t0, t1);
+        scan_rows(r, "gru_backward", "dgx", l, gg.dgx16, 3 * D, 1, t0, t1, 0);
+    }
+    use_flat(r, 1, gg.dhrec, sizeof(float) * (size_t)c->B * D);
+    use_flat(r, 1, gl.gh, sizeof(float) * (size_t)c->B * 3 * D);
+    if (gg.bias_part) use_flat(r, 1, gg.bias_part, bias_part_bytes(c));
+    if (r->declaring) return;
+
+    cudaStream_t s = r->s;
+    if (planted) {
+        if (!g->plant_slot) { /* [0] the NaN, [1] the value it stands in for */
+            const float nan = NAN;
+            cudaCheck(cudaMalloc((void **)&g->plant_slot, 2 * sizeof(float)));
+            cudaCheck(cudaMemcpy(g->plant_slot, &nan, sizeof(float), cudaMemcpyHostToDevice));
+        }
+        cudaCheck(cudaMemcpyAsync(g->plant_slot + 1, planted, sizeof(float), cudaMemcpyDeviceToDevice, s));
+        cudaCheck(cudaMemcpyAsync(planted, g->plant_slot, sizeof(float), cudaMemcpyDeviceToDevice, s));
+    }
+    const gpu_caps *caps = r->p->wave ? &g->wave_caps : &g->rec_caps;
+    /* under recompute every window of a layer takes the same path, as the carries differ (the persistent
+     * kernels' z*g, the per-step loop's dhrec with W_hh^T dgh): one grid, which the runtime admits or
+     * refuses by its size, and a refusal sends every later launch per step too */
+    r->nparts[c->ln->index] = gpu_gru_bptt(r->gm, caps, g->gru_path, &gl, &gg, shape_of(r), r->clamp_limit, s);
+    if (planted) cudaCheck(cudaMemcpyAsync(planted, g->plant_slot + 1, sizeof(float), cudaMemcpyDeviceToDevice, s));
+}
+
+/* Layer l's input gradient and norm backward on the window: du becomes dL/du^l there. */
+void op_dx(step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    cc_executor *ex = c->ex;
+    gpu_impl *g = c->g;
+    const cc_layout *lay = &ex->lay;
+    const int l = r->op->layer, D = c->D, t0 = r->op->t0, t1 = r->op->t1, M = op_M(r), wb = window_buffers(r);
+    const size_t at = (size_t)t0;
+    const gru_grads gg = grads_of(r, l);
+    float *du = ROWS(c, g->du, D);
+    float *dtmp = wb ? WIN(r, g->win_dtmp, D) : ROWS(c, g->dtmp, D) + at * D;
+    const uint16_t *dgx = wb ? gg.dgx16 : (const uint16_t *)gg.dgx16 + at * 3 * D;
+    if (wb) {
+        use_window(r, 0, gg.dgx16, 3 * D, 2);
+        use_window(r, 1, dtmp, D, 4);
+    } else {
+        use_rows(r, 0, gg.dgx16, 3 * D, 2, t0, t1);
+        use_rows(r, 1, ROWS(c, g->dtmp, D), D, 4, t0, t1);
+    }
+    use_rows(r, 1, du, D, 4, t0, t1);
+    use_rows(r, 0, u_rows(c, l), D, 4, t0, t1);
+    use_rows(r, 0, LROWS(c, g->a_ir, l, 1), 1, 4, t0, t1);
+    use_grad(r, lay->gru_norm[l]);
+    scan_rows(r, "rmsnorm_backward", "du", l, du, D, 0, t0, t1, 0);
+    if (r->declaring) return;
+
+    cudaStream_t s = r->s;
+    const uint16_t *w = P16(ex, lay->gru_wih[l]);
+    if (wb)
+        gpu_matmul_rows(r->gm, dtmp, D, g->rc_window, dgx, 3 * D, g->rc_window, w, D, 0, c->B, g->rc_window, D, 3 * D,
+                        0.f, NULL, s);
+    else if (whole(r))
+        gpu_matmul_dx(r->gm, dtmp, dgx, w, M, 3 * D, D, 0, s);
+    else
+        gpu_matmul_dx_window(r->gm, dtmp, dgx, w, c->B, t1 - t0, c->T, 3 * D, D, s);
+    launch_rmsnorm_backward(du + at * D, G32L(c, lay->gru_norm[l]), dtmp, u_rows(c, l) + at * D,
+                            P32(ex, lay->gru_norm[l]), LROWS(c, g->a_ir, l, 1) + at, M, D,
+                            wb ? buf_rows(r) : op_rows(r), &c->nc, &g->caps, s);
+}
+
+/* Layer l's weight gradients from the gate gradients its BPTT left (and the
+ * bias sums where its cluster kernels wrote them): over all T, or under
+ * recompute the window's, from its buffer's operands (the cluster BPTT sums
+ * the biases over every window: the first window, the last to run, adds them). */
+void op_wgrad(step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    const cc_layout *lay = &c->ex->lay;
+    gpu_impl *g = c->g;
+    const int l = r->op->layer, D = c->D, t0 = r->op->t0, t1 = r->op->t1, wb = window_buffers(r);
+    gru_layer gl = layer_of(r, l);
+    const gru_grads gg = grads_of(r, l);
+    const uint16_t *a16 = wb ? WIN(r, g->win_a16, D) : LROWS(c, g->a16, l, D);
+    if (wb) {
+        gl.hprev16 = WIN(r, g->win_hp16, D);
+        use_window(r, 0, gg.dgx16, 3 * D, 2);
+        use_window(r, 0, gg.dgh16, 3 * D, 2);
+        use_window(r, 0, gl.hprev16, D, 2);
+        use_window(r, 0, a16, D, 2);
+    } else {
+        use_rows(r, 0, gg.dgx16, 3 * D, 2, t0, t1);
+        use_rows(r, 0, gg.dgh16, 3 * D, 2, t0, t1);
+        use_rows(r, 0, gl.hprev16, D, 2, t0, t1);
+        use_rows(r, 0, a16, D, 2, t0, t1);
+    }
+    if (gg.bias_part) use_flat(r, 0, gg.bias_part, bias_part_bytes(c));
+    use_grad(r, lay->gru_whh[l]);
+    use_grad(r, lay->gru_bhh[l]);
+    use_grad(r, lay->gru_bih[l]);
+    use_grad(r, lay->gru_wih[l]);
+    if (r->declaring) return;
+
+    const int nparts = r->nparts[c->ln->index];
+    const int M = op_M(r);
+    gpu_gru_weight_grads(r->gm, &gl, &gg, wb && nparts > 0 && t0 > 0 ? -1 : nparts, shape_of(r), r->s);
+    gpu_matmul_dw(r->gm, G32L(c, lay->gru_wih[l]), gg.dgx16, a16, M, 3 * D, D, r->s);
+}
+
+/* The embedding's gradient from du^0. */
+void op_embed_bwd(step_run *r)
+{
+    const lane_ctx *c = &r->c;
+    gpu_impl *g = c->g;
+    use_rows(r, 0, ROWS(c, g->du, c->D), c->D, 4, 0, c->T);
+    use_grad(r, c->ex->lay.embed);
+    if (r->declaring) return;
+    launch_embedding_backward(G32L(c, c->ex->lay.embed), ROWS(c, g->du, c->D),
+                              g->tok_off + (size_t)c->ln->index * (c->V + 1), ROWS(c, g->tok_pos, 1), c->V, c->D, r->s);
+}

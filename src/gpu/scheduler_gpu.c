@@ -1,0 +1,392 @@
+/* The scheduler of the step's program (step_gpu.h): what each operation
+ * declares it reads and writes becomes the waits between streams, once per
+ * program; then every step issues the operations in program order, each on
+ * its stream after the events of the operations it must follow. Two
+ * operations are ordered when their memory overlaps and one of them writes
+ * (this also orders tensors that share memory, recompute's `work`, and a
+ * GEMM context's workspace used from two streams); an operation waits only
+ * for what no earlier wait already implies (vector clocks over streams).
+ * The diagnostics are hooks around each operation: NaN scans into slots
+ * read back after the step, and events for the phase times and the lane
+ * trace. None of them synchronises inside the step, so they run under
+ * every schedule and inside a CUDA graph. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/finite.h"
+#include "catchat/kernels.h"
+#include "catchat/util.h"
+#include "gpu/gpu_impl.h"
+#include "gpu/step_gpu.h"
+
+const char *const OP_NAMES[OP_KINDS] = { "embed", "feed", "recur", "top_ctx", "classifier", "top_dc",
+                                         "wg_ctx_out", "top_attn", "wg_ctx_qkv", "top_dx", "allreduce_tail",
+                                         "rebuild_u", "rebuild", "bptt", "dx", "wgrad", "embed_bwd" };
+
+typedef void (*op_fn)(step_run *);
+static const op_fn OP_FN[OP_KINDS] = { op_embed,      op_feed,         op_recur,      op_top_ctx,
+                                       op_classifier, op_top_dc,       op_wg_ctx_out, op_top_attn,
+                                       op_wg_ctx_qkv, op_top_dx,       op_allreduce_tail, op_rebuild_u,
+                                       op_rebuild,    op_bptt,         op_dx,         op_wgrad,
+                                       op_embed_bwd };
+/* bench's phases (executor.h) by kind */
+static const int OP_PHASE[OP_KINDS] = { PH_INPUT,       PH_INPUT,       PH_REC_FWD,     PH_CONTEXT_FWD,
+                                        PH_CLASSIFIER,  PH_CONTEXT_BWD, PH_CONTEXT_BWD, PH_CONTEXT_BWD,
+                                        PH_CONTEXT_BWD, PH_CONTEXT_BWD, PH_CONTEXT_BWD, PH_BPTT,
+                                        PH_BPTT,        PH_BPTT,        PH_WGRAD,       PH_WGRAD,
+                                        PH_WGRAD };
+
+#define GROW(ptr, cap, need)                                                          \
+    do {                                                                              \
+        if ((need) > (cap)) {                                                         \
+            (cap) = (need) > 2 * (cap) ? (need) : 2 * (cap);                          \
+            (ptr) = cc_realloc((ptr), sizeof(*(ptr)) * (size_t)(cap));                \
+        }                                                                             \
+    } while (0)
+
+/* ---- declarations ---- */
+
+static void add_access(step_run *r, int write, const void *base, size_t stride, int n, size_t lo, size_t hi)
+{
+    if (!r->declaring || !base || n <= 0 || hi <= lo) return;
+    step_program *p = r->p;
+    GROW(p->acc, p->cap_acc, p->nacc + 1);
+    p->acc[p->nacc++] = (step_access){ base, stride, lo, hi, n, write };
+}
+
+void use_rows(step_run *r, int write, const void *lane_rows, size_t width, size_t es, int t0, int t1)
+{
+    const size_t row = width * es;
+    add_access(r, write, lane_rows, (size_t)r->c.T * row, r->c.B, (size_t)t0 * row, (size_t)t1 * row);
+}
+
+void use_window(step_run *r, int write, const void *lane_rows, size_t width, size_t es)
+{
+    const size_t bytes = (size_t)r->g->rc_window * width * es;
+    add_access(r, write, lane_rows, bytes, r->c.B, 0, bytes);
+}
+
+void use_flat(step_run *r, int write, const void *ptr, size_t bytes) { add_access(r, write, ptr, bytes, 1, 0, bytes); }
+
+void use_grad(step_run *r, int idx)
+{
+    use_flat(r, 1, G32L(&r->c, idx), sizeof(float) * r->ex->lay.t[idx].numel);
+}
+
+/* Whether two accesses touch a common byte and one of them writes. Exact
+ * for runs of one stride (each no longer than it) and for single runs;
+ * otherwise whether their spans overlap, which may order two operations
+ * that need not be (never the reverse). */
+static int conflict(const step_access *a, const step_access *b)
+{
+    if (!a->write && !b->write) return 0;
+    const char *a0 = a->base + a->lo, *a1 = a->base + (size_t)(a->n - 1) * a->stride + a->hi;
+    const char *b0 = b->base + b->lo, *b1 = b->base + (size_t)(b->n - 1) * b->stride + b->hi;
+    if (a1 <= b0 || b1 <= a0) return 0;
+    if (a->n == 1 && b->n == 1) return 1;
+    if (a->n == 1) { /* the runs' family first */
+        const step_access *t = a;
+        a = b;
+        b = t;
+    }
+    const long long S = (long long)a->stride;
+    if ((b->n > 1 && (long long)b->stride != S) || (long long)(a->hi - a->lo) > S || (long long)(b->hi - b->lo) > S)
+        return 1;
+    /* b's run j starts d + j·S + b.lo bytes past a's base: in a's run j + q at offset rem + b.lo */
+    const long long d = (long long)(b->base - a->base);
+    long long q = d / S, rem = d % S;
+    if (rem < 0) {
+        rem += S;
+        q -= 1;
+    }
+    const long long lo = rem + (long long)b->lo, hi = rem + (long long)b->hi;
+    for (long long k = lo / S; k * S < hi; k++) { /* the runs of a that b's run reaches into */
+        const long long blo = lo - k * S, bhi = hi - k * S;
+        if (bhi <= (long long)a->lo || (long long)a->hi <= blo) continue;
+        const long long first = q + k, last = q + k + b->n; /* a's runs [first, last) meet b's */
+        if (first < a->n && last > 0) return 1;
+    }
+    return 0;
+}
+
+static int overlaps(const step_program *p, const step_op *x, const step_op *y)
+{
+    for (int i = 0; i < x->nacc; i++)
+        for (int j = 0; j < y->nacc; j++)
+            if (conflict(&p->acc[x->acc0 + i], &p->acc[y->acc0 + j])) return 1;
+    return 0;
+}
+
+/* The op's lane view: its lane, or under recompute for the context stream
+ * the part of it whose tensors hold one part. */
+static int is_top(const step_op *o)
+{
+    return (o->kind == OP_FEED && o->layer >= 0 && o->layer == -2) || (o->kind >= OP_TOP_CTX && o->kind <= OP_TOP_DX);
+}
+
+static lane_ctx op_view(cc_executor *ex, const step_program *p, const step_op *o)
+{
+    gpu_impl *g = IMPL(ex);
+    lane_ctx c = lane_view(ex, &g->lane[o->lane], p->lanes);
+    const int top = is_top(o) || (o->kind == OP_FEED && o->layer == c.L);
+    if (top && g->recompute) return lane_part(&c, o->s0, o->ns, 1);
+    return c;
+}
+
+static void run_setup(step_run *r, cc_executor *ex, step_program *p, int i)
+{
+    const step_op *o = &p->ops[i];
+    r->op = o;
+    r->c = op_view(ex, p, o);
+    r->s = p->unit[o->unit].stream;
+    r->gm = p->unit[o->unit].gemm;
+}
+
+/* ---- the schedule ---- */
+
+void schedule_program(step_program *p, cc_executor *ex)
+{
+    gpu_impl *g = IMPL(ex);
+    step_run r;
+    memset(&r, 0, sizeof(r));
+    r.ex = ex;
+    r.g = g;
+    r.p = p;
+    r.declaring = 1;
+    for (int i = 0; i < p->n; i++) {
+        run_setup(&r, ex, p, i);
+        p->ops[i].acc0 = p->nacc;
+        OP_FN[p->ops[i].kind](&r);
+        p->ops[i].nacc = p->nacc - p->ops[i].acc0;
+    }
+    /* vc[i][s]: the last operation on stream slot s that operation i is known to follow */
+    const int S = p->nslots;
+    int *vc = cc_malloc(sizeof(int) * (size_t)p->n * S), *last = cc_malloc(sizeof(int) * S);
+    for (int s = 0; s < S; s++) last[s] = -1;
+    for (int i = 0; i < p->n; i++) {
+        step_op *o = &p->ops[i];
+        const int si = p->unit[o->unit].slot;
+        int *v = vc + (size_t)i * S;
+        if (last[si] >= 0) memcpy(v, vc + (size_t)last[si] * S, sizeof(int) * S);
+        else
+            for (int s = 0; s < S; s++) v[s] = -1;
+        v[si] = last[si];
+        o->wait0 = p->nwaits;
+        for (int j = i - 1; j >= 0; j--) {
+            const int sj = p->unit[p->ops[j].unit].slot;
+            if (v[sj] >= j || !overlaps(p, o, &p->ops[j])) continue;
+            GROW(p->waits, p->cap_waits, p->nwaits + 1);
+            p->waits[p->nwaits++] = j;
+            p->ops[j].recorded = 1;
+            const int *vj = vc + (size_t)j * S;
+            for (int s = 0; s < S; s++)
+                if (vj[s] > v[s]) v[s] = vj[s];
+            v[sj] = j;
+        }
+        o->nwait = p->nwaits - o->wait0;
+        last[si] = i;
+    }
+    free(vc);
+    free(last);
+    p->ev = cc_calloc((size_t)p->n, sizeof(cudaEvent_t));
+    for (int i = 0; i < p->n; i++)
+        if (p->ops[i].recorded) cudaCheck(cudaEventCreateWithFlags(&p->ev[i], cudaEventDisableTiming));
+    for (int s = 0; s < S; s++) cudaCheck(cudaEventCreateWithFlags(&p->slot_join[s], cudaEventDisableTiming));
+}
+
+/* ---- hooks: NaN scans ---- */
+
+/* Slots for every scan the program can make: its declared scans plus the
+ * classifier's own (three a chunk). Made on an eager step (a graph is
+ * captured only after one), never during a capture. */
+static void scans_reserve(step_program *p, cc_executor *ex)
+{
+    gpu_impl *g = IMPL(ex);
+    int need = p->nscans + 8;
+    for (int i = 0; i < p->n; i++)
+        if (p->ops[i].kind == OP_CLASSIFIER) need += 3 * ((ex->B * ex->T) / (p->lanes * g->ce_rows) + 2);
+    if (need <= p->cap_scans) return;
+    cudaFree(p->scan_first);
+    cudaFree(p->scan_value);
+    p->scans = cc_realloc(p->scans, sizeof(step_scan) * (size_t)need);
+    cudaCheck(cudaMalloc((void **)&p->scan_first, sizeof(unsigned long long) * (size_t)need));
+    cudaCheck(cudaMalloc((void **)&p->scan_value, sizeof(float) * (size_t)need));
+    p->cap_scans = need;
+}
+
+static int scans_on(const step_run *r) { return r->ex->check != NULL; }
+
+static void scan_add(step_run *r, const step_scan *sc)
+{
+    step_program *p = r->p;
+    if (r->declaring) {
+        p->nscans++;
+        return;
+    }
+    if (!scans_on(r) || r->c.ex->check->found) return;
+    const int k = r->op->scan0 + r->op->nscan;
+    if (k >= p->cap_scans) return; /* not reserved: cannot happen (scans_reserve counts every scan) */
+    ((step_op *)r->op)->nscan++;
+    p->scans[k] = *sc;
+    if (sc->nseq == 1 && sc->stride == sc->len)
+        launch_find_nonfinite(sc->ptr, sc->len, sc->half, p->scan_first + k, r->s);
+    else
+        launch_find_nonfinite_rows(sc->ptr, sc->nseq, sc->stride, sc->len, sc->half, p->scan_first + k, r->s);
+    launch_fetch_at(sc->ptr, sc->half, p->scan_first + k, p->scan_value + k, r->s);
+}
+
+void scan_rows(step_run *r, const char *stage, const char *tensor, int layer, const void *lane_rows, int width,
+               int half, int t0, int t1, int window)
+{
+    if (!r->declaring && !scans_on(r)) return;
+    const int steps = window ? r->g->rc_window : r->c.T;
+    const size_t es = half ? 2 : 4;
+    const step_scan sc = { stage, tensor, layer, half, width,
+                           window ? lane_rows : (const char *)lane_rows + (size_t)t0 * width * es,
+                           r->c.B, (size_t)steps * width, (size_t)(t1 - t0) * width, r->c.b0, t0, steps };
+    scan_add(r, &sc);
+}
+
+void scan_flat(step_run *r, const char *stage, const char *tensor, const void *ptr, size_t n, int half, int width)
+{
+    if (!r->declaring && !scans_on(r)) return;
+    const step_scan sc = { stage, tensor, -1, half, width, ptr, 1, n, n, -1, 0, 0 };
+    scan_add(r, &sc);
+}
+
+void schedule_collect_scans(step_program *p, cc_executor *ex)
+{
+    if (!ex->check || ex->check->found || !p->scan_first) return;
+    int used = 0;
+    for (int i = 0; i < p->n; i++)
+        if (p->ops[i].scan0 + p->ops[i].nscan > used) used = p->ops[i].scan0 + p->ops[i].nscan;
+    if (!used) return;
+    unsigned long long *first = cc_malloc(sizeof(*first) * (size_t)used);
+    float *value = cc_malloc(sizeof(float) * (size_t)used);
+    cudaCheck(cudaMemcpy(first, p->scan_first, sizeof(*first) * (size_t)used, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(value, p->scan_value, sizeof(float) * (size_t)used, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < p->n && !ex->check->found; i++) /* program order: a NaN's first appearance */
+        for (int k = p->ops[i].scan0; k < p->ops[i].scan0 + p->ops[i].nscan; k++) {
+            if (first[k] == ~0ULL) continue;
+            const step_scan *sc = &p->scans[k];
+            long index = (long)first[k];
+            if (sc->b_first >= 0) { /* (sequence, step, unit) in the [B, T, width] tensor */
+                const size_t run = first[k] / sc->stride, off = first[k] % sc->stride;
+                const size_t t = (size_t)sc->t_first + off / sc->width, unit = off % sc->width;
+                index = (long)((((size_t)sc->b_first + run) * ex->T + t) * sc->width + unit);
+            }
+            cc_finite_set(ex->check, sc->stage, sc->tensor, sc->layer, index, value[k], sc->width, ex->T);
+            break;
+        }
+    free(first);
+    free(value);
+}
+
+/* ---- hooks: timing (profile, lane trace) ---- */
+
+static void timing_reserve(step_program *p)
+{
+    if (p->timing) return;
+    p->ev_start = cc_calloc((size_t)p->n, sizeof(cudaEvent_t));
+    p->ev_end = cc_calloc((size_t)p->n, sizeof(cudaEvent_t));
+    for (int i = 0; i < p->n; i++) {
+        cudaCheck(cudaEventCreate(&p->ev_start[i]));
+        cudaCheck(cudaEventCreate(&p->ev_end[i]));
+    }
+    cudaCheck(cudaEventCreate(&p->ev_t0));
+    p->timing = 1;
+}
+
+static int timing_on(const cc_executor *ex) { return IMPL(ex)->profile || ex->cfg.lane_trace; }
+
+/* The lane trace: when each lane's layers ran their recurrences (forward
+ * windows, then the BPTT's) and its weight GEMMs, in ms from the step's
+ * start. */
+static void trace_print(const step_program *p, int L)
+{
+    for (int lane = 0; lane < p->lanes; lane++) {
+        for (int l = -1; l < L; l++) {
+            int any = 0;
+            for (int i = 0; i < p->n; i++) {
+                const step_op *o = &p->ops[i];
+                const int mine = o->lane == lane &&
+                                 (l < 0 ? o->kind == OP_WGRAD : (o->kind == OP_RECUR || o->kind == OP_BPTT) && o->layer == l);
+                if (!mine) continue;
+                float a = 0, b = 0;
+                cudaCheck(cudaEventElapsedTime(&a, p->ev_t0, p->ev_start[i]));
+                cudaCheck(cudaEventElapsedTime(&b, p->ev_t0, p->ev_end[i]));
+                if (!any) {
+                    if (l < 0) fprintf(stderr, "lane %d weight GEMMs:", lane);
+                    else fprintf(stderr, "lane %d layer %d recurrence:", lane, l);
+                }
+                fprintf(stderr, " %.3f-%.3f", a, b);
+                any = 1;
+            }
+            if (any) fputc('\n', stderr);
+        }
+    }
+}
+
+void schedule_collect_timing(step_program *p, cc_executor *ex)
+{
+    gpu_impl *g = IMPL(ex);
+    if (!p->timing || !timing_on(ex)) return;
+    cudaCheck(cudaEventSynchronize(p->ev_end[p->n - 1]));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    if (g->profile)
+        for (int i = 0; i < p->n; i++) {
+            float ms = 0;
+            cudaCheck(cudaEventElapsedTime(&ms, p->ev_start[i], p->ev_end[i]));
+            g->phase_ms[OP_PHASE[p->ops[i].kind]] += ms;
+        }
+    if (ex->cfg.lane_trace) trace_print(p, ex->lay.dims.L);
+}
+
+/* ---- issue ---- */
+
+void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long scored)
+{
+    gpu_impl *g = IMPL(ex);
+    step_run r;
+    memset(&r, 0, sizeof(r));
+    r.ex = ex;
+    r.g = g;
+    r.p = p;
+    r.loss_scale = (float)loss_scale;
+    /* the kernels see gradients of the loss × S summed over the scored positions */
+    r.clamp_limit = (float)cc_clamp_dispatch_limit(ex->cfg.grad_h_clamp, loss_scale, (double)scored);
+    r.ctx_limit = (float)cc_clamp_dispatch_limit(ex->cfg.ctx_grad_clamp, loss_scale, (double)scored);
+    const int timing = timing_on(ex);
+    if (timing) timing_reserve(p);
+    if (ex->check) {
+        scans_reserve(p, ex);
+        cudaCheck(cudaMemsetAsync(p->scan_first, 0xff, sizeof(unsigned long long) * (size_t)p->cap_scans, g->stream));
+        for (int i = 0, k = 0; i < p->n; i++) { /* each op's slots, in program order */
+            p->ops[i].scan0 = k;
+            p->ops[i].nscan = 0;
+            k += p->ops[i].kind == OP_CLASSIFIER ? 3 * ((ex->B * ex->T) / (p->lanes * g->ce_rows) + 2) + 4 : 4;
+        }
+    }
+    /* every stream starts once the main one has the batch and the zeroed gradients */
+    cudaCheck(cudaEventRecord(g->ev_batch, g->stream));
+    if (p->timing && timing) cudaCheck(cudaEventRecord(p->ev_t0, g->stream));
+    for (int s = 0; s < p->nslots; s++)
+        if (p->slot_stream[s] != g->stream) cudaCheck(cudaStreamWaitEvent(p->slot_stream[s], g->ev_batch, 0));
+    for (int i = 0; i < p->lanes; i++) g->lane[i].ce_pending = 0; /* the last step's side streams joined */
+    for (int i = 0; i < p->n; i++) {
+        const step_op *o = &p->ops[i];
+        run_setup(&r, ex, p, i);
+        for (int w = 0; w < o->nwait; w++) cudaCheck(cudaStreamWaitEvent(r.s, p->ev[p->waits[o->wait0 + w]], 0));
+        if (timing) cudaCheck(cudaEventRecord(p->ev_start[i], r.s));
+        OP_FN[o->kind](&r);
+        if (timing) cudaCheck(cudaEventRecord(p->ev_end[i], r.s));
+        if (o->recorded) cudaCheck(cudaEventRecord(p->ev[i], r.s));
+    }
+    for (int s = 0; s < p->nslots; s++) { /* every stream's end joins the main one */
+        if (p->slot_stream[s] == g->stream) continue;
+        cudaCheck(cudaEventRecord(p->slot_join[s], p->slot_stream[s]));
+        cudaCheck(cudaStreamWaitEvent(g->stream, p->slot_join[s], 0));
+    }
+    if (scored > 0 && p->with_grad) /* the lanes' gradients, added in lane order */
+        for (int i = 1; i < p->lanes; i++) launch_add(g->g32, g->g32, g->lane[i].g32, ex->lay.total, g->stream);
+}
