@@ -111,7 +111,7 @@ Test(gpu_caps, persistent_plan_fits_every_family_at_d512_and_d1024)
 /* Where each CTA would read too much a step (the broadcast of a wide BPTT),
  * or the GPU cannot take the kernels, the per-step loop is used instead. */
 /* Under the wavefront each layer's persistent grid takes a share of the
- * lane's SMs, as many layers at once as have a split (executor_gpu.c,
+ * lane's SMs, as many layers at once as have a split (plan_gpu.c,
  * plan_wavefront): the shares docs/gpus.md names. */
 Test(gpu_caps, wavefront_shares_of_the_persistent_grids)
 {
@@ -232,7 +232,7 @@ Test(ladder_exit, skipped_unless_a_stage_ran_failed_wins)
     cr_expect_eq(cc_ladder_exit_status(counts(0, 0, 10, 1)), 1, "a failure among skips");
 }
 
-/* The recompute layout (gpu_work_parts, src/gpu/executor_gpu.c). The lanes
+/* The recompute layout (gpu_work_parts, src/gpu/plan_gpu.c). The lanes
  * run their layers at once (src/gpu/recompute_gpu.c), each in its rows of
  * the forward's hprev16 ([B·T, ·]) and of both window buffers ([B·C, ·]:
  * one window's recurrence runs beside the next one's input or rebuild), so

@@ -1,8 +1,12 @@
 /* What the GPU executor will run for a config, decided before anything is
  * allocated: the kernels its step takes (recurrence implementation, lanes,
- * wide clusters, attention kernel) and the device memory it needs. The
- * executor is created from this plan, and the preflight (preflight.h)
- * checks exactly these kernels, so the two cannot disagree. Plain C. */
+ * wide clusters, attention kernel) and the device memory it needs, buffer by
+ * buffer. The executor is created from this plan, and the preflight
+ * (preflight.h) checks exactly these kernels, so the two cannot disagree.
+ * The plan is a function of what the GPU can do, the config and the free
+ * bytes (gpu_plan_make, src/gpu/plan_gpu.c), so it is tested on the CPU
+ * (tests/test_plan_gpu.c); gpu_step_plan_for reads those from the device.
+ * Plain C. */
 #ifndef CATCHAT_GPU_PLAN_H
 #define CATCHAT_GPU_PLAN_H
 
@@ -10,6 +14,13 @@
 #include "catchat/config.h"
 #include "catchat/gpu_gru.h"
 #include "catchat/layout.h"
+
+/* A step's batch splits into at most this many lanes (gpu_impl.h: independent
+ * groups of sequences on their own streams). */
+#define GPU_MAX_LANES 8
+/* The wavefront gives each layer of a lane its own pair of streams
+ * (gpu_impl.h, wavefront_gpu.c); up to this many layers. */
+#define GPU_WAVE_MAX_LAYERS 8
 
 /* The plan's device memory by what it holds: weights, gradients and AdamW
  * moments; the GRU layers' activations and their gradients (under
@@ -33,6 +44,7 @@ typedef struct gpu_step_plan {
     int wide;          /* the forward's cluster kernels 16 sequences a cluster */
     int wave_chunk;    /* timesteps a chunk of the layers' wavefront, 0: layer after layer ([gpu] wavefront) */
     char wave_why[128]; /* the chunk, or why there is no wavefront, in words */
+    int wave_layers;   /* layers with their own BPTT gradient buffers: L under the wavefront (L > 2), else 2 */
     int attn_tc;       /* the context attention on tensor cores */
     int recompute;     /* the backward rebuilds each layer's activations from its stored h ([gpu] recompute) */
     int rc_window;     /* under recompute: steps a window of a layer's recurrence (divides T) */
@@ -48,6 +60,48 @@ typedef struct gpu_step_plan {
     size_t accum_bytes;      /* what [train] grad_accum > 1 adds (the step's gradient so far) */
 } gpu_step_plan;
 
+/* The executor's device buffers, in the order it allocates them. Each is
+ * one row of gpu_plan_buffers; the executor keeps where each one's pointer
+ * lives. Under recompute some are 0 bytes here and lie in `work` instead
+ * (gpu_plan_work). */
+typedef enum {
+    GPU_BUF_P32, GPU_BUF_G32, GPU_BUF_G32_LANES, GPU_BUF_M, GPU_BUF_V, GPU_BUF_P16, GPU_BUF_X, GPU_BUF_Y,
+    GPU_BUF_WORK, GPU_BUF_U, GPU_BUF_A_IR, GPU_BUF_GX, GPU_BUF_GATES, GPU_BUF_GHN, GPU_BUF_H, GPU_BUF_GH,
+    GPU_BUF_A16, GPU_BUF_HPREV16, GPU_BUF_S_IR, GPU_BUF_QKV16, GPU_BUF_DO16, GPU_BUF_LSE, GPU_BUF_DELTA,
+    GPU_BUF_QKV, GPU_BUF_DQKV, GPU_BUF_P, GPU_BUF_DSBUF, GPU_BUF_C, GPU_BUF_F_IR, GPU_BUF_CE_BUFS,
+    GPU_BUF_LOSS_ROW, GPU_BUF_RANK, GPU_BUF_S16, GPU_BUF_O16, GPU_BUF_DU, GPU_BUF_DTMP, GPU_BUF_DHREC,
+    GPU_BUF_DGX16, GPU_BUF_DGH16, GPU_BUF_BIAS_PART, GPU_BUF_D16, GPU_BUF_DC16, GPU_BUF_PARTIALS,
+    GPU_BUF_NONFINITE, GPU_BUF_FIRST_BAD, GPU_BUF_TOK_OFF, GPU_BUF_TOK_POS,
+    GPU_BUF_COUNT
+} gpu_buf_id;
+
+/* One device buffer: its size for this plan and shape (0: not needed here,
+ * or a part of `work`), what it holds (named in an out-of-memory message),
+ * whether it is zeroed after allocation, and its group (GPU_MEM_*). */
+typedef struct {
+    gpu_buf_id id;
+    size_t bytes;
+    const char *what;
+    int zeroed;
+    int group;
+} gpu_plan_buffer;
+
+/* Every device buffer of the executor for B sequences of T under d with n
+ * parameters, row i being buffer i (out holds GPU_BUF_COUNT). Under
+ * recompute the context stream's part is chosen for this B (at the plan's
+ * own B: the plan's top_seqs). Returns GPU_BUF_COUNT. */
+int gpu_plan_buffers(const gpu_step_plan *p, const cc_dims *d, size_t n, int B, int T, gpu_plan_buffer *out);
+
+/* The tensors that lie in `work` under recompute (gpu_impl.h). */
+typedef enum {
+    GPU_WORK_WIN_A16_0, GPU_WORK_WIN_GATES_0, GPU_WORK_WIN_GHN_0, GPU_WORK_WIN_A16_1, GPU_WORK_WIN_GATES_1,
+    GPU_WORK_WIN_GHN_1, GPU_WORK_HPREV16, GPU_WORK_WIN_HP16_0, GPU_WORK_WIN_DGX16_0, GPU_WORK_WIN_DGH16_0,
+    GPU_WORK_WIN_DTMP_0, GPU_WORK_WIN_HP16_1, GPU_WORK_WIN_DGX16_1, GPU_WORK_WIN_DGH16_1, GPU_WORK_WIN_DTMP_1,
+    GPU_WORK_S16, GPU_WORK_QKV16, GPU_WORK_O16, GPU_WORK_DC16, GPU_WORK_DTMP, GPU_WORK_C, GPU_WORK_DO16,
+    GPU_WORK_D16,
+    GPU_WORK_COUNT
+} gpu_work_id;
+
 /* Testing aid (tests/test_gpu_caps.c: the layout's lanes never share
  * bytes while they run at once): under [gpu] recompute, where each tensor
  * of the shared allocation lies (name, byte offset, bytes) for B sequences
@@ -57,11 +111,17 @@ typedef struct gpu_step_plan {
 typedef struct {
     const char *name;
     size_t offset, bytes;
+    gpu_work_id id;
 } gpu_work_part;
 int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int attn_tc, gpu_work_part *out, int max,
                    size_t *total);
+/* The same for a plan (none unless it recomputes), at B as gpu_plan_buffers:
+ * what the executor points into its `work` (GPU_BUF_WORK, *total bytes). */
+int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int B, int T, gpu_work_part *out, int max, size_t *total);
 /* Testing aid (the ladder): recompute's layers in n windows where n divides
- * T (0: the plan's choice). */
+ * T (0: the plan's choice). It sets what gpu_step_plan_for passes to
+ * gpu_plan_make (gpu_plan_opts.force_rc_windows), for every plan made after
+ * it in this process. */
 void gpu_recompute_force_windows(int n);
 
 /* What the classifier's chunk buffers may take, over all lanes, where
@@ -79,11 +139,32 @@ void gpu_recompute_force_windows(int n);
  * CUDA context, cuBLASLt's own allocations, other processes' growth). */
 #define GPU_MEMORY_MARGIN ((size_t)256 << 20)
 
-/* The plan for B sequences of T tokens under cfg on the current device.
- * -1 with a one-line error when the GPU or the config cannot run it (below
- * sm_80, d_model not a multiple of 8, [gpu] lanes not dividing B, an unknown
- * profile). */
+/* What a plan takes beyond the device and the config. */
+typedef struct gpu_plan_opts {
+    /* Testing aid (the ladder's recompute cases): recompute's layers in this
+     * many windows where it divides T (0: the plan's choice). No config key
+     * sets it. */
+    int force_rc_windows;
+} gpu_plan_opts;
+
+/* The plan for B sequences of T tokens under cfg on a GPU that can do what
+ * caps says (already narrowed by the config's [gpu] profile keys) with
+ * free_bytes of device memory free (0: unknown; [gpu] memory_limit lowers
+ * it). opts may be NULL. A pure function: no device is asked. -1 with a
+ * one-line error when the GPU or the config cannot run it (below sm_80,
+ * d_model not a multiple of 8, [gpu] lanes not dividing B). */
+int gpu_plan_make(gpu_step_plan *p, const gpu_caps *caps, const cc_config *cfg, int B, int T, size_t free_bytes,
+                  const gpu_plan_opts *opts);
+
+/* The plan for B sequences of T tokens under cfg on the current device:
+ * gpu_caps_for_config and the device's free memory, then gpu_plan_make.
+ * -1 with a one-line error when the GPU or the config cannot run it (as
+ * gpu_plan_make, or an unknown profile). */
 int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T);
+
+/* The cuBLASLt workspace of each of a lane's two GEMM contexts under the
+ * plan (recompute or not). */
+size_t gpu_lane_workspace_bytes(int recompute);
 
 /* The recurrence implementation and split a lane takes, in one line
  * ("persistent: forward 1 groups x 32 CTAs of 16 units ..."), for messages

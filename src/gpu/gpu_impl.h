@@ -21,14 +21,14 @@
  * another lane's recurrence leaves idle, or run in its wait for a cluster.
  * Only the parameter gradients are shared: each lane after the first
  * accumulates into its own buffer, added into the first in lane order
- * (deterministic). */
-#define GPU_MAX_LANES 8
+ * (deterministic). At most GPU_MAX_LANES (gpu_plan.h, where the plan
+ * chooses them). */
 /* The wavefront (wavefront_gpu.c) gives each layer of a lane its own pair of
  * streams: a feed stream (the layer's norm and input GEMM forward, its
  * input gradient and norm backward, chunk by chunk) and a recurrence stream
  * (layer 0's is the lane's rec_stream); the lane's own stream runs the
- * context stream and the classifier beside them. Up to this many layers. */
-#define GPU_WAVE_MAX_LAYERS 8
+ * context stream and the classifier beside them. Up to GPU_WAVE_MAX_LAYERS
+ * layers (gpu_plan.h). */
 
 typedef struct {
     cudaStream_t stream;       /* lane 0: the executor's main stream */

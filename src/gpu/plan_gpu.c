@@ -1,0 +1,542 @@
+/* The GPU step's plan (include/catchat/gpu_plan.h) as a pure function of
+ * what the GPU can do, the config and the device's free bytes: the kernels
+ * a step takes (lanes, recurrence, wavefront, attention, recompute and its
+ * windows, the classifier's chunk) and every device buffer it needs, with
+ * the parts of recompute's shared `work` allocation. Nothing here asks the
+ * device or builds executor state, so tests/test_plan_gpu.c runs it on the
+ * CPU against the limits of GPUs nobody here has; gpu_step_plan_for
+ * (executor_gpu.c) reads the device and calls gpu_plan_make, and the
+ * executor allocates from gpu_plan_buffers. The measurements in the
+ * comments are the rules' reasons (docs/performance.md). */
+#include <stdio.h>
+#include <string.h>
+#include "catchat/gpu_crossentropy.h"
+#include "catchat/gpu_gru.h"
+#include "catchat/gpu_plan.h"
+#include "catchat/kernels.h"
+#include "catchat/matmul.h"
+#include "catchat/util.h"
+
+const char *const gpu_mem_group_names[GPU_MEM_GROUPS] = { "weights_optimizer", "layers", "attention",
+                                                          "classifier", "workspace", "lanes" };
+
+/* ---- lanes, recurrence, wavefront ---- */
+
+/* Lanes per training step (gpu_impl.h): the most, up to 4, whose share of
+ * the batch still runs the cluster recurrence (B=64: 4 lanes of 16), else
+ * one. [gpu] lanes (1..GPU_MAX_LANES, dividing B) overrides it, for
+ * measuring; returns 0 on a bad value. */
+static int lanes_for(const cc_config *cfg, const gpu_caps *caps, gpu_gru_path path, int B, int T, int D)
+{
+    if (cfg->gpu_lanes > 0) {
+        if (cfg->gpu_lanes > GPU_MAX_LANES || B % cfg->gpu_lanes) {
+            cc_error("[gpu] lanes: %d does not divide batch_size %d (1..%d lanes)", cfg->gpu_lanes, B, GPU_MAX_LANES);
+            return 0;
+        }
+        return cfg->gpu_lanes;
+    }
+    if (gpu_gru_impl_for(caps, path, B, T, D) != GRU_IMPL_CLUSTER) return 1;
+    for (int n = 4; n > 1; n /= 2)
+        if (B % n == 0 && gpu_gru_impl_for(caps, path, B / n, T, D) == GRU_IMPL_CLUSTER) return n;
+    return 1;
+}
+
+/* Layers with their own BPTT gradient buffers (gpu_impl.h). */
+static int wave_layers_of(const gpu_step_plan *p, const cc_dims *d)
+{
+    return p->wave_chunk && d->L > 2 ? d->L : 2;
+}
+
+/* The wavefront's chunk (wavefront_gpu.c), 0 where the step runs layer after
+ * layer, and why in either case. It needs recurrence kernels that run a
+ * window of steps from the state the window before left (cluster and
+ * persistent; the per-step loop's GEMMs take the whole GPU at every step,
+ * which leaves nothing to run beside them), and it pays where one layer's
+ * recurrence leaves SMs idle: at B=256 the lanes' clusters of one layer
+ * already take every cluster slot, and the wavefront measured 6% slower
+ * there. The chunk: a quarter of T, at most 128 steps, at least 32 (128
+ * measured fastest on the cluster kernels at T=512 against 64, 32 and 16:
+ * each chunk pays a launch and a reload of W_hh, while shorter chunks fill
+ * the pipeline sooner; docs/performance.md). [gpu] wavefront_chunk sets it
+ * and takes the wavefront wherever the kernels can. */
+static int wave_chunk_for(const cc_config *cfg, const gpu_step_plan *p, int B, int T, int L, char *why, size_t len)
+{
+    const int forced = cfg->gpu_wavefront_chunk > 0;
+    /* the persistent kernels' steps are slower, so a chunk fills their pipeline later: half as long there
+     * at D <= 512 (64 measured 9.6-9.8 ms against 10.1 at 32 and 11.0 at 128 under the sm89 profile;
+     * at D = 1024, 128 against 64: 21.7 against 22.6) */
+    const int persistent_half = p->impl == GRU_IMPL_PERSISTENT && cfg->d_model <= 512;
+    int chunk = forced ? cfg->gpu_wavefront_chunk : T / 4 > 128 ? 128 : T / 4;
+    if (!forced && persistent_half) chunk /= 2;
+    if (chunk > T) chunk = T;
+    const int resident = p->impl == GRU_IMPL_CLUSTER ? gru_cluster_resident(&p->caps, cfg->d_model) : 0;
+    char fill[96];
+    snprintf(fill, sizeof(fill), "off: one layer's clusters fill the GPU already (%d of %d)", B / 8, resident);
+    const char *off = strcmp(cfg->gpu_wavefront, "off") == 0 ? "off ([gpu] wavefront)"
+                      : p->impl == GRU_IMPL_PER_STEP ? "off: the per-step recurrence's GEMMs take the whole GPU at every step"
+                      : L > GPU_WAVE_MAX_LAYERS ? "off: more layers than the wavefront's streams"
+                      : forced ? NULL
+                      : L < 2 ? "off: one layer, nothing to run beside its recurrence"
+                      : chunk < 32 ? "off: T too short for chunks of 32 steps"
+                      : resident > 0 && B / 8 >= resident ? fill
+                                                          : NULL;
+    if (off) {
+        snprintf(why, len, "%s", off);
+        return 0;
+    }
+    snprintf(why, len, "chunks of %d steps%s", chunk, forced ? " ([gpu] wavefront_chunk)" : "");
+    return chunk;
+}
+
+/* A lane's recurrence: its batch, the SMs it chooses its kernels by (the
+ * lanes' recurrences run at once: a persistent one sizes its grid to its
+ * lane's share, so every lane's stays resident) and the implementation. */
+static void plan_recurrence(gpu_step_plan *p, int B, int T, int D)
+{
+    p->lane_B = B / p->lanes;
+    p->rec_caps = p->caps;
+    if (p->lanes > 1) p->rec_caps.sm_count = p->caps.sm_count / p->lanes;
+    p->wave_caps = p->rec_caps;
+    p->impl = gpu_gru_impl_for(&p->rec_caps, p->path, p->lane_B, T, D);
+    p->eval_impl = gpu_gru_impl_for(&p->rec_caps, p->path, B, T, D);
+}
+
+/* Cluster lanes: 2 rather than the 4 chosen (where [gpu] lanes does not
+ * set them and half the batch still runs clusters), for the wavefront and
+ * recompute (their reasons at the callers). */
+static void two_cluster_lanes(gpu_step_plan *p, const cc_config *cfg, int B, int T)
+{
+    if (p->impl == GRU_IMPL_CLUSTER && cfg->gpu_lanes == 0 && p->lanes > 2 && B % 2 == 0 &&
+        gpu_gru_impl_for(&p->caps, p->path, B / 2, T, cfg->d_model) == GRU_IMPL_CLUSTER) {
+        p->lanes = 2;
+        plan_recurrence(p, B, T, cfg->d_model);
+    }
+}
+
+/* Under the wavefront the layers' recurrences run at once. Cluster lanes:
+ * 2 rather than 4 (each lane's layers take 3x the clusters; measured 6.7
+ * against 6.9 ms at the default config). Persistent grids: each layer's
+ * takes its share of the lane's SMs, as many layers at once as have a split
+ * that fits (all L where one does; at D=1024 a third of the H200 holds no
+ * split of W_hh, half does); no split for two: no wavefront. */
+static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T, int L)
+{
+    p->wave_chunk = wave_chunk_for(cfg, p, B, T, L, p->wave_why, sizeof(p->wave_why));
+    if (!p->wave_chunk) return;
+    two_cluster_lanes(p, cfg, B, T);
+    if (p->impl != GRU_IMPL_PERSISTENT) return;
+    for (int k = L; k >= (L > 1 ? 2 : 1); k--) {
+        gpu_caps share = p->rec_caps;
+        share.sm_count = p->rec_caps.sm_count / k;
+        if (gpu_gru_impl_for(&share, p->path, p->lane_B, T, cfg->d_model) != GRU_IMPL_PERSISTENT) continue;
+        p->wave_caps = share;
+        const size_t n = strlen(p->wave_why);
+        snprintf(p->wave_why + n, sizeof(p->wave_why) - n, ", %d layers at once on %d SMs each", k, share.sm_count);
+        return;
+    }
+    p->wave_chunk = 0;
+    snprintf(p->wave_why, sizeof(p->wave_why), "off: no persistent split fits half of %d SMs", p->rec_caps.sm_count);
+}
+
+/* ---- recompute's shared allocation ---- */
+
+/* Under recompute (gpu_impl.h), the tensors that live in `work`, at
+ * 256-byte offsets: the layers' set (the window buffers both passes use:
+ * the normalised input, gates and ghn of rc_window steps of every
+ * sequence, one or two; then the forward's hprev16 for all T, where the
+ * backward's FP16 h_{t-1}, gate gradients and input gradient of a window
+ * lie), and over it from the start the context stream's and the
+ * classifier's for top_seqs sequences (the classifier's logits only ever
+ * exist a chunk at a time, in buffers of their own: gpu_crossentropy.h). Of
+ * those, the context output (the merge over it) is spent before the
+ * attention backward, whose dO and dqkv take its place; the guard's dc is
+ * the context output's. */
+typedef struct {
+    gpu_work_id id;
+    size_t bytes;
+    const char *name;
+} work_part;
+
+/* What the layout depends on besides the shape. */
+typedef struct {
+    int rc_window, top_seqs, attn_tc;
+} work_shape;
+
+/* The parts one after another from byte `start` of work: their places
+ * (with info, *ni of them so far). Returns the bytes they take. */
+static size_t place_parts(const work_part *parts, int n, size_t start, gpu_work_part *info, int *ni)
+{
+    size_t at = start;
+    for (int i = 0; i < n; i++) {
+        if (info && parts[i].bytes) info[(*ni)++] = (gpu_work_part){ parts[i].name, at, parts[i].bytes, parts[i].id };
+        at += (parts[i].bytes + 255) & ~(size_t)255;
+    }
+    return at - start;
+}
+
+#define NPARTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Work's size; the parts' places in info (at most GPU_WORK_COUNT), the
+ * layers' and the top's extents in *layer_bytes and *top_bytes (each may
+ * be NULL). */
+static size_t work_layout(const work_shape *ws, const cc_dims *d, int B, int T, gpu_work_part *info, int *ni,
+                          size_t *layer_bytes, size_t *top_bytes)
+{
+    const size_t M = (size_t)B * T, D = d->D, MD = M * D;
+    /* a window buffer's rows, and the top's */
+    const size_t Mw = (size_t)B * ws->rc_window, Mt = (size_t)ws->top_seqs * T, WD = Mw * D, TD = Mt * D;
+    const int tc = ws->attn_tc, two = ws->rc_window < T;
+    const work_part both[] = {
+        { GPU_WORK_WIN_A16_0, 2 * WD, "a16[0]" },     { GPU_WORK_WIN_GATES_0, 4 * 3 * WD, "gates[0]" },
+        { GPU_WORK_WIN_GHN_0, 4 * WD, "ghn[0]" },     { GPU_WORK_WIN_A16_1, two ? 2 * WD : 0, "a16[1]" },
+        { GPU_WORK_WIN_GATES_1, two ? 4 * 3 * WD : 0, "gates[1]" },
+        { GPU_WORK_WIN_GHN_1, two ? 4 * WD : 0, "ghn[1]" },
+    };
+    const work_part forward[] = {
+        { GPU_WORK_HPREV16, 2 * MD, "hprev16" },
+    };
+    const work_part backward[] = {
+        { GPU_WORK_WIN_HP16_0, 2 * WD, "hp16[0]" },     { GPU_WORK_WIN_DGX16_0, 2 * 3 * WD, "dgx16[0]" },
+        { GPU_WORK_WIN_DGH16_0, 2 * 3 * WD, "dgh16[0]" }, { GPU_WORK_WIN_DTMP_0, 4 * WD, "dtmp[0]" },
+        { GPU_WORK_WIN_HP16_1, two ? 2 * WD : 0, "hp16[1]" },
+        { GPU_WORK_WIN_DGX16_1, two ? 2 * 3 * WD : 0, "dgx16[1]" },
+        { GPU_WORK_WIN_DGH16_1, two ? 2 * 3 * WD : 0, "dgh16[1]" },
+        { GPU_WORK_WIN_DTMP_1, two ? 4 * WD : 0, "dtmp[1]" },
+    };
+    const work_part top[] = {
+        { GPU_WORK_S16, 2 * TD, "s16" }, { GPU_WORK_QKV16, tc ? 2 * 3 * TD : 0, "qkv16" },
+        { GPU_WORK_O16, 2 * TD, "o16" }, { GPU_WORK_DC16, 2 * TD, "dc16" },
+        { GPU_WORK_DTMP, 4 * TD, "dtmp" },
+    };
+    const work_part spent[] = {
+        { GPU_WORK_C, 4 * TD, "c" },
+    };
+    const work_part late[] = {
+        { GPU_WORK_DO16, tc ? 2 * TD : 0, "do16" },
+        { GPU_WORK_D16, 2 * 3 * TD, "d16" },
+    };
+    const size_t w = place_parts(both, NPARTS(both), 0, info, ni);
+    const size_t fw = place_parts(forward, NPARTS(forward), w, info, ni);
+    const size_t bw = place_parts(backward, NPARTS(backward), w, info, ni);
+    const size_t a = w + (fw > bw ? fw : bw);
+    const size_t f = place_parts(top, NPARTS(top), 0, info, ni);
+    const size_t s = place_parts(spent, NPARTS(spent), f, info, ni);
+    const size_t l = place_parts(late, NPARTS(late), f, info, ni);
+    const size_t b = f + (s > l ? s : l);
+    if (layer_bytes) *layer_bytes = a;
+    if (top_bytes) *top_bytes = b;
+    return a > b ? a : b;
+}
+
+/* The parts, at most max of them, in out. */
+static int list_parts(const work_shape *ws, const cc_dims *d, int B, int T, gpu_work_part *out, int max,
+                      size_t *total)
+{
+    gpu_work_part info[GPU_WORK_COUNT];
+    int n = 0;
+    *total = work_layout(ws, d, B, T, info, &n, NULL, NULL);
+    for (int i = 0; i < n && i < max; i++) out[i] = info[i];
+    return n < max ? n : max;
+}
+
+int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int attn_tc, gpu_work_part *out, int max,
+                   size_t *total)
+{
+    const work_shape ws = { window, top_seqs, attn_tc };
+    return list_parts(&ws, d, B, T, out, max, total);
+}
+
+/* Under recompute, the context stream's part: the most sequences, dividing
+ * a lane's, whose tensors take no more of `work` than the layers' set does
+ * (at least one sequence). */
+static int top_seqs_for(const gpu_step_plan *p, const cc_dims *d, int B, int T)
+{
+    const int lane_B = B / p->lanes;
+    work_shape ws = { p->rc_window, 0, p->attn_tc };
+    for (int q = lane_B; q > 1; q--) {
+        if (lane_B % q) continue;
+        ws.top_seqs = q;
+        size_t layer = 0, top = 0;
+        work_layout(&ws, d, B, T, NULL, NULL, &layer, &top);
+        if (top <= layer) return q;
+    }
+    return 1;
+}
+
+/* The layout of a plan's work at B sequences (its own B: its top_seqs). */
+static work_shape work_shape_of(const gpu_step_plan *p, const cc_dims *d, int B, int T)
+{
+    const work_shape ws = { p->rc_window, p->recompute ? top_seqs_for(p, d, B, T) : 0, p->attn_tc };
+    return ws;
+}
+
+int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int B, int T, gpu_work_part *out, int max, size_t *total)
+{
+    *total = 0;
+    if (!p->recompute) return 0;
+    const work_shape ws = work_shape_of(p, d, B, T);
+    return list_parts(&ws, d, B, T, out, max, total);
+}
+
+/* ---- the buffer table and the plan's bytes ---- */
+
+int gpu_plan_buffers(const gpu_step_plan *p, const cc_dims *d, size_t n, int B, int T, gpu_plan_buffer *t)
+{
+    const size_t M = (size_t)B * T, D = d->D, L = d->L, V = d->V, MD = M * D;
+    const size_t lanes = (size_t)p->lanes;
+    /* every lane's classifier chunk (gpu_crossentropy.h) */
+    const size_t ce = lanes * gpu_ce_chunk_bytes(p->ce_rows, (int)D, (int)V);
+    /* The tensor-core attention reads q, k, v and dO in FP16, writes dqkv in
+     * FP16 only and keeps one lse (and delta) per query and head; the FP32
+     * kernels read FP32 and store the probabilities (and ds) of the band. */
+    const int tc = p->attn_tc;
+    const size_t band = (size_t)B * d->H * T * (tc ? 1 : d->W);
+    /* under recompute: u in one block (and du by turns), the rest of the layers' and the top's in work */
+    const int rc = p->recompute;
+    const size_t kept = rc ? 0 : 1;
+    size_t work = 0;
+    if (rc) {
+        const work_shape ws = work_shape_of(p, d, B, T);
+        work = work_layout(&ws, d, B, T, NULL, NULL, NULL, NULL);
+    }
+    /* lm_head's FP16 copy and its gradients carry the classifier's padding rows past the end (gpu_ce_pad_floats) */
+    const size_t ng = n + gpu_ce_pad_floats((int)V, (int)D);
+    const size_t WL = (size_t)wave_layers_of(p, d); /* layers with their own scratch and gradient buffers */
+#define BUF(id, size, name, zero, grp) t[GPU_BUF_##id] = (gpu_plan_buffer){ GPU_BUF_##id, (size), (name), (zero), (grp) }
+    BUF(P32, 4 * n, "parameters", 0, GPU_MEM_WEIGHTS);
+    BUF(G32, 4 * ng, "gradients", 1, GPU_MEM_WEIGHTS);
+    BUF(G32_LANES, lanes > 1 ? 4 * ng * (lanes - 1) : 0, "gradients of lanes 1..", 1, GPU_MEM_LANES);
+    BUF(M, 4 * n, "AdamW m", 1, GPU_MEM_WEIGHTS);
+    BUF(V, 4 * n, "AdamW v", 1, GPU_MEM_WEIGHTS);
+    BUF(P16, 2 * ng, "FP16 weights", 1, GPU_MEM_WEIGHTS); /* zeroed: the padding rows stay 0 */
+    BUF(X, 4 * M, "tokens", 0, GPU_MEM_WORKSPACE);
+    BUF(Y, 4 * M, "targets", 0, GPU_MEM_WORKSPACE);
+    BUF(WORK, work, "a layer's windows and a part's context stream (recompute)", 0, GPU_MEM_LAYERS);
+    BUF(U, 4 * (rc ? 1 : L + 1) * MD, "residual stream", 0, GPU_MEM_LAYERS);
+    BUF(A_IR, 4 * L * M, "norm stats", 0, GPU_MEM_LAYERS);
+    BUF(GX, kept * 4 * L * 3 * MD, "input projections", 0, GPU_MEM_LAYERS);
+    BUF(GATES, kept * 4 * L * 3 * MD, "gates", 0, GPU_MEM_LAYERS);
+    BUF(GHN, kept * 4 * L * MD, "ghn", 0, GPU_MEM_LAYERS);
+    BUF(H, 4 * L * MD, "GRU states", 0, GPU_MEM_LAYERS);
+    BUF(GH, 4 * WL * B * 3 * D, "recurrent product", 0, GPU_MEM_LAYERS);
+    BUF(A16, kept * 2 * L * MD, "normalised inputs", 0, GPU_MEM_LAYERS); /* under recompute a layer's: in work */
+    BUF(HPREV16, kept * 2 * L * MD, "h_{t-1} FP16", 0, GPU_MEM_LAYERS);
+    BUF(S_IR, 4 * M, "ctx norm stats", 0, GPU_MEM_ATTENTION);
+    BUF(QKV16, tc ? kept * 2 * 3 * MD : 0, "qkv FP16", 0, GPU_MEM_ATTENTION);
+    BUF(DO16, tc ? kept * 2 * MD : 0, "attention dO FP16", 0, GPU_MEM_ATTENTION);
+    BUF(LSE, tc ? 4 * band : 0, "attention log-sum-exp", 0, GPU_MEM_ATTENTION);
+    BUF(DELTA, tc ? 4 * band : 0, "attention delta", 0, GPU_MEM_ATTENTION);
+    BUF(QKV, tc ? 0 : 4 * 3 * MD, "qkv", 0, GPU_MEM_ATTENTION);
+    BUF(DQKV, tc ? 0 : 4 * 3 * MD, "dqkv", 0, GPU_MEM_ATTENTION);
+    BUF(P, tc ? 0 : 4 * band, "attention probabilities", 0, GPU_MEM_ATTENTION);
+    BUF(DSBUF, tc ? 0 : 4 * band, "attention ds", 0, GPU_MEM_ATTENTION);
+    BUF(C, kept * 4 * MD, "context output, then the merge", 0, GPU_MEM_ATTENTION);
+    BUF(F_IR, 4 * M, "final norm stats", 0, GPU_MEM_CLASSIFIER);
+    /* zeroed: a chunk's padding columns hold no stale NaN for [gpu] check's scans */
+    BUF(CE_BUFS, ce, "classifier chunks (logits, final norm out, its gradient)", 1, GPU_MEM_CLASSIFIER);
+    BUF(LOSS_ROW, 4 * M, "losses", 0, GPU_MEM_CLASSIFIER);
+    BUF(RANK, 4 * M, "ranks", 0, GPU_MEM_CLASSIFIER);
+    BUF(S16, kept * 2 * MD, "ctx norm out", 0, GPU_MEM_ATTENTION);
+    BUF(O16, kept * 2 * MD, "attention out", 0, GPU_MEM_ATTENTION);
+    BUF(DU, 4 * MD, "du", 0, GPU_MEM_LAYERS);
+    BUF(DTMP, kept * 4 * MD, "dtmp", 0, GPU_MEM_LAYERS);
+    BUF(DHREC, 4 * WL * B * D, "dh recurrent", 0, GPU_MEM_LAYERS);
+    BUF(DGX16, kept * 2 * WL * 3 * MD, "dgx (a layer's worth each)", 0, GPU_MEM_LAYERS);
+    BUF(DGH16, kept * 2 * WL * 3 * MD, "dgh (a layer's worth each)", 0, GPU_MEM_LAYERS);
+    BUF(BIAS_PART, 4 * WL * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (a layer's worth each)", 0,
+        GPU_MEM_LAYERS);
+    BUF(D16, kept * 2 * 3 * MD, "FP16 dqkv", 0, GPU_MEM_ATTENTION);
+    BUF(DC16, kept * 2 * MD, "FP16 context-stream gradient", 0, GPU_MEM_ATTENTION);
+    BUF(PARTIALS, 4 * (size_t)grad_reduce_blocks(), "norm partials", 0, GPU_MEM_WORKSPACE);
+    BUF(NONFINITE, sizeof(int), "non-finite count", 0, GPU_MEM_WORKSPACE);
+    BUF(FIRST_BAD, sizeof(unsigned long long), "non-finite index", 0, GPU_MEM_WORKSPACE);
+    BUF(TOK_OFF, 4 * (V + 1) * GPU_MAX_LANES, "token offsets", 0, GPU_MEM_WORKSPACE);
+    BUF(TOK_POS, 4 * M, "token positions", 0, GPU_MEM_WORKSPACE);
+#undef BUF
+    return GPU_BUF_COUNT;
+}
+
+/* The cuBLASLt workspace of each of a lane's two GEMM contexts: the usual
+ * one, or under recompute, which is there to save memory, the small one of
+ * the wavefront's time windows (28 MiB less a context; the step's large
+ * GEMMs find algorithms within it). */
+size_t gpu_lane_workspace_bytes(int recompute)
+{
+    return recompute ? GPU_MATMUL_WINDOW_WORKSPACE : gpu_matmul_workspace_bytes();
+}
+
+/* Device bytes of the executor at B, and by group in groups (may be NULL):
+ * its buffer table, each lane's two cuBLASLt workspaces, the persistent
+ * recurrence's W_hhᵀ and partial sums a lane, and the accumulated gradient
+ * of grad_accum. */
+static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, size_t n, int B, int T,
+                         size_t *groups)
+{
+    size_t by[GPU_MEM_GROUPS] = { 0 };
+    gpu_plan_buffer bufs[GPU_BUF_COUNT];
+    const int nb = gpu_plan_buffers(p, d, n, B, T, bufs);
+    for (int i = 0; i < nb; i++) by[bufs[i].group] += bufs[i].bytes;
+    by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * gpu_lane_workspace_bytes(p->recompute);
+    if (p->recompute) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * GPU_MATMUL_WINDOW_WORKSPACE; /* the recurrence stream's */
+    if (p->wave_chunk) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * d->L * GPU_MATMUL_WINDOW_WORKSPACE;
+    /* W_hhᵀ and a split's partial sums: per stream that runs a persistent
+     * recurrence (each layer's own under the wavefront) */
+    if (p->impl == GRU_IMPL_PERSISTENT) {
+        const gpu_caps *rc = p->wave_chunk ? &p->wave_caps : &p->rec_caps;
+        const size_t scratch = gru_persistent_scratch_bytes(rc, B / p->lanes, T, (int)d->D);
+        by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * (p->wave_chunk ? d->L : 1) * (6 * (size_t)d->D * d->D + scratch);
+    }
+    if (cfg->grad_accum > 1) by[GPU_MEM_WEIGHTS] += 4 * n;
+    size_t bytes = 0;
+    for (int i = 0; i < GPU_MEM_GROUPS; i++) bytes += by[i];
+    if (groups) memcpy(groups, by, sizeof(by));
+    return bytes;
+}
+
+/* ---- the classifier's chunk, recompute ---- */
+
+/* Rows of a classifier chunk: [gpu] classifier_rows, or as many as fit
+ * `budget` over the lanes (a multiple of 64 from 64 up: whole tiles of the
+ * GEMMs), never more than a lane's rows. Evaluation runs the whole batch
+ * through lane 0's chunk. */
+static int ce_rows_for(const gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, int B, int T, size_t budget)
+{
+    const size_t lane_rows = (size_t)(B / p->lanes) * T;
+    size_t rows = cfg->gpu_classifier_rows > 0 ? (size_t)cfg->gpu_classifier_rows
+                                               : budget / ((size_t)p->lanes * gpu_ce_row_bytes(d->D, d->V));
+    if (cfg->gpu_classifier_rows == 0 && rows > 64) rows -= rows % 64;
+    if (rows > lane_rows) rows = lane_rows;
+    return rows < 1 ? 1 : (int)rows;
+}
+
+/* What the plan may hold: [gpu] memory_limit where set (no more than the
+ * device has free), else the device's free memory; 0 when unknown. */
+static size_t memory_budget(const cc_config *cfg, size_t free_bytes)
+{
+    if (cfg->gpu_memory_limit > 0 && (free_bytes == 0 || cfg->gpu_memory_limit < free_bytes))
+        return (size_t)cfg->gpu_memory_limit;
+    return free_bytes;
+}
+
+/* [gpu] recompute: on, off, or under auto on only where the plan that keeps
+ * every layer's activations (the fastest) would not fit the budget with
+ * GPU_MEMORY_MARGIN to spare. */
+static void plan_recompute(gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, size_t n, int B, int T,
+                           size_t free_bytes)
+{
+    const char *mode = cfg->gpu_recompute;
+    p->memory_budget = memory_budget(cfg, free_bytes);
+    const char *limit = cfg->gpu_memory_limit > 0 && p->memory_budget == cfg->gpu_memory_limit ? "[gpu] memory_limit"
+                                                                                              : "free on the device";
+    if (strcmp(mode, "on") == 0 || strcmp(mode, "off") == 0) {
+        p->recompute = strcmp(mode, "on") == 0;
+        snprintf(p->recompute_why, sizeof(p->recompute_why), "%s ([gpu] recompute)", mode);
+        return;
+    }
+    size_t keep = plan_bytes(p, cfg, d, n, B, T, NULL);
+    if (p->memory_budget && keep + GPU_MEMORY_MARGIN > p->memory_budget) { /* a smaller classifier chunk first */
+        p->ce_budget = GPU_CE_BUDGET_TIGHT;
+        p->ce_rows = ce_rows_for(p, cfg, d, B, T, p->ce_budget);
+        keep = plan_bytes(p, cfg, d, n, B, T, NULL);
+    }
+    const double gib = 1073741824.0;
+    if (p->memory_budget == 0 || keep + GPU_MEMORY_MARGIN <= p->memory_budget) {
+        p->recompute = 0;
+        if (p->memory_budget)
+            snprintf(p->recompute_why, sizeof(p->recompute_why),
+                     "off: every layer's activations fit (%.2f of %.2f GiB %s)", keep / gib, p->memory_budget / gib,
+                     limit);
+        else
+            snprintf(p->recompute_why, sizeof(p->recompute_why), "off: the device's free memory is unknown");
+        return;
+    }
+    p->recompute = 1;
+    snprintf(p->recompute_why, sizeof(p->recompute_why),
+             "on: keeping every layer's activations needs %.2f GiB, over the %.2f GiB %s less %d MiB to spare",
+             keep / gib, p->memory_budget / gib, limit, (int)(GPU_MEMORY_MARGIN >> 20));
+}
+
+/* Recompute's window (recompute_gpu.c): the most of `most` windows (16,
+ * 8, 4 or 2) that divides T into windows of at least 16 steps, else all T;
+ * the forced count (gpu_plan_opts, the ladder's testing aid) where it
+ * divides T. The persistent and cluster kernels pay once a window (a
+ * launch, W_hh loaded on chip, and under the persistent BPTT W_hh
+ * transposed), and a window's rebuild and weight GEMMs must fit beside the
+ * next window's BPTT, so they take 8: at the default config 16 windows of
+ * 32 steps ran 12.3 ms a step against 10.6 with 8
+ * (docs/results/recompute_windows_2026-12-03.txt). The per-step loop pays
+ * the same launches at every step whatever the window, so it takes 16,
+ * whose two buffers hold an eighth of a layer's window tensors. */
+static int recompute_window_for(const gpu_step_plan *p, int T, int forced)
+{
+    if (forced > 0 && T % forced == 0) return T / forced;
+    const int most = p->impl == GRU_IMPL_PER_STEP ? 16 : 8;
+    for (int n = most; n > 1; n /= 2)
+        if (T % n == 0 && T / n >= 16) return T / n;
+    return T;
+}
+
+/* Under recompute one layer after another; 2 lanes rather than 4 (11.20
+ * against 11.26 ms at the default config, 1 lane 11.54, and two lanes'
+ * gradient buffers less: docs/results/recompute_lanes_5b23236.txt). */
+static int plan_recompute_shape(gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, int B, int T,
+                                int forced_windows)
+{
+    if (!(p->lanes = lanes_for(cfg, &p->caps, p->path, B, T, d->D))) return -1;
+    plan_recurrence(p, B, T, d->D);
+    two_cluster_lanes(p, cfg, B, T);
+    p->wave_chunk = 0;
+    snprintf(p->wave_why, sizeof(p->wave_why), "off: recompute rebuilds one layer at a time");
+    p->rc_window = recompute_window_for(p, T, forced_windows);
+    p->top_seqs = top_seqs_for(p, d, B, T);
+    return 0;
+}
+
+/* ---- the plan ---- */
+
+int gpu_plan_make(gpu_step_plan *p, const gpu_caps *caps, const cc_config *cfg, int B, int T, size_t free_bytes,
+                  const gpu_plan_opts *opts)
+{
+    memset(p, 0, sizeof(*p));
+    p->caps = *caps;
+    if (caps->cc_major < 8)
+        return cc_error("GPU '%s' is sm_%d%d; catchat's kernels need sm_80 (Ampere) or newer: FP16 tensor-core "
+                        "mma.sync m16n8k16 with FP32 accumulation and asynchronous copies; use device = cpu",
+                        caps->name, caps->cc_major, caps->cc_minor);
+    if (cfg->d_model % 8 != 0)
+        return cc_error("[model] d_model: %d; the GPU path needs a multiple of 8 (16-byte FP16 rows)", cfg->d_model);
+    const cc_dims d = cc_dims_from_config(cfg);
+    p->path = gpu_gru_path_named(cfg->gpu_recurrence);
+    if (!(p->lanes = lanes_for(cfg, caps, p->path, B, T, d.D))) return -1;
+    plan_recurrence(p, B, T, d.D);
+    plan_wavefront(p, cfg, B, T, d.L);
+    p->wide = gpu_gru_wide_for(caps, p->path, B, T, d.D);
+    p->attn_tc = strcmp(cfg->gpu_attention, "fp32") != 0 && attention_tc_supported(caps, d.D, d.H, d.W);
+    cc_layout lay;
+    cc_layout_build(&lay, &d);
+    p->ce_budget = GPU_CE_BUDGET;
+    p->ce_rows = ce_rows_for(p, cfg, &d, B, T, p->ce_budget);
+    plan_recompute(p, cfg, &d, lay.total, B, T, free_bytes);
+    if (p->recompute && plan_recompute_shape(p, cfg, &d, B, T, opts ? opts->force_rc_windows : 0) != 0) return -1;
+    p->wave_layers = wave_layers_of(p, &d);
+    p->ce_rows = ce_rows_for(p, cfg, &d, B, T, p->ce_budget);
+    p->ce_ldv = gpu_ce_ldv(d.V);
+    p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T, p->group_bytes);
+    /* the chunk keeps its rows at twice the batch: only what grows with it counts */
+    p->bytes_per_seq = (plan_bytes(p, cfg, &d, lay.total, 2 * B, T, NULL) - p->device_bytes) / (size_t)B;
+    p->accum_bytes = 4 * lay.total;
+    return 0;
+}
+
+void gpu_step_plan_describe(const gpu_step_plan *p, const cc_config *cfg, int T, char *buf, size_t len)
+{
+    char why[320];
+    gpu_gru_impl_why(&p->rec_caps, p->path, p->lane_B, T, cfg->d_model, why, sizeof(why));
+    char rc[96] = "off";
+    if (p->recompute)
+        snprintf(rc, sizeof(rc), "on (windows of %d steps, the context stream %d sequences at a time)", p->rc_window,
+                 p->top_seqs);
+    snprintf(buf, len, "%s recurrence, %d lane%s of %d sequences%s, wavefront %s, recompute %s (%s)",
+             gpu_gru_impl_name(p->impl), p->lanes, p->lanes > 1 ? "s" : "", p->lane_B, p->wide ? ", wide clusters" : "",
+             p->wave_why, rc, why);
+}

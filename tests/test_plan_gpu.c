@@ -1,0 +1,459 @@
+/* The GPU step's plan (gpu_plan_make, src/gpu/plan_gpu.c) on the CPU: the
+ * workstation GPUs catchat supports, described as gpu_caps_query would read
+ * them, planned against free bytes nobody here has. The checks follow from
+ * the planner's rules (lanes divide the batch, recompute exactly where the
+ * keep-everything plan does not fit, the buffer table adds up, the work
+ * parts in use at once never meet), not from snapshots of its output.
+ *
+ * One device fact is not in gpu_caps: whether the cluster kernels can be
+ * resident (kernels/gru_cluster.cu asks the occupancy API, for caps with
+ * sm_90 features). Without a GPU that answer is "no", so on sm_90 caps the
+ * checks hold whichever recurrence it gives, and say which they saw. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <criterion/redirect.h>
+#include <string.h>
+#include "catchat/config.h"
+#include "catchat/gpu_caps.h"
+#include "catchat/gpu_gru.h"
+#include "catchat/gpu_plan.h"
+#include "catchat/kernels.h"
+#include "catchat/layout.h"
+
+#define KB 1024
+#define MIB ((size_t)1 << 20)
+#define GIB ((size_t)1 << 30)
+
+typedef struct {
+    const char *name;
+    int major, minor, sms, optin_kb, smem_sm_kb, l2_mb, clusters;
+} gpu_profile;
+
+/* The GPUs of docs/gpus.md: SMs, opt-in shared memory a block, clusters (sm_90 on). */
+static const gpu_profile GPUS[] = {
+    { "A100", 8, 0, 108, 163, 164, 40, 0 },        { "RTX 3080", 8, 6, 68, 99, 100, 5, 0 },
+    { "RTX 3090", 8, 6, 82, 99, 100, 6, 0 },       { "RTX A6000", 8, 6, 84, 99, 100, 6, 0 },
+    { "RTX 4090", 8, 9, 128, 99, 100, 72, 0 },     { "RTX 6000 Ada", 8, 9, 142, 99, 100, 96, 0 },
+    { "H200", 9, 0, 132, 227, 228, 60, 1 },        { "RTX 5090", 12, 0, 170, 99, 100, 96, 1 },
+};
+#define NGPUS ((int)(sizeof(GPUS) / sizeof(GPUS[0])))
+
+/* caps as gpu_caps_query reads them with a build holding the device's SASS;
+ * device_sm_count 0: a described GPU, which no launcher's plan asks the driver about */
+static gpu_caps caps_of(const gpu_profile *g)
+{
+    gpu_caps c;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.name, sizeof(c.name), "NVIDIA %s", g->name);
+    c.cc_major = g->major;
+    c.cc_minor = g->minor;
+    c.sm_count = g->sms;
+    c.smem_per_block = 48 * KB;
+    c.smem_per_block_optin = g->optin_kb * KB;
+    c.smem_per_sm = g->smem_sm_kb * KB;
+    c.l2_bytes = g->l2_mb << 20;
+    c.cluster_launch = g->clusters;
+    c.cooperative_launch = 1;
+    c.binary_version = c.ptx_version = 10 * g->major + g->minor;
+    return c;
+}
+
+static const gpu_profile *gpu_named(const char *name)
+{
+    for (int i = 0; i < NGPUS; i++)
+        if (strcmp(GPUS[i].name, name) == 0) return &GPUS[i];
+    cr_assert_fail("no GPU %s", name);
+    return NULL;
+}
+
+/* configs/default.ini, with --set style changes (NULL-terminated) */
+static cc_config config_with(const char *const *sets)
+{
+    cc_config cfg;
+    cr_assert_eq(cc_config_load_unchecked(&cfg, "configs/default.ini"), 0, "configs/default.ini");
+    for (int i = 0; sets && sets[i]; i++) cr_assert_eq(cc_config_set_arg(&cfg, sets[i]), 0, "%s", sets[i]);
+    return cfg;
+}
+
+static gpu_step_plan plan_of(const gpu_caps *c, const cc_config *cfg, int B, int T, size_t free_bytes)
+{
+    gpu_step_plan p;
+    cr_assert_eq(gpu_plan_make(&p, c, cfg, B, T, free_bytes, NULL), 0, "%s B=%d T=%d D=%d", c->name, B, T,
+                 cfg->d_model);
+    return p;
+}
+
+Test(plan_gpu, lanes_divide_the_batch_and_each_lane_takes_its_share)
+{
+    static const int Bs[] = { 8, 16, 24, 32, 64, 128, 256 }, Ds[] = { 256, 512, 1024 };
+    for (int g = 0; g < NGPUS; g++)
+        for (size_t b = 0; b < sizeof(Bs) / sizeof(Bs[0]); b++)
+            for (size_t k = 0; k < sizeof(Ds) / sizeof(Ds[0]); k++) {
+                char d[32];
+                snprintf(d, sizeof(d), "d_model=%d", Ds[k]);
+                const char *sets[] = { d, NULL };
+                const cc_config cfg = config_with(sets);
+                const gpu_caps c = caps_of(&GPUS[g]);
+                const gpu_step_plan p = plan_of(&c, &cfg, Bs[b], 512, 0);
+                cr_expect(p.lanes >= 1 && p.lanes <= GPU_MAX_LANES && Bs[b] % p.lanes == 0, "%s B=%d D=%d: %d lanes",
+                          c.name, Bs[b], Ds[k], p.lanes);
+                cr_expect_eq(p.lane_B * p.lanes, Bs[b]);
+                cr_expect_eq(p.rec_caps.sm_count, p.lanes > 1 ? c.sm_count / p.lanes : c.sm_count, "%s", c.name);
+                cr_expect_eq(p.impl, gpu_gru_impl_for(&p.rec_caps, p.path, p.lane_B, 512, Ds[k]),
+                             "the lane's recurrence is the one its share of the GPU runs");
+                cr_expect_eq(p.eval_impl, gpu_gru_impl_for(&p.rec_caps, p.path, Bs[b], 512, Ds[k]));
+                /* more than one lane only where each lane's share still runs the cluster kernels */
+                if (p.lanes > 1) cr_expect_eq(p.impl, GRU_IMPL_CLUSTER, "%s B=%d D=%d", c.name, Bs[b], Ds[k]);
+            }
+    /* [gpu] lanes: each lane's recurrence chooses by its share of the SMs (they run at once) */
+    for (int g = 0; g < NGPUS; g++)
+        for (int n = 2; n <= 8; n *= 2) {
+            char lanes[32];
+            snprintf(lanes, sizeof(lanes), "lanes=%d", n);
+            const char *sets[] = { lanes, NULL };
+            const cc_config cfg = config_with(sets);
+            const gpu_caps c = caps_of(&GPUS[g]);
+            const gpu_step_plan p = plan_of(&c, &cfg, 64, 512, 0);
+            cr_expect_eq(p.lanes, n);
+            cr_expect_eq(p.lane_B, 64 / n);
+            cr_expect_eq(p.rec_caps.sm_count, c.sm_count / n, "%s, %d lanes", c.name, n);
+            cr_expect_eq(p.impl, gpu_gru_impl_for(&p.rec_caps, p.path, p.lane_B, 512, cfg.d_model));
+        }
+}
+
+/* No cluster kernels without sm_90 features: every sm_80/86/89 card runs the
+ * default model's recurrence on the persistent kernels, in one lane, and the
+ * layers' wavefront splits the SMs between as many layers as have a split. */
+Test(plan_gpu, default_config_without_clusters_takes_persistent_and_the_wavefront)
+{
+    const cc_config cfg = config_with(NULL);
+    for (int g = 0; g < NGPUS; g++) {
+        if (GPUS[g].clusters) continue;
+        const gpu_caps c = caps_of(&GPUS[g]);
+        const gpu_step_plan p = plan_of(&c, &cfg, cfg.batch_size, cfg.seq_len, 0);
+        cr_expect_eq(p.impl, GRU_IMPL_PERSISTENT, "%s: %s", c.name, gpu_gru_impl_name(p.impl));
+        cr_expect_eq(p.lanes, 1, "%s", c.name);
+        cr_expect_not(p.wide, "%s: no clusters, no wide clusters", c.name);
+        /* persistent at D <= 512: chunks of a quarter of T up to 128, halved */
+        cr_expect_eq(p.wave_chunk, 64, "%s: %s", c.name, p.wave_why);
+        const int k = p.rec_caps.sm_count / p.wave_caps.sm_count;
+        cr_expect(k >= 2 && k <= cfg.n_layers, "%s: %d layers at once (%s)", c.name, k, p.wave_why);
+        cr_expect_eq(gpu_gru_impl_for(&p.wave_caps, p.path, p.lane_B, cfg.seq_len, cfg.d_model), GRU_IMPL_PERSISTENT,
+                     "%s: a layer's share still runs the persistent kernels", c.name);
+        cr_expect_eq(p.wave_layers, cfg.n_layers > 2 ? cfg.n_layers : 2);
+    }
+    /* the RTX 3090 holds no split on a third of its SMs, two layers at once (docs/gpus.md) */
+    const gpu_caps c = caps_of(gpu_named("RTX 3090"));
+    const gpu_step_plan p = plan_of(&c, &cfg, cfg.batch_size, cfg.seq_len, 0);
+    cr_expect_eq(p.wave_caps.sm_count, 41, "%s", p.wave_why);
+}
+
+/* The H200 and RTX 5090 at the default config: the cluster recurrence where
+ * its kernels can be resident, in the most lanes up to 4 that still run it,
+ * 2 under the wavefront; else the persistent kernels, as on the cards above. */
+Test(plan_gpu, default_config_with_clusters_takes_the_fastest_recurrence_and_the_wavefront)
+{
+    const cc_config cfg = config_with(NULL);
+    const gpu_caps c = caps_of(gpu_named("H200"));
+    const gpu_step_plan p = plan_of(&c, &cfg, cfg.batch_size, cfg.seq_len, 0);
+    cr_expect(p.wave_chunk > 0, "the wavefront: %s", p.wave_why);
+    if (gru_cluster_resident(&c, cfg.d_model) > 0) {
+        cr_expect_eq(p.impl, GRU_IMPL_CLUSTER);
+        cr_expect_eq(p.lanes, 2, "4 lanes of 16 run clusters; the wavefront takes 2");
+        cr_expect_eq(p.wave_chunk, 128);
+    } else {
+        cr_log_info("no cluster kernels resident here (no GPU answered): the persistent plan is checked");
+        cr_expect_eq(p.impl, GRU_IMPL_PERSISTENT);
+        cr_expect_eq(p.lanes, 1);
+        cr_expect_eq(p.wave_chunk, 64);
+    }
+    gpu_caps off = c;
+    off.cluster_launch = 0; /* [gpu] clusters = off */
+    const gpu_step_plan q = plan_of(&off, &cfg, cfg.batch_size, cfg.seq_len, 0);
+    cr_expect_neq(q.impl, GRU_IMPL_CLUSTER);
+    cr_expect_neq(q.eval_impl, GRU_IMPL_CLUSTER);
+}
+
+Test(plan_gpu, wavefront_off_by_key_and_for_the_per_step_loop)
+{
+    const gpu_caps c = caps_of(gpu_named("RTX 4090"));
+    const char *off[] = { "wavefront=off", NULL };
+    const cc_config a = config_with(off);
+    gpu_step_plan p = plan_of(&c, &a, 64, 512, 0);
+    cr_expect_eq(p.wave_chunk, 0);
+    cr_expect(strstr(p.wave_why, "[gpu] wavefront") != NULL, "%s", p.wave_why);
+    cr_expect_eq(p.wave_layers, 2);
+    const char *step[] = { "recurrence=per-step", NULL };
+    const cc_config b = config_with(step);
+    p = plan_of(&c, &b, 64, 512, 0);
+    cr_expect_eq(p.impl, GRU_IMPL_PER_STEP);
+    cr_expect_eq(p.wave_chunk, 0, "%s", p.wave_why);
+    const char *four[] = { "n_layers=4", NULL };
+    const cc_config d = config_with(four);
+    p = plan_of(&c, &d, 64, 512, 0);
+    cr_expect(p.wave_chunk > 0, "%s", p.wave_why);
+    cr_expect_eq(p.wave_layers, 4, "under the wavefront each of L > 2 layers has its own gradient buffers");
+}
+
+/* [gpu] recompute = auto: on exactly where the plan that keeps every
+ * layer's activations, with GPU_MEMORY_MARGIN to spare, does not fit the
+ * free bytes; a smaller classifier chunk is tried first. */
+Test(plan_gpu, recompute_auto_turns_on_exactly_past_the_free_bytes)
+{
+    const cc_config cfg = config_with(NULL);
+    static const char *const cards[] = { "H200", "RTX 3090", "RTX 4090", "A100" };
+    for (size_t i = 0; i < sizeof(cards) / sizeof(cards[0]); i++) {
+        const gpu_caps c = caps_of(gpu_named(cards[i]));
+        const int B = cfg.batch_size, T = cfg.seq_len;
+        const gpu_step_plan roomy = plan_of(&c, &cfg, B, T, (size_t)1 << 50);
+        cr_assert_not(roomy.recompute);
+        cr_expect_eq(roomy.ce_budget, GPU_CE_BUDGET);
+        const size_t keep = roomy.device_bytes;
+        gpu_step_plan p = plan_of(&c, &cfg, B, T, keep + GPU_MEMORY_MARGIN);
+        cr_expect_not(p.recompute, "%s: the keep plan fits with the margin: %s", cards[i], p.recompute_why);
+        cr_expect_eq(p.ce_budget, GPU_CE_BUDGET);
+        cr_expect_eq(p.device_bytes, keep);
+        /* a byte short: the smaller classifier chunk first, which fits */
+        p = plan_of(&c, &cfg, B, T, keep + GPU_MEMORY_MARGIN - 1);
+        cr_expect_eq(p.ce_budget, GPU_CE_BUDGET_TIGHT, "%s", cards[i]);
+        cr_expect_not(p.recompute, "%s: %s", cards[i], p.recompute_why);
+        const size_t tight = p.device_bytes;
+        cr_expect_lt(tight, keep);
+        p = plan_of(&c, &cfg, B, T, tight + GPU_MEMORY_MARGIN);
+        cr_expect_not(p.recompute, "%s: %s", cards[i], p.recompute_why);
+        p = plan_of(&c, &cfg, B, T, tight + GPU_MEMORY_MARGIN - 1);
+        cr_expect(p.recompute, "%s: a byte short of the tight plan: %s", cards[i], p.recompute_why);
+        cr_expect(strstr(p.recompute_why, "free on the device") != NULL, "%s", p.recompute_why);
+        cr_expect_lt(p.device_bytes, tight, "%s: recompute holds less", cards[i]);
+        cr_expect_eq(p.memory_budget, tight + GPU_MEMORY_MARGIN - 1);
+        /* [gpu] memory_limit lowers what the device has free, and is named */
+        cc_config lim = cfg;
+        lim.gpu_memory_limit = tight + GPU_MEMORY_MARGIN - 1;
+        p = plan_of(&c, &lim, B, T, 80 * GIB);
+        cr_expect(p.recompute, "%s", p.recompute_why);
+        cr_expect(strstr(p.recompute_why, "[gpu] memory_limit") != NULL, "%s", p.recompute_why);
+        lim.gpu_memory_limit = 200 * GIB; /* no more than the device has */
+        p = plan_of(&c, &lim, B, T, tight + GPU_MEMORY_MARGIN - 1);
+        cr_expect(p.recompute);
+        cr_expect_eq(p.memory_budget, tight + GPU_MEMORY_MARGIN - 1);
+        /* unknown free memory: keep everything */
+        p = plan_of(&c, &cfg, B, T, 0);
+        cr_expect_not(p.recompute, "%s", p.recompute_why);
+        cr_expect(strstr(p.recompute_why, "unknown") != NULL, "%s", p.recompute_why);
+        /* on and off by key, whatever the memory */
+        const char *on[] = { "recompute=on", NULL }, *off[] = { "recompute=off", NULL };
+        const cc_config con = config_with(on), coff = config_with(off);
+        cr_expect(plan_of(&c, &con, B, T, 0).recompute);
+        cr_expect_not(plan_of(&c, &coff, B, T, 1 * GIB).recompute);
+    }
+}
+
+/* The plan's bytes are its table's: device_bytes by group, what grows with
+ * the batch, and each buffer row where its id says. */
+Test(plan_gpu, device_bytes_add_up_from_the_buffer_table)
+{
+    static const char *const variants[][3] = { { NULL }, { "recompute=on", NULL }, { "grad_accum=2", NULL },
+                                               { "attention=fp32", "recompute=on", NULL },
+                                               { "vocab_size=50257", NULL }, { "lanes=4", NULL } };
+    for (int g = 0; g < NGPUS; g++)
+        for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+            const cc_config cfg = config_with(variants[v]);
+            const gpu_caps c = caps_of(&GPUS[g]);
+            const int B = cfg.batch_size, T = cfg.seq_len;
+            const gpu_step_plan p = plan_of(&c, &cfg, B, T, 0);
+            size_t sum = 0;
+            for (int k = 0; k < GPU_MEM_GROUPS; k++) sum += p.group_bytes[k];
+            cr_expect_eq(sum, p.device_bytes, "%s %s", c.name, variants[v][0] ? variants[v][0] : "default");
+            cr_expect_gt(p.bytes_per_seq, 0);
+            cr_expect_lt(p.bytes_per_seq * B, p.device_bytes);
+            const cc_dims d = cc_dims_from_config(&cfg);
+            cc_layout lay;
+            cc_layout_build(&lay, &d);
+            cr_expect_eq(p.accum_bytes, 4 * lay.total);
+            gpu_plan_buffer t[GPU_BUF_COUNT];
+            cr_assert_eq(gpu_plan_buffers(&p, &d, lay.total, B, T, t), GPU_BUF_COUNT);
+            size_t by[GPU_MEM_GROUPS] = { 0 };
+            for (int i = 0; i < GPU_BUF_COUNT; i++) {
+                cr_expect_eq(t[i].id, (gpu_buf_id)i, "row %d", i);
+                cr_expect(t[i].what && t[i].what[0] && t[i].group >= 0 && t[i].group < GPU_MEM_GROUPS, "row %d", i);
+                by[t[i].group] += t[i].bytes;
+            }
+            /* cuBLASLt workspaces and recurrence scratch come on top of the table's workspace,
+             * the accumulated gradient on top of its weights; the other groups are the table's */
+            cr_expect_eq(by[GPU_MEM_LAYERS], p.group_bytes[GPU_MEM_LAYERS]);
+            cr_expect_eq(by[GPU_MEM_ATTENTION], p.group_bytes[GPU_MEM_ATTENTION]);
+            cr_expect_eq(by[GPU_MEM_CLASSIFIER], p.group_bytes[GPU_MEM_CLASSIFIER]);
+            cr_expect_eq(by[GPU_MEM_LANES], p.group_bytes[GPU_MEM_LANES]);
+            cr_expect_eq(p.group_bytes[GPU_MEM_WEIGHTS], by[GPU_MEM_WEIGHTS] + (cfg.grad_accum > 1 ? 4 * lay.total : 0));
+            cr_expect_gt(p.group_bytes[GPU_MEM_WORKSPACE], by[GPU_MEM_WORKSPACE]);
+            cr_expect_eq(p.group_bytes[GPU_MEM_LANES] > 0, p.lanes > 1, "%d lanes", p.lanes);
+            /* recompute: the layers' tensors in work, none of their own */
+            cr_expect_eq(t[GPU_BUF_WORK].bytes > 0, p.recompute);
+            cr_expect_eq(t[GPU_BUF_GATES].bytes == 0, p.recompute);
+            cr_expect_eq(t[GPU_BUF_QKV16].bytes > 0, p.attn_tc && !p.recompute);
+            cr_expect_eq(t[GPU_BUF_QKV].bytes > 0, !p.attn_tc);
+            cr_expect_eq(p.attn_tc,
+                         strcmp(cfg.gpu_attention, "fp32") != 0 && attention_tc_supported(&c, d.D, d.H, d.W),
+                         "%s: tensor cores unless [gpu] attention = fp32, where the kernels fit", c.name);
+        }
+}
+
+static int meet(const gpu_work_part *a, const gpu_work_part *b)
+{
+    return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+}
+
+/* Whether the parts named in set (NULL-terminated) lie apart in parts. */
+static int apart(const gpu_work_part *parts, int n, const gpu_work_id *set, int nset, char *why, size_t len)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            int in_i = 0, in_j = 0;
+            for (int k = 0; k < nset; k++) {
+                in_i |= parts[i].id == set[k];
+                in_j |= parts[j].id == set[k];
+            }
+            if (in_i && in_j && meet(&parts[i], &parts[j])) {
+                snprintf(why, len, "%s meets %s", parts[i].name, parts[j].name);
+                return 0;
+            }
+        }
+    return 1;
+}
+
+/* Under recompute, the parts of work in use at the same time never share a
+ * byte: the layers' windows and the forward's hprev16; the windows and the
+ * backward's; the context stream's, with its context output, then with the
+ * attention backward's dO and dqkv over that. The context stream's part is
+ * no larger than the layers' set, and divides a lane. */
+Test(plan_gpu, recompute_work_parts_in_use_together_lie_apart)
+{
+    static const gpu_work_id fwd[] = { GPU_WORK_WIN_A16_0, GPU_WORK_WIN_GATES_0, GPU_WORK_WIN_GHN_0,
+                                       GPU_WORK_WIN_A16_1, GPU_WORK_WIN_GATES_1, GPU_WORK_WIN_GHN_1,
+                                       GPU_WORK_HPREV16 };
+    static const gpu_work_id bwd[] = { GPU_WORK_WIN_A16_0,  GPU_WORK_WIN_GATES_0, GPU_WORK_WIN_GHN_0,
+                                       GPU_WORK_WIN_A16_1,  GPU_WORK_WIN_GATES_1, GPU_WORK_WIN_GHN_1,
+                                       GPU_WORK_WIN_HP16_0, GPU_WORK_WIN_DGX16_0, GPU_WORK_WIN_DGH16_0,
+                                       GPU_WORK_WIN_DTMP_0, GPU_WORK_WIN_HP16_1, GPU_WORK_WIN_DGX16_1,
+                                       GPU_WORK_WIN_DGH16_1, GPU_WORK_WIN_DTMP_1 };
+    static const gpu_work_id top_fwd[] = { GPU_WORK_S16, GPU_WORK_QKV16, GPU_WORK_O16, GPU_WORK_DC16,
+                                           GPU_WORK_DTMP, GPU_WORK_C };
+    static const gpu_work_id top_bwd[] = { GPU_WORK_S16, GPU_WORK_QKV16, GPU_WORK_O16, GPU_WORK_DC16,
+                                           GPU_WORK_DTMP, GPU_WORK_DO16, GPU_WORK_D16 };
+    static const char *const variants[][4] = { { "recompute=on", NULL },
+                                               { "recompute=on", "attention=fp32", NULL },
+                                               { "recompute=on", "d_model=1024", NULL },
+                                               { "recompute=on", "recurrence=per-step", "seq_len=40", NULL },
+                                               { "recompute=on", "lanes=4", NULL } };
+    for (int g = 0; g < NGPUS; g++)
+        for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+            const cc_config cfg = config_with(variants[v]);
+            const gpu_caps c = caps_of(&GPUS[g]);
+            const int B = cfg.batch_size, T = cfg.seq_len;
+            const gpu_step_plan p = plan_of(&c, &cfg, B, T, 0);
+            cr_assert(p.recompute);
+            cr_expect_eq(T % p.rc_window, 0, "window %d of T %d", p.rc_window, T);
+            cr_expect(p.top_seqs >= 1 && p.lane_B % p.top_seqs == 0, "%d of a lane's %d", p.top_seqs, p.lane_B);
+            const cc_dims d = cc_dims_from_config(&cfg);
+            gpu_work_part parts[GPU_WORK_COUNT];
+            size_t total = 0;
+            const int n = gpu_plan_work(&p, &d, B, T, parts, GPU_WORK_COUNT, &total);
+            cr_assert_gt(n, 10);
+            cc_layout lay;
+            cc_layout_build(&lay, &d);
+            gpu_plan_buffer t[GPU_BUF_COUNT];
+            gpu_plan_buffers(&p, &d, lay.total, B, T, t);
+            cr_expect_eq(total, t[GPU_BUF_WORK].bytes, "the parts' allocation is the table's");
+            size_t layers_end = 0, top_end = 0;
+            for (int i = 0; i < n; i++) {
+                cr_expect_leq(parts[i].offset + parts[i].bytes, total, "%s", parts[i].name);
+                const size_t end = parts[i].offset + parts[i].bytes;
+                if (parts[i].id >= GPU_WORK_S16) top_end = end > top_end ? end : top_end;
+                else layers_end = end > layers_end ? end : layers_end;
+            }
+            cr_expect_leq(top_end, layers_end, "%s: the context stream's part takes no more than the layers'",
+                          c.name);
+            char why[128] = "";
+#define APART(set) cr_expect(apart(parts, n, set, (int)(sizeof(set) / sizeof(set[0])), why, sizeof(why)), \
+                             "%s %s: %s", c.name, variants[v][1] ? variants[v][1] : "", why)
+            APART(fwd);
+            APART(bwd);
+            APART(top_fwd);
+            APART(top_bwd);
+#undef APART
+        }
+}
+
+/* The ladder's testing aid: recompute's layers in a forced count of windows
+ * where it divides T, else the plan's own window. */
+Test(plan_gpu, forced_recompute_windows)
+{
+    const char *on[] = { "recompute=on", NULL };
+    const cc_config cfg = config_with(on);
+    const gpu_caps c = caps_of(gpu_named("RTX 4090"));
+    gpu_step_plan own, p;
+    cr_assert_eq(gpu_plan_make(&own, &c, &cfg, 64, 512, 0, NULL), 0);
+    const gpu_plan_opts four = { .force_rc_windows = 4 }, three = { .force_rc_windows = 3 };
+    cr_assert_eq(gpu_plan_make(&p, &c, &cfg, 64, 512, 0, &four), 0);
+    cr_expect_eq(p.rc_window, 128);
+    cr_expect_neq(own.rc_window, 128, "the plan's own window is another");
+    cr_assert_eq(gpu_plan_make(&p, &c, &cfg, 64, 512, 0, &three), 0);
+    cr_expect_eq(p.rc_window, own.rc_window, "3 does not divide 512");
+}
+
+Test(plan_gpu, lanes_not_dividing_the_batch_fail, .init = cr_redirect_stderr)
+{
+    const gpu_caps c = caps_of(gpu_named("H200"));
+    const char *three[] = { "lanes=3", NULL }, *four[] = { "lanes=4", NULL };
+    const cc_config a = config_with(three), b = config_with(four);
+    gpu_step_plan p;
+    cr_expect_neq(gpu_plan_make(&p, &c, &a, 64, 512, 0, NULL), 0, "3 lanes of 64 sequences");
+    cr_expect_eq(gpu_plan_make(&p, &c, &a, 48, 512, 0, NULL), 0, "3 lanes of 48");
+    cr_expect_eq(p.lanes, 3);
+    cr_expect_eq(gpu_plan_make(&p, &c, &b, 64, 512, 0, NULL), 0);
+    cr_expect_eq(p.lanes, 4);
+    fflush(stderr);
+    cr_expect_stderr_eq_str("catchat: [gpu] lanes: 3 does not divide batch_size 64 (1..8 lanes)\n");
+}
+
+Test(plan_gpu, what_the_gpu_path_cannot_run_fails, .init = cr_redirect_stderr)
+{
+    gpu_caps old = caps_of(gpu_named("RTX 3090"));
+    old.cc_major = 7;
+    old.cc_minor = 5;
+    const cc_config cfg = config_with(NULL);
+    gpu_step_plan p;
+    cr_expect_neq(gpu_plan_make(&p, &old, &cfg, 64, 512, 0, NULL), 0, "sm_75");
+    const char *odd[] = { "d_model=100", "n_heads=4", NULL };
+    const cc_config o = config_with(odd);
+    const gpu_caps c = caps_of(gpu_named("RTX 3090"));
+    cr_expect_neq(gpu_plan_make(&p, &c, &o, 64, 512, 0, NULL), 0, "d_model 100");
+    cr_expect_eq(gpu_plan_make(&p, &c, &cfg, 64, 512, 0, NULL), 0);
+}
+
+/* A 10 GiB and a 24 GiB card, their free bytes what is left after the CUDA
+ * context: the plan holds them with the margin to spare, taking recompute
+ * where keeping everything would not fit. */
+Test(plan_gpu, plans_fit_10_and_24_gib_cards)
+{
+    static const struct {
+        const char *gpu;
+        size_t bytes;
+    } cards[] = { { "RTX 3080", 10 * GIB }, { "RTX 3090", 24 * GIB }, { "RTX 4090", 24 * GIB } };
+    static const char *const variants[][3] = { { NULL }, { "batch_size=256", NULL }, { "d_model=1024", NULL },
+                                               { "d_model=1024", "batch_size=128", NULL },
+                                               { "vocab_size=50257", "batch_size=128", NULL } };
+    int took_recompute = 0;
+    for (size_t k = 0; k < sizeof(cards) / sizeof(cards[0]); k++)
+        for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+            const cc_config cfg = config_with(variants[v]);
+            const gpu_caps c = caps_of(gpu_named(cards[k].gpu));
+            const size_t free_b = cards[k].bytes - 512 * MIB;
+            const gpu_step_plan p = plan_of(&c, &cfg, cfg.batch_size, cfg.seq_len, free_b);
+            cr_expect_leq(p.device_bytes + GPU_MEMORY_MARGIN, free_b, "%s %s %s: %.2f GiB (%s)", cards[k].gpu,
+                          variants[v][0] ? variants[v][0] : "default", variants[v][1] ? variants[v][1] : "",
+                          p.device_bytes / (double)GIB, p.recompute_why);
+            took_recompute += p.recompute;
+        }
+    cr_expect_gt(took_recompute, 0, "some of these need recompute on a 10 GiB card");
+}
