@@ -534,7 +534,7 @@ static int wave_layers_of(const gpu_step_plan *p, const cc_dims *d)
  * there. The chunk: a quarter of T, at most 128 steps, at least 32 (128
  * measured fastest on the cluster kernels at T=512 against 64, 32 and 16:
  * each chunk pays a launch and a reload of W_hh, while shorter chunks fill
- * the pipeline sooner; docs/performance.md). [gpu] wavefront_chunk sets it
+ * the pipeline sooner; docs/design-notes.md). [gpu] wavefront_chunk sets it
  * and takes the wavefront wherever the kernels can. */
 static int wave_chunk_for(const cc_config *cfg, const gpu_step_plan *p, int B, int T, int L, char *why, size_t len)
 {
