@@ -3,7 +3,7 @@
  * and dW += dlogitsᵀ·f (and the softmax at 8 and 32 warps a row), at chunk rows R and vocabulary V, with V or its
  * padded pitch as the GEMMs' dimension. What a chunk costs at each R is what
  * the plan's choice of rows trades against memory (docs/performance.md,
- * "Vocabulary"). One JSON line per (V, R, form); medians of --reps after 3
+ * "Real vocabularies"). One JSON line per (V, R, form); medians of --reps after 3
  * warm-ups, CUDA events. Without a GPU: exit 77.
  *   classifier_probe [--d 512] [--reps 20] [--unpadded] */
 #include <jansson.h>

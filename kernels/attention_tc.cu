@@ -16,7 +16,7 @@
 // default config), and the key side no longer gathers them diagonally.
 // Each warp owns its outputs (no atomics), so results are reproducible.
 // The band lives in registers: a version that staged S in shared memory
-// through WMMA measured slower (docs/performance.md).
+// through WMMA measured slower (CHANGELOG.md, 0.4.0).
 #include "catchat/kernels.h"
 #include "common.cuh"
 #include "mma.cuh"
@@ -24,7 +24,7 @@
 #define HD 64         // head size these kernels serve
 #define LDH (HD + 8)  // FP16 row stride of staged tiles: 144 bytes, so ldmatrix's 8 rows fall in distinct banks
 // Warps per block, 16 queries (keys) each, and 3 blocks an SM (≤ 168
-// registers): 8 warps in 1 or 2 blocks an SM measured slower (docs/performance.md).
+// registers): 8 warps in 1 or 2 blocks an SM measured slower (CHANGELOG.md, 0.4.0).
 #define ATT_WARPS 4
 #define ATT_MINB 3
 #define QB (16 * ATT_WARPS)

@@ -40,7 +40,7 @@
 // bench/cluster_probe measures the exchange: a push to 16 peers costs more
 // than twice a push to 8, hence clusters of 8; bulk copies and mbarriers
 // (below) cost less than plain DSMEM stores and a barrier
-// (docs/results/cluster_probe_2026-11-29.txt, docs/performance.md).
+// (docs/results/cluster_probe_2026-11-29.txt, docs/design-notes.md).
 #include <cooperative_groups.h>
 #include <stdint.h>
 #include "catchat/kernels.h"
@@ -568,7 +568,7 @@ __global__ void __launch_bounds__(CL_THREADS, 1)
 // serves twice the sequences, less time per sequence, which wins where the
 // clusters of 8 would take two waves or more and the recurrence holds the
 // SMs for longer than the rest of the step needs them (B=256 on the H200;
-// the host decides, gpu_gru_wide_for; numbers in docs/performance.md). The backward stays at 8: with 16 its buffers
+// the host decides, gpu_gru_wide_for; numbers in CHANGELOG.md, 0.4.0). The backward stays at 8: with 16 its buffers
 // and the outgoing partials no longer fit in shared memory.
 #define CL_BL 8
 #define CL_BL_WIDE 16

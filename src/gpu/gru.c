@@ -71,7 +71,7 @@ void gpu_gru_impl_why(const gpu_caps *caps, gpu_gru_path path, int B, int T, int
 /* Wide pays where the recurrences hold the SMs for longer than the rest of
  * the step needs them, which takes two waves of clusters of 8 or more
  * (measured faster at B=256 on the H200, slower at B=128, where each lane's
- * chain of recurrences gets 1.5 times longer: docs/performance.md). */
+ * chain of recurrences gets 1.5 times longer: CHANGELOG.md, 0.4.0). */
 int gpu_gru_wide_for(const gpu_caps *caps, gpu_gru_path path, int B_total, int T, int D)
 {
     const int resident = gru_cluster_resident(caps, D);

@@ -7,7 +7,7 @@
  * CPU against the limits of GPUs nobody here has; gpu_step_plan_for
  * (executor_gpu.c) reads the device and calls gpu_plan_make, and the
  * executor allocates from gpu_plan_buffers. The measurements in the
- * comments are the rules' reasons (docs/performance.md). */
+ * comments are the rules' reasons (docs/design-notes.md, docs/performance.md). */
 #include <stdio.h>
 #include <string.h>
 #include "catchat/gpu_crossentropy.h"
@@ -57,7 +57,7 @@ static int wave_layers_of(const gpu_step_plan *p, const cc_dims *d)
  * there. The chunk: a quarter of T, at most 128 steps, at least 32 (128
  * measured fastest on the cluster kernels at T=512 against 64, 32 and 16:
  * each chunk pays a launch and a reload of W_hh, while shorter chunks fill
- * the pipeline sooner; docs/performance.md). [gpu] wavefront_chunk sets it
+ * the pipeline sooner; docs/design-notes.md). [gpu] wavefront_chunk sets it
  * and takes the wavefront wherever the kernels can. */
 static int wave_chunk_for(const cc_config *cfg, const gpu_step_plan *p, int B, int T, int L, char *why, size_t len)
 {
