@@ -44,6 +44,7 @@ typedef struct cc_config {
     char gpu_attention[8];   /* auto (tensor cores where the head size takes them), fp32 */
     int gpu_lanes;           /* 0 = chosen */
     char gpu_wavefront[8];   /* auto, off */
+    char gpu_schedule[8];    /* auto, serial: every operation of the step on one stream in program order */
     char gpu_recompute[8];   /* auto, off, on: activations rebuilt in the backward */
     uint64_t gpu_memory_limit; /* bytes the step is planned for, 0 = the device's own memory */
     int gpu_wavefront_chunk; /* timesteps a wavefront chunk, 0 = chosen */

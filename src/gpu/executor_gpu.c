@@ -2,8 +2,8 @@
  * FP32 accumulation) and FP32 everything else; see the precision contract in
  * include/catchat/kernels.h. This file owns device memory, the streams and
  * GEMM contexts of the lanes, the batch upload, the loss read-back and the
- * optimizer's element-wise work; passes_gpu.c orders the launches of the
- * forward and backward passes. What it runs and every buffer's size come
+ * optimizer's element-wise work; the step's program (program_gpu.c) orders
+ * the launches of the forward and backward passes. What it runs and every buffer's size come
  * from its plan (plan_gpu.c), made from what gpu_step_plan_for reads off
  * the device. */
 #include <math.h>
@@ -88,11 +88,11 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     const long scored = (long)counts[0];
     /* the units of the gradients and clamps: the whole step's scored positions */
     const long units = accum ? g->accum_total : scored;
-    g->nmarks = 0;
     cudaCheck(cudaMemsetAsync(g->g32, 0, sizeof(float) * ex->lay.total, g->stream));
-    const int lanes = gpu_step_lanes(ex);
+    const int lanes = g->nlanes;
     upload_batch(ex, x, y, lanes);
     gpu_passes(ex, loss_scale, units, lanes);
+    if (ex->check) gpu_step_collect_scans(ex); /* before the gradients' own scans: the first finding wins */
     if (accum && units > 0) { /* the step's gradient so far: acc32 (a fixed order of sums) */
         const size_t bytes = sizeof(float) * ex->lay.total;
         if (!g->acc32) cudaCheck(cudaMalloc((void **)&g->acc32, bytes));
@@ -120,7 +120,6 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
             snprintf(name, sizeof(name), "grad.%s", ex->lay.t[i].name);
             gpu_check_dev(ex, "parameter_gradients", name, -1, G32(ex, i), ex->lay.t[i].numel, 0, 0);
         }
-        gpu_mark(g, PH_WGRAD);
         ex->grad_unit = loss_scale * (double)units;
     } else if (units > 0) {
         ex->grad_unit = loss_scale * (double)units; /* a micro-batch before the last: partial */
@@ -132,7 +131,7 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     cc_dist_enter(ex->dist, "the loss all-reduce", NULL);
     cc_dist_allreduce_host(ex->dist, &sum, 1, g->stream);
     cc_dist_leave(ex->dist);
-    gpu_collect_marks(g);
+    gpu_step_collect_timing(ex);
     return scored ? sum / (double)scored : 0.0;
 }
 
@@ -142,9 +141,10 @@ static void gpu_score(cc_executor *ex, const int *x, const int *y, cc_score *sco
     const int profile = g->profile; /* evaluation is not part of the timed step */
     g->profile = 0;
     upload_batch(ex, x, y, 1);
-    gpu_score_all(ex);
+    gpu_issue_eval(ex);
     g->profile = profile;
     collect_loss(ex, score);
+    if (ex->check) gpu_step_collect_scans(ex);
 }
 
 static double gpu_grad_scale_sumsq(cc_executor *ex, double mul, int *nonfinite)
@@ -319,10 +319,9 @@ static void free_buffers(cc_executor *ex)
 static void gpu_destroy(cc_executor *ex)
 {
     gpu_impl *g = IMPL(ex);
-    if (g->profile)
-        for (int i = 0; i < 64; i++) cudaEventDestroy(g->marks[i]);
     cudaDeviceSynchronize(); /* every lane's streams */
     if (g->graph_exec) cudaGraphExecDestroy(g->graph_exec);
+    gpu_programs_free(g);
     free_buffers(ex);
     cudaFree(g->acc32);
     cudaFree(g->plant_slot);
@@ -330,15 +329,10 @@ static void gpu_destroy(cc_executor *ex)
         gpu_lane *ln = &g->lane[l];
         gpu_matmul_destroy(ln->gemm);
         gpu_matmul_destroy(ln->gemm_wgrad);
-        cudaEvent_t evs[] = { ln->ev_wgrad[0], ln->ev_wgrad[1], ln->ev_finished, ln->ev_to_rec,
-                              ln->ev_from_rec, ln->ev_side, ln->ev_top_wgrad, ln->ev_join,
-                              ln->ev_wfeed[0], ln->ev_wfeed[1], ln->ev_wrec[0], ln->ev_wrec[1],
-                              ln->ev_wfree[0], ln->ev_wfree[1], ln->ev_ce_fork, ln->ev_ce_free };
-        for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) cudaEventDestroy(evs[i]);
+        cudaEventDestroy(ln->ev_ce_fork);
+        cudaEventDestroy(ln->ev_ce_free);
         if (g->recompute) gpu_matmul_destroy(ln->rec_gemm[0]);
         for (int k = 0; g->wave_chunk && k < ex->lay.dims.L; k++) {
-            cudaEventDestroy(ln->ev_feed[k]);
-            cudaEventDestroy(ln->ev_rec[k]);
             release_reduce_scratch(ln->feed[k]);
             cudaStreamDestroy(ln->feed[k]);
             gpu_matmul_destroy(ln->feed_gemm[k]);
@@ -354,7 +348,6 @@ static void gpu_destroy(cc_executor *ex)
         release_reduce_scratch(ln->stream);
         if (l > 0) cudaStreamDestroy(ln->stream);
     }
-    cudaEventDestroy(g->ev_tail);
     cudaEventDestroy(g->ev_done);
     cudaEventDestroy(g->ev_batch);
     cudaStreamDestroy(g->comm_stream);
@@ -455,7 +448,6 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     const int lane_priority = highest < lowest ? highest + 1 : lowest;
     cudaCheck(cudaStreamCreateWithPriority(&g->stream, cudaStreamDefault, lane_priority));
     cudaCheck(cudaStreamCreate(&g->comm_stream));
-    cudaCheck(cudaEventCreateWithFlags(&g->ev_tail, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_batch, cudaEventDisableTiming));
     const size_t n = ex->lay.total, M = (size_t)B * T;
@@ -468,12 +460,8 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         cudaCheck(cudaStreamCreateWithPriority(&ln->rec_stream, cudaStreamDefault, highest));
         ln->gemm = gpu_matmul_create_sized(gpu_lane_workspace_bytes(g->recompute));
         ln->gemm_wgrad = gpu_matmul_create_sized(gpu_lane_workspace_bytes(g->recompute));
-        cudaEvent_t *evs[] = { &ln->ev_wgrad[0], &ln->ev_wgrad[1], &ln->ev_finished, &ln->ev_to_rec,
-                               &ln->ev_from_rec, &ln->ev_side, &ln->ev_top_wgrad, &ln->ev_join,
-                               &ln->ev_wfeed[0], &ln->ev_wfeed[1], &ln->ev_wrec[0], &ln->ev_wrec[1],
-                               &ln->ev_wfree[0], &ln->ev_wfree[1], &ln->ev_ce_fork, &ln->ev_ce_free };
-        for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
-            cudaCheck(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&ln->ev_ce_fork, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&ln->ev_ce_free, cudaEventDisableTiming));
         ln->rec[0] = ln->rec_stream;
         if (g->recompute) ln->rec_gemm[0] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
         for (int k = 0; g->wave_chunk && k < d.L; k++) {
@@ -481,8 +469,6 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
             ln->feed_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
             ln->rec_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE); /* the per-step loop's */
             if (k > 0) cudaCheck(cudaStreamCreateWithPriority(&ln->rec[k], cudaStreamDefault, highest));
-            cudaCheck(cudaEventCreateWithFlags(&ln->ev_feed[k], cudaEventDisableTiming));
-            cudaCheck(cudaEventCreateWithFlags(&ln->ev_rec[k], cudaEventDisableTiming));
         }
     }
     allocate_buffers(ex);

@@ -1,5 +1,6 @@
-/* The GPU executor's state, shared by executor_gpu.c (memory, the executor
- * interface) and passes_gpu.c (the forward and backward passes). Private to
+/* The GPU executor's state: executor_gpu.c (memory, streams, the executor
+ * interface) makes it; the step's operations (ops_*_gpu.c), its program
+ * (program_gpu.c) and scheduler (scheduler_gpu.c) read it. Private to
  * src/gpu. */
 #ifndef CATCHAT_GPU_IMPL_H
 #define CATCHAT_GPU_IMPL_H
@@ -39,36 +40,30 @@ typedef struct {
      * the critical path back by a whole kernel. */
     cudaStream_t rec_stream;
     gpu_matmul_ctx *gemm, *gemm_wgrad;
-    cudaEvent_t ev_wgrad[2], ev_finished, ev_to_rec, ev_from_rec;
-    /* ev_side: where the side stream picks up (side_stream_after); ev_top_wgrad: the top's weight GEMMs done */
-    cudaEvent_t ev_side, ev_top_wgrad;
-    cudaEvent_t ev_join; /* recompute: where the lane stands when every lane waits for every other (lanes_join) */
-    /* recompute, by window buffer: its input made (ev_wfeed), its recurrence
-     * done (ev_wrec), its weight GEMMs done with it (ev_wfree) */
-    cudaEvent_t ev_wfeed[2], ev_wrec[2], ev_wfree[2];
     /* the classifier's chunk buffers (gpu_crossentropy.h), the fork of its
      * last weight GEMM to the side stream and where that GEMM is done with
      * them; ce_pending: a later classifier call must wait for it (reset at
-     * each step's start, when every side stream has joined its lane) */
+     * each step's start, when every side stream has joined the main one) */
     gpu_ce_chunk ce;
     cudaEvent_t ev_ce_fork, ev_ce_free;
     int ce_pending;
-    /* the wavefront's streams, GEMM contexts (one per feed stream: a context's
-     * workspace serves one stream at a time) and events, by layer: ev_feed[l]
-     * a chunk of layer l's feed done, ev_rec[l] a chunk of its recurrence */
+    /* the wavefront's streams and GEMM contexts (one per stream: a context's
+     * workspace serves one stream at a time), by layer: a feed stream (the
+     * layer's input and its input gradient) and a recurrence stream (layer
+     * 0's is rec_stream); rec_gemm[0] also serves rec_stream under recompute */
     cudaStream_t feed[GPU_WAVE_MAX_LAYERS], rec[GPU_WAVE_MAX_LAYERS];
-    /* rec_gemm[0] also serves the recurrence stream under recompute, whose input GEMMs run beside it */
     gpu_matmul_ctx *feed_gemm[GPU_WAVE_MAX_LAYERS], *rec_gemm[GPU_WAVE_MAX_LAYERS];
-    cudaEvent_t ev_feed[GPU_WAVE_MAX_LAYERS], ev_rec[GPU_WAVE_MAX_LAYERS];
     float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
     int index;  /* 0 .. nlanes − 1 */
     int b0, B;  /* sequences [b0, b0 + B) of the batch */
 } gpu_lane;
 
+#define GPU_PROGRAMS 3
+
 typedef struct {
     cudaStream_t stream, comm_stream; /* the gradient all-reduce runs beside the BPTT */
-    cudaEvent_t ev_tail, ev_done, ev_batch;
-    int nlanes; /* lanes of a training step (gpu_step_lanes: one while profiling or checking) */
+    cudaEvent_t ev_done, ev_batch;
+    int nlanes; /* lanes of a training step */
     int attn_tc; /* attention on tensor cores (attention_tc_supported) */
     gpu_gru_path gru_path; /* [gpu] recurrence */
     gpu_step_plan plan;    /* what the executor was created from */
@@ -79,7 +74,7 @@ typedef struct {
     int wave_chunk; /* timesteps a chunk of the wavefront (gpu_step_plan), 0: layer after layer */
     char wave_why[128];
     int wave_ran, wave_top_ran; /* this (or the last) step takes the wavefront's chunks, and chunks the context stream */
-    /* Recompute ([gpu] recompute, gpu_step_plan; recompute_gpu.c): only h
+    /* Recompute ([gpu] recompute, gpu_step_plan; ops_layer_gpu.c): only h
      * (all layers) and the norms' statistics stay from the forward, and u
      * keeps one block (u^l, then in place u^{l+1}). A layer runs its
      * recurrence in windows of rc_window steps whose normalised input, gx
@@ -91,15 +86,20 @@ typedef struct {
      * block for the layer being run, where the backward's window buffers
      * lie. All of them lie in one allocation, `work`, with the context
      * stream's and classifier's tensors over them, which hold top_seqs
-     * sequences: the lanes run those parts one after another (passes_gpu.c,
-     * top_in_parts), joined before and after. */
+     * sequences: the parts run one after another, ordered by the scheduler
+     * as their memory overlaps (ops_top_gpu.c). */
     int recompute;
     void *work;
     int rc_window, top_seqs;
     float *win_gates[2], *win_ghn[2], *win_dtmp[2];
     uint16_t *win_a16[2], *win_hp16[2], *win_dgx16[2], *win_dgh16[2];
     int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */
-    /* the step's passes as a CUDA graph (passes_gpu.c) and what it was captured with */
+    /* the step's programs (program_gpu.c), by what they were built for:
+     * a training step of nlanes lanes with and without a gradient, and an
+     * evaluation */
+    struct step_program *programs[GPU_PROGRAMS];
+    struct step_program *ran; /* the last step's (issued or replayed) */
+    /* the step as a CUDA graph (graph_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;
     double graph_scale;
     long graph_scored;
@@ -130,7 +130,7 @@ typedef struct {
      * per-step loop's gh) alternate between two buffers by layer parity so a
      * BPTT never overwrites what the weight-gradient stream still reads;
      * under the wavefront, whose layers' recurrences overlap, one per layer
-     * (wave_layers; lane_gpu.h, layer_slot) */
+     * (wave_layers; ops_layer_gpu.c, layer_slot) */
     float *du, *dtmp, *dhrec, *dc; /* dc: the context-stream guard's copy, over c (spent by then) */
     float *bias_part; /* the cluster BPTT's bias sums, by layer slot like dgx16 (gpu_gru_bptt) */
     uint16_t *dgx16, *dgh16, *d16, *dc16;
@@ -143,10 +143,8 @@ typedef struct {
     int *nonfinite;
     unsigned long long *first_bad; /* NaN provenance scratch */
     float *plant_slot; /* --plant-nan-grad-h: [0] NaN, [1] the value it stood in for (on first use) */
-    /* profiling: an event at each phase boundary of a step (one lane) */
-    int profile, nmarks;
-    cudaEvent_t marks[64];
-    int mark_phase[64];
+    /* profiling: each operation's device time, summed by phase */
+    int profile;
     double phase_ms[PH_COUNT];
 } gpu_impl;
 
@@ -156,46 +154,39 @@ typedef struct {
 
 /* Whether this step all-reduces the tail of the gradients (ctx.*, final_norm,
  * lm_head) during the BPTT: under NCCL, one lane, no accumulation and
- * [gpu] allreduce_overlap = on. Here, not in a .c file, because both
- * executor_gpu.c (the rest of the all-reduce) and passes_gpu.c (the early
- * tail) ask it, and passes_gpu.c must not call back into executor_gpu.c,
- * which calls it (through graph_gpu.c). */
+ * [gpu] allreduce_overlap = on. Asked by the program (its operation) and by
+ * executor_gpu.c (the rest of the all-reduce). */
 static inline int gpu_overlaps_allreduce(const cc_executor *ex, int lanes)
 {
     return ex->dist && ex->dist->active && lanes == 1 && ex->accum.n == 0 &&
            strcmp(ex->cfg.allreduce_overlap, "on") == 0;
 }
 
-/* passes_gpu.c: lane i covers sequences [i·B/n, (i+1)·B/n). */
+/* program_gpu.c: lane i covers sequences [i·B/n, (i+1)·B/n). */
 void gpu_set_lanes(cc_executor *ex, int n);
-/* Every lane's forward and backward, issued on the lanes' streams (eagerly). */
-void gpu_issue_passes(cc_executor *ex, double loss_scale, long scored, int n);
-/* passes_gpu.c: lanes of this training step: one while profiling or
- * checking (phases and scans in order), else nlanes. */
-int gpu_step_lanes(const cc_executor *ex);
-/* Forward, loss and backward of every lane (backward only when scored > 0),
- * then the lanes' gradients summed into g32 on the main stream. The batch's
- * CSR must be per lane (upload_batch with the same lane count). */
-void gpu_passes(cc_executor *ex, double loss_scale, long scored, int lanes); /* graph_gpu.c */
-/* Forward and loss (no gradient, loss scale 1) of the whole batch in one
- * lane on the main stream (evaluation). */
-void gpu_score_all(cc_executor *ex);
+/* The step of n lanes (forward, loss and, with scored > 0, backward), or an
+ * evaluation's forward (the whole batch in one lane, loss scale 1), issued
+ * from its program (built on first use); the lanes' gradients end summed
+ * into g32 on the main stream. The batch's CSR must be per lane
+ * (upload_batch with the same lane count). */
+void gpu_issue_step(cc_executor *ex, double loss_scale, long scored, int n);
+void gpu_issue_eval(cc_executor *ex);
+/* A replayed graph ran the program of this kind of step. */
+void gpu_step_replayed(cc_executor *ex, long scored);
+/* After the last step (synchronising, where they are on): its NaN scans'
+ * first finding reported ([gpu] check), its phase times added up and its
+ * lane trace printed. */
+void gpu_step_collect_scans(cc_executor *ex);
+void gpu_step_collect_timing(cc_executor *ex);
+/* The programs freed (their events and scan slots), e.g. when profiling is turned on. */
+void gpu_programs_free(gpu_impl *g);
+/* graph_gpu.c: gpu_issue_step, as a replayed CUDA graph where it may; and
+ * the captured graph dropped (the next step runs eagerly, then captures). */
+void gpu_passes(cc_executor *ex, double loss_scale, long scored, int lanes);
+void gpu_graph_reset(gpu_impl *g);
 
-/* instrument_gpu.c: NaN provenance scan of a stage's output (main stream). */
+/* instrument_gpu.c: NaN provenance scan of a tensor after the step (main stream, synchronising). */
 void gpu_check_dev(cc_executor *ex, const char *stage, const char *tensor, int layer, const void *ptr, size_t n,
                    int is_half, int width);
-/* Close the phase that ends here (profiling only); add the step's phases up. */
-void gpu_mark(gpu_impl *g, int ph);
-void gpu_collect_marks(gpu_impl *g);
-/* The lane trace ([gpu] lane_trace): turned on once; points recorded on a
- * stream, the step's start, a lane's end, and the print after the step. */
-void gpu_trace_init(int on);
-int gpu_trace_on(void);
-void gpu_trace_start(cudaStream_t s);
-void gpu_trace_point(int lane, cudaStream_t s);
-void gpu_trace_end(int lane, cudaStream_t s);
-/* The wavefront's chunks: a point before and after each chunk's recurrence of a lane's layer. */
-void gpu_trace_wave_point(int lane, int layer, cudaStream_t s);
-void gpu_trace_print(int nlanes);
 
 #endif

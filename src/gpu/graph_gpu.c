@@ -1,19 +1,21 @@
 /* The step's passes as one CUDA graph (see gpu_graph_passes below): capture,
- * replay and the rules for when a graph may stand in for the eager passes. */
+ * replay and the rules for when a graph may stand in for the eager step. */
 #include <stdio.h>
 #include <string.h>
 #include "catchat/dist.h"
 #include "gpu/gpu_impl.h"
 
-/* The passes as one CUDA graph: captured from the streams (the lanes' forks
- * and joins become the graph's edges, each kernel keeps its stream's
- * priority), then replayed while what the kernels were given stays the same:
- * the loss scale and the scored count (the clamp limits follow from them) and
- * the lanes. The first step runs eagerly, so the GEMM plans and the
- * reduction scratch exist before a capture. Off for --check, a planted NaN, profiling,
- * lane tracing and NCCL (each synchronises or records inside the step). A
- * capture the runtime refuses turns graphs off for the run, and that step is
- * issued eagerly instead.
+/* The step as one CUDA graph: captured from the streams (the program's waits
+ * become the graph's edges, each kernel keeps its stream's priority), then
+ * replayed while what the kernels were given stays the same: the loss scale
+ * and the scored count (the clamp limits follow from them) and the lanes.
+ * The first step runs eagerly, so the GEMM plans, the reduction scratch, the
+ * NaN scans' slots and the timing events exist before a capture; the
+ * diagnostics are the program's hooks and need no synchronisation inside
+ * the step, so a replayed graph is what they check. Off under NCCL (its
+ * collectives are issued by the host inside the step). A capture the
+ * runtime refuses turns graphs off for the run, and that step is issued
+ * eagerly instead.
  * On by default where the recurrences are latency-bound (their clusters all
  * resident: the graph saves the launch gaps), off where they take several
  * waves (the wide forward: measured slower; CHANGELOG.md has the A/B);
@@ -22,7 +24,7 @@ static int graphs_allowed(const cc_executor *ex)
 {
     const gpu_impl *g = IMPL(ex);
     const int wanted = strcmp(ex->cfg.cuda_graph, "auto") == 0 ? !g->gru_wide : strcmp(ex->cfg.cuda_graph, "on") == 0;
-    return wanted && !g->graph_failed && !ex->check && !ex->plant_grad_h.on && !g->profile && !gpu_trace_on() && !(ex->dist && ex->dist->active);
+    return wanted && !g->graph_failed && !(ex->dist && ex->dist->active);
 }
 
 static int graph_capture(cc_executor *ex, double loss_scale, long scored, int n)
@@ -31,7 +33,7 @@ static int graph_capture(cc_executor *ex, double loss_scale, long scored, int n)
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return 0;
-    gpu_issue_passes(ex, loss_scale, scored, n);
+    gpu_issue_step(ex, loss_scale, scored, n);
     cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
     if (e == cudaSuccess) e = cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
     if (graph) cudaGraphDestroy(graph);
@@ -51,7 +53,6 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
 {
     gpu_impl *g = IMPL(ex);
     gpu_set_lanes(ex, n);
-    gpu_trace_init(ex->cfg.lane_trace);
     if (graphs_allowed(ex) && g->graph_warm) {
         const int same = g->graph_exec && g->graph_scale == loss_scale && g->graph_scored == scored &&
                          g->graph_lanes == n;
@@ -61,15 +62,22 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
         if (!churn && (same || graph_capture(ex, loss_scale, scored, n))) {
             g->graph_replays += same;
             g->graph_captures += !same;
+            if (same) gpu_step_replayed(ex, scored);
             cudaCheck(cudaGraphLaunch(g->graph_exec, g->stream));
             return;
         }
         g->graph_failed = 1;
         if (!churn) fprintf(stderr, "catchat: CUDA graph capture of the step failed; running the step without graphs\n");
     }
-    gpu_issue_passes(ex, loss_scale, scored, n);
+    gpu_issue_step(ex, loss_scale, scored, n);
     g->graph_warm = 1;
-    gpu_trace_print(n);
+}
+
+void gpu_graph_reset(gpu_impl *g)
+{
+    if (g->graph_exec) cudaCheck(cudaGraphExecDestroy(g->graph_exec));
+    g->graph_exec = NULL;
+    g->graph_warm = 0;
 }
 
 int cc_gpu_graph_replays(const cc_executor *ex) { return IMPL(ex)->graph_replays; }

@@ -118,17 +118,12 @@ static int overlaps(const step_program *p, const step_op *x, const step_op *y)
 }
 
 /* The op's lane view: its lane, or under recompute for the context stream
- * the part of it whose tensors hold one part. */
-static int is_top(const step_op *o)
-{
-    return (o->kind == OP_FEED && o->layer >= 0 && o->layer == -2) || (o->kind >= OP_TOP_CTX && o->kind <= OP_TOP_DX);
-}
-
+ * (from u^L's norm on) the part of it whose tensors hold one part. */
 static lane_ctx op_view(cc_executor *ex, const step_program *p, const step_op *o)
 {
     gpu_impl *g = IMPL(ex);
     lane_ctx c = lane_view(ex, &g->lane[o->lane], p->lanes);
-    const int top = is_top(o) || (o->kind == OP_FEED && o->layer == c.L);
+    const int top = (o->kind >= OP_TOP_CTX && o->kind <= OP_TOP_DX) || (o->kind == OP_FEED && o->layer == c.L);
     if (top && g->recompute) return lane_part(&c, o->s0, o->ns, 1);
     return c;
 }
