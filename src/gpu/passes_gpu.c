@@ -128,7 +128,8 @@ static void forward_layer(lane_ctx *c, int l)
     gpu_matmul_fwd(c->ln->gemm, gxl, al, P16(ex, lay->gru_wih[l]), P32(ex, lay->gru_bih[l]), M, 3 * D, D, s);
     lane_check(c, "input_projection", "gx", l, gxl, 3 * MD, 0, 3 * D);
     lane_mark(c, PH_INPUT);
-    gpu_gru_forward(c->ln->gemm, &g->rec_caps, g->gru_path, &gl, gru_shape_of(c), g->gru_wide, to_rec(c->ln));
+    gpu_gru_forward(c->ln->gemm, &g->rec_caps, &g->gru, g->gru_path, &gl, gru_shape_of(c), g->gru_wide,
+                    c->ln->rec_sc[0], to_rec(c->ln));
     from_rec(c->ln);
     lane_mark(c, PH_REC_FWD);
     lane_check(c, "gru_forward", "h", l, hl, MD, 0, D);
@@ -212,7 +213,7 @@ void classifier_rows(lane_ctx *c, int t0, int M, row_window rw, float *cc, float
         .side = ln->wgrad_stream, .side_gemm = ln->gemm_wgrad, .ev_fork = ln->ev_ce_fork, .ev_free = ln->ev_ce_free, .pending = &ln->ce_pending,
         .check = c->ex->check ? ce_check : NULL, .check_ctx = c,
     };
-    gpu_crossentropy(ln->gemm, &ln->ce, &a, ln->stream);
+    gpu_crossentropy(ln->gemm, &ln->ce, &a, ln->sc, ln->stream);
 }
 
 /* The merge, the final norm, the classifier and the loss of the lane's rows
@@ -307,7 +308,7 @@ static void backward_context(lane_ctx *c)
     cudaCheck(cudaEventRecord(ln->ev_top_wgrad, side));
     gpu_matmul_dx(ln->gemm, dtmp, d16, P16(ex, lay->ctx_qkv), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, forward_u(c, c->L), P32(ex, lay->ctx_norm),
-                            ROWS(c, g->s_ir, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
+                            ROWS(c, g->s_ir, 1), M, D, row_window_all(M), &c->nc, &g->caps, ln->sc, s);
     lane_check(c, "ctx_rmsnorm_backward", "du", -1, du, MD, 0, D);
 }
 
@@ -353,7 +354,7 @@ static void weight_grads(lane_ctx *c, int l, const gru_layer *gl, const gru_grad
     const int D = c->D, par = l & 1;
     side_stream_after(ln);
     gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
-    gpu_gru_weight_grads(ln->gemm_wgrad, gl, gg, nparts, gru_shape_of(c), ln->wgrad_stream);
+    gpu_gru_weight_grads(ln->gemm_wgrad, gl, gg, nparts, gru_shape_of(c), ln->wgrad_sc, ln->wgrad_stream);
     gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg->dgx16, layer_a16(c, l), c->M, 3 * D, D,
                   ln->wgrad_stream);
     cudaCheck(cudaEventRecord(ln->ev_wgrad[par], ln->wgrad_stream));
@@ -407,8 +408,8 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     if (l + 2 < c->L) /* layer l+2's weight gradients read this buffer pair */
         cudaCheck(cudaStreamWaitEvent(s, ln->ev_wgrad[par], 0));
     float *planted = plant_begin(c, l, du, s);
-    const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, g->gru_path, &gl, &gg, gru_shape_of(c), clamp_limit,
-                                    to_rec(ln));
+    const int nparts = gpu_gru_bptt(ln->gemm, &g->rec_caps, &g->gru, g->gru_path, &gl, &gg, gru_shape_of(c),
+                                    clamp_limit, ln->rec_sc[0], to_rec(ln));
     from_rec(ln);
     if (planted) /* the residual path keeps its value */
         cudaCheck(cudaMemcpyAsync(planted, c->g->plant_slot + 1, sizeof(float), cudaMemcpyDeviceToDevice, s));
@@ -423,7 +424,7 @@ static void backward_layer(lane_ctx *c, int l, float clamp_limit)
     /* the input gradient stays on the critical path */
     gpu_matmul_dx(ln->gemm, dtmp, dgx, P16(ex, lay->gru_wih[l]), M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, ul, P32(ex, lay->gru_norm[l]),
-                            LROWS(c, g->a_ir, l, 1), M, D, row_window_all(M), &c->nc, &g->caps, s);
+                            LROWS(c, g->a_ir, l, 1), M, D, row_window_all(M), &c->nc, &g->caps, ln->sc, s);
     lane_check(c, "rmsnorm_backward", "du", l, du, MD, 0, D);
     if (l > 0) weight_grads(c, l, &gl, &gg, nparts);
     if (l == 0) lane_embedding_backward(c);

@@ -91,7 +91,8 @@ void rc_forward_windows(lane_ctx *c, int l)
         event_record(ln->ev_wfeed[j], s);
         stream_wait(rec, ln->ev_wfeed[j]);
         gpu_trace_point(ln->index, rec);
-        gpu_gru_forward(ln->rec_gemm[0], &g->rec_caps, g->gru_path, &gl, rc_shape(c, k), g->gru_wide, rec);
+        gpu_gru_forward(ln->rec_gemm[0], &g->rec_caps, &g->gru, g->gru_path, &gl, rc_shape(c, k), g->gru_wide,
+                        ln->rec_sc[0], rec);
         gpu_trace_point(ln->index, rec);
         event_record(ln->ev_wrec[j], rec);
     }
@@ -162,7 +163,8 @@ static void window_weight_grads(lane_ctx *c, int l, int k, int j, int nparts)
     gru_layer gl = rc_layer(c, l, j);
     const gru_grads gg = rc_grads(c, l, j, k);
     gl.hprev16 = WINROWS(c, c->g->win_hp16[j], D);
-    gpu_gru_weight_grads(ln->gemm_wgrad, &gl, &gg, nparts > 0 && k > 0 ? -1 : nparts, rc_shape(c, k), side);
+    gpu_gru_weight_grads(ln->gemm_wgrad, &gl, &gg, nparts > 0 && k > 0 ? -1 : nparts, rc_shape(c, k), ln->wgrad_sc,
+                         side);
     gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg.dgx16, WINROWS(c, c->g->win_a16[j], D), B * C, 3 * D,
                   D, side);
     event_record(ln->ev_wfree[j], side);
@@ -196,8 +198,9 @@ void rc_backward_layer(lane_ctx *c, int l, float clamp_limit)
         gpu_trace_point(ln->index, rec);
         /* every window of the layer takes the same path, as the carries differ (the persistent kernels'
          * z*g, the per-step loop's dhrec with W_hh^T dgh): they are one grid, which the runtime admits or
-         * refuses by its size (gp_launch), and a refusal sends every later launch per step too */
-        nparts = gpu_gru_bptt(ln->rec_gemm[0], &g->rec_caps, g->gru_path, &gl, &gg, rc_shape(c, k), clamp_limit, rec);
+         * refuses by its size (gp_launch), and a refusal sends every later launch of the executor per step too */
+        nparts = gpu_gru_bptt(ln->rec_gemm[0], &g->rec_caps, &g->gru, g->gru_path, &gl, &gg, rc_shape(c, k),
+                              clamp_limit, ln->rec_sc[0], rec);
         gpu_trace_point(ln->index, rec);
         event_record(ln->ev_wrec[j], rec);
         if (k > 0) { /* the window before, rebuilt beside this BPTT */
@@ -215,7 +218,7 @@ void rc_backward_layer(lane_ctx *c, int l, float clamp_limit)
         gpu_matmul_rows(ln->gemm, dtmp, D, C, gg.dgx16, 3 * D, C, P16(ex, lay->gru_wih[l]), D, 0, B, C, D, 3 * D, 0.f,
                         NULL, s);
         launch_rmsnorm_backward(du + at * D, G32L(c, lay->gru_norm[l]), dtmp, rc_urows(c, k), P32(ex, lay->gru_norm[l]),
-                                LROWS(c, g->a_ir, l, 1) + at, B * C, D, rc_rows(c), &c->nc, &g->caps, s);
+                                LROWS(c, g->a_ir, l, 1) + at, B * C, D, rc_rows(c), &c->nc, &g->caps, ln->sc, s);
         window_weight_grads(c, l, k, j, nparts);
     }
     lane_mark(c, PH_BPTT);

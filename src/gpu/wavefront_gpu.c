@@ -82,7 +82,7 @@ void wave_forward_chunk(lane_ctx *c, int l, int k)
     sh.t0 = t0;
     sh.t1 = t1;
     gpu_trace_wave_point(ln->index, l, rec);
-    gpu_gru_forward(ln->rec_gemm[l], &g->wave_caps, g->gru_path, &gl, sh, g->gru_wide, rec);
+    gpu_gru_forward(ln->rec_gemm[l], &g->wave_caps, &g->gru, g->gru_path, &gl, sh, g->gru_wide, ln->rec_sc[l], rec);
     gpu_trace_wave_point(ln->index, l, rec);
     event_record(ln->ev_rec[l], rec);
     if (l == c->L - 1) { /* u^L and the context stream's norm of it, on the lane's stream */
@@ -122,13 +122,14 @@ void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
     sh.t0 = t0;
     sh.t1 = t1;
     gpu_trace_wave_point(ln->index, l, rec);
-    const int nparts = gpu_gru_bptt(ln->rec_gemm[l], &g->wave_caps, g->gru_path, &gl, &gg, sh, clamp_limit, rec);
+    const int nparts = gpu_gru_bptt(ln->rec_gemm[l], &g->wave_caps, &g->gru, g->gru_path, &gl, &gg, sh, clamp_limit,
+                                    ln->rec_sc[l], rec);
     gpu_trace_wave_point(ln->index, l, rec);
     event_record(ln->ev_rec[l], rec);
     if (k == 0) { /* the layer's weight gradients, one GEMM over all T each */
         stream_wait(ln->wgrad_stream, ln->ev_rec[l]);
         gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
-        gpu_gru_weight_grads(ln->gemm_wgrad, &gl, &gg, nparts, gru_shape_of(c), ln->wgrad_stream);
+        gpu_gru_weight_grads(ln->gemm_wgrad, &gl, &gg, nparts, gru_shape_of(c), ln->wgrad_sc, ln->wgrad_stream);
         gpu_matmul_dw(ln->gemm_wgrad, G32L(c, lay->gru_wih[l]), gg.dgx16, LROWS(c, g->a16, l, D), c->M, 3 * D, D,
                       ln->wgrad_stream);
         gpu_trace_point(GPU_MAX_LANES + ln->index, ln->wgrad_stream);
@@ -139,7 +140,7 @@ void wave_backward_chunk(lane_ctx *c, int l, int k, float clamp_limit)
     gpu_matmul_dx_window(ln->feed_gemm[l], dtmp, (const uint16_t *)gg.dgx16 + (size_t)t0 * 3 * D,
                          P16(ex, lay->gru_wih[l]), B, len, T, 3 * D, D, feed);
     launch_rmsnorm_backward(du, G32L(c, lay->gru_norm[l]), dtmp, WROWS(c, g->u, l, D, t0), P32(ex, lay->gru_norm[l]),
-                            WROWS(c, g->a_ir, l, 1, t0), B * len, D, rw, &c->nc, &g->caps, feed);
+                            WROWS(c, g->a_ir, l, 1, t0), B * len, D, rw, &c->nc, &g->caps, ln->feed_sc[l], feed);
     event_record(ln->ev_feed[l], feed);
     if (l == 0 && k == 0) { /* every chunk of du^0 is done: the embedding's gradient, then the weight GEMMs' end */
         cudaStream_t s = ln->stream;
@@ -221,7 +222,7 @@ void wave_top_backward(lane_ctx *c, int k, float ctx_limit)
                                         ROWS(c, g->qkv16, 3 * D), B, T, D, c->H, c->W, t0, t1, s);
     gpu_matmul_dx_window(gm, dtmp, d16 + at * 3 * D, P16(ex, lay->ctx_qkv), B, len, T, 3 * D, D, s);
     launch_rmsnorm_backward(du, G32L(c, lay->ctx_norm), dtmp, WROWS(c, g->u, c->L, D, t0), P32(ex, lay->ctx_norm),
-                            ROWS(c, g->s_ir, 1) + at, Mw, D, rw, &c->nc, &g->caps, s);
+                            ROWS(c, g->s_ir, 1) + at, Mw, D, rw, &c->nc, &g->caps, ln->sc, s);
     if (k > 0) return;
     side_stream_after(ln);
     cudaStream_t side = ln->wgrad_stream;
@@ -248,7 +249,7 @@ int wave_top_chunked(const cc_executor *ex)
 int wave_on(const cc_executor *ex)
 {
     const gpu_impl *g = IMPL(ex);
-    /* after a refused persistent launch every recurrence takes the per-step loop, whose carry between
-     * windows differs from the persistent kernels' (gru_shape): one layer after another from then on */
-    return g->wave_chunk > 0 && !g->profile && !ex->check && !ex->plant_grad_h.on && !gru_persistent_refusal();
+    /* after a refused persistent launch this executor's recurrences take the per-step loop, whose carry
+     * between windows differs from the persistent kernels' (gru_shape): one layer after another from then on */
+    return g->wave_chunk > 0 && !g->profile && !ex->check && !ex->plant_grad_h.on && !g->gru.refused[0];
 }
