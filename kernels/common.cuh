@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "catchat/kernels.h"
 
 // A failed launch is a programming error (bad grid, bad arch): report where and stop.
 #define LAUNCH_CHECK()                                                                       \
@@ -51,13 +52,14 @@ __device__ __forceinline__ float block_sum(float v) { return block_reduce<warp_s
 static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)((a + b - 1) / b); }
 
 // Deterministic column reductions in two passes: pass 1 writes one partial row
-// per chunk of REDUCE_ROWS rows into a scratch buffer, pass 2 adds the chunks
-// in order. Bitwise reproducible (no atomics) and parallel over rows.
+// per chunk of REDUCE_ROWS rows into the caller's scratch (SCRATCH_REDUCE of
+// its gpu_scratch, catchat/kernels.h), pass 2 adds the chunks in order.
+// Bitwise reproducible (no atomics) and parallel over rows.
 #define REDUCE_ROWS 256
-// Scratch for pass 1, grown on demand and kept for the process, one buffer
-// per stream (stream order keeps a stream's reductions apart).
-float *reduce_scratch(cudaStream_t s, size_t floats);
-// The same per-stream store for other kernels' scratch, one buffer per kind.
-enum { SCRATCH_REDUCE, SCRATCH_GRU_FLAGS, SCRATCH_GRU_WT, SCRATCH_GRU_PART, SCRATCH_KINDS };
-void *stream_scratch(cudaStream_t s, int kind, size_t bytes);
 // Pass 2: launch_sum_chunks_acc (catchat/kernels.h).
+
+// bytes of kind `kind` from the caller's scratch sc (catchat/kernels.h), for
+// the launcher of `kernel`: a scratch too small for the call (or none) stops
+// the process with one line naming the kernel and both sizes. It is never
+// grown here: a cudaMalloc is illegal while a CUDA graph is being captured.
+void *scratch_take(gpu_scratch *sc, int kind, size_t bytes, const char *kernel);

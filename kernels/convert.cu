@@ -21,65 +21,56 @@ __global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
         y[i] = a[i] + b[i];
 }
 
-// Scratch for the two-pass column sums, one buffer per stream: a stream's
-// launches run in order, so its reductions can share one buffer, while the
-// executor's lanes and weight-gradient streams reduce at the same time on
-// different streams. A buffer only grows during the first steps.
-// Whoever destroys a stream releases its buffer (release_reduce_scratch).
-// Up to 8 lanes of 2 + 2 x 8 streams under the wavefront (src/gpu/gpu_impl.h), the executor's and the checks'
-#define SCRATCH_STREAMS 160
-static struct {
-    cudaStream_t stream;
-    void *buf[SCRATCH_KINDS];
-    size_t cap[SCRATCH_KINDS];
-    int used;
-} scratch_slot[SCRATCH_STREAMS];
+// Kernel scratch (catchat/kernels.h): the caller's, made once before its
+// first launch and passed with the stream, never looked up here by stream.
+// A stream's launches run in order, so they share one; streams that run at
+// once (the executor's lanes, their side and recurrence streams) each have
+// their own.
+static const char *const scratch_kind_name[SCRATCH_KINDS] = { "reduction partials", "GRU step counters", "GRU W_hh^T",
+                                                              "GRU split-K partials" };
 
-void *stream_scratch(cudaStream_t s, int kind, size_t bytes)
+extern "C" gpu_scratch *gpu_scratch_create(const size_t need[SCRATCH_KINDS])
 {
-    int i = 0, free_slot = -1;
-    for (; i < SCRATCH_STREAMS && !(scratch_slot[i].used && scratch_slot[i].stream == s); i++)
-        if (!scratch_slot[i].used && free_slot < 0) free_slot = i;
-    if (i == SCRATCH_STREAMS) {
-        if (free_slot < 0) {
-            fprintf(stderr, "catchat: more than %d live streams use kernel scratch\n", SCRATCH_STREAMS);
+    gpu_scratch *sc = (gpu_scratch *)calloc(1, sizeof(*sc));
+    if (!sc) {
+        fprintf(stderr, "catchat: out of host memory for a kernel scratch record\n");
+        exit(1);
+    }
+    for (int k = 0; k < SCRATCH_KINDS; k++) {
+        if (!need[k]) continue;
+        if (cudaMalloc(&sc->buf[k], need[k]) != cudaSuccess) {
+            cudaGetLastError();
+            fprintf(stderr, "catchat: out of GPU memory for %zu bytes of kernel scratch (%s)\n", need[k],
+                    scratch_kind_name[k]);
             exit(1);
         }
-        i = free_slot;
-        scratch_slot[i].used = 1;
-        scratch_slot[i].stream = s;
+        sc->cap[k] = need[k];
     }
-    if (bytes > scratch_slot[i].cap[kind]) {
-        if (scratch_slot[i].buf[kind]) { // let queued work finish with the old buffer
-            cudaDeviceSynchronize();
-            cudaFree(scratch_slot[i].buf[kind]);
-        }
-        if (cudaMalloc(&scratch_slot[i].buf[kind], bytes) != cudaSuccess) {
-            fprintf(stderr, "catchat: out of GPU memory for %zu bytes of kernel scratch\n", bytes);
-            exit(1);
-        }
-        scratch_slot[i].cap[kind] = bytes;
-    }
-    return scratch_slot[i].buf[kind];
+    return sc;
 }
 
-float *reduce_scratch(cudaStream_t s, size_t floats)
+extern "C" void gpu_scratch_destroy(gpu_scratch *sc)
 {
-    return (float *)stream_scratch(s, SCRATCH_REDUCE, floats * sizeof(float));
+    if (!sc) return;
+    for (int k = 0; k < SCRATCH_KINDS; k++) cudaFree(sc->buf[k]);
+    free(sc);
 }
 
-extern "C" void release_reduce_scratch(cudaStream_t s)
+void *scratch_take(gpu_scratch *sc, int kind, size_t bytes, const char *kernel)
 {
-    for (int i = 0; i < SCRATCH_STREAMS; i++)
-        if (scratch_slot[i].used && scratch_slot[i].stream == s) {
-            cudaStreamSynchronize(s);
-            for (int k = 0; k < SCRATCH_KINDS; k++) {
-                cudaFree(scratch_slot[i].buf[k]);
-                scratch_slot[i].buf[k] = NULL;
-                scratch_slot[i].cap[k] = 0;
-            }
-            scratch_slot[i].used = 0;
-        }
+    const size_t cap = sc ? sc->cap[kind] : 0;
+    if (bytes > cap) {
+        fprintf(stderr, "catchat: %s: its kernel scratch (%s) holds %zu bytes, this call needs %zu; the caller sizes "
+                "it before the first launch (gpu_scratch_create, catchat/kernels.h)\n", kernel,
+                scratch_kind_name[kind], cap, bytes);
+        exit(1);
+    }
+    return sc ? sc->buf[kind] : NULL;
+}
+
+extern "C" size_t colsum_f16_scratch_bytes(int M, int N)
+{
+    return M > 0 && N > 0 ? (size_t)ceil_div(M, REDUCE_ROWS) * N * sizeof(float) : 0;
 }
 
 // out[col] += Σ_c partial[c][col] in a fixed order: 8 row lanes of a block
@@ -176,10 +167,11 @@ extern "C" void launch_add(float *y, const float *a, const float *b, size_t n, c
     LAUNCH_CHECK();
 }
 
-extern "C" void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s)
+extern "C" void launch_colsum_f16_acc(float *out, const void *x, int M, int N, gpu_scratch *sc, cudaStream_t s)
 {
     const int nchunks = (int)ceil_div(M, REDUCE_ROWS);
-    float *partial = reduce_scratch(s, (size_t)nchunks * N);
+    float *partial =
+        (float *)scratch_take(sc, SCRATCH_REDUCE, colsum_f16_scratch_bytes(M, N), "launch_colsum_f16_acc");
     colsum_f16_partial_kernel<<<dim3(ceil_div(N, 32), nchunks), dim3(32, 8), 0, s>>>(partial, (const __half *)x, M, N);
     LAUNCH_CHECK();
     launch_sum_chunks_acc(out, partial, nchunks, N, s);

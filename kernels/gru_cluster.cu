@@ -35,7 +35,7 @@
 // respect to prior instructions"); the hardware keeps it because a bulk
 // copy has read its source before it signals the destination. The ladder's
 // cluster cases also run with random per-CTA delays injected at the
-// exchange points (gru_cluster_set_jitter), in every ladder run.
+// exchange points (gpu_gru_state.cluster_jitter), in every ladder run.
 //
 // bench/cluster_probe measures the exchange: a push to 16 peers costs more
 // than twice a push to 8, hence clusters of 8; bulk copies and mbarriers
@@ -114,7 +114,7 @@ template <typename Elem> __device__ __forceinline__ uint4 load_afrag(Elem e, int
     return a;
 }
 
-// Testing aid (gru_cluster_set_jitter): with JITTER, a CTA (or one copying
+// Testing aid (gpu_gru_state.cluster_jitter): with JITTER, a CTA (or one copying
 // thread) sleeps a pseudo-random 0-4 µs at a quarter of the exchange points
 // of a step, so that peers reach the handshake in orders an unloaded GPU
 // seldom shows. The instances without it compile to nothing here.
@@ -590,10 +590,8 @@ static cudaLaunchConfig_t cluster_config(dim3 grid, size_t smem, cudaStream_t s,
     return cfg;
 }
 
-// The seed of gru_cluster_set_jitter (0: the kernels without delays).
-static unsigned cl_jitter_seed;
-
-extern "C" void gru_cluster_set_jitter(unsigned seed) { cl_jitter_seed = seed; }
+// The seed of the caller's gpu_gru_state.cluster_jitter (0, or no state: the kernels without delays).
+static unsigned cl_jitter_seed(const gpu_gru_state *st) { return st ? st->cluster_jitter : 0; }
 
 // The delayed instances' shared-memory limit, raised at each of their
 // launches (a testing aid: the cost does not matter; clusters_fit raises
@@ -609,7 +607,7 @@ template <typename K> static void raise_smem(K kernel, size_t smem)
 
 // The launches of one instance: the layer's tensors as the kernels take them.
 template <int D, int BL, bool JITTER = false>
-static void fwd_launch(const gru_layer *L, gru_shape sh, cudaStream_t s)
+static void fwd_launch(const gru_layer *L, gru_shape sh, unsigned jitter, cudaStream_t s)
 {
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     if (JITTER) raise_smem(gru_forward_cluster_kernel<D, BL, JITTER>, S::F_SMEM);
@@ -621,7 +619,7 @@ static void fwd_launch(const gru_layer *L, gru_shape sh, cudaStream_t s)
     cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (sh.B / BL)), S::F_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_forward_cluster_kernel<D, BL, JITTER>, h, gates, ghn, hp, gx, w, bhh,
                                        sh.T, gru_window_steps(sh), gru_window_first(sh), sh.t0, sh.t1,
-                                       cl_jitter_seed);
+                                       jitter);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: cluster GRU forward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);
@@ -629,7 +627,8 @@ static void fwd_launch(const gru_layer *L, gru_shape sh, cudaStream_t s)
 }
 
 template <int D, int BL, bool JITTER = false>
-static void bwd_launch(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit, cudaStream_t s)
+static void bwd_launch(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit, unsigned jitter,
+                       cudaStream_t s)
 {
     using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
     static_assert((size_t)4 * BL * D / CL_C * sizeof(float) <= S::B_RECV, "bias sums fit in recv");
@@ -642,7 +641,7 @@ static void bwd_launch(const gru_layer *L, const gru_grads *G, gru_shape sh, flo
     cudaLaunchConfig_t cfg = cluster_config(dim3(CL_C * (sh.B / BL)), S::B_SMEM, s, &attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gru_backward_cluster_kernel<D, BL, JITTER>, dgx, dgh, bias_part, carry,
                                        dh_in, h, gates, ghn, w, sh.T, gru_window_steps(sh), gru_window_first(sh),
-                                       sh.t0, sh.t1, clamp_limit, cl_jitter_seed);
+                                       sh.t0, sh.t1, clamp_limit, jitter);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: cluster GRU backward launch failed: %s\n", cudaGetErrorString(e));
         exit(1);
@@ -740,7 +739,7 @@ extern "C" int gru_cluster_supported(const gpu_caps *caps, int B, int T, int D)
     } while (0)
 
 extern "C" void launch_gru_forward_cluster(const gru_layer *L, gru_shape sh, int wide, const gpu_caps *caps,
-                                           cudaStream_t s)
+                                           const gpu_gru_state *st, cudaStream_t s)
 {
     const int B = sh.B, T = sh.T, D = sh.D;
     if (!gru_cluster_supported(caps, B, T, D)) {
@@ -748,30 +747,32 @@ extern "C" void launch_gru_forward_cluster(const gru_layer *L, gru_shape sh, int
         exit(1);
     }
     if (wide && B % CL_BL_WIDE == 0 && cluster_wide_ok(caps, D)) {
-#define FWD_WIDE_CALL(d) fwd_launch<d, CL_BL_WIDE>(L, sh, s)
+#define FWD_WIDE_CALL(d) fwd_launch<d, CL_BL_WIDE>(L, sh, 0, s)
         CL_DISPATCH(D, FWD_WIDE_CALL);
 #undef FWD_WIDE_CALL
         return;
     }
-#define FWD_CALL(d) fwd_launch<d, CL_BL>(L, sh, s)
-#define FWD_JITTER_CALL(d) fwd_launch<d, CL_BL, true>(L, sh, s)
-    if (cl_jitter_seed) CL_DISPATCH(D, FWD_JITTER_CALL);
+#define FWD_CALL(d) fwd_launch<d, CL_BL>(L, sh, 0, s)
+#define FWD_JITTER_CALL(d) fwd_launch<d, CL_BL, true>(L, sh, jitter, s)
+    const unsigned jitter = cl_jitter_seed(st);
+    if (jitter) CL_DISPATCH(D, FWD_JITTER_CALL);
     else CL_DISPATCH(D, FWD_CALL);
 #undef FWD_JITTER_CALL
 #undef FWD_CALL
 }
 
 extern "C" void launch_gru_backward_cluster(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit,
-                                            const gpu_caps *caps, cudaStream_t s)
+                                            const gpu_caps *caps, const gpu_gru_state *st, cudaStream_t s)
 {
     const int B = sh.B, T = sh.T, D = sh.D;
     if (!gru_cluster_supported(caps, B, T, D)) {
         fprintf(stderr, "catchat: cluster GRU backward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
-#define BWD_CALL(d) bwd_launch<d, CL_BL>(L, G, sh, clamp_limit, s)
-#define BWD_JITTER_CALL(d) bwd_launch<d, CL_BL, true>(L, G, sh, clamp_limit, s)
-    if (cl_jitter_seed) CL_DISPATCH(D, BWD_JITTER_CALL);
+#define BWD_CALL(d) bwd_launch<d, CL_BL>(L, G, sh, clamp_limit, 0, s)
+#define BWD_JITTER_CALL(d) bwd_launch<d, CL_BL, true>(L, G, sh, clamp_limit, jitter, s)
+    const unsigned jitter = cl_jitter_seed(st);
+    if (jitter) CL_DISPATCH(D, BWD_JITTER_CALL);
     else CL_DISPATCH(D, BWD_CALL);
 #undef BWD_JITTER_CALL
 #undef BWD_CALL

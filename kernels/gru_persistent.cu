@@ -906,12 +906,13 @@ static int gp_resident_ctas(const gpu_caps *caps, const void *fn, size_t smem)
 }
 
 // A launch the runtime refused as too large for the device (a partition, MPS
-// or another context holding SMs that the attributes do not show): after the
-// first, this process takes the per-step loop (gru_persistent_supported 0),
-// and the reason is what gru_persistent_refusal returns.
-static char gp_refused[192];
-static int gp_plant_oversize; // testing aid: every launch asks for more CTAs than can be resident
-static int gp_forced_split;   // testing aid: plan only splits of K in this many CTAs (0: as the plan finds best)
+// or another context holding SMs that the attributes do not show) is
+// recorded in the caller's gpu_gru_state (catchat/kernels.h), never in the
+// process: after it, that caller's persistent plans are unsupported (its
+// recurrences take the per-step loop) while another caller's stay as they
+// were. The state also carries the ladder's testing aids (a planted
+// refusal, a forced split of K). NULL reads as a zeroed state.
+static int gp_forced_split(const gpu_gru_state *st) { return st ? st->forced_split : 0; }
 
 // Chooses the split for B sequences of width D on this GPU (fwd: K = D, row
 // tiles 3·MU; else K = 3D, MU). Every candidate (units a CTA, groups) whose
@@ -1021,9 +1022,9 @@ static int gp_make_split_plan(const gpu_caps *caps, int B, int T, int D, int fwd
 // The plan of a launch: the whole-K split where its step reads less than
 // that; else a split of K where one reads less than the whole-K plan (and
 // every shape that took the whole-K kernels before keeps them).
-static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_plan *out)
+static int gp_make_plan(const gpu_caps *caps, const gpu_gru_state *st, int B, int T, int D, int fwd, gp_plan *out)
 {
-    if (gp_forced_split) return gp_make_split_plan(caps, B, T, D, fwd, gp_forced_split, out);
+    if (gp_forced_split(st)) return gp_make_split_plan(caps, B, T, D, fwd, gp_forced_split(st), out);
     gp_plan split;
     const int whole = gp_make_whole_plan(caps, B, T, D, fwd, out);
     if (whole && out->l2_bytes < GP_MAX_STEP_READ) return 1;
@@ -1034,11 +1035,11 @@ static int gp_make_plan(const gpu_caps *caps, int B, int T, int D, int fwd, gp_p
     return whole;
 }
 
-extern "C" int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D)
+extern "C" int gru_persistent_supported(const gpu_caps *caps, const gpu_gru_state *st, int B, int T, int D)
 {
     gp_plan f, b;
-    return !gp_refused[0] && gp_make_plan(caps, B, T, D, 1, &f) && gp_make_plan(caps, B, T, D, 0, &b) &&
-           f.l2_bytes < GP_MAX_STEP_READ && b.l2_bytes < GP_MAX_STEP_READ;
+    return !(st && st->refused[0]) && gp_make_plan(caps, st, B, T, D, 1, &f) &&
+           gp_make_plan(caps, st, B, T, D, 0, &b) && f.l2_bytes < GP_MAX_STEP_READ && b.l2_bytes < GP_MAX_STEP_READ;
 }
 
 // Whether a plan's warps hold all of their W_hh slice on chip (registers and shared memory).
@@ -1048,10 +1049,11 @@ static bool gp_on_chip(const gp_plan &P, int fwd)
     return kpw <= gp_kr(MT, P.NT) + P.ks;
 }
 
-extern "C" int gru_persistent_describe(const gpu_caps *caps, int B, int T, int D, char *buf, int len)
+extern "C" int gru_persistent_describe(const gpu_caps *caps, const gpu_gru_state *st, int B, int T, int D, char *buf,
+                                       int len)
 {
     gp_plan f, b;
-    if (!gp_make_plan(caps, B, T, D, 1, &f) || !gp_make_plan(caps, B, T, D, 0, &b)) return 0;
+    if (!gp_make_plan(caps, st, B, T, D, 1, &f) || !gp_make_plan(caps, st, B, T, D, 0, &b)) return 0;
     char kf[48] = "", kb[48] = "";
     if (f.Q > 1) snprintf(kf, sizeof(kf), ", K split over %d", f.Q);
     if (b.Q > 1) snprintf(kb, sizeof(kb), ", K split over %d", b.Q);
@@ -1071,32 +1073,46 @@ static size_t gp_part_bytes(const gp_plan &P, int fwd)
 extern "C" size_t gru_persistent_scratch_bytes(const gpu_caps *caps, int B, int T, int D)
 {
     gp_plan f, b;
-    if (!gp_make_plan(caps, B, T, D, 1, &f) || !gp_make_plan(caps, B, T, D, 0, &b)) return 0;
+    if (!gp_make_plan(caps, NULL, B, T, D, 1, &f) || !gp_make_plan(caps, NULL, B, T, D, 0, &b)) return 0;
     const size_t pf = gp_part_bytes(f, 1), pb = gp_part_bytes(b, 0);
     return pf > pb ? pf : pb;
 }
 
-extern "C" void gru_persistent_force_split(int q) { gp_forced_split = q; }
-
-extern "C" int gru_persistent_splits_k(const gpu_caps *caps, int B, int T, int D)
+extern "C" int gru_persistent_splits_k(const gpu_caps *caps, const gpu_gru_state *st, int B, int T, int D)
 {
     gp_plan f, b;
-    return (gp_make_plan(caps, B, T, D, 1, &f) && f.Q > 1) || (gp_make_plan(caps, B, T, D, 0, &b) && b.Q > 1);
+    return (gp_make_plan(caps, st, B, T, D, 1, &f) && f.Q > 1) || (gp_make_plan(caps, st, B, T, D, 0, &b) && b.Q > 1);
 }
 
-// Scratch of a launch on stream s: the counters (cleared here), a split's
-// partials and, for the backward, W_hhᵀ.
-// The counters take a fixed size, never regrown: a CUDA graph captured on the
-// stream keeps the buffer's address (G ≤ the GPU's SMs).
+// Scratch of a launch, from the caller's (catchat/kernels.h): the counters
+// (cleared here), a split's partials and, for the backward, W_hhᵀ.
+// The counters take a fixed size: a CUDA graph captured on the stream keeps
+// the buffer's address (G ≤ the GPU's SMs).
 #define GP_MAX_GROUPS 1024
-static unsigned *gp_flags(const gp_plan &P, cudaStream_t s)
+#define GP_FLAG_BYTES (GP_MAX_GROUPS * sizeof(unsigned))
+#define GP_WT_BYTES(D) ((size_t)3 * (D) * (D) * sizeof(__half))
+
+extern "C" void gru_persistent_scratch_need(size_t need[SCRATCH_KINDS], const gpu_caps *caps, const gpu_gru_state *st,
+                                           int B, int T, int D)
+{
+    gp_plan f, b;
+    const int fwd = gp_make_plan(caps, st, B, T, D, 1, &f), bwd = gp_make_plan(caps, st, B, T, D, 0, &b);
+    if (fwd || bwd) gpu_scratch_need(need, SCRATCH_GRU_FLAGS, GP_FLAG_BYTES);
+    if (fwd) gpu_scratch_need(need, SCRATCH_GRU_PART, gp_part_bytes(f, 1));
+    if (bwd) {
+        gpu_scratch_need(need, SCRATCH_GRU_WT, GP_WT_BYTES(D));
+        gpu_scratch_need(need, SCRATCH_GRU_PART, gp_part_bytes(b, 0));
+    }
+}
+
+static unsigned *gp_flags(const gp_plan &P, gpu_scratch *sc, cudaStream_t s, const char *kernel)
 {
     const int n = P.G + (P.Q > 1 ? P.G * (P.N / P.Q) : 0); // a group's counter, then a split's slice counters
     if (n > GP_MAX_GROUPS) {
         fprintf(stderr, "catchat: persistent GRU: %d step counters over the %d there are\n", n, GP_MAX_GROUPS);
         exit(1);
     }
-    unsigned *f = (unsigned *)stream_scratch(s, SCRATCH_GRU_FLAGS, GP_MAX_GROUPS * sizeof(unsigned));
+    unsigned *f = (unsigned *)scratch_take(sc, SCRATCH_GRU_FLAGS, GP_FLAG_BYTES, kernel);
     const cudaError_t e = cudaMemsetAsync(f, 0, (size_t)n * sizeof(unsigned), s);
     if (e != cudaSuccess) {
         fprintf(stderr, "catchat: persistent GRU: clearing the step counters: %s\n", cudaGetErrorString(e));
@@ -1113,16 +1129,16 @@ static void gp_fail(const char *what, cudaError_t e)
 
 // The cooperative launch of a plan: 0, or 1 when the runtime refused the grid
 // as larger than what can be resident (the caller then runs the per-step
-// loop, and so does every later launch of this process: gp_refused). Any
-// other error ends the process. The first step of a run is issued eagerly,
-// so a refusal comes before any CUDA graph capture.
-static int gp_launch(const gpu_caps *caps, const void *fn, const gp_plan &P, void **args, size_t smem, cudaStream_t s,
-                     const char *what)
+// loop, and so does every later launch under the same state: st->refused).
+// Any other error ends the process. The first step of a run is issued
+// eagerly, so a refusal comes before any CUDA graph capture.
+static int gp_launch(const gpu_caps *caps, gpu_gru_state *st, const void *fn, const gp_plan &P, void **args,
+                     size_t smem, cudaStream_t s, const char *what)
 {
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) gp_fail(what, e);
     int grid = P.G * P.N;
-    if (gp_plant_oversize) { // more than the device admits (its own SMs, not a profile's)
+    if (st && st->plant_oversize) { // more than the device admits (its own SMs, not a profile's)
         const int admitted = gp_resident_ctas(caps, fn, smem);
         grid = (admitted > caps->device_sm_count ? admitted : caps->device_sm_count) + 1;
     }
@@ -1130,26 +1146,21 @@ static int gp_launch(const gpu_caps *caps, const void *fn, const gp_plan &P, voi
     if (e == cudaSuccess) return 0;
     if (e != cudaErrorCooperativeLaunchTooLarge) gp_fail(what, e);
     cudaGetLastError();
-    snprintf(gp_refused, sizeof(gp_refused),
+    char why[sizeof(st->refused)];
+    snprintf(why, sizeof(why),
              "the runtime refused a %s grid of %d CTAs as more than can be resident (%s: MPS, a partition "
              "or another context may hold SMs)", what, grid, cudaGetErrorString(e));
-    fprintf(stderr, "catchat: %s; the recurrence runs per step from here on\n", gp_refused);
+    if (st) memcpy(st->refused, why, sizeof(why));
+    fprintf(stderr, "catchat: %s; the recurrence runs per step from here on\n", why);
     return 1;
 }
 
-extern "C" const char *gru_persistent_refusal(void) { return gp_refused[0] ? gp_refused : NULL; }
-
-extern "C" void gru_persistent_plant_refusal(int plant)
-{
-    gp_plant_oversize = plant;
-    gp_refused[0] = 0;
-}
-
-extern "C" int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, const gpu_caps *caps, cudaStream_t s)
+extern "C" int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, const gpu_caps *caps,
+                                             gpu_gru_state *st, gpu_scratch *sc, cudaStream_t s)
 {
     const int B = sh.B, T = sh.T, D = sh.D;
     gp_plan P;
-    if (!gp_make_plan(caps, B, T, D, 1, &P)) {
+    if (!gp_make_plan(caps, st, B, T, D, 1, &P)) {
         fprintf(stderr, "catchat: persistent GRU forward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
@@ -1159,31 +1170,34 @@ extern "C" int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, c
     P.wT = gru_window_steps(sh);
     P.wt0 = gru_window_first(sh);
     P.dgh_next = NULL;
-    unsigned *flags = gp_flags(P, s);
+    unsigned *flags = gp_flags(P, sc, s, "launch_gru_forward_persistent");
     float *h = L->h, *gates = L->gates, *ghn = L->ghn;
     const float *gx = L->gx, *bhh = L->bhh;
     __half *hp = (__half *)L->hprev16;
     const __half *w = (const __half *)L->whh16;
     if (P.Q > 1) {
-        float *part = (float *)stream_scratch(s, SCRATCH_GRU_PART, gp_part_bytes(P, 1));
+        float *part =
+            (float *)scratch_take(sc, SCRATCH_GRU_PART, gp_part_bytes(P, 1), "launch_gru_forward_persistent");
         void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &flags, &part, &P };
-        return gp_launch(caps, gp_split_kernel(1, P.NT, P.Q), P, args,
+        return gp_launch(caps, st, gp_split_kernel(1, P.NT, P.Q), P, args,
                          gp_split_smem_bytes(3, P.NT, P.Q, P.KP / P.Q, P.ks), s, "forward");
     }
     void *args[] = { &h, &gates, &ghn, &hp, (void *)&gx, (void *)&w, (void *)&bhh, &flags, &P };
-    return gp_launch(caps, gp_kernel(1, P.MU, P.NT), P, args, gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J), s, "forward");
+    return gp_launch(caps, st, gp_kernel(1, P.MU, P.NT), P, args, gp_smem_bytes(3 * P.MU, P.NT, P.ks, P.J), s,
+                     "forward");
 }
 
 extern "C" int launch_gru_backward_persistent(const gru_layer *L, const gru_grads *G, gru_shape sh,
-                                              float clamp_limit, const gpu_caps *caps, cudaStream_t s)
+                                              float clamp_limit, const gpu_caps *caps, gpu_gru_state *st,
+                                              gpu_scratch *sc, cudaStream_t s)
 {
     const int B = sh.B, T = sh.T, D = sh.D;
     gp_plan P;
-    if (!gp_make_plan(caps, B, T, D, 0, &P)) {
+    if (!gp_make_plan(caps, st, B, T, D, 0, &P)) {
         fprintf(stderr, "catchat: persistent GRU backward: unsupported shape B=%d D=%d\n", B, D);
         exit(1);
     }
-    __half *wt = (__half *)stream_scratch(s, SCRATCH_GRU_WT, (size_t)3 * D * D * sizeof(__half));
+    __half *wt = (__half *)scratch_take(sc, SCRATCH_GRU_WT, GP_WT_BYTES(D), "launch_gru_backward_persistent");
     transpose_whh_kernel<<<dim3(ceil_div(D, 32), ceil_div(3 * D, 32)), dim3(32, 8), 0, s>>>(
         wt, (const __half *)L->whh16, 3 * D, D);
     LAUNCH_CHECK();
@@ -1199,19 +1213,20 @@ extern "C" int launch_gru_backward_persistent(const gru_layer *L, const gru_grad
                 sh.t0, sh.t1);
         exit(1);
     }
-    unsigned *flags = gp_flags(P, s);
+    unsigned *flags = gp_flags(P, sc, s, "launch_gru_backward_persistent");
     __half *dx = (__half *)G->dgx16, *dh = (__half *)G->dgh16;
     float *carry = G->dhrec;
     const float *dh_in = G->dh_in, *h = L->h, *gates = L->gates, *ghn = L->ghn;
     const __half *w = wt;
     if (P.Q > 1) {
-        float *part = (float *)stream_scratch(s, SCRATCH_GRU_PART, gp_part_bytes(P, 0));
+        float *part =
+            (float *)scratch_take(sc, SCRATCH_GRU_PART, gp_part_bytes(P, 0), "launch_gru_backward_persistent");
         void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w,
                          &clamp_limit, &carry, &flags, &part, &P };
-        return gp_launch(caps, gp_split_kernel(0, P.NT, P.Q), P, args, gp_split_smem_bytes(1, P.NT, P.Q, P.KP / P.Q, P.ks),
-                         s, "BPTT");
+        return gp_launch(caps, st, gp_split_kernel(0, P.NT, P.Q), P, args,
+                         gp_split_smem_bytes(1, P.NT, P.Q, P.KP / P.Q, P.ks), s, "BPTT");
     }
     void *args[] = { &dx, &dh, (void *)&dh_in, (void *)&h, (void *)&gates, (void *)&ghn, (void *)&w, &clamp_limit,
                      &carry, &flags, &P };
-    return gp_launch(caps, gp_kernel(0, P.MU, P.NT), P, args, gp_smem_bytes(P.MU, P.NT, P.ks, P.J), s, "BPTT");
+    return gp_launch(caps, st, gp_kernel(0, P.MU, P.NT), P, args, gp_smem_bytes(P.MU, P.NT, P.ks, P.J), s, "BPTT");
 }

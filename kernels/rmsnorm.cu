@@ -240,16 +240,30 @@ extern "C" void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const f
     launch_add_rmsnorm_forward(NULL, y32, y16, ir, x, NULL, g, M, D, row_window_all(M), nc, s);
 }
 
+/* The backward's warps a block: as many as have a row of dg in shared memory, up to RMS_BWD_WARPS. */
+static int rms_bwd_warps(const gpu_caps *caps, int D)
+{
+    const int nw = caps->smem_per_block_optin / (int)(sizeof(float) * D); /* warps whose rows of dg fit */
+    return nw < 1 ? 1 : nw > RMS_BWD_WARPS ? RMS_BWD_WARPS : nw;
+}
+
+/* Its scratch: one partial row of dg a block. */
+extern "C" size_t rmsnorm_backward_scratch_bytes(int M, int D, const gpu_caps *caps)
+{
+    if (M <= 0 || D <= 0) return 0;
+    return (size_t)ceil_div(M, rms_bwd_warps(caps, D) * RMS_BWD_ROWS_PER_WARP) * D * sizeof(float);
+}
+
 extern "C" void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *g,
                                         const float *ir, int M, int D, row_window rw, const cc_norm_consts *nc,
-                                        const gpu_caps *caps, cudaStream_t s)
+                                        const gpu_caps *caps, gpu_scratch *sc, cudaStream_t s)
 {
     const float eps = (float)nc->eps, floor_ = (float)nc->floor, inv_max = (float)nc->inv_max;
-    int nw = caps->smem_per_block_optin / (int)(sizeof(float) * D); /* warps whose rows of dg fit */
-    nw = nw < 1 ? 1 : nw > RMS_BWD_WARPS ? RMS_BWD_WARPS : nw;
+    const int nw = rms_bwd_warps(caps, D);
     const int nblocks = (int)ceil_div(M, nw * RMS_BWD_ROWS_PER_WARP);
     const size_t smem = sizeof(float) * nw * D;
-    float *partial = reduce_scratch(s, (size_t)nblocks * D);
+    float *partial = (float *)scratch_take(sc, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(M, D, caps),
+                                           "launch_rmsnorm_backward");
     const int nv = vec_width(D);
 #define BWD_VEC(N)                                                                                                 \
     do {                                                                                                           \

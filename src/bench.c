@@ -86,7 +86,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     fixture(cfg, x, y);
     double gpu_ms = 0, opt_ms = 0, ph[PH_COUNT] = { 0 }, mem_mb = 0;
     int lanes = 0, wave_chunk = 0;
-    char wave_why[128] = "";
+    char wave_why[128] = "", refused[192] = ""; /* refused: a persistent launch the runtime refused, why */
     gpu_step_plan plan; /* what the executor was created from: recompute, bytes by group */
     memset(&plan, 0, sizeof(plan));
     const int gpus = strcmp(cfg->device, "cpu") != 0 ? cc_gpu_count() : 0;
@@ -115,6 +115,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         lanes = cc_gpu_lanes(ex);
         plan = *cc_gpu_plan(ex);
         snprintf(wave_why, sizeof(wave_why), "%s", cc_gpu_wavefront(ex, &wave_chunk));
+        if (cc_gpu_refusal(ex)) snprintf(refused, sizeof(refused), "%s", cc_gpu_refusal(ex));
         cc_gpu_profile_enable(ex, 1);
         cc_gpu_profile_take(ex, ph); /* clear */
         time_steps(ex, cfg, x, y, o->steps, 0, &dummy, NULL);
@@ -140,10 +141,13 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     const gpu_gru_path path = gpu_gru_path_named(cfg->gpu_recurrence);
     gpu_caps caps;
     if (have_gpu && gpu_caps_for_config(&caps, cfg) != 0) have_gpu = 0;
-    const char *rec_impl = have_gpu ? gpu_gru_impl_name(gpu_gru_impl_for(&caps, path, B, T, cfg->d_model)) : "none";
+    const char *rec_impl = !have_gpu  ? "none"
+                           : refused[0] ? gpu_gru_impl_name(GRU_IMPL_PER_STEP)
+                                        : gpu_gru_impl_name(gpu_gru_impl_for(&caps, path, B, T, cfg->d_model));
     const int rec_wide = have_gpu && gpu_gru_wide_for(&caps, path, B, T, cfg->d_model); /* forward clusters of 16 sequences */
     char rec_why[320] = "";
-    if (have_gpu) gpu_gru_impl_why(&caps, path, B, T, cfg->d_model, rec_why, sizeof(rec_why));
+    if (have_gpu && refused[0]) snprintf(rec_why, sizeof(rec_why), "%s", refused);
+    else if (have_gpu) gpu_gru_impl_why(&caps, path, B, T, cfg->d_model, rec_why, sizeof(rec_why));
     if (o->json) {
         /* What was not measured is null, never a zero that reads as a measurement. */
         json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:b}", "B", B, "T", T, "D", cfg->d_model, "L", L, "W",

@@ -96,16 +96,16 @@ Test(gpu_caps, persistent_plan_fits_every_family_at_d512_and_d1024)
     for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
         gpu_caps c = h200();
         cr_assert_eq(gpu_caps_limit(&c, families[i], 0, 0, 0), 0);
-        cr_expect(gru_persistent_supported(&c, 64, 512, 512), "%s D=512", families[i]);
-        cr_expect(gru_persistent_supported(&c, 20, 37, 512), "%s D=512 B=20 (a partial group)", families[i]);
+        cr_expect(gru_persistent_supported(&c, NULL, 64, 512, 512), "%s D=512", families[i]);
+        cr_expect(gru_persistent_supported(&c, NULL, 20, 37, 512), "%s D=512 B=20 (a partial group)", families[i]);
         char line[256] = "";
-        cr_expect(gru_persistent_describe(&c, 64, 512, 512, line, sizeof(line)));
+        cr_expect(gru_persistent_describe(&c, NULL, 64, 512, 512, line, sizeof(line)));
         cr_expect(strstr(line, "groups") != NULL, "%s", line);
     }
     gpu_caps c = h200();
-    cr_expect(gru_persistent_supported(&c, 64, 512, 1024));
+    cr_expect(gru_persistent_supported(&c, NULL, 64, 512, 1024));
     gpu_caps_limit(&c, "sm89", 0, 0, 0);
-    cr_expect(gru_persistent_supported(&c, 64, 512, 1024), "RTX 4090 limits, D=1024");
+    cr_expect(gru_persistent_supported(&c, NULL, 64, 512, 1024), "RTX 4090 limits, D=1024");
 }
 
 /* Where each CTA would read too much a step (the broadcast of a wide BPTT),
@@ -118,18 +118,18 @@ Test(gpu_caps, wavefront_shares_of_the_persistent_grids)
     gpu_caps c = h200();
     cr_assert_eq(gpu_caps_limit(&c, "sm89", 0, 0, 0), 0);
     c.sm_count = 128 / 3;
-    cr_expect(gru_persistent_supported(&c, 64, 512, 512), "RTX 4090 limits, D=512: 3 layers at once on 42 SMs");
+    cr_expect(gru_persistent_supported(&c, NULL, 64, 512, 512), "RTX 4090 limits, D=512: 3 layers at once on 42 SMs");
     c = h200();
     cr_assert_eq(gpu_caps_limit(&c, "sm86", 0, 0, 0), 0);
     c.sm_count = 82 / 3;
-    cr_expect_not(gru_persistent_supported(&c, 64, 512, 512), "RTX 3090 limits, D=512: no split on 27 SMs");
+    cr_expect_not(gru_persistent_supported(&c, NULL, 64, 512, 512), "RTX 3090 limits, D=512: no split on 27 SMs");
     c.sm_count = 82 / 2;
-    cr_expect(gru_persistent_supported(&c, 64, 512, 512), "RTX 3090 limits, D=512: 2 layers at once on 41 SMs");
+    cr_expect(gru_persistent_supported(&c, NULL, 64, 512, 512), "RTX 3090 limits, D=512: 2 layers at once on 41 SMs");
     c = h200();
     c.sm_count = 132 / 3;
-    cr_expect_not(gru_persistent_supported(&c, 64, 512, 1024), "H200, D=1024: no split on 44 SMs");
+    cr_expect_not(gru_persistent_supported(&c, NULL, 64, 512, 1024), "H200, D=1024: no split on 44 SMs");
     c.sm_count = 132 / 2;
-    cr_expect(gru_persistent_supported(&c, 64, 512, 1024), "H200, D=1024: 2 layers at once on 66 SMs");
+    cr_expect(gru_persistent_supported(&c, NULL, 64, 512, 1024), "H200, D=1024: 2 layers at once on 66 SMs");
 }
 
 Test(gpu_caps, persistent_plan_refuses_what_it_cannot_do_well)
@@ -137,47 +137,121 @@ Test(gpu_caps, persistent_plan_refuses_what_it_cannot_do_well)
     gpu_caps c = h200();
     /* D=2048 B=64: the whole-K BPTT would read 768 KB a CTA a step; the plan splits K (4 CTAs a slice
      * forward, 8 in the BPTT), which only a forced persistent recurrence takes */
-    cr_expect(gru_persistent_supported(&c, 64, 512, 2048));
-    cr_expect(gru_persistent_splits_k(&c, 64, 512, 2048));
+    cr_expect(gru_persistent_supported(&c, NULL, 64, 512, 2048));
+    cr_expect(gru_persistent_splits_k(&c, NULL, 64, 512, 2048));
     char split[256];
-    cr_assert(gru_persistent_describe(&c, 64, 512, 2048, split, sizeof(split)));
+    cr_assert(gru_persistent_describe(&c, NULL, 64, 512, 2048, split, sizeof(split)));
     cr_expect(strstr(split, "64 sequences a group, K split over 4") && strstr(split, "(64, K split over 8)") &&
                   strstr(split, "on chip: all forward, all BPTT"), "%s", split);
     cr_expect_eq(gpu_gru_impl_for(&c, GPU_GRU_AUTO, 64, 512, 2048), GRU_IMPL_PER_STEP);
     cr_expect_eq(gpu_gru_impl_for(&c, GPU_GRU_PERSISTENT, 64, 512, 2048), GRU_IMPL_PERSISTENT);
-    cr_expect(gru_persistent_supported(&c, 12, 9, 2048), "D=2048 B=12 stays on chip");
-    cr_expect_not(gru_persistent_splits_k(&c, 12, 9, 2048), "and needs no split");
-    cr_expect_not(gru_persistent_splits_k(&c, 64, 512, 1024), "H200, D=1024: whole K");
-    cr_expect_not(gru_persistent_splits_k(&c, 64, 512, 512), "H200, D=512: whole K");
-    cr_expect_not(gru_persistent_supported(&c, 64, 512, 48), "D not a multiple of 32");
+    cr_expect(gru_persistent_supported(&c, NULL, 12, 9, 2048), "D=2048 B=12 stays on chip");
+    cr_expect_not(gru_persistent_splits_k(&c, NULL, 12, 9, 2048), "and needs no split");
+    cr_expect_not(gru_persistent_splits_k(&c, NULL, 64, 512, 1024), "H200, D=1024: whole K");
+    cr_expect_not(gru_persistent_splits_k(&c, NULL, 64, 512, 512), "H200, D=512: whole K");
+    cr_expect_not(gru_persistent_supported(&c, NULL, 64, 512, 48), "D not a multiple of 32");
     c.cooperative_launch = 0;
-    cr_expect_not(gru_persistent_supported(&c, 64, 512, 512), "no cooperative launch: residency not guaranteed");
+    cr_expect_not(gru_persistent_supported(&c, NULL, 64, 512, 512), "no cooperative launch: residency not guaranteed");
     c = h200();
     c.cc_major = 7;
-    cr_expect_not(gru_persistent_supported(&c, 64, 512, 512), "before sm_80");
+    cr_expect_not(gru_persistent_supported(&c, NULL, 64, 512, 512), "before sm_80");
     c = h200();
     gpu_caps_limit(&c, "sm86", 0, 0, 0);
     cr_expect_eq(gpu_gru_impl_for(&c, GPU_GRU_AUTO, 64, 512, 1024), GRU_IMPL_PER_STEP,
                  "RTX 3090 limits, D=1024: the whole-K split streams W_hh from L2, a split of K is not the default");
-    cr_expect_not(gru_persistent_supported(&c, 64, 512, 2048), "RTX 3090 limits, D=2048: nothing fits");
+    cr_expect_not(gru_persistent_supported(&c, NULL, 64, 512, 2048), "RTX 3090 limits, D=2048: nothing fits");
 }
 
-/* The split of K under the ladder's testing aid: forced where it fits, and
- * nothing planned where it does not. */
+/* The split of K under the ladder's testing aid (a state's forced_split):
+ * forced where it fits, and nothing planned where it does not. */
 Test(gpu_caps, persistent_forced_split)
 {
     gpu_caps c = h200();
     char split[256];
-    gru_persistent_force_split(4);
-    cr_expect(gru_persistent_describe(&c, 20, 37, 512, split, sizeof(split)));
+    gpu_gru_state st = { .forced_split = 4 };
+    cr_expect(gru_persistent_describe(&c, &st, 20, 37, 512, split, sizeof(split)));
     cr_expect(strstr(split, "K split over 4") != NULL, "%s", split);
-    cr_expect(gru_persistent_scratch_bytes(&c, 20, 37, 512) > 0);
-    gru_persistent_force_split(8);
-    cr_expect(gru_persistent_describe(&c, 24, 21, 1024, split, sizeof(split)));
+    size_t need[SCRATCH_KINDS] = { 0 };
+    gru_persistent_scratch_need(need, &c, &st, 20, 37, 512);
+    cr_expect(need[SCRATCH_GRU_PART] > 0, "a split's partial sums");
+    st.forced_split = 8;
+    cr_expect(gru_persistent_describe(&c, &st, 24, 21, 1024, split, sizeof(split)));
     cr_expect(strstr(split, "K split over 8") != NULL, "%s", split);
-    cr_expect_not(gru_persistent_supported(&c, 32, 48, 64), "D=64: 4 CTAs a group cannot split over 8");
-    gru_persistent_force_split(0);
+    cr_expect_not(gru_persistent_supported(&c, &st, 32, 48, 64), "D=64: 4 CTAs a group cannot split over 8");
+    cr_expect(gru_persistent_supported(&c, NULL, 32, 48, 64), "another state plans as usual");
+    st.forced_split = 0;
+    memset(need, 0, sizeof(need));
+    gru_persistent_scratch_need(need, &c, &st, 20, 37, 512);
+    cr_expect_eq(need[SCRATCH_GRU_PART], 0, "whole K: no partials");
     cr_expect_eq(gru_persistent_scratch_bytes(&c, 20, 37, 512), 0, "whole K: no partials");
+}
+
+/* What the persistent launchers take from their scratch: the step counters,
+ * W_hh^T (3D x D FP16) and, where K is split, the partial sums; nothing for
+ * a shape no plan fits. */
+Test(gpu_caps, persistent_scratch_need)
+{
+    gpu_caps c = h200();
+    size_t need[SCRATCH_KINDS] = { 0 };
+    gru_persistent_scratch_need(need, &c, NULL, 64, 512, 512);
+    cr_expect(need[SCRATCH_GRU_FLAGS] > 0);
+    cr_expect_eq(need[SCRATCH_GRU_WT], (size_t)3 * 512 * 512 * 2);
+    cr_expect_eq(need[SCRATCH_GRU_PART], 0);
+    cr_expect_eq(need[SCRATCH_REDUCE], 0);
+    memset(need, 0, sizeof(need));
+    gru_persistent_scratch_need(need, &c, NULL, 64, 512, 2048);
+    cr_expect_eq(need[SCRATCH_GRU_WT], (size_t)3 * 2048 * 2048 * 2);
+    cr_expect_eq(need[SCRATCH_GRU_PART], gru_persistent_scratch_bytes(&c, 64, 512, 2048));
+    cr_expect(need[SCRATCH_GRU_PART] > 0, "D=2048 B=64 splits K");
+    memset(need, 0, sizeof(need));
+    gru_persistent_scratch_need(need, &c, NULL, 64, 512, 48);
+    for (int k = 0; k < SCRATCH_KINDS; k++) cr_expect_eq(need[k], 0, "D=48: no plan, no scratch");
+    /* the recurrence's need through gpu_gru.h: none where the cluster kernels or the per-step loop run it */
+    memset(need, 0, sizeof(need));
+    gpu_gru_scratch_need(need, &c, NULL, GPU_GRU_PER_STEP, 64, 512, 512);
+    for (int k = 0; k < SCRATCH_KINDS; k++) cr_expect_eq(need[k], 0, "per-step: no scratch");
+    gpu_gru_scratch_need(need, &c, NULL, GPU_GRU_PERSISTENT, 64, 512, 512);
+    cr_expect_eq(need[SCRATCH_GRU_WT], (size_t)3 * 512 * 512 * 2);
+}
+
+/* The column reductions' partial rows: one row of the output a chunk of
+ * rows (launch_colsum_f16_acc: 256 rows; the norm backward: a block's rows,
+ * fewer warps a block where a row of dg per warp would not fit in shared
+ * memory), growing with M. */
+Test(gpu_caps, reduction_scratch_bytes)
+{
+    gpu_caps c = h200();
+    cr_expect_eq(colsum_f16_scratch_bytes(256, 96), (size_t)96 * 4);
+    cr_expect_eq(colsum_f16_scratch_bytes(257, 96), (size_t)2 * 96 * 4);
+    cr_expect_eq(colsum_f16_scratch_bytes(0, 96), 0);
+    cr_expect_eq(gpu_gru_weight_grads_scratch_bytes(64 * 512, 512), colsum_f16_scratch_bytes(64 * 512, 3 * 512));
+    const size_t small = rmsnorm_backward_scratch_bytes(64, 512, &c);
+    const size_t big = rmsnorm_backward_scratch_bytes(64 * 512, 512, &c);
+    cr_expect(small > 0 && big > small, "%zu then %zu", small, big);
+    cr_expect_eq(big % (512 * 4), 0, "whole rows of dg");
+    cr_expect(rmsnorm_backward_scratch_bytes(64 * 512 + 1, 512, &c) >= big);
+}
+
+/* Two executors in one process each keep a gpu_gru_state: a refused
+ * persistent launch recorded in one (as gp_launch records it) sends that
+ * one's recurrences per step and leaves the other's plans as they were. No
+ * launch here (no GPU): the GPU half of this is the ladder's refused case
+ * (src/ladder/gru_cases.c). */
+Test(gpu_caps, refusal_belongs_to_one_state)
+{
+    gpu_caps c = h200();
+    gpu_gru_state a = { .refused = "" }, b = { .refused = "" };
+    cr_assert_eq(gpu_gru_impl_with(&c, &a, GPU_GRU_PERSISTENT, 64, 512, 1024), GRU_IMPL_PERSISTENT);
+    snprintf(a.refused, sizeof(a.refused), "the runtime refused a forward grid (planted)");
+    cr_expect_not(gru_persistent_supported(&c, &a, 64, 512, 1024));
+    cr_expect_eq(gpu_gru_impl_with(&c, &a, GPU_GRU_PERSISTENT, 64, 512, 1024), GRU_IMPL_PER_STEP);
+    cr_expect_eq(gpu_gru_impl_with(&c, &a, GPU_GRU_AUTO, 64, 512, 1024), GRU_IMPL_PER_STEP);
+    cr_expect(gru_persistent_supported(&c, &b, 64, 512, 1024), "the other state: as it was");
+    cr_expect_eq(gpu_gru_impl_with(&c, &b, GPU_GRU_PERSISTENT, 64, 512, 1024), GRU_IMPL_PERSISTENT);
+    cr_expect_eq(gpu_gru_impl_for(&c, GPU_GRU_PERSISTENT, 64, 512, 1024), GRU_IMPL_PERSISTENT, "and a new plan's");
+    size_t need[SCRATCH_KINDS] = { 0 };
+    gpu_gru_scratch_need(need, &c, &a, GPU_GRU_PERSISTENT, 64, 512, 1024);
+    cr_expect_eq(need[SCRATCH_GRU_WT], 0, "after a refusal the per-step loop takes no persistent scratch");
 }
 
 /* Only "no device" and "no driver installed" mean there is no GPU to use;

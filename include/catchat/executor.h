@@ -96,6 +96,10 @@ const char *cc_gpu_wavefront(const cc_executor *ex, int *chunk);
 int cc_gpu_wavefront_ran(const cc_executor *ex, int *top_chunked);
 /* How many training steps replayed a CUDA graph captured by an earlier step. */
 int cc_gpu_graph_replays(const cc_executor *ex);
+/* Why the runtime refused one of this GPU executor's persistent recurrence
+ * launches (its recurrences run per step since), or NULL: the executor's
+ * own, never another's. */
+const char *cc_gpu_refusal(const cc_executor *ex);
 /* The plan the GPU executor was created from (gpu_plan.h: its recompute
  * choice, its device bytes by buffer group). */
 struct gpu_step_plan;

@@ -81,7 +81,9 @@ typedef struct {
 
 /* The classifier over a->M rows in chunks of at most ck->rows, on stream s.
  * A chunk of a time window holds whole segments (ck->rows ≥ a segment) or
- * lies inside one. */
-void gpu_crossentropy(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, cudaStream_t s);
+ * lies inside one. sc: stream s's kernel scratch (kernels.h), for the final
+ * norm's backward over a chunk: rmsnorm_backward_scratch_bytes(ck->rows, D). */
+void gpu_crossentropy(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, gpu_scratch *sc,
+                      cudaStream_t s);
 
 #endif

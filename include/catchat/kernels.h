@@ -1,6 +1,7 @@
 /* Launchers of the CUDA kernels in kernels/ (one .cu file per op), callable from C. FP16
  * buffers cross this boundary as `void *` (cuda_fp16.h's `half` is C++ only);
- * FP32 buffers as float *. Every launcher takes an explicit stream and checks
+ * FP32 buffers as float *. Every launcher takes an explicit stream (and, where
+ * it needs device scratch, the caller's gpu_scratch: below) and checks
  * its launch. Conventions as in the CPU reference: parameter gradients
  * accumulate (+=), activation gradients overwrite unless a comment says
  * "accumulates".
@@ -42,6 +43,35 @@
 extern "C" {
 #endif
 
+/* ---- kernel scratch: the caller's, one per stream (convert.cu) ----
+ * Some launchers need device scratch beside their operands: the column
+ * reductions' partial rows (launch_rmsnorm_backward, launch_colsum_f16_acc)
+ * and the persistent GRU's step counters, W_hhᵀ and split-K partial sums.
+ * They take it from a gpu_scratch that the caller made before its first
+ * launch and passes with the stream: one per stream (a stream's launches
+ * run in order, so they share it; two streams that run at once never do),
+ * freed by the caller after the stream's work. Nothing is kept per process.
+ * A launcher whose scratch is smaller than its call needs stops the process
+ * with one line naming the kernel and both sizes: it never grows it, since a
+ * cudaMalloc (and the synchronisation before freeing the old buffer) is
+ * illegal while a CUDA graph is being captured. What a call needs for a
+ * shape: the *_scratch_bytes and *_scratch_need functions beside each
+ * launcher. */
+enum { SCRATCH_REDUCE, SCRATCH_GRU_FLAGS, SCRATCH_GRU_WT, SCRATCH_GRU_PART, SCRATCH_KINDS };
+typedef struct gpu_scratch {
+    void *buf[SCRATCH_KINDS]; /* device buffers, NULL where the kind is not needed */
+    size_t cap[SCRATCH_KINDS]; /* their bytes */
+} gpu_scratch;
+/* need[k] bytes of each kind (0: none), allocated now; out of memory: one line, exit. */
+gpu_scratch *gpu_scratch_create(const size_t need[SCRATCH_KINDS]);
+/* Frees it (NULL: nothing); the caller first waits for the work that uses it. */
+void gpu_scratch_destroy(gpu_scratch *sc);
+/* need[kind] = max(need[kind], bytes): a stream's scratch covers every call it runs. */
+static inline void gpu_scratch_need(size_t need[SCRATCH_KINDS], int kind, size_t bytes)
+{
+    if (bytes > need[kind]) need[kind] = bytes;
+}
+
 /* convert.cu */
 /* What this binary holds for the current device (gpu_caps.h); non-zero: no image. */
 int kernels_compiled_for(int *binary_version, int *ptx_version);
@@ -49,14 +79,12 @@ void launch_f32_to_f16(void *dst, const float *src, size_t n, cudaStream_t s);
 void launch_f16_to_f32(float *dst, const void *src, size_t n, cudaStream_t s);
 /* y = a + b (n elements) */
 void launch_add(float *y, const float *a, const float *b, size_t n, cudaStream_t s);
-/* column sums of an FP16 matrix [M,N] added into out[N] (bias gradients) */
-void launch_colsum_f16_acc(float *out, const void *x, int M, int N, cudaStream_t s);
+/* column sums of an FP16 matrix [M,N] added into out[N] (bias gradients);
+ * sc: colsum_f16_scratch_bytes(M, N) of SCRATCH_REDUCE */
+void launch_colsum_f16_acc(float *out, const void *x, int M, int N, gpu_scratch *sc, cudaStream_t s);
+size_t colsum_f16_scratch_bytes(int M, int N);
 /* out[N] += the rows of partial[nchunks][N], added in row order (deterministic) */
 void launch_sum_chunks_acc(float *out, const float *partial, int nchunks, int N, cudaStream_t s);
-/* Kernel scratch (the column reductions' partials, the persistent GRU's
- * counters and W_hhᵀ) is kept per stream; call before destroying a stream
- * that ran them. */
-void release_reduce_scratch(cudaStream_t s);
 
 /* embedding.cu: out[M,D] = table[x]; dtable += scatter of dout (repeats add).
  * The backward takes the positions of each id as a CSR list: positions[offsets[v]
@@ -110,9 +138,11 @@ void launch_add_rmsnorm_forward(float *sum, float *y32, void *y16, float *ir, co
                                 const float *g, int M, int D, row_window rw, const cc_norm_consts *nc, cudaStream_t s);
 void launch_rmsnorm_forward(float *y32, void *y16, float *ir, const float *x, const float *g, int M, int D,
                             const cc_norm_consts *nc, cudaStream_t s);
+/* The backward's sc: rmsnorm_backward_scratch_bytes(M, D, caps) of SCRATCH_REDUCE (growing with M). */
 void launch_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *g,
                              const float *ir, int M, int D, row_window rw, const cc_norm_consts *nc,
-                             const gpu_caps *caps, cudaStream_t s);
+                             const gpu_caps *caps, gpu_scratch *sc, cudaStream_t s);
+size_t rmsnorm_backward_scratch_bytes(int M, int D, const gpu_caps *caps);
 
 /* ---- the GRU layer: gru_cell.cu, gru_persistent.cu, gru_cluster.cu ----
  * Every recurrence launcher takes the layer as the same three values: its
@@ -177,6 +207,32 @@ typedef struct gru_grads {
     float *dbih;        /* [3D], or NULL: db_ih from the same sums as db_hh */
 } gru_grads;
 
+/* The recurrence's state, one per owner (an executor, the ladder, a probe),
+ * never the process's: what a refused persistent launch left, and the
+ * ladder's testing aids. Zeroed: nothing refused, no aid. The recurrence
+ * launchers and plan queries below take it; NULL reads as a zeroed state
+ * (and a launch under NULL reports a refusal only by its return value).
+ * Two executors in one process each keep their own, so one's refusal
+ * leaves the other's plans as they were. */
+typedef struct gpu_gru_state {
+    /* non-empty once the runtime refused one of the owner's persistent
+     * launches as more than can be resident: why. From then on its
+     * persistent plans are unsupported (its recurrences run per step) */
+    char refused[192];
+    /* testing aid (the ladder): every persistent launch asks for one CTA
+     * more than a cooperative launch admits, so the runtime refuses it */
+    int plant_oversize;
+    /* testing aid (the ladder): q > 1 plans every persistent shape with K
+     * split over q CTAs where such a split fits (else the shape is
+     * unsupported); 0 plans as usual */
+    int forced_split;
+    /* testing aid (the ladder's stress cases): non-zero, the cluster kernels
+     * of 8 sequences sleep pseudo-random times at their exchange points
+     * (kernels/gru_cluster.cu's header), from this seed; the forward's wide
+     * kernels never do */
+    unsigned cluster_jitter;
+} gpu_gru_state;
+
 /* gru_cell.cu: one timestep's element-wise work (the contract of gru_cell,
  * which the CPU's src/cpu/gru_cell.c keeps too); the W_hh·h GEMM is the
  * caller's. t selects the timestep. Forward: reads L->gh = W_hh·h_{t-1}
@@ -206,39 +262,39 @@ void launch_gru_cell_rebuild(float *gates, float *ghn, const float *bhh, int M, 
  * Same inputs and outputs as a loop over the per-step kernels above plus the
  * W_hh GEMMs; supported when D is a multiple of 32 and a split fits the GPU
  * (caps->sm_count CTAs at most: lanes pass their share). */
-int gru_persistent_supported(const gpu_caps *caps, int B, int T, int D);
+int gru_persistent_supported(const gpu_caps *caps, const gpu_gru_state *st, int B, int T, int D);
 /* One line on the split the launchers take for this shape (for bench and
  * docs); 0 when unsupported. */
-int gru_persistent_describe(const gpu_caps *caps, int B, int T, int D, char *buf, int len);
+int gru_persistent_describe(const gpu_caps *caps, const gpu_gru_state *st, int B, int T, int D, char *buf, int len);
 /* The launchers return 0, or 1 when the runtime refused the grid as more
  * than can be resident (MPS, a partition or another context holding SMs
  * that the device's attributes do not show): the recurrence did not run
  * (only its scratch was prepared: the counters cleared and, for the BPTT,
- * W_hhᵀ written, both harmless), the caller runs
- * the per-step loop instead, and from then on gru_persistent_supported is 0
- * in this process and gru_persistent_refusal says why (NULL before).
+ * W_hhᵀ written, both harmless), the caller runs the per-step loop
+ * instead, and the reason goes to st->refused: from then on
+ * gru_persistent_supported is 0 under st (other states are untouched).
+ * sc: gru_persistent_scratch_need's kinds for this shape under st.
  * The forward reads gx, whh16, bhh and writes h, gates, ghn, hprev16; the
  * BPTT reads h, gates, ghn, whh16 and dh_in and writes dgx16, dgh16. */
-int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, const gpu_caps *caps, cudaStream_t s);
+int launch_gru_forward_persistent(const gru_layer *L, gru_shape sh, const gpu_caps *caps, gpu_gru_state *st,
+                                  gpu_scratch *sc, cudaStream_t s);
 int launch_gru_backward_persistent(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit,
-                                   const gpu_caps *caps, cudaStream_t s);
-const char *gru_persistent_refusal(void);
-/* Bytes of kernel scratch beside W_hhᵀ that a stream running this shape's
- * persistent recurrence holds: the partial sums where the plan splits K
- * over several CTAs (D=2048 on the H200), else 0. */
+                                   const gpu_caps *caps, gpu_gru_state *st, gpu_scratch *sc, cudaStream_t s);
+/* The scratch a stream running this shape's persistent recurrence (forward
+ * and BPTT) needs, added into need (gpu_scratch_need): the step counters,
+ * W_hhᵀ and the partial sums where the plan splits K; nothing where no
+ * plan fits. Windows of a shape (gru_shape t0, t1, wT) take its plan. */
+void gru_persistent_scratch_need(size_t need[SCRATCH_KINDS], const gpu_caps *caps, const gpu_gru_state *st, int B,
+                                 int T, int D);
+/* Of that, the partial sums alone as a plan without testing aids makes them
+ * (the memory plan's share, gpu_plan.h): where it splits K over several
+ * CTAs (D=2048 on the H200), else 0. */
 size_t gru_persistent_scratch_bytes(const gpu_caps *caps, int B, int T, int D);
 /* Whether this shape's plan splits K over CTAs (forward or BPTT): the plan
  * does where the whole-K split would read 256 KB or more from L2 a CTA a
  * step (D=2048, B=64 on the H200); the default recurrence choice leaves
  * those shapes to the per-step loop (src/gpu/gru.c says why). */
-int gru_persistent_splits_k(const gpu_caps *caps, int B, int T, int D);
-/* Testing aid (the ladder): q > 1 plans every shape with K split over q CTAs
- * where such a split fits (else the shape is unsupported); 0 plans as usual. */
-void gru_persistent_force_split(int q);
-/* Testing aid (the ladder): with plant set, every persistent launch asks for
- * one CTA more than a cooperative launch admits, so the runtime refuses it;
- * either way the refusal recorded so far is cleared. */
-void gru_persistent_plant_refusal(int plant);
+int gru_persistent_splits_k(const gpu_caps *caps, const gpu_gru_state *st, int B, int T, int D);
 
 /* gru_cluster.cu: the same two operations with one thread-block cluster of 8
  * CTAs per 8 sequences holding all of W_hh on chip (sm_90; D of 128, 256 or
@@ -250,17 +306,14 @@ int gru_cluster_supported(const gpu_caps *caps, int B, int T, int D);
 int gru_cluster_resident(const gpu_caps *caps, int D);
 /* wide: 16 sequences a cluster where B allows (more time a step, less a
  * sequence: for batches whose clusters of 8 would take several waves). */
-void launch_gru_forward_cluster(const gru_layer *L, gru_shape sh, int wide, const gpu_caps *caps, cudaStream_t s);
+/* st: its cluster_jitter (may be NULL); the cluster kernels need no scratch. */
+void launch_gru_forward_cluster(const gru_layer *L, gru_shape sh, int wide, const gpu_caps *caps,
+                                const gpu_gru_state *st, cudaStream_t s);
 /* G->bias_part (may be NULL): [2][B/8][3D], each cluster's sums over its
  * sequences and all steps of dgx (first B/8 rows) and dgh (the rest), in
  * FP32 before the FP16 rounding: the bias gradients without another pass. */
 void launch_gru_backward_cluster(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit,
-                                 const gpu_caps *caps, cudaStream_t s);
-/* Testing aid (the ladder's stress cases): with seed non-zero, the cluster
- * kernels of 8 sequences launched after it sleep pseudo-random times at
- * their exchange points (kernels/gru_cluster.cu's header); 0 turns it off.
- * The forward's wide kernels never take it. */
-void gru_cluster_set_jitter(unsigned seed);
+                                 const gpu_caps *caps, const gpu_gru_state *st, cudaStream_t s);
 
 /* attention.cu, FP32 kernels for any head size and window: qkv[B,T,3D]
  * FP32; o16 [B,T,D] FP16 (GEMM operand), o32 optional; p[B,H,T,W] the

@@ -52,7 +52,7 @@ size_t gpu_ce_chunk_bytes(int rows, int D, int V)
 /* One chunk: n rows from x-side row `first` (a pointer offset in rows), their
  * window rw (the chunk buffers are its window side). */
 static void run_chunk(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, size_t first, int n,
-                      row_window rw, int last, cudaStream_t s)
+                      row_window rw, int last, gpu_scratch *sc, cudaStream_t s)
 {
     const int D = a->D, ldv = ck->ldv, grad = a->du != NULL;
     const size_t xd = first * D;
@@ -81,10 +81,11 @@ static void run_chunk(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_a
         *a->pending = 1;
     }
     launch_rmsnorm_backward(a->du + xd, a->dg_final, ck->dx, cm, a->g_final, a->f_ir + first, n, D, rw, a->nc,
-                            a->caps, s);
+                            a->caps, sc, s);
 }
 
-void gpu_crossentropy(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, cudaStream_t s)
+void gpu_crossentropy(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, gpu_scratch *sc,
+                      cudaStream_t s)
 {
     const int M = a->M, D = a->D, R = ck->rows;
     const row_window rw = a->rw;
@@ -103,7 +104,7 @@ void gpu_crossentropy(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_a
     if (!windowed) {
         for (int i = 0; i < M; i += R) {
             const int n = M - i < R ? M - i : R;
-            run_chunk(gm, ck, a, (size_t)i, n, row_window_all(n), i + n >= M, s);
+            run_chunk(gm, ck, a, (size_t)i, n, row_window_all(n), i + n >= M, sc, s);
         }
         return;
     }
@@ -113,13 +114,14 @@ void gpu_crossentropy(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_a
         for (int j = 0; j < nseg; j += per) {
             const int q = nseg - j < per ? nseg - j : per;
             const row_window w = { seg, rw.stride, seg };
-            run_chunk(gm, ck, a, (size_t)j * rw.stride, q * seg, w, j + q >= nseg, s);
+            run_chunk(gm, ck, a, (size_t)j * rw.stride, q * seg, w, j + q >= nseg, sc, s);
         }
         return;
     }
     for (int j = 0; j < nseg; j++) /* runs of rows inside each segment */
         for (int i = 0; i < seg; i += R) {
             const int n = seg - i < R ? seg - i : R;
-            run_chunk(gm, ck, a, (size_t)j * rw.stride + i, n, row_window_all(n), j == nseg - 1 && i + n >= seg, s);
+            run_chunk(gm, ck, a, (size_t)j * rw.stride + i, n, row_window_all(n), j == nseg - 1 && i + n >= seg, sc,
+                      s);
         }
 }

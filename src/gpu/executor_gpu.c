@@ -230,6 +230,8 @@ int cc_gpu_lanes(const cc_executor *ex) { return IMPL(ex)->nlanes; }
 
 const gpu_step_plan *cc_gpu_plan(const cc_executor *ex) { return &IMPL(ex)->plan; }
 
+const char *cc_gpu_refusal(const cc_executor *ex) { return IMPL(ex)->gru.refused[0] ? IMPL(ex)->gru.refused : NULL; }
+
 const char *cc_gpu_wavefront(const cc_executor *ex, int *chunk)
 {
     *chunk = IMPL(ex)->wave_chunk;
@@ -333,19 +335,19 @@ static void gpu_destroy(cc_executor *ex)
         cudaEventDestroy(ln->ev_ce_free);
         if (g->recompute) gpu_matmul_destroy(ln->rec_gemm[0]);
         for (int k = 0; g->wave_chunk && k < ex->lay.dims.L; k++) {
-            release_reduce_scratch(ln->feed[k]);
+            gpu_scratch_destroy(ln->feed_sc[k]);
             cudaStreamDestroy(ln->feed[k]);
             gpu_matmul_destroy(ln->feed_gemm[k]);
             gpu_matmul_destroy(ln->rec_gemm[k]);
             if (k == 0) continue; /* the lane's own rec_stream */
-            release_reduce_scratch(ln->rec[k]);
+            gpu_scratch_destroy(ln->rec_sc[k]);
             cudaStreamDestroy(ln->rec[k]);
         }
-        release_reduce_scratch(ln->rec_stream);
+        gpu_scratch_destroy(ln->rec_sc[0]);
         cudaStreamDestroy(ln->rec_stream);
-        release_reduce_scratch(ln->wgrad_stream);
+        gpu_scratch_destroy(ln->wgrad_sc);
         cudaStreamDestroy(ln->wgrad_stream);
-        release_reduce_scratch(ln->stream);
+        gpu_scratch_destroy(ln->sc);
         if (l > 0) cudaStreamDestroy(ln->stream);
     }
     cudaEventDestroy(g->ev_done);
@@ -424,6 +426,43 @@ static void adopt_plan(gpu_impl *g, const gpu_step_plan *plan)
     g->wave_layers = plan->wave_layers;
 }
 
+/* The kernel scratch of each of a lane's streams (kernels.h: gpu_scratch),
+ * made before the first step for every call a step makes there, since a
+ * launcher never grows it (a CUDA graph may be capturing). Lane 0 also runs
+ * the whole batch in one lane (evaluation), so its rows are the batch's and
+ * its recurrence stream also takes the whole batch's recurrence (the plan's
+ * eval_impl). The lane's stream runs norm backwards over at most its rows
+ * (the context norm, the layers' norms without the wavefront, the final
+ * norm over a classifier chunk, which never holds more than a lane's rows);
+ * the side stream the bias sums (launch_colsum_f16_acc) over its rows; the
+ * recurrence streams the persistent kernels at the lane's batch on the SMs
+ * they choose by (rec_caps; under the wavefront wave_caps, rec_stream both);
+ * a wavefront's feed stream the layer's norm backward over a chunk of the
+ * lane's sequences. The recurrence streams run no reduction. */
+static void lane_scratch_create(gpu_impl *g, gpu_lane *ln, int B, int T, int D, int L)
+{
+    const int lane_B = B / g->nlanes, rows = (ln->index == 0 ? B : lane_B) * T;
+    size_t own[SCRATCH_KINDS] = { 0 }, side[SCRATCH_KINDS] = { 0 }, rec[SCRATCH_KINDS] = { 0 };
+    size_t wave[SCRATCH_KINDS] = { 0 }, feed[SCRATCH_KINDS] = { 0 };
+    gpu_scratch_need(own, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(rows, D, &g->caps));
+    gpu_scratch_need(side, SCRATCH_REDUCE, gpu_gru_weight_grads_scratch_bytes(rows, D));
+    gpu_gru_scratch_need(rec, &g->rec_caps, &g->gru, g->gru_path, lane_B, T, D);
+    if (ln->index == 0) gpu_gru_scratch_need(rec, &g->rec_caps, &g->gru, g->gru_path, B, T, D);
+    ln->sc = gpu_scratch_create(own);
+    ln->wgrad_sc = gpu_scratch_create(side);
+    if (g->wave_chunk) {
+        const int chunk = g->wave_chunk < T ? g->wave_chunk : T;
+        gpu_gru_scratch_need(wave, &g->wave_caps, &g->gru, g->gru_path, lane_B, T, D);
+        gpu_scratch_need(feed, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(lane_B * chunk, D, &g->caps));
+        for (int k = 0; k < SCRATCH_KINDS; k++) gpu_scratch_need(rec, k, wave[k]);
+        for (int k = 0; k < L; k++) {
+            ln->feed_sc[k] = gpu_scratch_create(feed);
+            if (k > 0) ln->rec_sc[k] = gpu_scratch_create(wave);
+        }
+    }
+    ln->rec_sc[0] = gpu_scratch_create(rec);
+}
+
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
 {
     gpu_step_plan plan;
@@ -470,6 +509,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
             ln->rec_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE); /* the per-step loop's */
             if (k > 0) cudaCheck(cudaStreamCreateWithPriority(&ln->rec[k], cudaStreamDefault, highest));
         }
+        lane_scratch_create(g, ln, B, T, d.D, d.L);
     }
     allocate_buffers(ex);
     g->dc = g->c; /* the guard's copy comes after the final norm's backward, the merge's last reader */

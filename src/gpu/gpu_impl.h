@@ -53,6 +53,12 @@ typedef struct {
      * 0's is rec_stream); rec_gemm[0] also serves rec_stream under recompute */
     cudaStream_t feed[GPU_WAVE_MAX_LAYERS], rec[GPU_WAVE_MAX_LAYERS];
     gpu_matmul_ctx *feed_gemm[GPU_WAVE_MAX_LAYERS], *rec_gemm[GPU_WAVE_MAX_LAYERS];
+    /* Each stream's kernel scratch (kernels.h: gpu_scratch), made at creation
+     * for every call the stream makes (lane_scratch_create in
+     * executor_gpu.c): the lane's stream's (sc), the side stream's
+     * (wgrad_sc), and by layer the wavefront's feed and recurrence streams'
+     * (rec_sc[0]: rec_stream's, also without the wavefront) */
+    gpu_scratch *sc, *wgrad_sc, *feed_sc[GPU_WAVE_MAX_LAYERS], *rec_sc[GPU_WAVE_MAX_LAYERS];
     float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
     int index;  /* 0 .. nlanes − 1 */
     int b0, B;  /* sequences [b0, b0 + B) of the batch */
@@ -66,6 +72,10 @@ typedef struct {
     int nlanes; /* lanes of a training step */
     int attn_tc; /* attention on tensor cores (attention_tc_supported) */
     gpu_gru_path gru_path; /* [gpu] recurrence */
+    /* this executor's recurrence state: a refused persistent launch sends its
+     * later recurrences per step and turns its wavefront off (program_gpu.c), and
+     * no other executor's */
+    gpu_gru_state gru;
     gpu_step_plan plan;    /* what the executor was created from */
     gpu_caps caps;         /* what the GPU can do, read once at creation; every kernel choice reads it */
     gpu_caps rec_caps;     /* the same with a lane's share of the SMs: what the recurrence kernels choose by */

@@ -18,17 +18,22 @@ gpu_gru_path gpu_gru_path_named(const char *name)
     return GPU_GRU_AUTO;
 }
 
-gpu_gru_impl gpu_gru_impl_for(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D)
+gpu_gru_impl gpu_gru_impl_with(const gpu_caps *caps, const gpu_gru_state *st, gpu_gru_path path, int B, int T, int D)
 {
     if (path == GPU_GRU_AUTO && gru_cluster_supported(caps, B, T, D)) return GRU_IMPL_CLUSTER;
     /* a split of K only where asked for: on the H200 at D=2048 its BPTT beats the per-step loop's (13.61
      * against 17.75 us a step) but its forward does not (16.03 against 12.82), and its grid holds the SMs
      * that the per-step loop leaves to the weight-gradient GEMMs beside it: 75.18 against 66.44 ms a step
      * (docs/results/splitk_540fad1.txt) */
-    if (path != GPU_GRU_PER_STEP && gru_persistent_supported(caps, B, T, D) &&
-        (path == GPU_GRU_PERSISTENT || !gru_persistent_splits_k(caps, B, T, D)))
+    if (path != GPU_GRU_PER_STEP && gru_persistent_supported(caps, st, B, T, D) &&
+        (path == GPU_GRU_PERSISTENT || !gru_persistent_splits_k(caps, st, B, T, D)))
         return GRU_IMPL_PERSISTENT;
     return GRU_IMPL_PER_STEP;
+}
+
+gpu_gru_impl gpu_gru_impl_for(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D)
+{
+    return gpu_gru_impl_with(caps, NULL, path, B, T, D);
 }
 
 const char *gpu_gru_impl_name(gpu_gru_impl impl)
@@ -45,7 +50,7 @@ void gpu_gru_impl_why(const gpu_caps *caps, gpu_gru_path path, int B, int T, int
         return;
     }
     if (impl == GRU_IMPL_PERSISTENT) {
-        gru_persistent_describe(caps, B, T, D, split, sizeof(split));
+        gru_persistent_describe(caps, NULL, B, T, D, split, sizeof(split));
         const char *no_cluster = path != GPU_GRU_AUTO ? "forced by [gpu] recurrence"
                                  : !gpu_caps_has_sm90_features(caps) ? "no sm_90 clusters on this GPU, profile or build"
                                  : D != 128 && D != 256 && D != 512 ? "W_hh does not fit one cluster at this D"
@@ -53,14 +58,10 @@ void gpu_gru_impl_why(const gpu_caps *caps, gpu_gru_path path, int B, int T, int
         snprintf(buf, len, "%s; %s", no_cluster, split);
         return;
     }
-    if (path == GPU_GRU_AUTO && gru_persistent_supported(caps, B, T, D)) {
+    if (path == GPU_GRU_AUTO && gru_persistent_supported(caps, NULL, B, T, D)) {
         snprintf(buf, len, "the persistent kernels fit only with K split over CTAs, slower here as a whole step "
                            "(their grid holds the SMs the weight-gradient GEMMs run on); [gpu] recurrence = "
                            "persistent takes them");
-        return;
-    }
-    if (path != GPU_GRU_PER_STEP && gru_persistent_refusal()) {
-        snprintf(buf, len, "%s", gru_persistent_refusal());
         return;
     }
     snprintf(buf, len, "%s", path == GPU_GRU_PER_STEP ? "forced by [gpu] recurrence"
@@ -91,18 +92,18 @@ static void check_window(gru_shape sh, const char *what)
     }
 }
 
-void gpu_gru_forward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, const gru_layer *L, gru_shape sh,
-                     int wide, cudaStream_t s)
+void gpu_gru_forward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_state *st, gpu_gru_path path,
+                     const gru_layer *L, gru_shape sh, int wide, gpu_scratch *sc, cudaStream_t s)
 {
     const int B = sh.B, T = sh.T, D = sh.D;
     check_window(sh, "forward");
-    const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
+    const gpu_gru_impl impl = gpu_gru_impl_with(caps, st, path, B, T, D);
     if (impl == GRU_IMPL_CLUSTER) {
-        launch_gru_forward_cluster(L, sh, wide, caps, s);
+        launch_gru_forward_cluster(L, sh, wide, caps, st, s);
         return;
     }
-    /* a persistent launch the runtime refuses falls through to the per-step loop */
-    if (impl == GRU_IMPL_PERSISTENT && launch_gru_forward_persistent(L, sh, caps, s) == 0) return;
+    /* a persistent launch the runtime refuses (recorded in st) falls through to the per-step loop */
+    if (impl == GRU_IMPL_PERSISTENT && launch_gru_forward_persistent(L, sh, caps, st, sc, s) == 0) return;
     uint16_t *hp = L->hprev16;
     if (sh.t0 == 0) { /* h_{-1} = 0: the FP16 copy read at t = 0 (and by dW_hh) is zero */
         cudaCheck(cudaMemset2DAsync(hp, sizeof(uint16_t) * T * D, 0, sizeof(uint16_t) * D, B, s));
@@ -118,18 +119,19 @@ void gpu_gru_forward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path
 
 size_t gpu_gru_bias_part_floats(int B, int D) { return (size_t)2 * (B / 8 > 0 ? B / 8 : 1) * 3 * D; }
 
-int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, const gru_layer *L, const gru_grads *G,
-                 gru_shape sh, float clamp_limit, cudaStream_t s)
+int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_state *st, gpu_gru_path path, const gru_layer *L,
+                 const gru_grads *G, gru_shape sh, float clamp_limit, gpu_scratch *sc, cudaStream_t s)
 {
     const int B = sh.B, T = sh.T, D = sh.D;
     check_window(sh, "BPTT");
     const uint16_t *dgh = G->dgh16;
-    const gpu_gru_impl impl = gpu_gru_impl_for(caps, path, B, T, D);
+    const gpu_gru_impl impl = gpu_gru_impl_with(caps, st, path, B, T, D);
     if (impl == GRU_IMPL_CLUSTER) {
-        launch_gru_backward_cluster(L, G, sh, clamp_limit, caps, s);
+        launch_gru_backward_cluster(L, G, sh, clamp_limit, caps, st, s);
         return G->bias_part ? B / 8 : 0;
     }
-    if (impl == GRU_IMPL_PERSISTENT && launch_gru_backward_persistent(L, G, sh, clamp_limit, caps, s) == 0) return 0;
+    if (impl == GRU_IMPL_PERSISTENT && launch_gru_backward_persistent(L, G, sh, clamp_limit, caps, st, sc, s) == 0)
+        return 0;
     /* dhrec carries dL/dh_{t-1} through the recurrence from one step, and one window, to the next */
     if (sh.t1 == T) cudaCheck(cudaMemsetAsync(G->dhrec, 0, sizeof(float) * B * D, s));
     const int wT = gru_window_steps(sh), wt0 = gru_window_first(sh);
@@ -143,7 +145,7 @@ int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, co
 }
 
 void gpu_gru_weight_grads(gpu_matmul_ctx *gm, const gru_layer *L, const gru_grads *G, int nparts, gru_shape sh,
-                          cudaStream_t s)
+                          gpu_scratch *sc, cudaStream_t s)
 {
     const int M = sh.B * gru_window_steps(sh), D = sh.D;
     gpu_matmul_dw(gm, G->dwhh, G->dgh16, L->hprev16, M, 3 * D, D, s);
@@ -152,14 +154,24 @@ void gpu_gru_weight_grads(gpu_matmul_ctx *gm, const gru_layer *L, const gru_grad
         if (G->dbih) launch_sum_chunks_acc(G->dbih, G->bias_part, nparts, 3 * D, s);
         launch_sum_chunks_acc(G->dbhh, G->bias_part + (size_t)nparts * 3 * D, nparts, 3 * D, s);
     } else {
-        if (G->dbih) launch_colsum_f16_acc(G->dbih, G->dgx16, M, 3 * D, s);
-        launch_colsum_f16_acc(G->dbhh, G->dgh16, M, 3 * D, s);
+        if (G->dbih) launch_colsum_f16_acc(G->dbih, G->dgx16, M, 3 * D, sc, s);
+        launch_colsum_f16_acc(G->dbhh, G->dgh16, M, 3 * D, sc, s);
     }
 }
 
-void gpu_gru_backward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path path, const gru_layer *L,
-                      const gru_grads *G, gru_shape sh, float clamp_limit, cudaStream_t s)
+void gpu_gru_backward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_state *st, gpu_gru_path path,
+                      const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit, gpu_scratch *sc,
+                      cudaStream_t s)
 {
-    const int nparts = gpu_gru_bptt(gm, caps, path, L, G, sh, clamp_limit, s);
-    gpu_gru_weight_grads(gm, L, G, nparts, sh, s);
+    const int nparts = gpu_gru_bptt(gm, caps, st, path, L, G, sh, clamp_limit, sc, s);
+    gpu_gru_weight_grads(gm, L, G, nparts, sh, sc, s);
 }
+
+void gpu_gru_scratch_need(size_t need[SCRATCH_KINDS], const gpu_caps *caps, const gpu_gru_state *st,
+                          gpu_gru_path path, int B, int T, int D)
+{
+    if (gpu_gru_impl_with(caps, st, path, B, T, D) == GRU_IMPL_PERSISTENT)
+        gru_persistent_scratch_need(need, caps, st, B, T, D);
+}
+
+size_t gpu_gru_weight_grads_scratch_bytes(int M, int D) { return colsum_f16_scratch_bytes(M, 3 * D); }

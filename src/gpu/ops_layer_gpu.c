@@ -233,7 +233,7 @@ void op_recur(step_run *r)
     scan_rows(r, "gru_forward", "h", l, gl.h, D, 0, t0, t1, 0);
     if (r->declaring) return;
     const gpu_caps *caps = r->p->wave ? &g->wave_caps : &g->rec_caps;
-    gpu_gru_forward(r->gm, caps, g->gru_path, &gl, shape_of(r), g->gru_wide, r->s);
+    gpu_gru_forward(r->gm, caps, &g->gru, g->gru_path, &gl, shape_of(r), g->gru_wide, r->sc, r->s);
 }
 
 /* ---- recompute's rebuilds ---- */
@@ -366,7 +366,8 @@ void op_bptt(step_run *r)
     /* under recompute every window of a layer takes the same path, as the carries differ (the persistent
      * kernels' z*g, the per-step loop's dhrec with W_hh^T dgh): one grid, which the runtime admits or
      * refuses by its size, and a refusal sends every later launch per step too */
-    r->nparts[c->ln->index] = gpu_gru_bptt(r->gm, caps, g->gru_path, &gl, &gg, shape_of(r), r->clamp_limit, s);
+    r->nparts[c->ln->index] =
+        gpu_gru_bptt(r->gm, caps, &g->gru, g->gru_path, &gl, &gg, shape_of(r), r->clamp_limit, r->sc, s);
     if (planted) cudaCheck(cudaMemcpyAsync(planted, g->plant_slot + 1, sizeof(float), cudaMemcpyDeviceToDevice, s));
 }
 
@@ -408,7 +409,7 @@ void op_dx(step_run *r)
         gpu_matmul_dx_window(r->gm, dtmp, dgx, w, c->B, t1 - t0, c->T, 3 * D, D, s);
     launch_rmsnorm_backward(du + at * D, G32L(c, lay->gru_norm[l]), dtmp, u_rows(c, l) + at * D,
                             P32(ex, lay->gru_norm[l]), LROWS(c, g->a_ir, l, 1) + at, M, D,
-                            wb ? buf_rows(r) : op_rows(r), &c->nc, &g->caps, s);
+                            wb ? buf_rows(r) : op_rows(r), &c->nc, &g->caps, r->sc, s);
 }
 
 /* Layer l's weight gradients from the gate gradients its BPTT left (and the
@@ -445,7 +446,7 @@ void op_wgrad(step_run *r)
 
     const int nparts = r->nparts[c->ln->index];
     const int M = op_M(r);
-    gpu_gru_weight_grads(r->gm, &gl, &gg, wb && nparts > 0 && t0 > 0 ? -1 : nparts, shape_of(r), r->s);
+    gpu_gru_weight_grads(r->gm, &gl, &gg, wb && nparts > 0 && t0 > 0 ? -1 : nparts, shape_of(r), r->sc, r->s);
     gpu_matmul_dw(r->gm, G32L(c, lay->gru_wih[l]), gg.dgx16, a16, M, 3 * D, D, r->s);
 }
 

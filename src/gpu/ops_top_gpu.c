@@ -129,7 +129,7 @@ void op_classifier(step_run *r)
         .check = ex->check ? ce_scan : NULL, .check_ctx = r,
     };
     /* the scans inside run at issue only; the rows' own scan above covers the serial order's place */
-    gpu_crossentropy(r->gm, &ln->ce, &a, r->s);
+    gpu_crossentropy(r->gm, &ln->ce, &a, r->sc, r->s);
 }
 
 /* The gradient into the context stream, dc16, from dL/dm in du: through the
@@ -273,7 +273,7 @@ void op_top_dx(step_run *r)
         gpu_matmul_dx(r->gm, dtmp, d16, w, M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du + at * D, G32L(c, lay->ctx_norm), dtmp, uL_rows(c) + at * D, P32(ex, lay->ctx_norm),
                             ROWS(c, g->s_ir, 1) + at, M, D, chunked(r) ? chunk_rows(r) : row_window_all(M), &c->nc,
-                            &g->caps, s);
+                            &g->caps, r->sc, s);
 }
 
 /* The ctx.*, final_norm and lm_head gradients lie at the end of the buffer

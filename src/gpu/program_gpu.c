@@ -67,16 +67,18 @@ void program_add(step_program *p, int kind, int lane, int layer, int unit, int k
     o->ns = ns;
 }
 
-/* The unit of stream s with GEMM context gm (serial: every unit on the main stream). */
-static int unit_of(step_program *p, cudaStream_t main, cudaStream_t s, gpu_matmul_ctx *gm)
+/* The unit of stream s with GEMM context gm and kernel scratch sc (serial:
+ * every unit on the main stream, each keeping its context and scratch, so
+ * the kernels and GEMM algorithms are the same). */
+static int unit_of(step_program *p, cudaStream_t main, cudaStream_t s, gpu_matmul_ctx *gm, gpu_scratch *sc)
 {
     if (p->serial) s = main;
     for (int u = 0; u < p->nunits; u++)
-        if (p->unit[u].stream == s && p->unit[u].gemm == gm) return u;
+        if (p->unit[u].stream == s && p->unit[u].gemm == gm && p->unit[u].sc == sc) return u;
     int slot = 0;
     while (slot < p->nslots && p->slot_stream[slot] != s) slot++;
     if (slot == p->nslots) p->slot_stream[p->nslots++] = s;
-    p->unit[p->nunits] = (exec_unit){ s, gm, slot };
+    p->unit[p->nunits] = (exec_unit){ s, gm, sc, slot };
     return p->nunits++;
 }
 
@@ -90,21 +92,28 @@ typedef struct {
     int rc, nw;  /* recompute and its windows */
 } builder;
 
-static int u_lane(builder *b, int i) { return unit_of(b->p, b->main, b->g->lane[i].stream, b->g->lane[i].gemm); }
+static int u_lane(builder *b, int i)
+{
+    gpu_lane *ln = &b->g->lane[i];
+    return unit_of(b->p, b->main, ln->stream, ln->gemm, ln->sc);
+}
 static int u_side(builder *b, int i)
 {
-    return unit_of(b->p, b->main, b->g->lane[i].wgrad_stream, b->g->lane[i].gemm_wgrad);
+    gpu_lane *ln = &b->g->lane[i];
+    return unit_of(b->p, b->main, ln->wgrad_stream, ln->gemm_wgrad, ln->wgrad_sc);
 }
+/* Layer after layer the recurrence stream's per-step GEMMs take the lane's context (under recompute,
+ * whose input GEMMs run beside them, one of its own). */
 static int u_rec(builder *b, int i, int l)
 {
     gpu_lane *ln = &b->g->lane[i];
-    if (b->p->wave) return unit_of(b->p, b->main, ln->rec[l], ln->rec_gemm[l]);
-    return unit_of(b->p, b->main, ln->rec_stream, b->rc ? ln->rec_gemm[0] : ln->gemm);
+    if (b->p->wave) return unit_of(b->p, b->main, ln->rec[l], ln->rec_gemm[l], ln->rec_sc[l]);
+    return unit_of(b->p, b->main, ln->rec_stream, b->rc ? ln->rec_gemm[0] : ln->gemm, ln->rec_sc[0]);
 }
 static int u_feed(builder *b, int i, int l)
 {
     gpu_lane *ln = &b->g->lane[i];
-    return b->p->wave ? unit_of(b->p, b->main, ln->feed[l], ln->feed_gemm[l]) : u_lane(b, i);
+    return b->p->wave ? unit_of(b->p, b->main, ln->feed[l], ln->feed_gemm[l], ln->feed_sc[l]) : u_lane(b, i);
 }
 
 #define ADD(kind, lane, layer, unit, k, t0, t1) program_add(b->p, (kind), (lane), (layer), (unit), (k), (t0), (t1), 0, b->B)
@@ -130,7 +139,7 @@ static void emit_top(builder *b, int i)
 static void emit_allreduce_tail(builder *b, cc_executor *ex)
 {
     if (b->p->with_grad && !b->p->eval && gpu_overlaps_allreduce(ex, b->p->lanes))
-        ADD(OP_ALLREDUCE_TAIL, 0, -1, unit_of(b->p, b->main, b->g->comm_stream, NULL), 0, 0, b->T);
+        ADD(OP_ALLREDUCE_TAIL, 0, -1, unit_of(b->p, b->main, b->g->comm_stream, NULL, NULL), 0, 0, b->T);
 }
 
 /* The wavefront: chunk by chunk, layer by layer, lane by lane. */
@@ -242,7 +251,7 @@ void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, i
     p->serial = strcmp(ex->cfg.gpu_schedule, "serial") == 0;
     /* after a refused persistent launch every recurrence takes the per-step loop, whose carry between
      * windows differs from the persistent kernels' (gru_shape): layer after layer from then on */
-    p->wave = !eval && g->wave_chunk > 0 && !gru_persistent_refusal();
+    p->wave = !eval && g->wave_chunk > 0 && !g->gru.refused[0];
     const int T = ex->T;
     builder b = { p, g, g->stream, ex->lay.dims.L, T, ex->B / lanes, p->wave ? g->wave_chunk : T,
                   g->recompute, g->recompute ? T / g->rc_window : 1 };
@@ -297,7 +306,7 @@ static step_program *program_for(cc_executor *ex, int lanes, int with_grad, int 
     gpu_impl *g = IMPL(ex);
     const int which = eval ? 2 : with_grad ? 0 : 1;
     step_program *p = g->programs[which];
-    if (p && (p->lanes != lanes || (p->wave && gru_persistent_refusal()))) {
+    if (p && (p->lanes != lanes || (p->wave && g->gru.refused[0]))) {
         cudaCheck(cudaStreamSynchronize(g->stream)); /* its events may still be in use */
         program_free(p);
         free(p);

@@ -135,6 +135,7 @@ static void run_setup(step_run *r, cc_executor *ex, step_program *p, int i)
     r->c = op_view(ex, p, o);
     r->s = p->unit[o->unit].stream;
     r->gm = p->unit[o->unit].gemm;
+    r->sc = p->unit[o->unit].sc;
 }
 
 /* ---- the schedule ---- */
@@ -191,15 +192,23 @@ void schedule_program(step_program *p, cc_executor *ex)
 
 /* ---- hooks: NaN scans ---- */
 
-/* Slots for every scan the program can make: its declared scans plus the
- * classifier's own (three a chunk). Made on an eager step (a graph is
- * captured only after one), never during a capture. */
+/* Each operation's scan slots, in program order: its own scans (at most
+ * three) and, in the classifier, the chunks' (three a chunk). Made on an
+ * eager step (a graph is captured only after one), never during a capture. */
+static int op_scan_slots(const step_program *p, const cc_executor *ex, const step_op *o)
+{
+    const int chunk_rows = IMPL(ex)->ce_rows, rows = ex->B * ex->T / p->lanes;
+    return o->kind == OP_CLASSIFIER ? 4 + 3 * (rows / chunk_rows + 2) : 4;
+}
+
 static void scans_reserve(step_program *p, cc_executor *ex)
 {
-    gpu_impl *g = IMPL(ex);
-    int need = p->nscans + 8;
-    for (int i = 0; i < p->n; i++)
-        if (p->ops[i].kind == OP_CLASSIFIER) need += 3 * ((ex->B * ex->T) / (p->lanes * g->ce_rows) + 2);
+    int need = 0;
+    for (int i = 0; i < p->n; i++) {
+        p->ops[i].scan0 = need;
+        p->ops[i].nscan = 0;
+        need += op_scan_slots(p, ex, &p->ops[i]);
+    }
     if (need <= p->cap_scans) return;
     cudaFree(p->scan_first);
     cudaFree(p->scan_value);
@@ -214,13 +223,10 @@ static int scans_on(const step_run *r) { return r->ex->check != NULL; }
 static void scan_add(step_run *r, const step_scan *sc)
 {
     step_program *p = r->p;
-    if (r->declaring) {
-        p->nscans++;
-        return;
-    }
+    if (r->declaring) return;
     if (!scans_on(r) || r->c.ex->check->found) return;
     const int k = r->op->scan0 + r->op->nscan;
-    if (k >= p->cap_scans) return; /* not reserved: cannot happen (scans_reserve counts every scan) */
+    if (r->op->nscan >= op_scan_slots(p, r->ex, r->op)) return; /* more than reserved: cannot happen */
     ((step_op *)r->op)->nscan++;
     p->scans[k] = *sc;
     if (sc->nseq == 1 && sc->stride == sc->len)
@@ -356,11 +362,6 @@ void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long sc
     if (ex->check) {
         scans_reserve(p, ex);
         cudaCheck(cudaMemsetAsync(p->scan_first, 0xff, sizeof(unsigned long long) * (size_t)p->cap_scans, g->stream));
-        for (int i = 0, k = 0; i < p->n; i++) { /* each op's slots, in program order */
-            p->ops[i].scan0 = k;
-            p->ops[i].nscan = 0;
-            k += p->ops[i].kind == OP_CLASSIFIER ? 3 * ((ex->B * ex->T) / (p->lanes * g->ce_rows) + 2) + 4 : 4;
-        }
     }
     /* every stream starts once the main one has the batch and the zeroed gradients */
     cudaCheck(cudaEventRecord(g->ev_batch, g->stream));

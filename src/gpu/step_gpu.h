@@ -49,6 +49,7 @@ extern const char *const OP_NAMES[OP_KINDS];
 typedef struct {
     cudaStream_t stream;
     gpu_matmul_ctx *gemm;
+    gpu_scratch *sc; /* the stream's kernel scratch (kernels.h) */
     int slot; /* the stream's index among the program's distinct streams */
 } exec_unit;
 
@@ -113,7 +114,7 @@ typedef struct step_program {
     /* [gpu] check: the scans' slots (first non-finite index, its value) on
      * the device and what each scanned, filled in issue order */
     step_scan *scans;
-    int nscans, cap_scans;
+    int cap_scans;
     unsigned long long *scan_first;
     float *scan_value;
 } step_program;
@@ -146,8 +147,9 @@ struct step_run {
     const step_op *op;
     lane_ctx c;          /* the op's lane (and part) */
     int declaring;
-    cudaStream_t s;      /* the op's stream and GEMM context */
+    cudaStream_t s;      /* the op's stream, GEMM context and kernel scratch */
     gpu_matmul_ctx *gm;
+    gpu_scratch *sc;
     float loss_scale, clamp_limit, ctx_limit;
     int nparts[GPU_MAX_LANES]; /* the bias-sum rows of the lane's last BPTT, which its weight GEMMs read next */
 };

@@ -74,6 +74,13 @@ void *dev_f16(const float *host, size_t n)
     return d;
 }
 
+gpu_scratch *norm_scratch(const gpu_caps *caps, int M, int D)
+{
+    size_t need[SCRATCH_KINDS] = { 0 };
+    gpu_scratch_need(need, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(M, D, caps));
+    return gpu_scratch_create(need);
+}
+
 float *get_f32(const float *dev, size_t n)
 {
     float *h = cc_malloc(4 * n);

@@ -27,6 +27,14 @@ void gru_case_init(gru_case *c, cc_rng *r, int B, int T, int D)
 
 void gru_case_free(gru_case *c) { FREE_ALL(c->whh, c->bhh, c->gx, c->h, c->gates, c->ghn, c->scratch); }
 
+gpu_scratch *gru_scratch(const ladder_ctx *cx, gpu_gru_path path, int B, int T, int D)
+{
+    size_t need[SCRATCH_KINDS] = { 0 };
+    gpu_gru_scratch_need(need, cx->caps, cx->gru, path, B, T, D);
+    gpu_scratch_need(need, SCRATCH_REDUCE, gpu_gru_weight_grads_scratch_bytes(B * T, D));
+    return gpu_scratch_create(need);
+}
+
 /* Each implementation on shapes it supports. The persistent kernels (every
  * GPU from sm_80 on) at D=64 (four CTAs a group), D=512 with B=20 over an odd
  * T (groups of 7, 7 and 6 sequences on 132 SMs: the last CTA's tile is not
@@ -60,10 +68,11 @@ int gru_case_chunk(const gru_path_case *pc) { return pc->T / 3 + 1; }
 int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, char *name, size_t n)
 {
     snprintf(name, n, "%s D=%d B=%d T=%d", gpu_gru_impl_name(pc->impl), pc->D, pc->B, pc->T);
-    gru_persistent_force_split(pc->split);
-    if (gpu_gru_impl_for(cx->caps, pc->path, pc->B, pc->T, pc->D) == pc->impl) {
+    cx->gru->forced_split = pc->split;
+    if (gpu_gru_impl_with(cx->caps, cx->gru, pc->path, pc->B, pc->T, pc->D) == pc->impl) {
         /* the case's name says where K is split; a forced split must be the plan */
-        const int split = pc->impl == GRU_IMPL_PERSISTENT && gru_persistent_splits_k(cx->caps, pc->B, pc->T, pc->D);
+        const int split =
+            pc->impl == GRU_IMPL_PERSISTENT && gru_persistent_splits_k(cx->caps, cx->gru, pc->B, pc->T, pc->D);
         if (split) strncat(name, " split K", n - strlen(name) - 1);
         if (pc->split) {
             char what[160];
@@ -72,7 +81,7 @@ int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, cha
         }
         return 1;
     }
-    gru_path_end();
+    gru_path_end(cx);
     /* This GPU (or profile) takes another implementation for the shape: the
      * case does not apply here, and the row says so. */
     char why[96];
@@ -85,7 +94,7 @@ int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, cha
     return 0;
 }
 
-void gru_path_end(void) { gru_persistent_force_split(0); }
+void gru_path_end(const ladder_ctx *cx) { cx->gru->forced_split = 0; }
 
 void gru_stress_cases(const ladder_ctx *cx, stage *st, gru_case_fn one)
 {
@@ -94,20 +103,30 @@ void gru_stress_cases(const ladder_ctx *cx, stage *st, gru_case_fn one)
         const gru_path_case *pc = &k_gru_paths[i];
         if (pc->impl != GRU_IMPL_CLUSTER || !gru_path_begin(cx, st, pc, name, sizeof(name))) continue;
         strncat(name, " delayed", sizeof(name) - strlen(name) - 1);
-        gru_cluster_set_jitter(0x5eed + (unsigned)i);
+        cx->gru->cluster_jitter = 0x5eed + (unsigned)i;
         one(cx, st, pc, name);
-        gru_cluster_set_jitter(0);
+        cx->gru->cluster_jitter = 0;
+        gru_path_end(cx);
     }
-    /* the persistent D=512 case, its launch refused as too large */
+    /* the persistent D=512 case, its launch refused as too large: in a state
+     * of its own (as one executor's), which must leave every other as it was */
     const gru_path_case *pc = &k_gru_paths[1];
     if (pc->impl != GRU_IMPL_PERSISTENT || pc->D != 512) abort(); /* the table's order changed */
     if (!gru_path_begin(cx, st, pc, name, sizeof(name))) return;
+    gru_path_end(cx);
     strncat(name, " refused", sizeof(name) - strlen(name) - 1);
-    gru_persistent_plant_refusal(1);
-    one(cx, st, pc, name);
-    const int refused = gru_persistent_refusal() != NULL;
-    const gpu_gru_impl after = gpu_gru_impl_for(cx->caps, pc->path, pc->B, pc->T, pc->D);
-    gru_persistent_plant_refusal(0);
+    gpu_gru_state planted = { .plant_oversize = 1, .forced_split = pc->split };
+    ladder_ctx cx_planted = *cx;
+    cx_planted.gru = &planted;
+    one(&cx_planted, st, pc, name);
+    const int refused = planted.refused[0] != 0;
+    const gpu_gru_impl after = gpu_gru_impl_with(cx->caps, &planted, pc->path, pc->B, pc->T, pc->D);
     snprintf(what, sizeof(what), "a refused persistent launch is recorded and the per-step loop taken (%s)", name);
     check_flag(st, what, refused && after == GRU_IMPL_PER_STEP);
+    /* a second, fresh state (another executor's) and the ladder's own still plan the persistent kernels */
+    const gpu_gru_state fresh = { .forced_split = pc->split };
+    const gpu_gru_impl other = gpu_gru_impl_with(cx->caps, &fresh, pc->path, pc->B, pc->T, pc->D);
+    const gpu_gru_impl own = gpu_gru_impl_with(cx->caps, cx->gru, pc->path, pc->B, pc->T, pc->D);
+    snprintf(what, sizeof(what), "another state still plans the persistent kernels after that refusal (%s)", name);
+    check_flag(st, what, other == GRU_IMPL_PERSISTENT && own == GRU_IMPL_PERSISTENT && !cx->gru->refused[0]);
 }

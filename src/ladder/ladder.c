@@ -135,7 +135,8 @@ cc_ladder_counts cc_ladder_run(const cc_ladder_opts *o, FILE *out)
     gpu_caps caps;
     const char *profile = o->gpu_profile ? o->gpu_profile : "native";
     if (gpu_caps_query(&caps) != 0 || gpu_caps_limit(&caps, profile, 0, 0, 0) != 0) exit(1);
-    const ladder_ctx cx = { &r, gpu_matmul_create(), o->dist, &caps, profile };
+    gpu_gru_state gru = { .refused = "" }; /* the stages' own launches: no refusal, no testing aid yet */
+    const ladder_ctx cx = { &r, gpu_matmul_create(), o->dist, &caps, profile, &gru };
     fprintf(out, "catchat ladder: %s (sm_%d%d, code for sm_%d from PTX %d), seed %llu\n", caps.name, caps.cc_major,
             caps.cc_minor, caps.binary_version, caps.ptx_version, (unsigned long long)o->seed);
     if (strcmp(profile, "native") != 0)

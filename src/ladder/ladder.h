@@ -51,6 +51,10 @@ typedef struct ladder_ctx {
     cc_dist *dist;     /* NULL, or a communicator: grad_reduce also checks the all-reduce */
     const gpu_caps *caps; /* the device's, read once and narrowed to the profile: what the launchers choose by */
     const char *gpu_profile; /* [gpu] profile the executor stages run as ("native": none) */
+    /* the recurrence's state the stages' own launches run under (kernels.h):
+     * a refusal their launches met, the testing aids the cases set
+     * (gru_path_begin, gru_stress_cases); each executor keeps its own */
+    gpu_gru_state *gru;
 } ladder_ctx;
 
 typedef void (*ladder_run_fn)(const ladder_ctx *cx, stage *st);
@@ -91,6 +95,13 @@ float *get_f16(const void *dev, size_t n);
 uint16_t *dev_f16_guarded(const float *host, size_t n, size_t guard);
 /* Random N(0, sd²); FP16-representable when `f16` is set. */
 float *rand_vec(cc_rng *r, size_t n, double sd, int f16);
+/* Kernel scratch (kernels.h) for launches on the default stream, sized for
+ * them before the first: a norm backward over M rows of D (common.c); a GRU
+ * layer of this shape on `path` under cx's state and caps, its recurrence,
+ * windows of it and its weight gradients (gru_cases.c). Free with
+ * gpu_scratch_destroy once the device is done with them. */
+gpu_scratch *norm_scratch(const gpu_caps *caps, int M, int D);
+gpu_scratch *gru_scratch(const ladder_ctx *cx, gpu_gru_path path, int B, int T, int D);
 
 #define FREE_ALL(...)                                            \
     do {                                                         \
@@ -147,7 +158,7 @@ typedef struct {
     gpu_gru_path path;
     gpu_gru_impl impl;
     int B, T, D, wide;
-    int split; /* persistent: K split over this many CTAs (gru_persistent_force_split), 0: as planned */
+    int split; /* persistent: K split over this many CTAs (gpu_gru_state.forced_split), 0: as planned */
 } gru_path_case;
 #define N_GRU_PATHS 10
 extern const gru_path_case k_gru_paths[N_GRU_PATHS];
@@ -157,14 +168,15 @@ extern const gru_path_case k_gru_paths[N_GRU_PATHS];
  * not apply: 0, and the row names it as not run here. */
 int gru_path_begin(const ladder_ctx *cx, stage *st, const gru_path_case *pc, char *name, size_t n);
 /* After a case that gru_path_begin let run: the persistent plans as usual again. */
-void gru_path_end(void);
+void gru_path_end(const ladder_ctx *cx);
 /* The window a case of k_gru_paths also runs in. */
 int gru_case_chunk(const gru_path_case *pc);
 /* The recurrence's stress cases, each through `one` (a stage's check of a
  * case): the cluster cases again with random per-CTA delays at the exchange
- * points (gru_cluster_set_jitter), and a persistent case whose launch the
- * runtime refuses (gru_persistent_plant_refusal), which must fall back to
- * the per-step loop with the same results and say so. */
+ * points (gpu_gru_state.cluster_jitter), and a persistent case whose launch
+ * the runtime refuses (gpu_gru_state.plant_oversize, in a state of its own),
+ * which must fall back to the per-step loop with the same results and say
+ * so, while another state still plans the persistent kernels. */
 typedef void (*gru_case_fn)(const ladder_ctx *cx, stage *st, const gru_path_case *pc, const char *name);
 void gru_stress_cases(const ladder_ctx *cx, stage *st, gru_case_fn one);
 

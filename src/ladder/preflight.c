@@ -168,7 +168,8 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
 {
     cc_rng r;
     cc_rng_seed(&r, PREFLIGHT_SEED);
-    const ladder_ctx cx = { &r, gpu_matmul_create(), NULL, &p->caps, cfg->gpu_profile };
+    gpu_gru_state gru = { .refused = "" }; /* the checks' own: the run's executor keeps another */
+    const ladder_ctx cx = { &r, gpu_matmul_create(), NULL, &p->caps, cfg->gpu_profile, &gru };
     ladder_ctx cx_rec = cx; /* its caps: each case's share of the SMs, as the run's recurrences take it */
     const int D = cfg->d_model, T_rec = D <= 512 ? 5 : 3;
     rec_case rc[3];
@@ -194,10 +195,12 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
                 snprintf(what, sizeof(what), "takes the run's recurrence (%s)", name);
                 cx_rec.caps = rc[i].caps;
                 /* a persistent launch the runtime refused (its line is printed) takes the per-step
-                 * loop from then on, the run's steps too: that is the path to check now */
-                const gpu_gru_impl now = gpu_gru_impl_for(cx_rec.caps, path, rc[i].B, T_rec, D);
+                 * loop from then on in these checks: that is the path to check now (the run's
+                 * executor keeps a state of its own: its first, eager step meets the same refusal
+                 * and falls back to this loop, with its own line) */
+                const gpu_gru_impl now = gpu_gru_impl_with(cx_rec.caps, cx.gru, path, rc[i].B, T_rec, D);
                 check_flag(&st, what, now == rc[i].impl || (rc[i].impl == GRU_IMPL_PERSISTENT &&
-                                                            now == GRU_IMPL_PER_STEP && gru_persistent_refusal()));
+                                                            now == GRU_IMPL_PER_STEP && cx.gru->refused[0]));
                 /* under the wavefront, in windows too (of 2 steps: 2, 2, 1 at T_rec = 5; 2, 1 at 3) */
                 const int chunk = rc[i].chunk;
                 if (k == PF_GRU_FORWARD) gru_forward_check(&cx_rec, &st, path, rc[i].B, T_rec, D, p->wide, chunk, name);
@@ -223,8 +226,7 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
             *failed = st;
         }
     }
-    gpu_matmul_destroy(cx.gemm);
-    release_reduce_scratch(0); /* the checks' kernel scratch (W_hhᵀ, partial sums): not the run's to keep */
+    gpu_matmul_destroy(cx.gemm); /* each check freed its own kernel scratch */
     return first;
 }
 

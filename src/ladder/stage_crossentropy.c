@@ -95,7 +95,8 @@ static void run_case(const ladder_ctx *cx, stage *st, const ce_case *k)
         .dw = dW, .grad_scale = S, .nc = &nc, .caps = cx->caps,
         .side = side, .side_gemm = side_gemm, .ev_fork = ev_fork, .ev_free = ev_free, .pending = &pending,
     };
-    gpu_crossentropy(cx->gemm, &ck, &a, 0);
+    gpu_scratch *scratch = norm_scratch(cx->caps, k->rows, D); /* the final norm's backward over a chunk */
+    gpu_crossentropy(cx->gemm, &ck, &a, scratch, 0);
     /* again from u and the merge m (now in c) with c zero: the same merge, the same results */
     float *dW2 = dev_f32(NULL, (size_t)V * D + pad), *ddg2 = dev_f32(NULL, D);
     cudaCheck(cudaMemset(dW2, 0, 4 * (size_t)V * D));
@@ -108,7 +109,7 @@ static void run_case(const ladder_ctx *cx, stage *st, const ce_case *k)
     a2.c = dzero + at * D;
     a2.dw = dW2;
     a2.dg_final = ddg2;
-    gpu_crossentropy(cx->gemm, &ck, &a2, 0);
+    gpu_crossentropy(cx->gemm, &ck, &a2, scratch, 0);
     cudaCheck(cudaDeviceSynchronize());
     check_flag(st, "the last chunk's weight GEMM ran on the side stream", pending == 1);
     float *gW2 = get_f32(dW2, (size_t)V * D);
@@ -174,6 +175,7 @@ static void run_case(const ladder_ctx *cx, stage *st, const ce_case *k)
     FREE_ALL(u, c, g, w, wpad, y, m, f, ir, yw, logits, dlog, rloss, df, rW, rdg, rdm, gloss_all, gdm_all, gW, gdg, grank_all,
              gloss, gdm);
     DFREE_ALL(du_, dc_, dg_, dir, dloss, ddm, dW, ddg, dw16, dy, drank, cbuf);
+    gpu_scratch_destroy(scratch);
 }
 
 static void run_crossentropy(const ladder_ctx *cx, stage *st)

@@ -17,9 +17,11 @@
 /* GPU BPTT on the CPU forward's states; returns host dgx, dW_hh, db_hh.
  * chunk > 0: the recurrence in windows of that many steps, the last window
  * first (the wavefront's launches), then the weight gradients once. */
-static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, const gru_case *c, const float *dh_in,
+static void gpu_bptt(const ladder_ctx *cx, gpu_scratch *sc, gpu_gru_path gpath, const gru_case *c, const float *dh_in,
                      float clamp_limit, int chunk, float **dgx_out, float **dw_out, float **db_out)
 {
+    gpu_matmul_ctx *gm = cx->gemm;
+    const gpu_caps *caps = cx->caps;
     const int B = c->B, T = c->T, D = c->D;
     const size_t MD = (size_t)B * T * D;
     float *hp = cc_calloc(MD, 4);
@@ -39,16 +41,16 @@ static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpat
                           .dwhh = dw, .dbhh = db };
     const gru_shape sh = { B, T, D, 0, T, 0, 0 };
     if (chunk <= 0) {
-        gpu_gru_backward(gm, caps, gpath, &L, &G, sh, clamp_limit, 0);
+        gpu_gru_backward(gm, caps, cx->gru, gpath, &L, &G, sh, clamp_limit, sc, 0);
     } else {
         int nparts = 0;
         for (int t0 = (T - 1) / chunk * chunk; t0 >= 0; t0 -= chunk) {
             gru_shape w = sh;
             w.t0 = t0;
             w.t1 = t0 + chunk < T ? t0 + chunk : T;
-            nparts = gpu_gru_bptt(gm, caps, gpath, &L, &G, w, clamp_limit, 0);
+            nparts = gpu_gru_bptt(gm, caps, cx->gru, gpath, &L, &G, w, clamp_limit, sc, 0);
         }
-        gpu_gru_weight_grads(gm, &L, &G, nparts, sh, 0);
+        gpu_gru_weight_grads(gm, &L, &G, nparts, sh, sc, 0);
     }
     *dgx_out = get_f16(dgx16, 3 * MD);
     *dw_out = get_f32(dw, (size_t)3 * D * D);
@@ -64,10 +66,12 @@ static void gpu_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpat
  * window after's dgh there), its weight gradients from them and a copy of its
  * h_{t-1} rows. Returns host dgx (the windows' rows put back in place), dW_hh
  * and db_hh. */
-static void gpu_bptt_own_buffers(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_path gpath, const gru_case *c,
+static void gpu_bptt_own_buffers(const ladder_ctx *cx, gpu_scratch *sc, gpu_gru_path gpath, const gru_case *c,
                                  const float *dh_in, float clamp_limit, int chunk, float **dgx_out, float **dw_out,
                                  float **db_out)
 {
+    gpu_matmul_ctx *gm = cx->gemm;
+    const gpu_caps *caps = cx->caps;
     const int B = c->B, T = c->T, D = c->D;
     const size_t MD = (size_t)B * T * D, WD = (size_t)B * chunk * D;
     float *hp = cc_calloc(MD, 4), *wbuf = cc_calloc(12 * WD, 1), *dgx = cc_malloc(12 * MD);
@@ -105,8 +109,8 @@ static void gpu_bptt_own_buffers(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_g
         const gru_grads G = { .dh_in = dh, .dgx16 = dgx16[j], .dgh16 = dgh16[j], .dgh16_next = k + 1 < nw ? dgh16[j ^ 1] : NULL,
                               .dhrec = dhrec, .bias_part = bias_part, .dwhh = dw, .dbhh = db };
         const gru_shape w = { B, T, D, t0, t0 + len, t0, chunk };
-        const int nparts = gpu_gru_bptt(gm, caps, gpath, &L, &G, w, clamp_limit, 0);
-        gpu_gru_weight_grads(gm, &L, &G, nparts > 0 && k > 0 ? -1 : nparts, w, 0);
+        const int nparts = gpu_gru_bptt(gm, caps, cx->gru, gpath, &L, &G, w, clamp_limit, sc, 0);
+        gpu_gru_weight_grads(gm, &L, &G, nparts > 0 && k > 0 ? -1 : nparts, w, sc, 0);
         float *got = get_f16(dgx16[j], 3 * WD);
         for (int b = 0; b < B; b++)
             memcpy(dgx + ((size_t)b * T + t0) * 3 * D, got + (size_t)b * chunk * 3 * D, 12 * (size_t)len * D);
@@ -124,8 +128,6 @@ void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int
                         const char *path)
 {
     cc_rng *r = cx->rng;
-    gpu_matmul_ctx *gm = cx->gemm;
-    const gpu_caps *caps = cx->caps;
     const double S = 128, c_user = 0.05;
     gru_case c;
     gru_case_init(&c, r, B, T, D);
@@ -148,7 +150,8 @@ void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int
     snprintf(what, sizeof(what), "clamp binds (%s shape)", path);
     check_flag(st, what, sqrt(diff / nrm) > 1e-2);
     float *gdgx, *gdw, *gdb, *g1dgx, *g1dw, *g1db;
-    gpu_bptt(gm, caps, gpath, &c, dhS, (float)(c_user * S), 0, &gdgx, &gdw, &gdb);
+    gpu_scratch *sc = gru_scratch(cx, gpath, B, T, D);
+    gpu_bptt(cx, sc, gpath, &c, dhS, (float)(c_user * S), 0, &gdgx, &gdw, &gdb);
     /* FP16 gate gradients feed T recurrent GEMMs: 1e-2 */
     snprintf(what, sizeof(what), "dgx (%s)", path);
     check(st, what, gdgx, rdgx, 3 * MD, 1e-2, 0);
@@ -157,10 +160,10 @@ void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int
     snprintf(what, sizeof(what), "db_hh (%s)", path);
     check(st, what, gdb, rdb, 3 * D, 1e-2, 0);
     /* The same clamp at S = 1 must give the same unscaled gradients. */
-    gpu_bptt(gm, caps, gpath, &c, dh1, (float)c_user, 0, &g1dgx, &g1dw, &g1db);
+    gpu_bptt(cx, sc, gpath, &c, dh1, (float)c_user, 0, &g1dgx, &g1dw, &g1db);
     if (chunk > 0) { /* in windows: the gate gradients and dW_hh bit for bit; the cluster's bias sums add up by window */
         float *wdgx, *wdw, *wdb;
-        gpu_bptt(gm, caps, gpath, &c, dhS, (float)(c_user * S), chunk, &wdgx, &wdw, &wdb);
+        gpu_bptt(cx, sc, gpath, &c, dhS, (float)(c_user * S), chunk, &wdgx, &wdw, &wdb);
         snprintf(what, sizeof(what), "in windows of %d steps: dgx and dW_hh bit for bit the whole launch's (%s)", chunk,
                  path);
         check_flag(st, what, memcmp(wdgx, gdgx, 12 * MD) == 0 && memcmp(wdw, gdw, 12 * (size_t)D * D) == 0);
@@ -168,7 +171,7 @@ void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int
         check(st, what, wdb, rdb, 3 * D, 1e-2, 0);
         FREE_ALL(wdgx, wdw, wdb);
         /* with buffers of their own: dgx bit for bit; the weight gradients a GEMM a window */
-        gpu_bptt_own_buffers(gm, caps, gpath, &c, dhS, (float)(c_user * S), chunk, &wdgx, &wdw, &wdb);
+        gpu_bptt_own_buffers(cx, sc, gpath, &c, dhS, (float)(c_user * S), chunk, &wdgx, &wdw, &wdb);
         snprintf(what, sizeof(what), "windows of %d steps with their own buffers: dgx bit for bit the whole launch's (%s)",
                  chunk, path);
         check_flag(st, what, memcmp(wdgx, gdgx, 12 * MD) == 0);
@@ -182,6 +185,7 @@ void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int
     snprintf(what, sizeof(what), "dW_hh S=128 vs S=1 (%s)", path);
     check(st, what, gdw, g1dw, (size_t)3 * D * D, 1e-2, 0);
     FREE_ALL(dh1, dhS, rdgx, rdw, rdb, fdgx, fdw, fdb, gdgx, gdw, gdb, g1dgx, g1dw, g1db);
+    gpu_scratch_destroy(sc); /* gpu_bptt's read-backs synchronised the device */
     gru_case_free(&c);
 }
 
@@ -203,7 +207,9 @@ static void gru_backward_nan_check(const ladder_ctx *cx, stage *st, gpu_gru_path
     float *rdgx = cc_malloc(12 * MD), *rdw = cc_calloc((size_t)3 * D * D, 4), *rdb = cc_calloc(3 * D, 4);
     cpu_gru_backward(rdgx, rdw, rdb, dh, c.h, c.gates, c.ghn, c.whh, B, T, D, c_user * S, c.scratch);
     float *gdgx, *gdw, *gdb;
-    gpu_bptt(cx->gemm, cx->caps, gpath, &c, dh, (float)(c_user * S), 0, &gdgx, &gdw, &gdb);
+    gpu_scratch *sc = gru_scratch(cx, gpath, B, T, D);
+    gpu_bptt(cx, sc, gpath, &c, dh, (float)(c_user * S), 0, &gdgx, &gdw, &gdb);
+    gpu_scratch_destroy(sc);
     size_t differ = 0, bad = 0, kept = 0;
     float *gk = cc_malloc(12 * MD), *rk = cc_malloc(12 * MD);
     for (size_t i = 0; i < 3 * MD; i++) {
@@ -245,7 +251,7 @@ static void run_gru_backward(const ladder_ctx *cx, stage *st)
         if (!gru_path_begin(cx, st, pc, name, sizeof(name))) continue;
         gru_backward_check(cx, st, pc->path, pc->B, pc->T, pc->D, gru_case_chunk(pc), name);
         gru_backward_nan_check(cx, st, pc->path, pc->B, pc->T, pc->D, name);
-        gru_path_end();
+        gru_path_end(cx);
     }
     gru_stress_cases(cx, st, bptt_case);
 }

@@ -16,7 +16,7 @@ static const gru_path_case k_gru_wide = { GPU_GRU_AUTO, GRU_IMPL_CLUSTER, 32, 37
  * last one shorter where chunk does not divide T), into fresh buffers: every
  * output must be the whole launch's bit for bit. */
 static void forward_windows_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, const gru_layer *whole,
-                                  gru_shape sh, int wide, int chunk, const char *path)
+                                  gru_shape sh, int wide, int chunk, gpu_scratch *sc, const char *path)
 {
     const size_t MD = (size_t)sh.B * sh.T * sh.D;
     void *hp16 = dev_f16(NULL, MD);
@@ -30,7 +30,7 @@ static void forward_windows_check(const ladder_ctx *cx, stage *st, gpu_gru_path 
         gru_shape w = sh;
         w.t0 = t0;
         w.t1 = t0 + chunk < sh.T ? t0 + chunk : sh.T;
-        gpu_gru_forward(cx->gemm, cx->caps, gpath, &L, w, wide, 0);
+        gpu_gru_forward(cx->gemm, cx->caps, cx->gru, gpath, &L, w, wide, sc, 0);
     }
     float *a = get_f32(h, MD), *b = get_f32(whole->h, MD), *ga = get_f32(gates, 3 * MD), *gb = get_f32(whole->gates, 3 * MD);
     float *pa = get_f16(hp16, MD), *pb = get_f16(whole->hprev16, MD), *na = get_f32(ghn, MD);
@@ -49,7 +49,8 @@ static void forward_windows_check(const ladder_ctx *cx, stage *st, gpu_gru_path 
  * buffer, its gates and ghn written to [B, chunk, ·] ones, h and hprev16 the
  * layer's: every output bit for bit the whole launch's. */
 static void forward_own_buffers_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, const gru_layer *whole,
-                                      const float *gx_host, gru_shape sh, int wide, int chunk, const char *path)
+                                      const float *gx_host, gru_shape sh, int wide, int chunk, gpu_scratch *sc,
+                                      const char *path)
 {
     const int B = sh.B, T = sh.T, D = sh.D;
     const size_t MD = (size_t)B * T * D, WD = (size_t)B * chunk * D;
@@ -72,7 +73,7 @@ static void forward_own_buffers_check(const ladder_ctx *cx, stage *st, gpu_gru_p
         w.t1 = t0 + len;
         w.wt0 = t0;
         w.wT = chunk;
-        gpu_gru_forward(cx->gemm, cx->caps, gpath, &L, w, wide, 0);
+        gpu_gru_forward(cx->gemm, cx->caps, cx->gru, gpath, &L, w, wide, sc, 0);
         float *ga = get_f32(gx, 3 * WD), *na = get_f32(ghn, WD);
         for (int b = 0; b < B; b++) {
             const size_t at = (size_t)b * chunk, whole_at = (size_t)b * T + t0;
@@ -103,7 +104,8 @@ void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int 
     const gru_layer L = { .gx = gx, .whh16 = whh16, .bhh = bhh, .h = h, .gates = gates, .ghn = ghn, .hprev16 = hp16,
                           .gh = gh };
     const gru_shape sh = { B, T, D, 0, T, 0, 0 };
-    gpu_gru_forward(cx->gemm, cx->caps, gpath, &L, sh, wide, 0);
+    gpu_scratch *sc = gru_scratch(cx, gpath, B, T, D);
+    gpu_gru_forward(cx->gemm, cx->caps, cx->gru, gpath, &L, sh, wide, sc, 0);
     float *gh_ = get_f32(h, MD), *gg = get_f32(gates, 3 * MD);
     /* h_{t-1} is FP16 in the recurrent GEMM (rel. 2^-11 per step); the error
      * compounds over T but the GRU is contractive: 5e-3 at T = 48 */
@@ -113,11 +115,12 @@ void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, int 
     snprintf(what, sizeof(what), "gates (%s)", path);
     check(st, what, gg, c.gates, 3 * MD, 5e-3, 0);
     if (chunk > 0) {
-        forward_windows_check(cx, st, gpath, &L, sh, wide, chunk, path);
-        forward_own_buffers_check(cx, st, gpath, &L, c.gx, sh, wide, chunk, path);
+        forward_windows_check(cx, st, gpath, &L, sh, wide, chunk, sc, path);
+        forward_own_buffers_check(cx, st, gpath, &L, c.gx, sh, wide, chunk, sc, path);
     }
     FREE_ALL(gh_, gg);
     DFREE_ALL(whh16, hp16, bhh, gx, h, gates, ghn, gh);
+    gpu_scratch_destroy(sc); /* get_f32 synchronised the device */
     gru_case_free(&c);
 }
 
@@ -135,7 +138,7 @@ static void run_gru_forward(const ladder_ctx *cx, stage *st)
         if (!gru_path_begin(cx, st, &k_gru_paths[i], name, sizeof(name))) continue;
         gru_forward_check(cx, st, k_gru_paths[i].path, k_gru_paths[i].B, k_gru_paths[i].T, k_gru_paths[i].D, 0,
                           gru_case_chunk(&k_gru_paths[i]), name);
-        gru_path_end();
+        gru_path_end(cx);
     }
     /* Where this GPU cannot place the wide kernels' clusters of 16,
      * launch_gru_forward_cluster runs the clusters of 8 instead and this case

@@ -54,7 +54,8 @@ static void window_case(const ladder_ctx *cx, stage *st, int D)
     const size_t off = (size_t)T0 * D;
     cudaCheck(cudaMemset(ddg, 0, 4 * (size_t)D));
     launch_add_rmsnorm_forward(dsum + off, dyo + off, NULL, dir + T0, dx_ + off, dres + off, dg, MW, D, rw, &nc, 0);
-    launch_rmsnorm_backward(ddx + off, ddg, ddy + off, dsum + off, dg, dir + T0, MW, D, rw, &nc, cx->caps, 0);
+    gpu_scratch *sc = norm_scratch(cx->caps, MW, D);
+    launch_rmsnorm_backward(ddx + off, ddg, ddy + off, dsum + off, dg, dir + T0, MW, D, rw, &nc, cx->caps, sc, 0);
     float *gy = get_f32(dyo, MD), *gdx = get_f32(ddx, MD), *gdg = get_f32(ddg, D);
     char what[64];
     check_window_form(st, "time window", D, gy, ry, MD, gdx, rdx, MD, gdg, dg_ref);
@@ -80,11 +81,12 @@ static void window_case(const ladder_ctx *cx, stage *st, int D)
     float *dyw_d = dev_f32(dyw, WD), *yw_d = dev_f32(NULL, WD), *ddx2 = dev_f32(dx0, MD), *ddg2 = dev_f32(NULL, D);
     cudaCheck(cudaMemset(ddg2, 0, 4 * (size_t)D));
     launch_add_rmsnorm_forward(NULL, yw_d, NULL, dir + T0, dsum + off, NULL, dg, MW, D, own, &nc, 0);
-    launch_rmsnorm_backward(ddx2 + off, ddg2, dyw_d, dsum + off, dg, dir + T0, MW, D, own, &nc, cx->caps, 0);
+    launch_rmsnorm_backward(ddx2 + off, ddg2, dyw_d, dsum + off, dg, dir + T0, MW, D, own, &nc, cx->caps, sc, 0);
     float *gyw = get_f32(yw_d, WD), *gdx2 = get_f32(ddx2, MD), *gdg2 = get_f32(ddg2, D);
     check_window_form(st, "window buffer", D, gyw, yw_ref, WD, gdx2, rdx, MD, gdg2, dg_ref);
     FREE_ALL(x, res, g, dy, dx0, y0, dg_ref, xs, ry, rir, rdx, gy, gdx, gdg, yw_ref, dyw, gyw, gdx2, gdg2);
     DFREE_ALL(dx_, dres, dg, ddy, ddx, ddg, dsum, dyo, dir, dyw_d, yw_d, ddx2, ddg2);
+    gpu_scratch_destroy(sc);
 }
 
 static void run_rmsnorm(const ladder_ctx *cx, stage *st)
@@ -118,8 +120,9 @@ static void run_rmsnorm(const ladder_ctx *cx, stage *st)
             float *dyo = dev_f32(NULL, MD), *dir = dev_f32(NULL, M);
             launch_add_rmsnorm_forward(with_res ? dsum : NULL, dyo, NULL, dir, dxg, with_res ? dres : NULL, dgg, M, D,
                                        row_window_all(M), nc, 0);
+            gpu_scratch *sc = norm_scratch(cx->caps, M, D);
             launch_rmsnorm_backward(ddx, ddg, ddy, with_res ? dsum : dxg, dgg, dir, M, D, row_window_all(M), nc,
-                                    cx->caps, 0);
+                                    cx->caps, sc, 0);
             float *gy = get_f32(dyo, MD), *gir = get_f32(dir, M), *gdx = get_f32(ddx, MD), *gdg = get_f32(ddg, D);
             float *gsum = get_f32(dsum, MD);
             float *ry = cc_malloc(4 * MD), *rir = cc_malloc(4 * M);
@@ -144,6 +147,7 @@ static void run_rmsnorm(const ladder_ctx *cx, stage *st)
             if (k == 1) check_flag(st, "capped rows ir = cap", gir[3] == 1000.f && gir[5] == 1000.f);
             FREE_ALL(x, res, g, dy, dx0, dg0, xs, gy, gir, gdx, gdg, gsum, ry, rir);
             DFREE_ALL(dxg, dres, dgg, ddy, ddx, ddg, dsum, dyo, dir);
+            gpu_scratch_destroy(sc);
         }
     for (int di = 0; di < 2; di++) window_case(cx, st, widths[di]);
 }
