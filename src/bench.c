@@ -110,8 +110,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         cudaMemGetInfo(&free1, &total);
         mem_mb = (double)(free0 - free1) / 1048576.0; /* everything the executor holds */
         gpu_ms = time_steps(ex, cfg, x, y, o->steps, 0, &opt_ms, NULL);
-        /* the breakdown comes from separate steps: phase marks need one lane
-         * whose phases run in order, while the timed steps overlap the lanes */
+        /* the breakdown comes from separate steps: the same operations timed
+         * one after another on one stream, while the timed steps overlap them */
         lanes = cc_gpu_lanes(ex);
         plan = *cc_gpu_plan(ex);
         snprintf(wave_why, sizeof(wave_why), "%s", cc_gpu_wavefront(ex, &wave_chunk));
@@ -195,8 +195,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
                     caps.sm_count, caps.smem_per_block_optin / 1024, caps.cluster_launch ? "on" : "off");
             fprintf(out, "GPU step: %.3f ms median of %d (after %d warm-up) | %.0f tokens/s | %d lane%s | wavefront %s\n",
                     gpu_ms, o->steps, o->warmup, tokens / (gpu_ms * 1e-3), lanes, lanes == 1 ? "" : "s", wave_why);
-            fprintf(out, "breakdown (device time per step, CUDA events, %d more steps in one lane, layer after layer%s):\n",
-                    o->steps, lanes > 1 || wave_chunk ? ": the timed steps overlap these phases" : "");
+            fprintf(out, "breakdown (device time per step, CUDA events, %d more steps, their operations one after "
+                    "another%s):\n", o->steps, lanes > 1 || wave_chunk ? ": the timed steps overlap them" : "");
             for (int i = 0; i < PH_COUNT; i++) fprintf(out, "  %-36s %8.3f ms\n", CC_PHASE_NAMES[i], ph[i]);
             fprintf(out, "classifier: %d rows a chunk (logits [%d, %d] FP16, V padded to %d), %d chunk%s a lane's step\n",
                     plan.ce_rows, plan.ce_rows, plan.ce_ldv, plan.ce_ldv, (B / lanes * T + plan.ce_rows - 1) / plan.ce_rows,

@@ -518,6 +518,11 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * (n + gpu_ce_pad_floats(d.V, d.D));
         gpu_ce_chunk_place(&g->lane[l].ce, (char *)g->ce_bufs + l * ce_bytes, g->ce_rows, d.D, d.V);
     }
+    /* --plant-nan-grad-h's slot ([0] NaN, [1] the value it stands in for), made here: a plant may come
+     * in a step that a CUDA graph captures */
+    const float nan = NAN;
+    g->plant_slot = dalloc(2 * sizeof(float), "the NaN plant's slot");
+    cudaCheck(cudaMemcpy(g->plant_slot, &nan, sizeof(float), cudaMemcpyHostToDevice));
     g->tok_off_host = cc_malloc(4 * (d.V + 1) * GPU_MAX_LANES);
     g->tok_pos_host = cc_malloc(4 * M);
     g->loss_host = cc_malloc(4 * M);

@@ -113,6 +113,8 @@ typedef struct {
     cudaGraphExec_t graph_exec;
     double graph_scale;
     long graph_scored;
+    cc_plant_grad_h graph_plant; /* the NaN plant it was captured with (a step's own: finite.h) */
+    int graph_checked;           /* captured with [gpu] check's scans */
     int graph_lanes, graph_warm, graph_failed, graph_captures, graph_replays;
     gpu_lane lane[GPU_MAX_LANES];
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
@@ -152,7 +154,7 @@ typedef struct {
     float *partials, *partials_host;
     int *nonfinite;
     unsigned long long *first_bad; /* NaN provenance scratch */
-    float *plant_slot; /* --plant-nan-grad-h: [0] NaN, [1] the value it stood in for (on first use) */
+    float *plant_slot; /* --plant-nan-grad-h: [0] NaN, [1] the value it stood in for */
     /* profiling: each operation's device time, summed by phase */
     int profile;
     double phase_ms[PH_COUNT];

@@ -8,7 +8,8 @@
 /* The step as one CUDA graph: captured from the streams (the program's waits
  * become the graph's edges, each kernel keeps its stream's priority), then
  * replayed while what the kernels were given stays the same: the loss scale
- * and the scored count (the clamp limits follow from them) and the lanes.
+ * and the scored count (the clamp limits follow from them), the lanes, the
+ * NaN plant (which the trainer sets for one step) and the NaN scans.
  * The first step runs eagerly, so the GEMM plans, the reduction scratch, the
  * NaN scans' slots and the timing events exist before a capture; the
  * diagnostics are the program's hooks and need no synchronisation inside
@@ -46,6 +47,8 @@ static int graph_capture(cc_executor *ex, double loss_scale, long scored, int n)
     g->graph_scale = loss_scale;
     g->graph_scored = scored;
     g->graph_lanes = n;
+    g->graph_plant = ex->plant_grad_h;
+    g->graph_checked = ex->check != NULL;
     return 1;
 }
 
@@ -55,7 +58,8 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
     gpu_set_lanes(ex, n);
     if (graphs_allowed(ex) && g->graph_warm) {
         const int same = g->graph_exec && g->graph_scale == loss_scale && g->graph_scored == scored &&
-                         g->graph_lanes == n;
+                         g->graph_lanes == n && (ex->check != NULL) == g->graph_checked &&
+                         memcmp(&g->graph_plant, &ex->plant_grad_h, sizeof(g->graph_plant)) == 0;
         /* a key that keeps changing (the scored count of batches with
          * ignored targets) would capture every step: eager is cheaper then */
         const int churn = !same && g->graph_captures >= 3 && g->graph_replays < 8 * g->graph_captures;

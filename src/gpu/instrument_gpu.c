@@ -39,7 +39,11 @@ void gpu_check_dev(cc_executor *ex, const char *stage, const char *tensor, int l
 void cc_gpu_profile_enable(cc_executor *ex, int on)
 {
     gpu_impl *g = IMPL(ex);
-    if (on != g->profile) gpu_graph_reset(g); /* a graph captured before holds no timing events */
+    if (on != g->profile) { /* profiled steps run their operations one after another (program_gpu.c) */
+        cudaCheck(cudaDeviceSynchronize());
+        gpu_graph_reset(g);
+        gpu_programs_free(g);
+    }
     g->profile = on;
 }
 

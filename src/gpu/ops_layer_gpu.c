@@ -353,12 +353,7 @@ void op_bptt(step_run *r)
     if (r->declaring) return;
 
     cudaStream_t s = r->s;
-    if (planted) {
-        if (!g->plant_slot) { /* [0] the NaN, [1] the value it stands in for */
-            const float nan = NAN;
-            cudaCheck(cudaMalloc((void **)&g->plant_slot, 2 * sizeof(float)));
-            cudaCheck(cudaMemcpy(g->plant_slot, &nan, sizeof(float), cudaMemcpyHostToDevice));
-        }
+    if (planted) { /* plant_slot: [0] the NaN, [1] the value it stands in for */
         cudaCheck(cudaMemcpyAsync(g->plant_slot + 1, planted, sizeof(float), cudaMemcpyDeviceToDevice, s));
         cudaCheck(cudaMemcpyAsync(planted, g->plant_slot, sizeof(float), cudaMemcpyDeviceToDevice, s));
     }

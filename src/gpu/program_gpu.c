@@ -248,7 +248,8 @@ void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, i
     p->lanes = lanes;
     p->with_grad = with_grad;
     p->eval = eval;
-    p->serial = strcmp(ex->cfg.gpu_schedule, "serial") == 0;
+    /* profiling times each operation alone: the same operations, one after another */
+    p->serial = strcmp(ex->cfg.gpu_schedule, "serial") == 0 || g->profile;
     /* after a refused persistent launch every recurrence takes the per-step loop, whose carry between
      * windows differs from the persistent kernels' (gru_shape): layer after layer from then on */
     p->wave = !eval && g->wave_chunk > 0 && !g->gru.refused[0];

@@ -36,43 +36,6 @@ static const int OP_PHASE[OP_KINDS] = { PH_INPUT,       PH_INPUT,       PH_REC_F
                                         PH_BPTT,        PH_BPTT,        PH_WGRAD,       PH_WGRAD,
                                         PH_WGRAD };
 
-#define GROW(ptr, cap, need)                                                          \
-    do {                                                                              \
-        if ((need) > (cap)) {                                                         \
-            (cap) = (need) > 2 * (cap) ? (need) : 2 * (cap);                          \
-            (ptr) = cc_realloc((ptr), sizeof(*(ptr)) * (size_t)(cap));                \
-        }                                                                             \
-    } while (0)
-
-/* ---- declarations ---- */
-
-static void add_access(step_run *r, int write, const void *base, size_t stride, int n, size_t lo, size_t hi)
-{
-    if (!r->declaring || !base || n <= 0 || hi <= lo) return;
-    step_program *p = r->p;
-    GROW(p->acc, p->cap_acc, p->nacc + 1);
-    p->acc[p->nacc++] = (step_access){ base, stride, lo, hi, n, write };
-}
-
-void use_rows(step_run *r, int write, const void *lane_rows, size_t width, size_t es, int t0, int t1)
-{
-    const size_t row = width * es;
-    add_access(r, write, lane_rows, (size_t)r->c.T * row, r->c.B, (size_t)t0 * row, (size_t)t1 * row);
-}
-
-void use_window(step_run *r, int write, const void *lane_rows, size_t width, size_t es)
-{
-    const size_t bytes = (size_t)r->g->rc_window * width * es;
-    add_access(r, write, lane_rows, bytes, r->c.B, 0, bytes);
-}
-
-void use_flat(step_run *r, int write, const void *ptr, size_t bytes) { add_access(r, write, ptr, bytes, 1, 0, bytes); }
-
-void use_grad(step_run *r, int idx)
-{
-    use_flat(r, 1, G32L(&r->c, idx), sizeof(float) * r->ex->lay.t[idx].numel);
-}
-
 /* Whether two accesses touch a common byte and one of them writes. Exact
  * for runs of one stride (each no longer than it) and for single runs;
  * otherwise whether their spans overlap, which may order two operations
@@ -192,69 +155,6 @@ void schedule_program(step_program *p, cc_executor *ex)
 
 /* ---- hooks: NaN scans ---- */
 
-/* Each operation's scan slots, in program order: its own scans (at most
- * three) and, in the classifier, the chunks' (three a chunk). Made on an
- * eager step (a graph is captured only after one), never during a capture. */
-static int op_scan_slots(const step_program *p, const cc_executor *ex, const step_op *o)
-{
-    const int chunk_rows = IMPL(ex)->ce_rows, rows = ex->B * ex->T / p->lanes;
-    return o->kind == OP_CLASSIFIER ? 4 + 3 * (rows / chunk_rows + 2) : 4;
-}
-
-static void scans_reserve(step_program *p, cc_executor *ex)
-{
-    int need = 0;
-    for (int i = 0; i < p->n; i++) {
-        p->ops[i].scan0 = need;
-        p->ops[i].nscan = 0;
-        need += op_scan_slots(p, ex, &p->ops[i]);
-    }
-    if (need <= p->cap_scans) return;
-    cudaFree(p->scan_first);
-    cudaFree(p->scan_value);
-    p->scans = cc_realloc(p->scans, sizeof(step_scan) * (size_t)need);
-    cudaCheck(cudaMalloc((void **)&p->scan_first, sizeof(unsigned long long) * (size_t)need));
-    cudaCheck(cudaMalloc((void **)&p->scan_value, sizeof(float) * (size_t)need));
-    p->cap_scans = need;
-}
-
-static int scans_on(const step_run *r) { return r->ex->check != NULL; }
-
-static void scan_add(step_run *r, const step_scan *sc)
-{
-    step_program *p = r->p;
-    if (r->declaring) return;
-    if (!scans_on(r) || r->c.ex->check->found) return;
-    const int k = r->op->scan0 + r->op->nscan;
-    if (r->op->nscan >= op_scan_slots(p, r->ex, r->op)) return; /* more than reserved: cannot happen */
-    ((step_op *)r->op)->nscan++;
-    p->scans[k] = *sc;
-    if (sc->nseq == 1 && sc->stride == sc->len)
-        launch_find_nonfinite(sc->ptr, sc->len, sc->half, p->scan_first + k, r->s);
-    else
-        launch_find_nonfinite_rows(sc->ptr, sc->nseq, sc->stride, sc->len, sc->half, p->scan_first + k, r->s);
-    launch_fetch_at(sc->ptr, sc->half, p->scan_first + k, p->scan_value + k, r->s);
-}
-
-void scan_rows(step_run *r, const char *stage, const char *tensor, int layer, const void *lane_rows, int width,
-               int half, int t0, int t1, int window)
-{
-    if (!r->declaring && !scans_on(r)) return;
-    const int steps = window ? r->g->rc_window : r->c.T;
-    const size_t es = half ? 2 : 4;
-    const step_scan sc = { stage, tensor, layer, half, width,
-                           window ? lane_rows : (const char *)lane_rows + (size_t)t0 * width * es,
-                           r->c.B, (size_t)steps * width, (size_t)(t1 - t0) * width, r->c.b0, t0, steps };
-    scan_add(r, &sc);
-}
-
-void scan_flat(step_run *r, const char *stage, const char *tensor, const void *ptr, size_t n, int half, int width)
-{
-    if (!r->declaring && !scans_on(r)) return;
-    const step_scan sc = { stage, tensor, -1, half, width, ptr, 1, n, n, -1, 0, 0 };
-    scan_add(r, &sc);
-}
-
 void schedule_collect_scans(step_program *p, cc_executor *ex)
 {
     if (!ex->check || ex->check->found || !p->scan_first) return;
@@ -365,7 +265,11 @@ void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long sc
     }
     /* every stream starts once the main one has the batch and the zeroed gradients */
     cudaCheck(cudaEventRecord(g->ev_batch, g->stream));
-    if (p->timing && timing) cudaCheck(cudaEventRecord(p->ev_t0, g->stream));
+    /* under capture the timing events become nodes of the graph that record them at each replay */
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaCheck(cudaStreamIsCapturing(g->stream, &capturing));
+    const unsigned record_flags = capturing == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : 0;
+    if (timing) cudaCheck(cudaEventRecordWithFlags(p->ev_t0, g->stream, record_flags));
     for (int s = 0; s < p->nslots; s++)
         if (p->slot_stream[s] != g->stream) cudaCheck(cudaStreamWaitEvent(p->slot_stream[s], g->ev_batch, 0));
     for (int i = 0; i < p->lanes; i++) g->lane[i].ce_pending = 0; /* the last step's side streams joined */
@@ -373,9 +277,9 @@ void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long sc
         const step_op *o = &p->ops[i];
         run_setup(&r, ex, p, i);
         for (int w = 0; w < o->nwait; w++) cudaCheck(cudaStreamWaitEvent(r.s, p->ev[p->waits[o->wait0 + w]], 0));
-        if (timing) cudaCheck(cudaEventRecord(p->ev_start[i], r.s));
+        if (timing) cudaCheck(cudaEventRecordWithFlags(p->ev_start[i], r.s, record_flags));
         OP_FN[o->kind](&r);
-        if (timing) cudaCheck(cudaEventRecord(p->ev_end[i], r.s));
+        if (timing) cudaCheck(cudaEventRecordWithFlags(p->ev_end[i], r.s, record_flags));
         if (o->recorded) cudaCheck(cudaEventRecord(p->ev[i], r.s));
     }
     for (int s = 0; s < p->nslots; s++) { /* every stream's end joins the main one */

@@ -19,6 +19,7 @@
 #define CATCHAT_STEP_GPU_H
 
 #include "catchat/kernels.h"
+#include "catchat/util.h"
 #include "gpu/gpu_impl.h"
 
 typedef enum {
@@ -167,7 +168,16 @@ struct step_run {
 /* The rows of layer-indexed tensor `base` (width w) at the lane's first sequence's step t0. */
 #define WROWS(c, base, l, w, t0) (LROWS(c, base, l, w) + (size_t)(t0) * (w))
 
-/* ---- declarations (scheduler_gpu.c) ---- */
+/* Grows a table to hold need entries (cc_realloc). */
+#define GROW(ptr, cap, need)                                                          \
+    do {                                                                              \
+        if ((need) > (cap)) {                                                         \
+            (cap) = (need) > 2 * (cap) ? (need) : 2 * (cap);                          \
+            (ptr) = cc_realloc((ptr), sizeof(*(ptr)) * (size_t)(cap));                \
+        }                                                                             \
+    } while (0)
+
+/* ---- declarations and scans (step_access_gpu.c) ---- */
 /* The op's rows [t0, t1) (of its sequences) of an [·, T, width] tensor whose
  * lane block starts at `lane_rows` (ROWS/LROWS/TOPROWS), es bytes an element. */
 void use_rows(step_run *r, int write, const void *lane_rows, size_t width, size_t es, int t0, int t1);
@@ -181,6 +191,9 @@ void use_grad(step_run *r, int idx);
 void scan_rows(step_run *r, const char *stage, const char *tensor, int layer, const void *lane_rows, int width,
                int half, int t0, int t1, int window);
 void scan_flat(step_run *r, const char *stage, const char *tensor, const void *ptr, size_t n, int half, int width);
+/* Each operation's scan slots, in program order, made on the device where
+ * they are not yet (on an eager step: a graph is captured after one). */
+void scans_reserve(step_program *p, cc_executor *ex);
 
 /* ---- the operations (ops_layer_gpu.c, ops_top_gpu.c) ---- */
 lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes);
