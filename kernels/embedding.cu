@@ -67,6 +67,36 @@ extern "C" void launch_embedding_forward(float *out, const int *x, const float *
     LAUNCH_CHECK();
 }
 
+// Recompute's u^l again on rows of a row window: the embedding row (or out's
+// own value, with table NULL) plus each of the adds in turn, so the sums
+// round as the forward's residual adds did (u^{j+1} = u^j + h^j).
+__global__ void embedding_sum_rows_kernel(float *out, const int *x, const float *table, emb_adds adds, int nadds,
+                                          int D, row_window rw)
+{
+    const size_t row = window_row(rw, blockIdx.x);
+    const float *t = table ? table + (size_t)x[row] * D : NULL;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        const size_t at = row * D + i;
+        float v = t ? t[i] : out[at];
+        for (int k = 0; k < nadds; k++) v += adds.p[k][at];
+        out[at] = v;
+    }
+}
+
+extern "C" void launch_embedding_sum_rows(float *out, const int *x, const float *table, const float *const *adds,
+                                          int nadds, int M, int D, row_window rw, cudaStream_t s)
+{
+    int done = 0;
+    do { // EMB_MAX_ADDS a launch; later launches start from out
+        emb_adds a = {};
+        const int n = nadds - done < EMB_MAX_ADDS ? nadds - done : EMB_MAX_ADDS;
+        for (int k = 0; k < n; k++) a.p[k] = adds[done + k];
+        embedding_sum_rows_kernel<<<M, 128, 0, s>>>(out, x, done ? NULL : table, a, n, D, rw);
+        LAUNCH_CHECK();
+        done += n;
+    } while (done < nadds);
+}
+
 extern "C" void launch_embedding_backward(float *dtable, const float *dout, const int *offsets, const int *positions,
                                           int V, int D, cudaStream_t s)
 {

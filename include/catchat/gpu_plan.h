@@ -49,6 +49,12 @@ typedef struct gpu_step_plan {
     int recompute;     /* the backward rebuilds each layer's activations from its stored h ([gpu] recompute) */
     int rc_window;     /* under recompute: steps a window of a layer's recurrence (divides T) */
     int top_seqs;      /* under recompute: sequences of the context stream's part (divides a lane's) */
+    /* under recompute: sets of window buffers (L under the wavefront, whose
+     * layers run at once, each in its own; else 1) and the bytes from one
+     * set to the next in `work`: of the buffers both passes use (a16,
+     * gates, ghn), and of the backward's (hp16, dgx16, dgh16, dtmp) */
+    int rc_sets;
+    size_t rc_both_stride, rc_back_stride;
     char recompute_why[192]; /* on or off, and why, in words */
     int ce_rows;       /* rows of a classifier chunk ([gpu] classifier_rows, or what GPU_CE_BUDGET(_TIGHT) holds) */
     int ce_ldv;        /* the logits' row pitch: V padded to GPU_LOGITS_ALIGN */

@@ -129,6 +129,17 @@ __host__ __device__ static inline size_t window_row_own(row_window w, int i)
 /* convert.cu: launch_f32_to_f16 on the rows of rw, D values a row; dst is the window side. */
 void launch_f32_to_f16_rows(void *dst, const float *src, int M, int D, row_window rw, cudaStream_t s);
 
+/* embedding.cu: recompute's rebuild of u^l on the rows of rw (out, x and the adds at the
+ * window's first row): out = table[x] + adds[0] + ... + adds[nadds-1],
+ * added in that order, so the values are the forward's residual sums bit
+ * for bit. */
+#define EMB_MAX_ADDS 8
+typedef struct {
+    const float *p[EMB_MAX_ADDS];
+} emb_adds;
+void launch_embedding_sum_rows(float *out, const int *x, const float *table, const float *const *adds, int nadds,
+                               int M, int D, row_window rw, cudaStream_t s);
+
 /* rmsnorm.cu: y32 and/or y16 may be NULL. dx accumulates; dg accumulates.
  * The forward and backward visit the rows of rw (row_window_all(M): all);
  * the window side is the forward's y32 and y16 and the backward's dy. */

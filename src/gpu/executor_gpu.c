@@ -269,14 +269,14 @@ static const size_t buffer_slot[GPU_BUF_COUNT] = {
     [GPU_BUF_TOK_OFF] = SLOT(tok_off),   [GPU_BUF_TOK_POS] = SLOT(tok_pos),
 };
 static const size_t work_slot[GPU_WORK_COUNT] = {
-    [GPU_WORK_WIN_A16_0] = SLOT(win_a16[0]),     [GPU_WORK_WIN_GATES_0] = SLOT(win_gates[0]),
-    [GPU_WORK_WIN_GHN_0] = SLOT(win_ghn[0]),     [GPU_WORK_WIN_A16_1] = SLOT(win_a16[1]),
-    [GPU_WORK_WIN_GATES_1] = SLOT(win_gates[1]), [GPU_WORK_WIN_GHN_1] = SLOT(win_ghn[1]),
-    [GPU_WORK_HPREV16] = SLOT(hprev16),          [GPU_WORK_WIN_HP16_0] = SLOT(win_hp16[0]),
-    [GPU_WORK_WIN_DGX16_0] = SLOT(win_dgx16[0]), [GPU_WORK_WIN_DGH16_0] = SLOT(win_dgh16[0]),
-    [GPU_WORK_WIN_DTMP_0] = SLOT(win_dtmp[0]),   [GPU_WORK_WIN_HP16_1] = SLOT(win_hp16[1]),
-    [GPU_WORK_WIN_DGX16_1] = SLOT(win_dgx16[1]), [GPU_WORK_WIN_DGH16_1] = SLOT(win_dgh16[1]),
-    [GPU_WORK_WIN_DTMP_1] = SLOT(win_dtmp[1]),   [GPU_WORK_S16] = SLOT(s16),
+    [GPU_WORK_WIN_A16_0] = SLOT(win_a16[0][0]),     [GPU_WORK_WIN_GATES_0] = SLOT(win_gates[0][0]),
+    [GPU_WORK_WIN_GHN_0] = SLOT(win_ghn[0][0]),     [GPU_WORK_WIN_A16_1] = SLOT(win_a16[0][1]),
+    [GPU_WORK_WIN_GATES_1] = SLOT(win_gates[0][1]), [GPU_WORK_WIN_GHN_1] = SLOT(win_ghn[0][1]),
+    [GPU_WORK_HPREV16] = SLOT(hprev16),          [GPU_WORK_WIN_HP16_0] = SLOT(win_hp16[0][0]),
+    [GPU_WORK_WIN_DGX16_0] = SLOT(win_dgx16[0][0]), [GPU_WORK_WIN_DGH16_0] = SLOT(win_dgh16[0][0]),
+    [GPU_WORK_WIN_DTMP_0] = SLOT(win_dtmp[0][0]),   [GPU_WORK_WIN_HP16_1] = SLOT(win_hp16[0][1]),
+    [GPU_WORK_WIN_DGX16_1] = SLOT(win_dgx16[0][1]), [GPU_WORK_WIN_DGH16_1] = SLOT(win_dgh16[0][1]),
+    [GPU_WORK_WIN_DTMP_1] = SLOT(win_dtmp[0][1]),   [GPU_WORK_S16] = SLOT(s16),
     [GPU_WORK_QKV16] = SLOT(qkv16),              [GPU_WORK_O16] = SLOT(o16),
     [GPU_WORK_DC16] = SLOT(dc16),                [GPU_WORK_DTMP] = SLOT(dtmp),
     [GPU_WORK_C] = SLOT(c),                      [GPU_WORK_DO16] = SLOT(do16),
@@ -306,6 +306,20 @@ static void allocate_buffers(cc_executor *ex)
     size_t total = 0;
     const int np = gpu_plan_work(&g->plan, d, ex->B, ex->T, parts, GPU_WORK_COUNT, &total);
     for (int i = 0; i < np; i++) *slot_at(g, work_slot[parts[i].id]) = (char *)g->work + parts[i].offset;
+    /* the other sets of window buffers (a layer's each under the wavefront) at the plan's strides */
+    const size_t both = g->plan.rc_both_stride, back = g->plan.rc_back_stride;
+    for (int k = 1; k < g->plan.rc_sets; k++)
+        for (int j = 0; j < 2; j++) {
+#define AT(ptr, stride) ((ptr) ? (void *)((char *)(ptr) + (size_t)k * (stride)) : NULL)
+            g->win_a16[k][j] = AT(g->win_a16[0][j], both);
+            g->win_gates[k][j] = AT(g->win_gates[0][j], both);
+            g->win_ghn[k][j] = AT(g->win_ghn[0][j], both);
+            g->win_hp16[k][j] = AT(g->win_hp16[0][j], back);
+            g->win_dgx16[k][j] = AT(g->win_dgx16[0][j], back);
+            g->win_dgh16[k][j] = AT(g->win_dgh16[0][j], back);
+            g->win_dtmp[k][j] = AT(g->win_dtmp[0][j], back);
+#undef AT
+        }
 }
 
 /* Frees what allocate_buffers allocated (the others are NULL, or parts of work). */
@@ -333,7 +347,7 @@ static void gpu_destroy(cc_executor *ex)
         gpu_matmul_destroy(ln->gemm_wgrad);
         cudaEventDestroy(ln->ev_ce_fork);
         cudaEventDestroy(ln->ev_ce_free);
-        if (g->recompute) gpu_matmul_destroy(ln->rec_gemm[0]);
+        if (g->recompute && !g->wave_chunk) gpu_matmul_destroy(ln->rec_gemm[0]); /* else the wavefront's, below */
         for (int k = 0; g->wave_chunk && k < ex->lay.dims.L; k++) {
             gpu_scratch_destroy(ln->feed_sc[k]);
             cudaStreamDestroy(ln->feed[k]);
@@ -454,6 +468,9 @@ static void lane_scratch_create(gpu_impl *g, gpu_lane *ln, int B, int T, int D, 
         const int chunk = g->wave_chunk < T ? g->wave_chunk : T;
         gpu_gru_scratch_need(wave, &g->wave_caps, &g->gru, g->gru_path, lane_B, T, D);
         gpu_scratch_need(feed, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(lane_B * chunk, D, &g->caps));
+        /* under recompute each window's weight GEMMs follow its BPTT on the recurrence stream (program_gpu.c) */
+        if (g->recompute)
+            gpu_scratch_need(wave, SCRATCH_REDUCE, gpu_gru_weight_grads_scratch_bytes(lane_B * chunk, D));
         for (int k = 0; k < SCRATCH_KINDS; k++) gpu_scratch_need(rec, k, wave[k]);
         for (int k = 0; k < L; k++) {
             ln->feed_sc[k] = gpu_scratch_create(feed);
@@ -502,7 +519,9 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
         cudaCheck(cudaEventCreateWithFlags(&ln->ev_ce_fork, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&ln->ev_ce_free, cudaEventDisableTiming));
         ln->rec[0] = ln->rec_stream;
-        if (g->recompute) ln->rec_gemm[0] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
+        /* recompute's recurrence stream has a context of its own (its input GEMMs run beside it); under the
+         * wavefront, the one made below */
+        if (g->recompute && !g->wave_chunk) ln->rec_gemm[0] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
         for (int k = 0; g->wave_chunk && k < d.L; k++) {
             cudaCheck(cudaStreamCreateWithPriority(&ln->feed[k], cudaStreamDefault, lane_priority));
             ln->feed_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);

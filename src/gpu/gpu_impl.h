@@ -86,23 +86,27 @@ typedef struct {
     int wave_ran, wave_top_ran; /* this (or the last) step takes the wavefront's chunks, and chunks the context stream */
     /* Recompute ([gpu] recompute, gpu_step_plan; ops_layer_gpu.c): only h
      * (all layers) and the norms' statistics stay from the forward, and u
-     * keeps one block (u^l, then in place u^{l+1}). A layer runs its
-     * recurrence in windows of rc_window steps whose normalised input, gx
-     * (the gates over it in place) and ghn, and in the backward its FP16
+     * keeps one block (u^l, then in place u^{l+1}; in the backward u^l of a
+     * window is rebuilt there before the layer's window runs). A layer runs
+     * its recurrence in windows of rc_window steps whose normalised input,
+     * gx (the gates over it in place) and ghn, and in the backward its FP16
      * h_{t-1}, gate gradients and input gradient, live in two window
-     * buffers by turns (win_*[k & 1]), so one window's norm and input GEMM
-     * (forward) or rebuild (backward) runs beside the other's recurrence.
-     * The forward's hprev16 (the recurrence's own FP16 operand) keeps one
-     * block for the layer being run, where the backward's window buffers
-     * lie. All of them lie in one allocation, `work`, with the context
+     * buffers by turns (win_*[set][k & 1]), so one window's norm and input
+     * GEMM (forward) or rebuild (backward) runs beside the other's
+     * recurrence; under the wavefront each layer has its own set. The
+     * forward's hprev16 (the recurrence's own FP16 operand) keeps one block
+     * (a block a layer under the wavefront), where the backward's window
+     * buffers lie. All of them lie in one allocation, `work`, with the context
      * stream's and classifier's tensors over them, which hold top_seqs
      * sequences: the parts run one after another, ordered by the scheduler
      * as their memory overlaps (ops_top_gpu.c). */
     int recompute;
     void *work;
     int rc_window, top_seqs;
-    float *win_gates[2], *win_ghn[2], *win_dtmp[2];
-    uint16_t *win_a16[2], *win_hp16[2], *win_dgx16[2], *win_dgh16[2];
+    /* by set (a layer's under the wavefront, else the one: plan.rc_sets) and turn */
+    float *win_gates[GPU_WAVE_MAX_LAYERS][2], *win_ghn[GPU_WAVE_MAX_LAYERS][2], *win_dtmp[GPU_WAVE_MAX_LAYERS][2];
+    uint16_t *win_a16[GPU_WAVE_MAX_LAYERS][2], *win_hp16[GPU_WAVE_MAX_LAYERS][2];
+    uint16_t *win_dgx16[GPU_WAVE_MAX_LAYERS][2], *win_dgh16[GPU_WAVE_MAX_LAYERS][2];
     int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */
     /* the step's programs (program_gpu.c), by what they were built for:
      * a training step of nlanes lanes with and without a gradient, and an

@@ -28,19 +28,24 @@ static int graphs_allowed(const cc_executor *ex)
     return wanted && !g->graph_failed && !(ex->dist && ex->dist->active);
 }
 
-static int graph_capture(cc_executor *ex, double loss_scale, long scored, int n)
+/* The step captured and instantiated; cudaSuccess, or why not. */
+static cudaError_t graph_capture(cc_executor *ex, double loss_scale, long scored, int n)
 {
     gpu_impl *g = IMPL(ex);
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
-    if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return 0;
+    cudaError_t e = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return e;
+    }
     gpu_issue_step(ex, loss_scale, scored, n);
-    cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
+    e = cudaStreamEndCapture(g->stream, &graph);
     if (e == cudaSuccess) e = cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
     if (graph) cudaGraphDestroy(graph);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return 0;
+        return e;
     }
     if (g->graph_exec) cudaCheck(cudaGraphExecDestroy(g->graph_exec));
     g->graph_exec = exec;
@@ -49,7 +54,7 @@ static int graph_capture(cc_executor *ex, double loss_scale, long scored, int n)
     g->graph_lanes = n;
     g->graph_plant = ex->plant_grad_h;
     g->graph_checked = ex->check != NULL;
-    return 1;
+    return cudaSuccess;
 }
 
 void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
@@ -63,7 +68,8 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
         /* a key that keeps changing (the scored count of batches with
          * ignored targets) would capture every step: eager is cheaper then */
         const int churn = !same && g->graph_captures >= 3 && g->graph_replays < 8 * g->graph_captures;
-        if (!churn && (same || graph_capture(ex, loss_scale, scored, n))) {
+        const cudaError_t e = churn || same ? cudaSuccess : graph_capture(ex, loss_scale, scored, n);
+        if (!churn && e == cudaSuccess) {
             g->graph_replays += same;
             g->graph_captures += !same;
             if (same) gpu_step_replayed(ex, scored);
@@ -71,7 +77,9 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
             return;
         }
         g->graph_failed = 1;
-        if (!churn) fprintf(stderr, "catchat: CUDA graph capture of the step failed; running the step without graphs\n");
+        if (!churn)
+            fprintf(stderr, "catchat: CUDA graph capture of the step failed (%s); running the step without graphs\n",
+                    cudaGetErrorString(e));
     }
     gpu_issue_step(ex, loss_scale, scored, n);
     g->graph_warm = 1;

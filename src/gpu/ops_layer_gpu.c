@@ -38,8 +38,10 @@ lane_ctx lane_part(const lane_ctx *c, int s0, int ns, int part_buffers)
 
 static int whole(const step_run *r) { return r->op->t0 == 0 && r->op->t1 == r->c.T; }
 static int window_buffers(const step_run *r) { return r->g->recompute; }
-/* The window buffer of the op's window (recompute: two by turns). */
+/* The window buffer of the op's window (recompute: two by turns), in the
+ * op's layer's set under the wavefront (the layers run at once), else the one. */
 static int wbuf(const step_run *r) { return r->op->k & 1; }
+static int wset(const step_run *r) { return r->g->plan.rc_sets > 1 ? r->op->layer : 0; }
 /* The op's rows as a row window: all rows, or a time window of every sequence. */
 static row_window op_rows(const step_run *r)
 {
@@ -62,10 +64,15 @@ static int layer_slot(const gpu_impl *g, int l) { return g->wave_layers > 2 ? l 
 /* u^l's lane rows: its own block, or under recompute the one block that
  * holds u^l for each layer in turn (made in place from u^{l-1}). */
 static float *u_rows(const lane_ctx *c, int l) { return c->g->recompute ? ROWS(c, c->g->u, c->D) : LROWS(c, c->g->u, l, c->D); }
-/* The FP16 h_{t-1}: a block a layer, or under recompute one block for all. */
-static uint16_t *hprev_rows(const lane_ctx *c, int l) { return LROWS(c, c->g->hprev16, c->g->recompute ? 0 : l, c->D); }
+/* The FP16 h_{t-1}: a block a layer, or under recompute one block for all
+ * (a layer's own under the wavefront). */
+static uint16_t *hprev_rows(const lane_ctx *c, int l)
+{
+    const gpu_impl *g = c->g;
+    return LROWS(c, g->hprev16, !g->recompute || g->plan.rc_sets > 1 ? l : 0, c->D);
+}
 /* The window buffer's rows of the lane. */
-#define WIN(r, base, width) WINROWS(&(r)->c, (base)[wbuf(r)], (width))
+#define WIN(r, base, width) WINROWS(&(r)->c, (base)[wset(r)][wbuf(r)], (width))
 
 /* The lane's block of the BPTT's per-cluster bias sums for buffer slot par
  * (NULL where its batch share does not run the cluster kernels). */
@@ -115,7 +122,7 @@ static gru_grads grads_of(const step_run *r, int l)
         .dh_in = ROWS(c, g->du, D),
         .dgx16 = wb ? WIN(r, g->win_dgx16, 3 * D) : LROWS(c, g->dgx16, par, 3 * D),
         .dgh16 = wb ? WIN(r, g->win_dgh16, 3 * D) : LROWS(c, g->dgh16, par, 3 * D),
-        .dgh16_next = next ? WINROWS(c, g->win_dgh16[wbuf(r) ^ 1], 3 * D) : NULL,
+        .dgh16_next = next ? WINROWS(c, g->win_dgh16[wset(r)][wbuf(r) ^ 1], 3 * D) : NULL,
         .dhrec = g->dhrec + ((size_t)par * c->ex->B + c->ln->b0) * D,
         .bias_part = bias_part(c, par),
         .dwhh = G32L(c, lay->gru_whh[l]),
@@ -238,30 +245,14 @@ void op_recur(step_run *r)
 
 /* ---- recompute's rebuilds ---- */
 
-/* u^l for all T in u's one block, in place: the embedding plus h^0 ..
- * h^{l-1}, in the forward's order (bit for bit the forward's). */
-void op_rebuild_u(step_run *r)
-{
-    const lane_ctx *c = &r->c;
-    cc_executor *ex = c->ex;
-    gpu_impl *g = c->g;
-    const int l = r->op->layer;
-    float *ul = ROWS(c, g->u, c->D);
-    use_rows(r, 1, ul, c->D, 4, 0, c->T);
-    for (int j = 0; j < l; j++) use_rows(r, 0, LROWS(c, g->h, j, c->D), c->D, 4, 0, c->T);
-    if (r->declaring) return;
-    const size_t MD = (size_t)c->M * c->D;
-    launch_embedding_forward(ul, ROWS(c, g->x, 1), P32(ex, ex->lay.embed), c->M, c->D, r->s);
-    for (int j = 0; j < l; j++) launch_add(ul, ul, LROWS(c, g->h, j, c->D), MD, r->s);
-}
-
 /* The window's operands and gates into its buffer, as the forward made
- * them: the normalised input of its u^l rows (their 1/rms again, the same
- * values), FP16 h_{t-1} (h shifted by one row, each sequence's h_{-1} = 0
- * in the first window), gx (with b_ih), W_hh·h_{t-1} added into rows r and
- * z, W_hn·h_{t-1} into ghn, then the gate math (the products from GEMMs
- * rather than the recurrence's MMAs: equal to FP32 rounding, not bit for
- * bit). */
+ * them: u^l on the window's rows of u's one block (the embedding plus h^0
+ * .. h^{l-1}, added in the forward's order: bit for bit the forward's), the
+ * normalised input of those rows (their 1/rms again, the same values), FP16
+ * h_{t-1} (h shifted by one row, each sequence's h_{-1} = 0 in the first
+ * window), gx (with b_ih), W_hh·h_{t-1} added into rows r and z, W_hn·h_{t-1}
+ * into ghn, then the gate math (the products from GEMMs rather than the
+ * recurrence's MMAs: equal to FP32 rounding, not bit for bit). */
 void op_rebuild(step_run *r)
 {
     const lane_ctx *c = &r->c;
@@ -274,7 +265,9 @@ void op_rebuild(step_run *r)
     float *gates = gl.gates, *ghn = gl.ghn;
     uint16_t *a16 = WIN(r, g->win_a16, D), *hp = WIN(r, g->win_hp16, D);
     const float *hl = LROWS(c, g->h, l, D);
-    use_rows(r, 0, ROWS(c, g->u, D), D, 4, t0, t0 + C);
+    const row_window urw = { C, c->T, 0 };
+    use_rows(r, 1, ROWS(c, g->u, D), D, 4, t0, t0 + C);
+    for (int j = 0; j < l; j++) use_rows(r, 0, LROWS(c, g->h, j, D), D, 4, t0, t0 + C);
     use_rows(r, 1, LROWS(c, g->a_ir, l, 1), 1, 4, t0, t0 + C);
     use_rows(r, 0, hl, D, 4, t0 > 0 ? t0 - 1 : 0, t0 + C - 1 > t0 ? t0 + C - 1 : t0 + 1);
     use_window(r, 1, a16, D, 2);
@@ -285,6 +278,10 @@ void op_rebuild(step_run *r)
     if (r->declaring) return;
 
     cudaStream_t s = r->s;
+    const float *below[CC_MAX_LAYERS];
+    for (int j = 0; j < l; j++) below[j] = LROWS(c, g->h, j, D) + at * D;
+    launch_embedding_sum_rows(ROWS(c, g->u, D) + at * D, ROWS(c, g->x, 1) + at, P32(ex, lay->embed), below, l, B * C, D,
+                              urw, s);
     launch_add_rmsnorm_forward(NULL, NULL, a16, LROWS(c, g->a_ir, l, 1) + at, ROWS(c, g->u, D) + at * D, NULL,
                                P32(ex, lay->gru_norm[l]), B * C, D, buf_rows(r), &c->nc, s);
     /* h_{t-1} for t in the window: rows at - 1 .. at + C - 2 of h, into rows 0 .. C - 1 */
@@ -377,7 +374,8 @@ void op_dx(step_run *r)
     const size_t at = (size_t)t0;
     const gru_grads gg = grads_of(r, l);
     float *du = ROWS(c, g->du, D);
-    float *dtmp = wb ? WIN(r, g->win_dtmp, D) : ROWS(c, g->dtmp, D) + at * D;
+    /* under recompute the set's one buffer: the input gradient lives within this op */
+    float *dtmp = wb ? WINROWS(c, g->win_dtmp[wset(r)][0], D) : ROWS(c, g->dtmp, D) + at * D;
     const uint16_t *dgx = wb ? gg.dgx16 : (const uint16_t *)gg.dgx16 + at * 3 * D;
     if (wb) {
         use_window(r, 0, gg.dgx16, 3 * D, 2);

@@ -90,7 +90,8 @@ static void ce_scan(void *ctx, const char *stage, const char *tensor, const void
 /* The merge, the final norm, the classifier and the loss on the op's rows
  * (gpu_crossentropy.h): with a gradient, dL/dm into du and the lm_head and
  * final norm gradients into the lane's (the last chunk's weight GEMM on the
- * side stream, which the context stream's weight GEMMs follow there). */
+ * side stream, which the context stream's weight GEMMs follow there; on its
+ * own stream in a serial program, which has no other). */
 void op_classifier(step_run *r)
 {
     const lane_ctx *c = &r->c;
@@ -124,7 +125,7 @@ void op_classifier(step_run *r)
         .du = grad ? ROWS(c, g->du, D) + at * D : NULL,
         .dg_final = G32L(c, lay->final_norm), .dw = G32L(c, lay->lm_head),
         .grad_scale = r->loss_scale, .nc = &c->nc, .caps = &g->caps,
-        .side = ln->wgrad_stream, .side_gemm = ln->gemm_wgrad, .ev_fork = ln->ev_ce_fork, .ev_free = ln->ev_ce_free,
+        .side = r->p->serial ? NULL : ln->wgrad_stream, .side_gemm = ln->gemm_wgrad, .ev_fork = ln->ev_ce_fork, .ev_free = ln->ev_ce_free,
         .pending = &ln->ce_pending,
         .check = ex->check ? ce_scan : NULL, .check_ctx = r,
     };

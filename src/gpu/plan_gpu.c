@@ -157,9 +157,10 @@ typedef struct {
     const char *name;
 } work_part;
 
-/* What the layout depends on besides the shape. */
+/* What the layout depends on besides the shape: the window, the context
+ * stream's part, the attention kernels, and the sets of window buffers. */
 typedef struct {
-    int rc_window, top_seqs, attn_tc;
+    int rc_window, top_seqs, attn_tc, sets;
 } work_shape;
 
 /* The parts one after another from byte `start` of work: their places
@@ -176,12 +177,15 @@ static size_t place_parts(const work_part *parts, int n, size_t start, gpu_work_
 
 #define NPARTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* Work's size; the parts' places in info (at most GPU_WORK_COUNT), the
- * layers' and the top's extents in *layer_bytes and *top_bytes (each may
- * be NULL). */
+/* Work's size; the parts' places in info (at most GPU_WORK_COUNT: the first
+ * set's window buffers, the others at the strides), the layers' and the
+ * top's extents in *layer_bytes and *top_bytes and the strides from one set
+ * of window buffers to the next in *strides (each may be NULL). Under the
+ * wavefront each layer has its set, and hprev16 a block a layer. */
 static size_t work_layout(const work_shape *ws, const cc_dims *d, int B, int T, gpu_work_part *info, int *ni,
-                          size_t *layer_bytes, size_t *top_bytes)
+                          size_t *layer_bytes, size_t *top_bytes, size_t strides[2])
 {
+    const size_t sets = ws->sets > 1 ? (size_t)ws->sets : 1;
     const size_t M = (size_t)B * T, D = d->D, MD = M * D;
     /* a window buffer's rows, and the top's */
     const size_t Mw = (size_t)B * ws->rc_window, Mt = (size_t)ws->top_seqs * T, WD = Mw * D, TD = Mt * D;
@@ -193,7 +197,7 @@ static size_t work_layout(const work_shape *ws, const cc_dims *d, int B, int T, 
         { GPU_WORK_WIN_GHN_1, two ? 4 * WD : 0, "ghn[1]" },
     };
     const work_part forward[] = {
-        { GPU_WORK_HPREV16, 2 * MD, "hprev16" },
+        { GPU_WORK_HPREV16, 2 * MD * sets, "hprev16" },
     };
     const work_part backward[] = {
         { GPU_WORK_WIN_HP16_0, 2 * WD, "hp16[0]" },     { GPU_WORK_WIN_DGX16_0, 2 * 3 * WD, "dgx16[0]" },
@@ -201,7 +205,7 @@ static size_t work_layout(const work_shape *ws, const cc_dims *d, int B, int T, 
         { GPU_WORK_WIN_HP16_1, two ? 2 * WD : 0, "hp16[1]" },
         { GPU_WORK_WIN_DGX16_1, two ? 2 * 3 * WD : 0, "dgx16[1]" },
         { GPU_WORK_WIN_DGH16_1, two ? 2 * 3 * WD : 0, "dgh16[1]" },
-        { GPU_WORK_WIN_DTMP_1, two ? 4 * WD : 0, "dtmp[1]" },
+        { GPU_WORK_WIN_DTMP_1, 0, "dtmp[1]" }, /* the input gradient lives within one op: one buffer a set */
     };
     const work_part top[] = {
         { GPU_WORK_S16, 2 * TD, "s16" }, { GPU_WORK_QKV16, tc ? 2 * 3 * TD : 0, "qkv16" },
@@ -215,10 +219,14 @@ static size_t work_layout(const work_shape *ws, const cc_dims *d, int B, int T, 
         { GPU_WORK_DO16, tc ? 2 * TD : 0, "do16" },
         { GPU_WORK_D16, 2 * 3 * TD, "d16" },
     };
-    const size_t w = place_parts(both, NPARTS(both), 0, info, ni);
+    const size_t w1 = place_parts(both, NPARTS(both), 0, info, ni), w = w1 * sets;
     const size_t fw = place_parts(forward, NPARTS(forward), w, info, ni);
-    const size_t bw = place_parts(backward, NPARTS(backward), w, info, ni);
+    const size_t bw1 = place_parts(backward, NPARTS(backward), w, info, ni), bw = bw1 * sets;
     const size_t a = w + (fw > bw ? fw : bw);
+    if (strides) {
+        strides[0] = w1;
+        strides[1] = bw1;
+    }
     const size_t f = place_parts(top, NPARTS(top), 0, info, ni);
     const size_t s = place_parts(spent, NPARTS(spent), f, info, ni);
     const size_t l = place_parts(late, NPARTS(late), f, info, ni);
@@ -234,7 +242,7 @@ static int list_parts(const work_shape *ws, const cc_dims *d, int B, int T, gpu_
 {
     gpu_work_part info[GPU_WORK_COUNT];
     int n = 0;
-    *total = work_layout(ws, d, B, T, info, &n, NULL, NULL);
+    *total = work_layout(ws, d, B, T, info, &n, NULL, NULL, NULL);
     for (int i = 0; i < n && i < max; i++) out[i] = info[i];
     return n < max ? n : max;
 }
@@ -242,7 +250,7 @@ static int list_parts(const work_shape *ws, const cc_dims *d, int B, int T, gpu_
 int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int attn_tc, gpu_work_part *out, int max,
                    size_t *total)
 {
-    const work_shape ws = { window, top_seqs, attn_tc };
+    const work_shape ws = { window, top_seqs, attn_tc, 1 };
     return list_parts(&ws, d, B, T, out, max, total);
 }
 
@@ -252,12 +260,12 @@ int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int
 static int top_seqs_for(const gpu_step_plan *p, const cc_dims *d, int B, int T)
 {
     const int lane_B = B / p->lanes;
-    work_shape ws = { p->rc_window, 0, p->attn_tc };
+    work_shape ws = { p->rc_window, 0, p->attn_tc, p->rc_sets };
     for (int q = lane_B; q > 1; q--) {
         if (lane_B % q) continue;
         ws.top_seqs = q;
         size_t layer = 0, top = 0;
-        work_layout(&ws, d, B, T, NULL, NULL, &layer, &top);
+        work_layout(&ws, d, B, T, NULL, NULL, &layer, &top, NULL);
         if (top <= layer) return q;
     }
     return 1;
@@ -266,7 +274,7 @@ static int top_seqs_for(const gpu_step_plan *p, const cc_dims *d, int B, int T)
 /* The layout of a plan's work at B sequences (its own B: its top_seqs). */
 static work_shape work_shape_of(const gpu_step_plan *p, const cc_dims *d, int B, int T)
 {
-    const work_shape ws = { p->rc_window, p->recompute ? top_seqs_for(p, d, B, T) : 0, p->attn_tc };
+    const work_shape ws = { p->rc_window, p->recompute ? top_seqs_for(p, d, B, T) : 0, p->attn_tc, p->rc_sets };
     return ws;
 }
 
@@ -297,7 +305,7 @@ int gpu_plan_buffers(const gpu_step_plan *p, const cc_dims *d, size_t n, int B, 
     size_t work = 0;
     if (rc) {
         const work_shape ws = work_shape_of(p, d, B, T);
-        work = work_layout(&ws, d, B, T, NULL, NULL, NULL, NULL);
+        work = work_layout(&ws, d, B, T, NULL, NULL, NULL, NULL, NULL);
     }
     /* lm_head's FP16 copy and its gradients carry the classifier's padding rows past the end (gpu_ce_pad_floats) */
     const size_t ng = n + gpu_ce_pad_floats((int)V, (int)D);
@@ -431,6 +439,10 @@ static void plan_recompute(gpu_step_plan *p, const cc_config *cfg, const cc_dims
     if (strcmp(mode, "on") == 0 || strcmp(mode, "off") == 0) {
         p->recompute = strcmp(mode, "on") == 0;
         snprintf(p->recompute_why, sizeof(p->recompute_why), "%s ([gpu] recompute)", mode);
+        if (p->recompute) { /* the least memory: the smaller classifier chunk, as under auto */
+            p->ce_budget = GPU_CE_BUDGET_TIGHT;
+            p->ce_rows = ce_rows_for(p, cfg, d, B, T, p->ce_budget);
+        }
         return;
     }
     size_t keep = plan_bytes(p, cfg, d, n, B, T, NULL);
@@ -476,19 +488,62 @@ static int recompute_window_for(const gpu_step_plan *p, int T, int forced)
     return T;
 }
 
-/* Under recompute one layer after another; 2 lanes rather than 4 (11.20
- * against 11.26 ms at the default config, 1 lane 11.54, and two lanes'
- * gradient buffers less: docs/results/recompute_lanes_5b23236.txt). */
-static int plan_recompute_shape(gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, int B, int T,
+/* Recompute's sets of window buffers and their strides in `work`, the
+ * context stream's part and the layers' gradient slots, for the plan's
+ * wavefront (or none). */
+static void rc_layout(gpu_step_plan *p, const cc_dims *d, int B, int T)
+{
+    p->rc_sets = p->wave_chunk ? d->L : 1;
+    p->wave_layers = wave_layers_of(p, d);
+    p->top_seqs = top_seqs_for(p, d, B, T);
+    const work_shape ws = work_shape_of(p, d, B, T);
+    size_t strides[2];
+    work_layout(&ws, d, B, T, NULL, NULL, NULL, NULL, strides);
+    p->rc_both_stride = strides[0];
+    p->rc_back_stride = strides[1];
+}
+
+/* Under recompute 2 lanes rather than 4 (11.20 against 11.26 ms at the
+ * default config layer after layer, 1 lane 11.54, and two lanes' gradient
+ * buffers less: docs/results/recompute_lanes_5b23236.txt), and the
+ * wavefront where the kernels take it, in chunks of the recompute window:
+ * each layer then has its own set of window buffers (the layers run at
+ * once) and its own block of the forward's hprev16. [gpu] wavefront_chunk
+ * sets the window where it divides T. */
+static int plan_recompute_shape(gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, size_t n, int B, int T,
                                 int forced_windows)
 {
     if (!(p->lanes = lanes_for(cfg, &p->caps, p->path, B, T, d->D))) return -1;
     plan_recurrence(p, B, T, d->D);
     two_cluster_lanes(p, cfg, B, T);
-    p->wave_chunk = 0;
-    snprintf(p->wave_why, sizeof(p->wave_why), "off: recompute rebuilds one layer at a time");
-    p->rc_window = recompute_window_for(p, T, forced_windows);
-    p->top_seqs = top_seqs_for(p, d, B, T);
+    const int chunk = cfg->gpu_wavefront_chunk;
+    p->rc_window = forced_windows == 0 && chunk > 0 && chunk < T && T % chunk == 0
+                       ? chunk
+                       : recompute_window_for(p, T, forced_windows);
+    plan_wavefront(p, cfg, B, T, d->L);
+    if (p->wave_chunk && p->rc_window < T) {
+        char kernels[96] = "";
+        const char *comma = strchr(p->wave_why, ',');
+        if (comma) snprintf(kernels, sizeof(kernels), "%s", comma); /* the persistent grids' share */
+        p->wave_chunk = p->rc_window;
+        snprintf(p->wave_why, sizeof(p->wave_why), "chunks of %d steps (the recompute windows)%s", p->rc_window,
+                 kernels);
+    } else if (p->wave_chunk) {
+        p->wave_chunk = 0;
+        snprintf(p->wave_why, sizeof(p->wave_why), "off: recompute runs the layers in one window");
+    }
+    rc_layout(p, d, B, T);
+    /* a layer's window buffers each hold more than one layer's: where that would not fit the budget and one
+     * layer at a time would, one layer at a time (recompute is there to fit) */
+    const size_t bytes = plan_bytes(p, cfg, d, n, B, T, NULL);
+    if (p->wave_chunk && cfg->gpu_wavefront_chunk == 0 && p->memory_budget &&
+        bytes + GPU_MEMORY_MARGIN > p->memory_budget) {
+        p->wave_chunk = 0;
+        snprintf(p->wave_why, sizeof(p->wave_why),
+                 "off: recompute's window buffers a layer each would not fit (%.2f GiB), one layer at a time",
+                 bytes / 1073741824.0);
+        rc_layout(p, d, B, T);
+    }
     return 0;
 }
 
@@ -517,7 +572,7 @@ int gpu_plan_make(gpu_step_plan *p, const gpu_caps *caps, const cc_config *cfg, 
     p->ce_budget = GPU_CE_BUDGET;
     p->ce_rows = ce_rows_for(p, cfg, &d, B, T, p->ce_budget);
     plan_recompute(p, cfg, &d, lay.total, B, T, free_bytes);
-    if (p->recompute && plan_recompute_shape(p, cfg, &d, B, T, opts ? opts->force_rc_windows : 0) != 0) return -1;
+    if (p->recompute && plan_recompute_shape(p, cfg, &d, lay.total, B, T, opts ? opts->force_rc_windows : 0) != 0) return -1;
     p->wave_layers = wave_layers_of(p, &d);
     p->ce_rows = ce_rows_for(p, cfg, &d, B, T, p->ce_budget);
     p->ce_ldv = gpu_ce_ldv(d.V);

@@ -110,6 +110,15 @@ static int u_rec(builder *b, int i, int l)
     if (b->p->wave) return unit_of(b->p, b->main, ln->rec[l], ln->rec_gemm[l], ln->rec_sc[l]);
     return unit_of(b->p, b->main, ln->rec_stream, b->rc ? ln->rec_gemm[0] : ln->gemm, ln->rec_sc[0]);
 }
+/* A window's weight GEMMs under recompute: the lane's side stream, or in
+ * the wavefront the layer's recurrence stream right after the window's
+ * BPTT, so the window's buffers are free again (for the rebuild two
+ * windows on) without a stream of their own (a GEMM context each) or
+ * every layer's queued on one side stream. At the default config the
+ * three placements measured within noise of each other (9.36-9.58 ms,
+ * docs/design-notes.md): the step is bound by the rebuilds' and BPTTs'
+ * work, which fill the GPU together. */
+static int u_wgrad(builder *b, int i, int l) { return b->p->wave ? u_rec(b, i, l) : u_side(b, i); }
 static int u_feed(builder *b, int i, int l)
 {
     gpu_lane *ln = &b->g->lane[i];
@@ -142,6 +151,26 @@ static void emit_allreduce_tail(builder *b, cc_executor *ex)
         ADD(OP_ALLREDUCE_TAIL, 0, -1, unit_of(b->p, b->main, b->g->comm_stream, NULL, NULL), 0, 0, b->T);
 }
 
+/* Recompute's backward of lane i's layer l on window k: its rebuild (unless
+ * the window before issued it: prefetch), the BPTT, and the rebuild of
+ * window k-1 beside it where the program may (prefetch: u's one block
+ * holds u^l on the window's rows from the rebuild on, so only where no
+ * layer above still reads its own u there: layer after layer, or the top
+ * layer of the wavefront; on the lane's stream, which the wavefront's
+ * backward leaves free, so the input gradient the layer below waits for
+ * does not queue behind it), then the input gradient and the window's
+ * weight GEMMs. */
+static void emit_rc_window(builder *b, int i, int l, int k, int prefetch)
+{
+    const int C = b->chunk, t0 = k * C, t1 = t0 + C;
+    const int chain = u_feed(b, i, l), ahead = prefetch ? u_lane(b, i) : chain;
+    if (!prefetch || k == b->nw - 1) ADD(OP_REBUILD, i, l, ahead, k, t0, t1);
+    ADD(OP_BPTT, i, l, u_rec(b, i, l), k, t0, t1);
+    if (prefetch && k > 0) ADD(OP_REBUILD, i, l, ahead, k - 1, t0 - C, t0);
+    ADD(OP_DX, i, l, chain, k, t0, t1);
+    ADD(OP_WGRAD, i, l, u_wgrad(b, i, l), k, t0, t1);
+}
+
 /* The wavefront: chunk by chunk, layer by layer, lane by lane. */
 static void emit_wavefront(builder *b, cc_executor *ex)
 {
@@ -151,14 +180,14 @@ static void emit_wavefront(builder *b, cc_executor *ex)
         const int t0 = k * C, t1 = t0 + C < T ? t0 + C : T;
         for (int l = 0; l < L; l++)
             for (int i = 0; i < n; i++) {
-                if (l == 0 && k == 0) { /* layer 0's input for every step at once: nothing comes before it */
-                    ADD(OP_EMBED, i, -1, u_feed(b, i, 0), 0, 0, T);
+                if (l == 0 && k == 0) ADD(OP_EMBED, i, -1, u_feed(b, i, 0), 0, 0, T);
+                if (l == 0 && k == 0 && !b->rc) /* layer 0's input for every step at once: nothing comes before it */
                     ADD(OP_FEED, i, 0, u_feed(b, i, 0), 0, 0, T);
-                } else if (l > 0) {
+                else if (l > 0 || b->rc) /* (recompute: into the layer's window buffer) */
                     ADD(OP_FEED, i, l, u_feed(b, i, l), k, t0, t1);
-                }
                 ADD(OP_RECUR, i, l, u_rec(b, i, l), k, t0, t1);
-                if (l == L - 1) ADD(OP_FEED, i, L, u_lane(b, i), k, t0, t1); /* u^L and the context stream's norm */
+                if (l == L - 1 && !b->rc) /* u^L and the context stream's norm (recompute: part by part) */
+                    ADD(OP_FEED, i, L, u_lane(b, i), k, t0, t1);
             }
         for (int i = 0; p->top_chunked && i < n; i++) {
             ADD(OP_TOP_CTX, i, -1, u_lane(b, i), k, t0, t1);
@@ -184,9 +213,13 @@ static void emit_wavefront(builder *b, cc_executor *ex)
         }
         for (int l = L - 1; l >= 0; l--)
             for (int i = 0; i < n; i++) {
-                ADD(OP_BPTT, i, l, u_rec(b, i, l), k, t0, t1);
-                if (k == 0) ADD(OP_WGRAD, i, l, u_side(b, i), 0, 0, T); /* one GEMM over all T each */
-                ADD(OP_DX, i, l, u_feed(b, i, l), k, t0, t1);
+                if (b->rc) {
+                    emit_rc_window(b, i, l, k, l == L - 1);
+                } else {
+                    ADD(OP_BPTT, i, l, u_rec(b, i, l), k, t0, t1);
+                    if (k == 0) ADD(OP_WGRAD, i, l, u_side(b, i), 0, 0, T); /* one GEMM over all T each */
+                    ADD(OP_DX, i, l, u_feed(b, i, l), k, t0, t1);
+                }
                 if (l == 0 && k == 0) ADD(OP_EMBED_BWD, i, -1, u_lane(b, i), 0, 0, T);
             }
     }
@@ -219,14 +252,7 @@ static void emit_layers(builder *b, cc_executor *ex)
     for (int l = L - 1; l >= 0; l--)
         for (int i = 0; i < n; i++) {
             if (b->rc) {
-                ADD(OP_REBUILD_U, i, l, u_lane(b, i), 0, 0, T);
-                ADD(OP_REBUILD, i, l, u_lane(b, i), b->nw - 1, T - C, T);
-                for (int k = b->nw - 1; k >= 0; k--) {
-                    ADD(OP_BPTT, i, l, u_rec(b, i, l), k, k * C, (k + 1) * C);
-                    if (k > 0) ADD(OP_REBUILD, i, l, u_lane(b, i), k - 1, (k - 1) * C, k * C); /* beside the BPTT */
-                    ADD(OP_DX, i, l, u_lane(b, i), k, k * C, (k + 1) * C);
-                    ADD(OP_WGRAD, i, l, u_side(b, i), k, k * C, (k + 1) * C);
-                }
+                for (int k = b->nw - 1; k >= 0; k--) emit_rc_window(b, i, l, k, 1);
                 if (l == 0) ADD(OP_EMBED_BWD, i, -1, u_lane(b, i), 0, 0, T);
                 continue;
             }
@@ -256,10 +282,11 @@ void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, i
     const int T = ex->T;
     builder b = { p, g, g->stream, ex->lay.dims.L, T, ex->B / lanes, p->wave ? g->wave_chunk : T,
                   g->recompute, g->recompute ? T / g->rc_window : 1 };
-    if (b.rc) b.chunk = g->rc_window;
+    if (b.rc) b.chunk = g->rc_window; /* the wavefront's chunks are the windows (plan_gpu.c) */
     p->nchunks = p->wave ? (T + b.chunk - 1) / b.chunk : 1;
-    /* the tensor-core attention works in blocks of ATTENTION_TC_BLOCK queries: chunks must be whole blocks */
-    p->top_chunked = p->wave && g->attn_tc && b.chunk % ATTENTION_TC_BLOCK == 0 && b.chunk < T;
+    /* the tensor-core attention works in blocks of ATTENTION_TC_BLOCK queries: chunks must be whole blocks;
+     * under recompute the context stream runs in parts of sequences over all T */
+    p->top_chunked = p->wave && !b.rc && g->attn_tc && b.chunk % ATTENTION_TC_BLOCK == 0 && b.chunk < T;
     u_lane(&b, 0); /* unit 0, slot 0: the main stream */
     if (p->wave) emit_wavefront(&b, ex);
     else emit_layers(&b, ex);

@@ -19,22 +19,32 @@
 #include "gpu/gpu_impl.h"
 #include "gpu/step_gpu.h"
 
-const char *const OP_NAMES[OP_KINDS] = { "embed", "feed", "recur", "top_ctx", "classifier", "top_dc",
-                                         "wg_ctx_out", "top_attn", "wg_ctx_qkv", "top_dx", "allreduce_tail",
-                                         "rebuild_u", "rebuild", "bptt", "dx", "wgrad", "embed_bwd" };
-
+/* Each kind's name, function and bench phase (executor.h). */
 typedef void (*op_fn)(step_run *);
-static const op_fn OP_FN[OP_KINDS] = { op_embed,      op_feed,         op_recur,      op_top_ctx,
-                                       op_classifier, op_top_dc,       op_wg_ctx_out, op_top_attn,
-                                       op_wg_ctx_qkv, op_top_dx,       op_allreduce_tail, op_rebuild_u,
-                                       op_rebuild,    op_bptt,         op_dx,         op_wgrad,
-                                       op_embed_bwd };
-/* bench's phases (executor.h) by kind */
-static const int OP_PHASE[OP_KINDS] = { PH_INPUT,       PH_INPUT,       PH_REC_FWD,     PH_CONTEXT_FWD,
-                                        PH_CLASSIFIER,  PH_CONTEXT_BWD, PH_CONTEXT_BWD, PH_CONTEXT_BWD,
-                                        PH_CONTEXT_BWD, PH_CONTEXT_BWD, PH_CONTEXT_BWD, PH_BPTT,
-                                        PH_BPTT,        PH_BPTT,        PH_WGRAD,       PH_WGRAD,
-                                        PH_WGRAD };
+static const struct {
+    const char *name;
+    op_fn fn;
+    int phase;
+} KIND[OP_KINDS] = {
+    [OP_EMBED] = { "embed", op_embed, PH_INPUT },
+    [OP_FEED] = { "feed", op_feed, PH_INPUT },
+    [OP_RECUR] = { "recur", op_recur, PH_REC_FWD },
+    [OP_TOP_CTX] = { "top_ctx", op_top_ctx, PH_CONTEXT_FWD },
+    [OP_CLASSIFIER] = { "classifier", op_classifier, PH_CLASSIFIER },
+    [OP_TOP_DC] = { "top_dc", op_top_dc, PH_CONTEXT_BWD },
+    [OP_WG_CTX_OUT] = { "wg_ctx_out", op_wg_ctx_out, PH_CONTEXT_BWD },
+    [OP_TOP_ATTN] = { "top_attn", op_top_attn, PH_CONTEXT_BWD },
+    [OP_WG_CTX_QKV] = { "wg_ctx_qkv", op_wg_ctx_qkv, PH_CONTEXT_BWD },
+    [OP_TOP_DX] = { "top_dx", op_top_dx, PH_CONTEXT_BWD },
+    [OP_ALLREDUCE_TAIL] = { "allreduce_tail", op_allreduce_tail, PH_CONTEXT_BWD },
+    [OP_REBUILD] = { "rebuild", op_rebuild, PH_BPTT },
+    [OP_BPTT] = { "bptt", op_bptt, PH_BPTT },
+    [OP_DX] = { "dx", op_dx, PH_WGRAD },
+    [OP_WGRAD] = { "wgrad", op_wgrad, PH_WGRAD },
+    [OP_EMBED_BWD] = { "embed_bwd", op_embed_bwd, PH_WGRAD },
+};
+
+const char *op_name(int kind) { return KIND[kind].name; }
 
 /* Whether two accesses touch a common byte and one of them writes. Exact
  * for runs of one stride (each no longer than it) and for single runs;
@@ -115,7 +125,7 @@ void schedule_program(step_program *p, cc_executor *ex)
     for (int i = 0; i < p->n; i++) {
         run_setup(&r, ex, p, i);
         p->ops[i].acc0 = p->nacc;
-        OP_FN[p->ops[i].kind](&r);
+        KIND[p->ops[i].kind].fn(&r);
         p->ops[i].nacc = p->nacc - p->ops[i].acc0;
     }
     /* vc[i][s]: the last operation on stream slot s that operation i is known to follow */
@@ -238,7 +248,7 @@ void schedule_collect_timing(step_program *p, cc_executor *ex)
         for (int i = 0; i < p->n; i++) {
             float ms = 0;
             cudaCheck(cudaEventElapsedTime(&ms, p->ev_start[i], p->ev_end[i]));
-            g->phase_ms[OP_PHASE[p->ops[i].kind]] += ms;
+            g->phase_ms[KIND[p->ops[i].kind].phase] += ms;
         }
     if (ex->cfg.lane_trace) trace_print(p, ex->lay.dims.L);
 }
@@ -278,7 +288,9 @@ void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long sc
         run_setup(&r, ex, p, i);
         for (int w = 0; w < o->nwait; w++) cudaCheck(cudaStreamWaitEvent(r.s, p->ev[p->waits[o->wait0 + w]], 0));
         if (timing) cudaCheck(cudaEventRecordWithFlags(p->ev_start[i], r.s, record_flags));
-        OP_FN[o->kind](&r);
+        KIND[o->kind].fn(&r);
+        for (int k = o->scan0; ex->check && k < o->scan0 + o->nscan; k++) /* its outputs, now that they exist */
+            if (p->scans[k].b_first >= 0) scan_launch(&r, k);
         if (timing) cudaCheck(cudaEventRecordWithFlags(p->ev_end[i], r.s, record_flags));
         if (o->recorded) cudaCheck(cudaEventRecord(p->ev[i], r.s));
     }

@@ -70,7 +70,9 @@ void scans_reserve(step_program *p, cc_executor *ex)
 
 static int scans_on(const step_run *r) { return r->ex->check != NULL; }
 
-static void scan_add(step_run *r, const step_scan *sc)
+/* Takes the op's next slot for the scan and, now or (later) at the op's
+ * end, launches it on the op's stream. */
+static void scan_add(step_run *r, const step_scan *sc, int now)
 {
     step_program *p = r->p;
     if (r->declaring) return;
@@ -79,6 +81,13 @@ static void scan_add(step_run *r, const step_scan *sc)
     if (r->op->nscan >= op_scan_slots(p, r->ex, r->op)) return; /* more than reserved: cannot happen */
     ((step_op *)r->op)->nscan++;
     p->scans[k] = *sc;
+    if (now) scan_launch(r, k);
+}
+
+void scan_launch(step_run *r, int k)
+{
+    step_program *p = r->p;
+    const step_scan *sc = &p->scans[k];
     if (sc->nseq == 1 && sc->stride == sc->len)
         launch_find_nonfinite(sc->ptr, sc->len, sc->half, p->scan_first + k, r->s);
     else
@@ -95,13 +104,13 @@ void scan_rows(step_run *r, const char *stage, const char *tensor, int layer, co
     const step_scan sc = { stage, tensor, layer, half, width,
                            window ? lane_rows : (const char *)lane_rows + (size_t)t0 * width * es,
                            r->c.B, (size_t)steps * width, (size_t)(t1 - t0) * width, r->c.b0, t0, steps };
-    scan_add(r, &sc);
+    scan_add(r, &sc, 0); /* of the op's output: launched after its kernels (schedule_issue) */
 }
 
 void scan_flat(step_run *r, const char *stage, const char *tensor, const void *ptr, size_t n, int half, int width)
 {
     if (!r->declaring && !scans_on(r)) return;
     const step_scan sc = { stage, tensor, -1, half, width, ptr, 1, n, n, -1, 0, 0 };
-    scan_add(r, &sc);
+    scan_add(r, &sc, 1); /* called from inside an op, where the tensor is (a classifier chunk's) */
 }
 

@@ -34,8 +34,7 @@ typedef enum {
     OP_WG_CTX_QKV,  /* ctx_qkv's weight gradient */
     OP_TOP_DX,      /* dqkv through ctx_qkv and the context norm's backward, added into du */
     OP_ALLREDUCE_TAIL, /* NCCL: the context stream's and classifier's gradients, reduced during the BPTT */
-    OP_REBUILD_U,   /* recompute: u^l again, the embedding plus h^0 .. h^{l-1} */
-    OP_REBUILD,     /* recompute: a window's normalised input, FP16 h_{t-1} and gates again */
+    OP_REBUILD,     /* recompute: a window's u^l, normalised input, FP16 h_{t-1} and gates again */
     OP_BPTT,        /* layer l's BPTT over the window (the NaN plant around it) */
     OP_DX,          /* layer l's input gradient and norm backward on the window: du becomes dL/du^l */
     OP_WGRAD,       /* layer l's weight gradients (a window's under recompute) */
@@ -43,7 +42,8 @@ typedef enum {
     OP_KINDS
 } op_kind;
 
-extern const char *const OP_NAMES[OP_KINDS];
+/* The kind's name (its function is op_<name>). */
+const char *op_name(int kind);
 
 /* Where an operation runs: a stream and the GEMM context serving it (a
  * context's workspace serves one stream at a time). */
@@ -187,10 +187,14 @@ void use_window(step_run *r, int write, const void *lane_rows, size_t width, siz
 void use_flat(step_run *r, int write, const void *ptr, size_t bytes);
 /* A parameter's gradient in the lane's buffer (accumulated: a write). */
 void use_grad(step_run *r, int idx);
-/* A NaN scan of the op's output rows [t0, t1) (or a window buffer's rows: window = 1). */
+/* A NaN scan of the op's output rows [t0, t1) (or a window buffer's rows:
+ * window = 1), launched on the op's stream once its kernels are
+ * (schedule_issue: scan_launch); and one of n elements from ptr, launched
+ * at once (from inside an op, after the kernel that wrote them). */
 void scan_rows(step_run *r, const char *stage, const char *tensor, int layer, const void *lane_rows, int width,
                int half, int t0, int t1, int window);
 void scan_flat(step_run *r, const char *stage, const char *tensor, const void *ptr, size_t n, int half, int width);
+void scan_launch(step_run *r, int slot);
 /* Each operation's scan slots, in program order, made on the device where
  * they are not yet (on an eager step: a graph is captured after one). */
 void scans_reserve(step_program *p, cc_executor *ex);
@@ -202,7 +206,6 @@ lane_ctx lane_part(const lane_ctx *c, int s0, int ns, int part_buffers);
 void op_embed(step_run *r);
 void op_feed(step_run *r);
 void op_recur(step_run *r);
-void op_rebuild_u(step_run *r);
 void op_rebuild(step_run *r);
 void op_bptt(step_run *r);
 void op_dx(step_run *r);

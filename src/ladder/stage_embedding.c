@@ -1,5 +1,7 @@
-/* embedding: the gather forward (a copy: exact) and the scatter-add backward
- * with many repeated ids, against the CPU reference. */
+/* embedding: the gather forward (a copy: exact), the scatter-add backward
+ * with many repeated ids, and recompute's rebuild of u^l (the gather plus
+ * the layers' h in the forward's order) on a time window, against the CPU
+ * reference. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,7 @@ static void run_embedding(const ladder_ctx *cx, stage *st)
 {
     cc_rng *r = cx->rng;
     const int V = 50, D = 64, M = 300; /* 300 ids from 50: many repeats */
-    snprintf(st->shape, sizeof(st->shape), "V=%d D=%d M=%d (repeated ids)", V, D, M);
+    snprintf(st->shape, sizeof(st->shape), "V=%d D=%d M=%d (repeated ids), u rebuilt on a time window", V, D, M);
     int *x = cc_malloc(sizeof(int) * M);
     for (int i = 0; i < M; i++) x[i] = (int)cc_rng_below(r, V);
     float *table = rand_vec(r, (size_t)V * D, 1, 0), *dout = rand_vec(r, (size_t)M * D, 1, 0);
@@ -37,8 +39,34 @@ static void run_embedding(const ladder_ctx *cx, stage *st)
     /* repeated ids add in position order as on the CPU, but summed apart from the
      * table's old value: rounding only */
     check(st, "dtable", gdt, dt0, (size_t)V * D, 1e-6, 0);
-    FREE_ALL(x, table, dout, dt0, gy, gdt, ry, off, pos);
-    DFREE_ALL(dx, dtab, dout_d, dy, ddt, doff, dpos);
+    /* recompute's u^l again, on a time window of the [B, T] rows: the embedding plus h^0 .. h^{nadds-1} added in
+     * the forward's order, exact; rows outside the window stay as they were (NaN); 10 adds take two launches */
+    const int B = 4, T = M / B, t0 = 20, len = 30, nadds = 10;
+    const row_window rw = { len, T, 0 };
+    float *h = rand_vec(r, (size_t)nadds * M * D, 1, 0), *ru = cc_malloc(4 * (size_t)M * D);
+    float *dh = dev_f32(h, (size_t)nadds * M * D), *du = dev_f32(NULL, (size_t)M * D);
+    const float *adds[10];
+    for (int k = 0; k < nadds; k++) adds[k] = dh + (size_t)k * M * D + (size_t)t0 * D;
+    launch_embedding_sum_rows(du + (size_t)t0 * D, dx + t0, dtab, adds, nadds, B * len, D, rw, 0);
+    float *gu = get_f32(du, (size_t)M * D);
+    for (int m = 0; m < M; m++)
+        for (int i = 0; i < D; i++) {
+            const int t = m % T;
+            float v = table[(size_t)x[m] * D + i];
+            for (int k = 0; k < nadds; k++) v += h[((size_t)k * M + m) * D + i];
+            ru[(size_t)m * D + i] = t >= t0 && t < t0 + len ? v : NAN;
+        }
+    int outside_ok = 1;
+    for (int m = 0; m < M; m++) {
+        const int t = m % T;
+        if (t >= t0 && t < t0 + len) continue;
+        outside_ok &= isnan(gu[(size_t)m * D]) && isnan(gu[(size_t)m * D + D - 1]);
+        for (int i = 0; i < D; i++) ru[(size_t)m * D + i] = gu[(size_t)m * D + i] = 0; /* only the window counts */
+    }
+    check(st, "sum rows (time window, 10 adds)", gu, ru, (size_t)M * D, 0, 0);
+    check_flag(st, "sum rows leave the rows outside the window", outside_ok);
+    FREE_ALL(x, table, dout, dt0, gy, gdt, ry, off, pos, h, ru, gu);
+    DFREE_ALL(dx, dtab, dout_d, dy, ddt, doff, dpos, dh, du);
 }
 
 const ladder_stage ladder_stage_embedding = { "embedding", "embedding", run_embedding };

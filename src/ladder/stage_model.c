@@ -31,7 +31,8 @@ static void wavefront_taken(const ladder_ctx *cx, stage *st, const cc_executor *
     const int ran = cc_gpu_wavefront_ran(gpu, &top);
     const int tc = strcmp(c->gpu_attention, "fp32") != 0 &&
                    attention_tc_supported(cx->caps, c->d_model, c->n_heads, c->ctx_window);
-    const int top_expected = tc && chunk % ATTENTION_TC_BLOCK == 0 && chunk < T;
+    /* under recompute the context stream runs in parts of sequences, not in chunks */
+    const int top_expected = tc && chunk % ATTENTION_TC_BLOCK == 0 && chunk < T && !cc_gpu_plan(gpu)->recompute;
     snprintf(what, sizeof(what), "the step ran the wavefront in chunks of %d%s%s", chunk,
              top_expected ? ", the context stream chunked too" : "", tag);
     check_flag(st, what, ran == chunk && top == top_expected);
@@ -238,15 +239,19 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
         const char *mode, *recurrence, *attention;
         int L, D, lanes, windows;
         double guard;
+        int chunk; /* > 0: under the wavefront, in windows of this many steps */
     } cases[] = {
-        { "off", "auto", "auto", 2, 0, 0, 0, 0 },      { "on", "auto", "auto", 2, 0, 0, 0, 0 },
-        { "on", "auto", "auto", 2, 0, 0, 0, 2e-4 },    { "on", "auto", "auto", 3, 0, 0, 0, 0 },
-        { "on", "auto", "auto", 4, 0, 0, 0, 0 },       { "on", "persistent", "auto", 3, 0, 0, 0, 0 },
-        { "on", "per-step", "auto", 3, 0, 0, 0, 0 },   { "on", "auto", "fp32", 2, 0, 0, 0, 0 },
-        { "on", "auto", "auto", 3, 128, 2, 0, 0 },     { "on", "auto", "auto", 2, 128, 2, 0, 2e-4 },
-        { "on", "auto", "auto", 1, 0, 0, 0, 0 },       { "on", "auto", "auto", 2, 0, 0, 1, 0 },
-        { "on", "persistent", "auto", 3, 0, 0, 2, 0 }, { "on", "per-step", "auto", 2, 0, 0, 1, 0 },
-        { "on", "auto", "auto", 3, 128, 2, 2, 0 },
+        { "off", "auto", "auto", 2, 0, 0, 0, 0, 0 },      { "on", "auto", "auto", 2, 0, 0, 0, 0, 0 },
+        { "on", "auto", "auto", 2, 0, 0, 0, 2e-4, 0 },    { "on", "auto", "auto", 3, 0, 0, 0, 0, 0 },
+        { "on", "auto", "auto", 4, 0, 0, 0, 0, 0 },       { "on", "persistent", "auto", 3, 0, 0, 0, 0, 0 },
+        { "on", "per-step", "auto", 3, 0, 0, 0, 0, 0 },   { "on", "auto", "fp32", 2, 0, 0, 0, 0, 0 },
+        { "on", "auto", "auto", 3, 128, 2, 0, 0, 0 },     { "on", "auto", "auto", 2, 128, 2, 0, 2e-4, 0 },
+        { "on", "auto", "auto", 1, 0, 0, 0, 0, 0 },       { "on", "auto", "auto", 2, 0, 0, 1, 0, 0 },
+        { "on", "persistent", "auto", 3, 0, 0, 2, 0, 0 }, { "on", "per-step", "auto", 2, 0, 0, 1, 0, 0 },
+        { "on", "auto", "auto", 3, 128, 2, 2, 0, 0 },
+        /* recompute under the wavefront: each layer its own window buffers, the top layer's rebuilds ahead */
+        { "on", "auto", "auto", 3, 0, 0, 0, 0, 8 },    { "on", "persistent", "auto", 4, 0, 0, 0, 0, 8 },
+        { "on", "auto", "auto", 3, 128, 2, 0, 0, 10 }, { "on", "auto", "auto", 2, 128, 2, 0, 2e-4, 20 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cc_config c;
@@ -256,6 +261,7 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
         snprintf(c.gpu_attention, sizeof(c.gpu_attention), "%s", cases[i].attention);
         c.n_layers = cases[i].L;
         c.ctx_grad_clamp = cases[i].guard;
+        c.gpu_wavefront_chunk = cases[i].chunk;
         if (cases[i].lanes) { /* the default's kernels: head size 64, clusters, two lanes */
             c.d_model = cases[i].D;
             c.n_heads = 2;
@@ -263,8 +269,9 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
             c.batch_size = 16;
             c.gpu_lanes = cases[i].lanes;
         }
-        char tag[160], win[32] = "";
+        char tag[160], win[40] = "";
         if (cases[i].windows) snprintf(win, sizeof(win), ", %d window%s", cases[i].windows, cases[i].windows > 1 ? "s" : "");
+        if (cases[i].chunk) snprintf(win, sizeof(win), ", wavefront in windows of %d", cases[i].chunk);
         snprintf(tag, sizeof(tag), " (recompute %s, L=%d%s%s%s%s%s%s)", c.gpu_recompute, c.n_layers,
                  strcmp(c.gpu_recurrence, "auto") ? ", " : "", strcmp(c.gpu_recurrence, "auto") ? c.gpu_recurrence : "",
                  strcmp(c.gpu_attention, "auto") ? ", FP32 attention" : "", c.ctx_grad_clamp > 0 ? ", ctx guard" : "",
