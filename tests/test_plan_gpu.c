@@ -324,8 +324,10 @@ static int apart(const gpu_work_part *parts, int n, const gpu_work_id *set, int 
 /* Under recompute, the parts of work in use at the same time never share a
  * byte: the layers' windows and the forward's hprev16; the windows and the
  * backward's; the context stream's, with its context output, then with the
- * attention backward's dO and dqkv over that. The context stream's part is
- * no larger than the layers' set, and divides a lane. */
+ * attention backward's dO and dqkv over that; under the wavefront each
+ * layer's set of window buffers after the one before (strides no smaller
+ * than a set). The context stream's part is no larger than the layers'
+ * set, and divides a lane. */
 Test(plan_gpu, recompute_work_parts_in_use_together_lie_apart)
 {
     static const gpu_work_id fwd[] = { GPU_WORK_WIN_A16_0, GPU_WORK_WIN_GATES_0, GPU_WORK_WIN_GHN_0,
@@ -353,6 +355,8 @@ Test(plan_gpu, recompute_work_parts_in_use_together_lie_apart)
             const gpu_step_plan p = plan_of(&c, &cfg, B, T, 0);
             cr_assert(p.recompute);
             cr_expect_eq(T % p.rc_window, 0, "window %d of T %d", p.rc_window, T);
+            cr_expect(p.rc_sets == (p.wave_chunk ? cfg.n_layers : 1), "%d sets", p.rc_sets);
+            cr_expect(!p.wave_chunk || p.wave_chunk == p.rc_window, "chunk %d, window %d", p.wave_chunk, p.rc_window);
             cr_expect(p.top_seqs >= 1 && p.lane_B % p.top_seqs == 0, "%d of a lane's %d", p.top_seqs, p.lane_B);
             const cc_dims d = cc_dims_from_config(&cfg);
             gpu_work_part parts[GPU_WORK_COUNT];
@@ -366,8 +370,13 @@ Test(plan_gpu, recompute_work_parts_in_use_together_lie_apart)
             cr_expect_eq(total, t[GPU_BUF_WORK].bytes, "the parts' allocation is the table's");
             size_t layers_end = 0, top_end = 0;
             for (int i = 0; i < n; i++) {
-                cr_expect_leq(parts[i].offset + parts[i].bytes, total, "%s", parts[i].name);
-                const size_t end = parts[i].offset + parts[i].bytes;
+                /* the first set's window buffers are listed; a layer's each under the wavefront lie at the strides */
+                const gpu_work_id id = parts[i].id;
+                const size_t stride = id <= GPU_WORK_WIN_GHN_1 ? p.rc_both_stride
+                                      : id >= GPU_WORK_WIN_HP16_0 && id <= GPU_WORK_WIN_DTMP_1 ? p.rc_back_stride
+                                                                                                 : 0;
+                const size_t end = parts[i].offset + parts[i].bytes + (size_t)(p.rc_sets - 1) * stride;
+                cr_expect_leq(end, total, "%s", parts[i].name);
                 if (parts[i].id >= GPU_WORK_S16) top_end = end > top_end ? end : top_end;
                 else layers_end = end > layers_end ? end : layers_end;
             }
@@ -456,4 +465,31 @@ Test(plan_gpu, plans_fit_10_and_24_gib_cards)
             took_recompute += p.recompute;
         }
     cr_expect_gt(took_recompute, 0, "some of these need recompute on a 10 GiB card");
+}
+
+/* Recompute under the wavefront gives each layer its own window buffers;
+ * where those would not fit the free bytes and one layer at a time would,
+ * the plan runs one layer at a time (and says why). */
+Test(plan_gpu, recompute_takes_the_wavefront_only_where_it_fits)
+{
+    static const char *const on[] = { "recompute=on", NULL }, *const layer[] = { "recompute=on", "wavefront=off", NULL };
+    int took = 0;
+    for (int g = 0; g < NGPUS; g++) {
+        const gpu_caps c = caps_of(&GPUS[g]);
+        const cc_config cfg = config_with(on), cfg_layer = config_with(layer);
+        const int B = cfg.batch_size, T = cfg.seq_len;
+        const gpu_step_plan roomy = plan_of(&c, &cfg, B, T, (size_t)1 << 40);
+        if (!roomy.wave_chunk) continue; /* this GPU's kernels take no wavefront at all */
+        took++;
+        const gpu_step_plan one = plan_of(&c, &cfg_layer, B, T, (size_t)1 << 40);
+        cr_expect_lt(one.device_bytes, roomy.device_bytes, "%s: a set a layer holds more", c.name);
+        const size_t free_bytes = one.device_bytes + GPU_MEMORY_MARGIN + ((size_t)1 << 20);
+        cr_assert_lt(free_bytes, roomy.device_bytes + GPU_MEMORY_MARGIN, "%s: the test's budget", c.name);
+        const gpu_step_plan tight = plan_of(&c, &cfg, B, T, free_bytes);
+        cr_expect_eq(tight.wave_chunk, 0, "%s: %s", c.name, tight.wave_why);
+        cr_expect(strstr(tight.wave_why, "would not fit") != NULL, "%s: %s", c.name, tight.wave_why);
+        cr_expect_leq(tight.device_bytes + GPU_MEMORY_MARGIN, free_bytes, "%s", c.name);
+        cr_expect_eq(tight.rc_sets, 1);
+    }
+    cr_expect_gt(took, 0, "no profile took recompute under the wavefront: the test checked nothing");
 }
