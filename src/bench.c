@@ -137,7 +137,9 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         cpu_ms = time_steps(ex, cfg, x, y, cpu_asked, o->cpu_steps < 0 ? CPU_BUDGET_MS : 0, &dummy, &cpu_ran);
         ex->ops->destroy(ex);
     }
-    const double rec_f = ph[PH_REC_FWD] * 1e3 / (T * L), rec_b = ph[PH_BPTT] * 1e3 / (T * L);
+    /* the profiled steps run each lane's recurrences one after another: a lane's, a timestep and a layer */
+    const int nl = lanes > 0 ? lanes : 1;
+    const double rec_f = ph[PH_REC_FWD] * 1e3 / ((double)T * L * nl), rec_b = ph[PH_BPTT] * 1e3 / ((double)T * L * nl);
     const gpu_gru_path path = gpu_gru_path_named(cfg->gpu_recurrence);
     gpu_caps caps;
     if (have_gpu && gpu_caps_for_config(&caps, cfg) != 0) have_gpu = 0;

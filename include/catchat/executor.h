@@ -82,11 +82,12 @@ double cc_step_macs(const cc_config *cfg);
  * `catchat bench`. Phases in the order of a step. */
 enum { PH_INPUT, PH_REC_FWD, PH_CONTEXT_FWD, PH_CLASSIFIER, PH_CONTEXT_BWD, PH_BPTT, PH_WGRAD, PH_COUNT };
 extern const char *const CC_PHASE_NAMES[PH_COUNT];
-/* Turn per-phase timing on (accumulates until read) and read/clear it (ms). */
+/* Turn per-phase timing on (accumulates until read; profiled steps run their
+ * operations one after another on one stream) and read/clear it (ms). */
 void cc_gpu_profile_enable(cc_executor *ex, int on);
 void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT]);
 /* How many lanes (groups of sequences on their own streams) a training step
- * of this GPU executor runs; profiled and checked steps run one. */
+ * of this GPU executor runs (profiled and checked steps too). */
 int cc_gpu_lanes(const cc_executor *ex);
 /* The GPU executor's wavefront: its chunk in *chunk (0: the step runs layer
  * after layer), and the plan's words for it. */
