@@ -89,7 +89,7 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
     /* the units of the gradients and clamps: the whole step's scored positions */
     const long units = accum ? g->accum_total : scored;
     cudaCheck(cudaMemsetAsync(g->g32, 0, sizeof(float) * ex->lay.total, g->stream));
-    const int lanes = g->nlanes;
+    const int lanes = g->plan.lanes;
     upload_batch(ex, x, y, lanes);
     gpu_passes(ex, loss_scale, units, lanes);
     if (ex->check) gpu_step_collect_scans(ex); /* before the gradients' own scans: the first finding wins */
@@ -226,7 +226,7 @@ static void gpu_get_input_grad(cc_executor *ex, float *du0)
     cudaCheck(cudaStreamSynchronize(IMPL(ex)->stream));
 }
 
-int cc_gpu_lanes(const cc_executor *ex) { return IMPL(ex)->nlanes; }
+int cc_gpu_lanes(const cc_executor *ex) { return IMPL(ex)->plan.lanes; }
 
 const gpu_step_plan *cc_gpu_plan(const cc_executor *ex) { return &IMPL(ex)->plan; }
 
@@ -234,8 +234,8 @@ const char *cc_gpu_refusal(const cc_executor *ex) { return IMPL(ex)->gru.refused
 
 const char *cc_gpu_wavefront(const cc_executor *ex, int *chunk)
 {
-    *chunk = IMPL(ex)->wave_chunk;
-    return IMPL(ex)->wave_why;
+    *chunk = IMPL(ex)->plan.wave_chunk;
+    return IMPL(ex)->plan.wave_why;
 }
 
 int cc_gpu_wavefront_ran(const cc_executor *ex, int *top_chunked)
@@ -341,14 +341,14 @@ static void gpu_destroy(cc_executor *ex)
     free_buffers(ex);
     cudaFree(g->acc32);
     cudaFree(g->plant_slot);
-    for (int l = 0; l < g->nlanes; l++) {
+    for (int l = 0; l < g->plan.lanes; l++) {
         gpu_lane *ln = &g->lane[l];
         gpu_matmul_destroy(ln->gemm);
         gpu_matmul_destroy(ln->gemm_wgrad);
         cudaEventDestroy(ln->ev_ce_fork);
         cudaEventDestroy(ln->ev_ce_free);
-        if (g->recompute && !g->wave_chunk) gpu_matmul_destroy(ln->rec_gemm[0]); /* else the wavefront's, below */
-        for (int k = 0; g->wave_chunk && k < ex->lay.dims.L; k++) {
+        if (g->plan.recompute && !g->plan.wave_chunk) gpu_matmul_destroy(ln->rec_gemm[0]); /* else the wavefront's, below */
+        for (int k = 0; g->plan.wave_chunk && k < ex->lay.dims.L; k++) {
             gpu_scratch_destroy(ln->feed_sc[k]);
             cudaStreamDestroy(ln->feed[k]);
             gpu_matmul_destroy(ln->feed_gemm[k]);
@@ -419,27 +419,6 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     return gpu_plan_make(p, &caps, cfg, B, T, device_free_bytes(), &opts);
 }
 
-/* The executor's copies of the plan's choices, which the files that run the
- * step read (gpu_impl.h); set here only. */
-static void adopt_plan(gpu_impl *g, const gpu_step_plan *plan)
-{
-    g->plan = *plan;
-    g->recompute = plan->recompute;
-    g->rc_window = plan->rc_window;
-    g->top_seqs = plan->top_seqs;
-    g->caps = plan->caps;
-    g->rec_caps = plan->rec_caps;
-    g->wave_caps = plan->wave_caps;
-    g->gru_path = plan->path;
-    g->nlanes = plan->lanes;
-    g->ce_rows = plan->ce_rows;
-    g->attn_tc = plan->attn_tc;
-    g->gru_wide = plan->wide;
-    g->wave_chunk = plan->wave_chunk;
-    snprintf(g->wave_why, sizeof(g->wave_why), "%s", plan->wave_why);
-    g->wave_layers = plan->wave_layers;
-}
-
 /* The kernel scratch of each of a lane's streams (kernels.h: gpu_scratch),
  * made before the first step for every call a step makes there, since a
  * launcher never grows it (a CUDA graph may be capturing). Lane 0 also runs
@@ -455,21 +434,21 @@ static void adopt_plan(gpu_impl *g, const gpu_step_plan *plan)
  * lane's sequences. The recurrence streams run no reduction. */
 static void lane_scratch_create(gpu_impl *g, gpu_lane *ln, int B, int T, int D, int L)
 {
-    const int lane_B = B / g->nlanes, rows = (ln->index == 0 ? B : lane_B) * T;
+    const int lane_B = B / g->plan.lanes, rows = (ln->index == 0 ? B : lane_B) * T;
     size_t own[SCRATCH_KINDS] = { 0 }, side[SCRATCH_KINDS] = { 0 }, rec[SCRATCH_KINDS] = { 0 };
     size_t wave[SCRATCH_KINDS] = { 0 }, feed[SCRATCH_KINDS] = { 0 };
-    gpu_scratch_need(own, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(rows, D, &g->caps));
+    gpu_scratch_need(own, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(rows, D, &g->plan.caps));
     gpu_scratch_need(side, SCRATCH_REDUCE, gpu_gru_weight_grads_scratch_bytes(rows, D));
-    gpu_gru_scratch_need(rec, &g->rec_caps, &g->gru, g->gru_path, lane_B, T, D);
-    if (ln->index == 0) gpu_gru_scratch_need(rec, &g->rec_caps, &g->gru, g->gru_path, B, T, D);
+    gpu_gru_scratch_need(rec, &g->plan.rec_caps, &g->gru, g->plan.path, lane_B, T, D);
+    if (ln->index == 0) gpu_gru_scratch_need(rec, &g->plan.rec_caps, &g->gru, g->plan.path, B, T, D);
     ln->sc = gpu_scratch_create(own);
     ln->wgrad_sc = gpu_scratch_create(side);
-    if (g->wave_chunk) {
-        const int chunk = g->wave_chunk < T ? g->wave_chunk : T;
-        gpu_gru_scratch_need(wave, &g->wave_caps, &g->gru, g->gru_path, lane_B, T, D);
-        gpu_scratch_need(feed, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(lane_B * chunk, D, &g->caps));
+    if (g->plan.wave_chunk) {
+        const int chunk = g->plan.wave_chunk < T ? g->plan.wave_chunk : T;
+        gpu_gru_scratch_need(wave, &g->plan.wave_caps, &g->gru, g->plan.path, lane_B, T, D);
+        gpu_scratch_need(feed, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(lane_B * chunk, D, &g->plan.caps));
         /* under recompute each window's weight GEMMs follow its BPTT on the recurrence stream (program_gpu.c) */
-        if (g->recompute)
+        if (g->plan.recompute)
             gpu_scratch_need(wave, SCRATCH_REDUCE, gpu_gru_weight_grads_scratch_bytes(lane_B * chunk, D));
         for (int k = 0; k < SCRATCH_KINDS; k++) gpu_scratch_need(rec, k, wave[k]);
         for (int k = 0; k < L; k++) {
@@ -494,7 +473,7 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cc_layout_build(&ex->lay, &d);
     gpu_impl *g = cc_calloc(1, sizeof(*g));
     ex->impl = g;
-    adopt_plan(g, &plan);
+    g->plan = plan; /* what runs and every buffer's size: read from it, not copied */
     /* Priorities: the recurrences first, then the lanes' own streams, then
      * the side streams (weight gradients, which nothing waits for until the
      * step's end); lane 0's stream is the main one. Side streams below the
@@ -507,22 +486,22 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     cudaCheck(cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_batch, cudaEventDisableTiming));
     const size_t n = ex->lay.total, M = (size_t)B * T;
-    for (int l = 0; l < g->nlanes; l++) {
+    for (int l = 0; l < g->plan.lanes; l++) {
         gpu_lane *ln = &g->lane[l];
         ln->index = l;
         if (l == 0) ln->stream = g->stream;
         else cudaCheck(cudaStreamCreateWithPriority(&ln->stream, cudaStreamDefault, lane_priority));
         cudaCheck(cudaStreamCreateWithPriority(&ln->wgrad_stream, cudaStreamDefault, lowest));
         cudaCheck(cudaStreamCreateWithPriority(&ln->rec_stream, cudaStreamDefault, highest));
-        ln->gemm = gpu_matmul_create_sized(gpu_lane_workspace_bytes(g->recompute));
-        ln->gemm_wgrad = gpu_matmul_create_sized(gpu_lane_workspace_bytes(g->recompute));
+        ln->gemm = gpu_matmul_create_sized(gpu_lane_workspace_bytes(g->plan.recompute));
+        ln->gemm_wgrad = gpu_matmul_create_sized(gpu_lane_workspace_bytes(g->plan.recompute));
         cudaCheck(cudaEventCreateWithFlags(&ln->ev_ce_fork, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&ln->ev_ce_free, cudaEventDisableTiming));
         ln->rec[0] = ln->rec_stream;
         /* recompute's recurrence stream has a context of its own (its input GEMMs run beside it); under the
          * wavefront, the one made below */
-        if (g->recompute && !g->wave_chunk) ln->rec_gemm[0] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
-        for (int k = 0; g->wave_chunk && k < d.L; k++) {
+        if (g->plan.recompute && !g->plan.wave_chunk) ln->rec_gemm[0] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
+        for (int k = 0; g->plan.wave_chunk && k < d.L; k++) {
             cudaCheck(cudaStreamCreateWithPriority(&ln->feed[k], cudaStreamDefault, lane_priority));
             ln->feed_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
             ln->rec_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE); /* the per-step loop's */
@@ -532,10 +511,10 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     }
     allocate_buffers(ex);
     g->dc = g->c; /* the guard's copy comes after the final norm's backward, the merge's last reader */
-    const size_t ce_bytes = gpu_ce_chunk_bytes(g->ce_rows, d.D, d.V);
-    for (int l = 0; l < g->nlanes; l++) {
+    const size_t ce_bytes = gpu_ce_chunk_bytes(g->plan.ce_rows, d.D, d.V);
+    for (int l = 0; l < g->plan.lanes; l++) {
         g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * (n + gpu_ce_pad_floats(d.V, d.D));
-        gpu_ce_chunk_place(&g->lane[l].ce, (char *)g->ce_bufs + l * ce_bytes, g->ce_rows, d.D, d.V);
+        gpu_ce_chunk_place(&g->lane[l].ce, (char *)g->ce_bufs + l * ce_bytes, g->plan.ce_rows, d.D, d.V);
     }
     /* --plant-nan-grad-h's slot ([0] NaN, [1] the value it stands in for), made here: a plant may come
      * in a step that a CUDA graph captures */

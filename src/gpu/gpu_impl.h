@@ -69,20 +69,14 @@ typedef struct {
 typedef struct {
     cudaStream_t stream, comm_stream; /* the gradient all-reduce runs beside the BPTT */
     cudaEvent_t ev_done, ev_batch;
-    int nlanes; /* lanes of a training step */
-    int attn_tc; /* attention on tensor cores (attention_tc_supported) */
-    gpu_gru_path gru_path; /* [gpu] recurrence */
     /* this executor's recurrence state: a refused persistent launch sends its
      * later recurrences per step and turns its wavefront off (program_gpu.c), and
      * no other executor's */
     gpu_gru_state gru;
-    gpu_step_plan plan;    /* what the executor was created from */
-    gpu_caps caps;         /* what the GPU can do, read once at creation; every kernel choice reads it */
-    gpu_caps rec_caps;     /* the same with a lane's share of the SMs: what the recurrence kernels choose by */
-    gpu_caps wave_caps;    /* under the wavefront, a layer's share of the lane's (gpu_step_plan) */
-    int gru_wide; /* the forward recurrence 16 sequences a cluster (gpu_gru_wide_for the whole batch) */
-    int wave_chunk; /* timesteps a chunk of the wavefront (gpu_step_plan), 0: layer after layer */
-    char wave_why[128];
+    /* what the executor was created from, and what its step reads: the
+     * lanes, the kernels, the GPU's caps (and a lane's and a layer's share),
+     * the wavefront's chunk, recompute's windows (gpu_plan.h) */
+    gpu_step_plan plan;
     int wave_ran, wave_top_ran; /* this (or the last) step takes the wavefront's chunks, and chunks the context stream */
     /* Recompute ([gpu] recompute, gpu_step_plan; ops_layer_gpu.c): only h
      * (all layers) and the norms' statistics stay from the forward, and u
@@ -100,14 +94,11 @@ typedef struct {
      * stream's and classifier's tensors over them, which hold top_seqs
      * sequences: the parts run one after another, ordered by the scheduler
      * as their memory overlaps (ops_top_gpu.c). */
-    int recompute;
     void *work;
-    int rc_window, top_seqs;
     /* by set (a layer's under the wavefront, else the one: plan.rc_sets) and turn */
     float *win_gates[GPU_WAVE_MAX_LAYERS][2], *win_ghn[GPU_WAVE_MAX_LAYERS][2], *win_dtmp[GPU_WAVE_MAX_LAYERS][2];
     uint16_t *win_a16[GPU_WAVE_MAX_LAYERS][2], *win_hp16[GPU_WAVE_MAX_LAYERS][2];
     uint16_t *win_dgx16[GPU_WAVE_MAX_LAYERS][2], *win_dgh16[GPU_WAVE_MAX_LAYERS][2];
-    int wave_layers; /* layers that have their own dgx16, dgh16, bias sums and carry: L under the wavefront, else 2 */
     /* the step's programs (program_gpu.c), by what they were built for:
      * a training step of nlanes lanes with and without a gradient, and an
      * evaluation */
@@ -134,7 +125,6 @@ typedef struct {
     /* c: the context output, then the merge m = u^L + c over it (gpu_crossentropy.h) */
     float *s_ir, *c, *f_ir, *loss_row;
     void *ce_bufs; /* every lane's classifier chunk buffers (gpu_lane.ce) */
-    int ce_rows;   /* rows of a classifier chunk (gpu_step_plan) */
     /* attention: FP16 qkv16 and dO (do16) and per-query lse and delta for the
      * tensor-core kernels; FP32 qkv, probabilities p, ds and dqkv for the
      * FP32 ones. Only one set is allocated (attn_tc). */

@@ -24,7 +24,7 @@
 static int graphs_allowed(const cc_executor *ex)
 {
     const gpu_impl *g = IMPL(ex);
-    const int wanted = strcmp(ex->cfg.cuda_graph, "auto") == 0 ? !g->gru_wide : strcmp(ex->cfg.cuda_graph, "on") == 0;
+    const int wanted = strcmp(ex->cfg.cuda_graph, "auto") == 0 ? !g->plan.wide : strcmp(ex->cfg.cuda_graph, "on") == 0;
     return wanted && !g->graph_failed && !(ex->dist && ex->dist->active);
 }
 

@@ -37,7 +37,7 @@ lane_ctx lane_part(const lane_ctx *c, int s0, int ns, int part_buffers)
 /* ---- what every layer operation shares ---- */
 
 static int whole(const step_run *r) { return r->op->t0 == 0 && r->op->t1 == r->c.T; }
-static int window_buffers(const step_run *r) { return r->g->recompute; }
+static int window_buffers(const step_run *r) { return r->g->plan.recompute; }
 /* The window buffer of the op's window (recompute: two by turns), in the
  * op's layer's set under the wavefront (the layers run at once), else the one. */
 static int wbuf(const step_run *r) { return r->op->k & 1; }
@@ -51,7 +51,7 @@ static row_window op_rows(const step_run *r)
 /* A window buffer's row window: the window's rows of the [B, T] tensors, the buffer's own. */
 static row_window buf_rows(const step_run *r)
 {
-    const row_window w = { r->g->rc_window, r->c.T, r->g->rc_window };
+    const row_window w = { r->g->plan.rc_window, r->c.T, r->g->plan.rc_window };
     return w;
 }
 static int op_M(const step_run *r) { return r->c.B * (r->op->t1 - r->op->t0); }
@@ -59,17 +59,17 @@ static int op_M(const step_run *r) { return r->c.B * (r->op->t1 - r->op->t0); }
 /* Which of the per-layer buffer slots (gpu_impl.h) layer l uses: by parity
  * (the weight GEMMs of layer l+2 wait for it), or under the wavefront, where
  * the layers' recurrences overlap, its own. */
-static int layer_slot(const gpu_impl *g, int l) { return g->wave_layers > 2 ? l : l & 1; }
+static int layer_slot(const gpu_impl *g, int l) { return g->plan.wave_layers > 2 ? l : l & 1; }
 
 /* u^l's lane rows: its own block, or under recompute the one block that
  * holds u^l for each layer in turn (made in place from u^{l-1}). */
-static float *u_rows(const lane_ctx *c, int l) { return c->g->recompute ? ROWS(c, c->g->u, c->D) : LROWS(c, c->g->u, l, c->D); }
+static float *u_rows(const lane_ctx *c, int l) { return c->g->plan.recompute ? ROWS(c, c->g->u, c->D) : LROWS(c, c->g->u, l, c->D); }
 /* The FP16 h_{t-1}: a block a layer, or under recompute one block for all
  * (a layer's own under the wavefront). */
 static uint16_t *hprev_rows(const lane_ctx *c, int l)
 {
     const gpu_impl *g = c->g;
-    return LROWS(c, g->hprev16, !g->recompute || g->plan.rc_sets > 1 ? l : 0, c->D);
+    return LROWS(c, g->hprev16, !g->plan.recompute || g->plan.rc_sets > 1 ? l : 0, c->D);
 }
 /* The window buffer's rows of the lane. */
 #define WIN(r, base, width) WINROWS(&(r)->c, (base)[wset(r)][wbuf(r)], (width))
@@ -139,7 +139,7 @@ static gru_shape shape_of(const step_run *r)
     gru_shape sh = { c->B, c->T, c->D, r->op->t0, r->op->t1, 0, 0 };
     if (window_buffers(r)) {
         sh.wt0 = r->op->t0;
-        sh.wT = r->g->rc_window;
+        sh.wT = r->g->plan.rc_window;
     }
     return sh;
 }
@@ -201,7 +201,7 @@ void op_feed(step_run *r)
     cudaStream_t s = r->s;
     if (wb) { /* a window buffer: its rows of every sequence one after another */
         launch_add_rmsnorm_forward(uout, NULL, y16, ir, uin, hin, gnorm, M, D, buf_rows(r), &c->nc, s);
-        const int C = g->rc_window;
+        const int C = g->plan.rc_window;
         gpu_matmul_rows(r->gm, gx, 3 * D, C, y16, D, C, P16(ex, lay->gru_wih[l]), D, 1, c->B, C, 3 * D, D, 0.f,
                         P32(ex, lay->gru_bih[l]), s);
         return;
@@ -239,8 +239,8 @@ void op_recur(step_run *r)
     use_flat(r, 1, gl.gh, sizeof(float) * (size_t)c->B * 3 * D);
     scan_rows(r, "gru_forward", "h", l, gl.h, D, 0, t0, t1, 0);
     if (r->declaring) return;
-    const gpu_caps *caps = r->p->wave ? &g->wave_caps : &g->rec_caps;
-    gpu_gru_forward(r->gm, caps, &g->gru, g->gru_path, &gl, shape_of(r), g->gru_wide, r->sc, r->s);
+    const gpu_caps *caps = r->p->wave ? &g->plan.wave_caps : &g->plan.rec_caps;
+    gpu_gru_forward(r->gm, caps, &g->gru, g->plan.path, &gl, shape_of(r), g->plan.wide, r->sc, r->s);
 }
 
 /* ---- recompute's rebuilds ---- */
@@ -259,7 +259,7 @@ void op_rebuild(step_run *r)
     cc_executor *ex = c->ex;
     gpu_impl *g = c->g;
     const cc_layout *lay = &ex->lay;
-    const int l = r->op->layer, D = c->D, B = c->B, C = g->rc_window, t0 = r->op->t0;
+    const int l = r->op->layer, D = c->D, B = c->B, C = g->plan.rc_window, t0 = r->op->t0;
     const size_t at = (size_t)t0;
     const gru_layer gl = layer_of(r, l);
     float *gates = gl.gates, *ghn = gl.ghn;
@@ -354,12 +354,12 @@ void op_bptt(step_run *r)
         cudaCheck(cudaMemcpyAsync(g->plant_slot + 1, planted, sizeof(float), cudaMemcpyDeviceToDevice, s));
         cudaCheck(cudaMemcpyAsync(planted, g->plant_slot, sizeof(float), cudaMemcpyDeviceToDevice, s));
     }
-    const gpu_caps *caps = r->p->wave ? &g->wave_caps : &g->rec_caps;
+    const gpu_caps *caps = r->p->wave ? &g->plan.wave_caps : &g->plan.rec_caps;
     /* under recompute every window of a layer takes the same path, as the carries differ (the persistent
      * kernels' z*g, the per-step loop's dhrec with W_hh^T dgh): one grid, which the runtime admits or
      * refuses by its size, and a refusal sends every later launch per step too */
     r->nparts[c->ln->index] =
-        gpu_gru_bptt(r->gm, caps, &g->gru, g->gru_path, &gl, &gg, shape_of(r), r->clamp_limit, r->sc, s);
+        gpu_gru_bptt(r->gm, caps, &g->gru, g->plan.path, &gl, &gg, shape_of(r), r->clamp_limit, r->sc, s);
     if (planted) cudaCheck(cudaMemcpyAsync(planted, g->plant_slot + 1, sizeof(float), cudaMemcpyDeviceToDevice, s));
 }
 
@@ -394,7 +394,7 @@ void op_dx(step_run *r)
     cudaStream_t s = r->s;
     const uint16_t *w = P16(ex, lay->gru_wih[l]);
     if (wb)
-        gpu_matmul_rows(r->gm, dtmp, D, g->rc_window, dgx, 3 * D, g->rc_window, w, D, 0, c->B, g->rc_window, D, 3 * D,
+        gpu_matmul_rows(r->gm, dtmp, D, g->plan.rc_window, dgx, 3 * D, g->plan.rc_window, w, D, 0, c->B, g->plan.rc_window, D, 3 * D,
                         0.f, NULL, s);
     else if (whole(r))
         gpu_matmul_dx(r->gm, dtmp, dgx, w, M, 3 * D, D, 0, s);
@@ -402,7 +402,7 @@ void op_dx(step_run *r)
         gpu_matmul_dx_window(r->gm, dtmp, dgx, w, c->B, t1 - t0, c->T, 3 * D, D, s);
     launch_rmsnorm_backward(du + at * D, G32L(c, lay->gru_norm[l]), dtmp, u_rows(c, l) + at * D,
                             P32(ex, lay->gru_norm[l]), LROWS(c, g->a_ir, l, 1) + at, M, D,
-                            wb ? buf_rows(r) : op_rows(r), &c->nc, &g->caps, r->sc, s);
+                            wb ? buf_rows(r) : op_rows(r), &c->nc, &g->plan.caps, r->sc, s);
 }
 
 /* Layer l's weight gradients from the gate gradients its BPTT left (and the

@@ -22,7 +22,7 @@ static row_window chunk_rows(const step_run *r)
     return w;
 }
 /* u^L: its own block, or under recompute u's one block. */
-static const float *uL_rows(const lane_ctx *c) { return c->g->recompute ? ROWS(c, c->g->u, c->D) : LROWS(c, c->g->u, c->L, c->D); }
+static const float *uL_rows(const lane_ctx *c) { return c->g->plan.recompute ? ROWS(c, c->g->u, c->D) : LROWS(c, c->g->u, c->L, c->D); }
 /* The first step whose keys the queries of [t0, ·) read. */
 static int key_first(const step_run *r) { return r->op->t0 - r->c.W + 1 > 0 ? r->op->t0 - r->c.W + 1 : 0; }
 /* A lane's (or part's) per-query, per-head [B, H, T] tensor, whole. */
@@ -43,7 +43,7 @@ void op_top_ctx(step_run *r)
     uint16_t *s16 = TOPROWS(c, g->s16, D), *o16 = TOPROWS(c, g->o16, D);
     float *cc = TOPROWS(c, g->c, D);
     use_rows(r, 0, s16, D, 2, t0, t1);
-    if (g->attn_tc) {
+    if (g->plan.attn_tc) {
         uint16_t *qkv16 = TOPROWS(c, g->qkv16, 3 * D);
         use_rows(r, 1, qkv16, 3 * D, 2, t0, t1);
         use_rows(r, 0, qkv16, 3 * D, 2, key_first(r), t1);
@@ -70,14 +70,14 @@ void op_top_ctx(step_run *r)
         gpu_matmul_fwd_window(r->gm, cc + at * D, o16 + at * D, P16(ex, lay->ctx_out), NULL, c->B, len, T, D, D, s);
         return;
     }
-    if (g->attn_tc) { /* q, k, v only ever feed FP16 operands: the GEMM rounds them once */
+    if (g->plan.attn_tc) { /* q, k, v only ever feed FP16 operands: the GEMM rounds them once */
         uint16_t *qkv16 = TOPROWS(c, g->qkv16, 3 * D);
         gpu_matmul_fwd_f16(r->gm, qkv16, s16, P16(ex, lay->ctx_qkv), M, 3 * D, D, s);
         launch_attention_forward_tc(NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, s);
     } else {
         float *qkv = ROWS(c, g->qkv, 3 * D);
         gpu_matmul_fwd(r->gm, qkv, s16, P16(ex, lay->ctx_qkv), NULL, M, 3 * D, D, s);
-        launch_attention_forward(NULL, o16, ROWS(c, g->p, HW), qkv, c->B, T, D, c->H, c->W, &g->caps, s);
+        launch_attention_forward(NULL, o16, ROWS(c, g->p, HW), qkv, c->B, T, D, c->H, c->W, &g->plan.caps, s);
     }
     gpu_matmul_fwd(r->gm, cc, o16, P16(ex, lay->ctx_out), NULL, M, D, D, s);
 }
@@ -107,7 +107,7 @@ void op_classifier(step_run *r)
     use_rows(r, 1, ROWS(c, g->f_ir, 1), 1, 4, t0, t1);
     use_rows(r, 1, ROWS(c, g->loss_row, 1), 1, 4, t0, t1);
     use_rows(r, 1, ROWS(c, g->rank, 1), 1, 4, t0, t1);
-    use_flat(r, 1, ln->ce.logits16, gpu_ce_chunk_bytes(g->ce_rows, D, c->V));
+    use_flat(r, 1, ln->ce.logits16, gpu_ce_chunk_bytes(g->plan.ce_rows, D, c->V));
     if (grad) {
         use_rows(r, 1, ROWS(c, g->du, D), D, 4, t0, t1);
         use_grad(r, lay->final_norm);
@@ -124,7 +124,7 @@ void op_classifier(step_run *r)
         .y = ROWS(c, g->y, 1) + at, .loss = ROWS(c, g->loss_row, 1) + at, .rank = ROWS(c, g->rank, 1) + at,
         .du = grad ? ROWS(c, g->du, D) + at * D : NULL,
         .dg_final = G32L(c, lay->final_norm), .dw = G32L(c, lay->lm_head),
-        .grad_scale = r->loss_scale, .nc = &c->nc, .caps = &g->caps,
+        .grad_scale = r->loss_scale, .nc = &c->nc, .caps = &g->plan.caps,
         .side = r->p->serial ? NULL : ln->wgrad_stream, .side_gemm = ln->gemm_wgrad, .ev_fork = ln->ev_ce_fork, .ev_free = ln->ev_ce_free,
         .pending = &ln->ce_pending,
         .check = ex->check ? ce_scan : NULL, .check_ctx = r,
@@ -194,7 +194,7 @@ void op_top_attn(step_run *r)
     uint16_t *dc16 = TOPROWS(c, g->dc16, D), *d16 = TOPROWS(c, g->d16, 3 * D);
     use_rows(r, 0, dc16, D, 2, t0, t1);
     use_rows(r, 1, d16, 3 * D, 2, key_first(r), t1); /* the keys' gradients reach back W - 1 steps */
-    if (g->attn_tc) {
+    if (g->plan.attn_tc) {
         use_rows(r, 1, TOPROWS(c, g->do16, D), D, 2, t0, t1);
         use_rows(r, 0, TOPROWS(c, g->qkv16, 3 * D), 3 * D, 2, key_first(r), t1);
         use_heads(r, 0, g->lse);
@@ -219,7 +219,7 @@ void op_top_attn(step_run *r)
                                             ROWS(c, g->qkv16, 3 * D), c->B, T, D, c->H, c->W, t0, t1, s);
         return;
     }
-    if (g->attn_tc) { /* the tensor-core kernels read dO and write dqkv in FP16 only */
+    if (g->plan.attn_tc) { /* the tensor-core kernels read dO and write dqkv in FP16 only */
         uint16_t *do16 = TOPROWS(c, g->do16, D);
         gpu_matmul_dx_f16(r->gm, do16, dc16, P16(ex, lay->ctx_out), M, D, D, s);
         launch_attention_backward_tc(NULL, d16, HROWS(c, g->delta), do16, HROWS(c, g->lse),
@@ -228,7 +228,7 @@ void op_top_attn(step_run *r)
         float *dtmp = TOPROWS(c, g->dtmp, D);
         gpu_matmul_dx(r->gm, dtmp, dc16, P16(ex, lay->ctx_out), M, D, D, 0, s);
         launch_attention_backward(ROWS(c, g->dqkv, 3 * D), d16, ROWS(c, g->dsbuf, HW), dtmp, ROWS(c, g->p, HW),
-                                  ROWS(c, g->qkv, 3 * D), c->B, T, D, c->H, c->W, &g->caps, s);
+                                  ROWS(c, g->qkv, 3 * D), c->B, T, D, c->H, c->W, &g->plan.caps, s);
     }
 }
 
@@ -274,7 +274,7 @@ void op_top_dx(step_run *r)
         gpu_matmul_dx(r->gm, dtmp, d16, w, M, 3 * D, D, 0, s);
     launch_rmsnorm_backward(du + at * D, G32L(c, lay->ctx_norm), dtmp, uL_rows(c) + at * D, P32(ex, lay->ctx_norm),
                             ROWS(c, g->s_ir, 1) + at, M, D, chunked(r) ? chunk_rows(r) : row_window_all(M), &c->nc,
-                            &g->caps, r->sc, s);
+                            &g->plan.caps, r->sc, s);
 }
 
 /* The ctx.*, final_norm and lm_head gradients lie at the end of the buffer

@@ -133,7 +133,7 @@ static int u_feed(builder *b, int i, int l)
 static void emit_top(builder *b, int i)
 {
     step_program *p = b->p;
-    const int part = b->rc ? b->g->top_seqs : b->B, T = b->T;
+    const int part = b->rc ? b->g->plan.top_seqs : b->B, T = b->T;
     for (int s0 = 0; s0 < b->B; s0 += part) {
         if (b->rc) program_add(p, OP_FEED, i, b->L, u_lane(b, i), 0, 0, T, s0, part);
         const int kinds[] = { OP_TOP_CTX, OP_CLASSIFIER, OP_TOP_DC, OP_WG_CTX_OUT, OP_TOP_ATTN, OP_WG_CTX_QKV,
@@ -278,15 +278,15 @@ void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, i
     p->serial = strcmp(ex->cfg.gpu_schedule, "serial") == 0 || g->profile;
     /* after a refused persistent launch every recurrence takes the per-step loop, whose carry between
      * windows differs from the persistent kernels' (gru_shape): layer after layer from then on */
-    p->wave = !eval && g->wave_chunk > 0 && !g->gru.refused[0];
+    p->wave = !eval && g->plan.wave_chunk > 0 && !g->gru.refused[0];
     const int T = ex->T;
-    builder b = { p, g, g->stream, ex->lay.dims.L, T, ex->B / lanes, p->wave ? g->wave_chunk : T,
-                  g->recompute, g->recompute ? T / g->rc_window : 1 };
-    if (b.rc) b.chunk = g->rc_window; /* the wavefront's chunks are the windows (plan_gpu.c) */
+    builder b = { p, g, g->stream, ex->lay.dims.L, T, ex->B / lanes, p->wave ? g->plan.wave_chunk : T,
+                  g->plan.recompute, g->plan.recompute ? T / g->plan.rc_window : 1 };
+    if (b.rc) b.chunk = g->plan.rc_window; /* the wavefront's chunks are the windows (plan_gpu.c) */
     p->nchunks = p->wave ? (T + b.chunk - 1) / b.chunk : 1;
     /* the tensor-core attention works in blocks of ATTENTION_TC_BLOCK queries: chunks must be whole blocks;
      * under recompute the context stream runs in parts of sequences over all T */
-    p->top_chunked = p->wave && !b.rc && g->attn_tc && b.chunk % ATTENTION_TC_BLOCK == 0 && b.chunk < T;
+    p->top_chunked = p->wave && !b.rc && g->plan.attn_tc && b.chunk % ATTENTION_TC_BLOCK == 0 && b.chunk < T;
     u_lane(&b, 0); /* unit 0, slot 0: the main stream */
     if (p->wave) emit_wavefront(&b, ex);
     else emit_layers(&b, ex);
@@ -353,7 +353,7 @@ void gpu_issue_step(cc_executor *ex, double loss_scale, long scored, int n)
     step_program *p = program_for(ex, n, scored > 0, 0);
     for (int i = 1; i < n; i++) /* the batch and the zeroed gradients are on the main stream */
         cudaCheck(cudaMemsetAsync(g->lane[i].g32, 0, sizeof(float) * ex->lay.total, g->stream));
-    g->wave_ran = p->wave ? g->wave_chunk : 0;
+    g->wave_ran = p->wave ? g->plan.wave_chunk : 0;
     g->wave_top_ran = p->top_chunked;
     g->ran = p;
     schedule_issue(p, ex, loss_scale, scored);

@@ -97,8 +97,20 @@ static lane_ctx op_view(cc_executor *ex, const step_program *p, const step_op *o
     gpu_impl *g = IMPL(ex);
     lane_ctx c = lane_view(ex, &g->lane[o->lane], p->lanes);
     const int top = (o->kind >= OP_TOP_CTX && o->kind <= OP_TOP_DX) || (o->kind == OP_FEED && o->layer == c.L);
-    if (top && g->recompute) return lane_part(&c, o->s0, o->ns, 1);
+    if (top && g->plan.recompute) return lane_part(&c, o->s0, o->ns, 1);
     return c;
+}
+
+/* A run of program p's operations: declaring them, or issuing. */
+static step_run run_of(cc_executor *ex, step_program *p, int declaring)
+{
+    step_run r;
+    memset(&r, 0, sizeof(r));
+    r.ex = ex;
+    r.g = IMPL(ex);
+    r.p = p;
+    r.declaring = declaring;
+    return r;
 }
 
 static void run_setup(step_run *r, cc_executor *ex, step_program *p, int i)
@@ -115,13 +127,7 @@ static void run_setup(step_run *r, cc_executor *ex, step_program *p, int i)
 
 void schedule_program(step_program *p, cc_executor *ex)
 {
-    gpu_impl *g = IMPL(ex);
-    step_run r;
-    memset(&r, 0, sizeof(r));
-    r.ex = ex;
-    r.g = g;
-    r.p = p;
-    r.declaring = 1;
+    step_run r = run_of(ex, p, 1);
     for (int i = 0; i < p->n; i++) {
         run_setup(&r, ex, p, i);
         p->ops[i].acc0 = p->nacc;
@@ -258,11 +264,7 @@ void schedule_collect_timing(step_program *p, cc_executor *ex)
 void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long scored)
 {
     gpu_impl *g = IMPL(ex);
-    step_run r;
-    memset(&r, 0, sizeof(r));
-    r.ex = ex;
-    r.g = g;
-    r.p = p;
+    step_run r = run_of(ex, p, 0);
     r.loss_scale = (float)loss_scale;
     /* the kernels see gradients of the loss × S summed over the scored positions */
     r.clamp_limit = (float)cc_clamp_dispatch_limit(ex->cfg.grad_h_clamp, loss_scale, (double)scored);

@@ -29,7 +29,7 @@ void use_rows(step_run *r, int write, const void *lane_rows, size_t width, size_
 
 void use_window(step_run *r, int write, const void *lane_rows, size_t width, size_t es)
 {
-    const size_t bytes = (size_t)r->g->rc_window * width * es;
+    const size_t bytes = (size_t)r->g->plan.rc_window * width * es;
     add_access(r, write, lane_rows, bytes, r->c.B, 0, bytes);
 }
 
@@ -47,7 +47,7 @@ void use_grad(step_run *r, int idx)
  * eager step (a graph is captured only after one), never during a capture. */
 static int op_scan_slots(const step_program *p, const cc_executor *ex, const step_op *o)
 {
-    const int chunk_rows = IMPL(ex)->ce_rows, rows = ex->B * ex->T / p->lanes;
+    const int chunk_rows = IMPL(ex)->plan.ce_rows, rows = ex->B * ex->T / p->lanes;
     return o->kind == OP_CLASSIFIER ? 4 + 3 * (rows / chunk_rows + 2) : 4;
 }
 
@@ -99,7 +99,7 @@ void scan_rows(step_run *r, const char *stage, const char *tensor, int layer, co
                int half, int t0, int t1, int window)
 {
     if (!r->declaring && !scans_on(r)) return;
-    const int steps = window ? r->g->rc_window : r->c.T;
+    const int steps = window ? r->g->plan.rc_window : r->c.T;
     const size_t es = half ? 2 : 4;
     const step_scan sc = { stage, tensor, layer, half, width,
                            window ? lane_rows : (const char *)lane_rows + (size_t)t0 * width * es,

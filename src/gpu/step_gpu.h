@@ -164,7 +164,7 @@ struct step_run {
 /* The lane's first row of a context stream or classifier tensor (top_r0). */
 #define TOPROWS(c, base, width) ((base) + (c)->top_r0 * (size_t)(width))
 /* The lane's first row of a recompute window's buffer ([B_all, rc_window, width]). */
-#define WINROWS(c, base, width) ((base) + (size_t)(c)->b0 * (c)->g->rc_window * (size_t)(width))
+#define WINROWS(c, base, width) ((base) + (size_t)(c)->b0 * (c)->g->plan.rc_window * (size_t)(width))
 /* The rows of layer-indexed tensor `base` (width w) at the lane's first sequence's step t0. */
 #define WROWS(c, base, l, w, t0) (LROWS(c, base, l, w) + (size_t)(t0) * (w))
 
