@@ -4,7 +4,9 @@
  * of its own, with no dependency on the step.
  *
  * The rebuild's work is what recompute = on adds to a step, launch for
- * launch as src/gpu/recompute_gpu.c issues it (rebuild_u, rebuild_window),
+ * launch as recompute issued it when this floor was written (0.14.0's
+ * rebuild_u and rebuild_window; now op_rebuild in src/gpu/ops_layer_gpu.c,
+ * which rebuilds u^l a window at a time with the same adds),
  * for each layer l: u^l (the embedding and l adds over all B·T positions),
  * then for each of its windows of T/nw steps the norm of the window's rows
  * into FP16, FP16 h_{t-1}, the input GEMM (W_ih, with b_ih) and the two of

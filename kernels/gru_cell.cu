@@ -55,7 +55,7 @@ extern "C" void launch_gru_cell_backward(const gru_layer *L, const gru_grads *G,
 }
 
 // The gates a forward step wrote, rebuilt from its two products (recompute:
-// src/gpu/passes_gpu.c): in gates, gx + W_hh·h_{t-1} in the r and z rows
+// src/gpu/ops_layer_gpu.c): in gates, gx + W_hh·h_{t-1} in the r and z rows
 // and gx alone in the n row; in ghn, W_hn·h_{t-1} without its bias. The
 // same gate math as the forward cell with h_{t-1}'s products already added.
 __global__ void gru_cell_rebuild_kernel(float *gates, float *ghn, const float *bhh, size_t M, int D)

@@ -307,16 +307,16 @@ Test(ladder_exit, skipped_unless_a_stage_ran_failed_wins)
 }
 
 /* The recompute layout (gpu_work_parts, src/gpu/plan_gpu.c). The lanes
- * run their layers at once (src/gpu/recompute_gpu.c), each in its rows of
+ * run their layers at once (src/gpu/program_gpu.c), each in its rows of
  * the forward's hprev16 ([B·T, ·]) and of both window buffers ([B·C, ·]:
  * one window's recurrence runs beside the next one's input or rebuild), so
  * no two lanes' bytes may meet there, in the forward or in the backward
  * (every lane's forward ends before any backward starts: the context
  * stream joins them between). The context stream runs one part of
  * top_seqs sequences at a time, from the start of the allocation, once
- * every lane's layers are done (src/gpu/passes_gpu.c, top_in_parts joins
- * the lanes first): without that join a part's bytes would meet another
- * lane's layers. */
+ * every lane's layers are done (the scheduler orders the parts after every
+ * lane's layers, whose bytes they share: src/gpu/scheduler_gpu.c): without
+ * that a part's bytes would meet another lane's layers. */
 typedef struct {
     size_t lo, hi;
     const char *what;

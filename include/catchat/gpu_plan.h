@@ -19,7 +19,7 @@
  * groups of sequences on their own streams). */
 #define GPU_MAX_LANES 8
 /* The wavefront gives each layer of a lane its own pair of streams
- * (gpu_impl.h, wavefront_gpu.c); up to this many layers. */
+ * (gpu_impl.h, program_gpu.c); up to this many layers. */
 #define GPU_WAVE_MAX_LAYERS 8
 
 /* The plan's device memory by what it holds: weights, gradients and AdamW

@@ -29,7 +29,7 @@
  *     zero at S = 1. It leaves in the optimizer's unscale, which divides by
  *     the executor's gradient unit S·N. The grad_h clamp limit handed to the
  *     BPTT kernel is grad_h_clamp·S·N, computed once by the C dispatcher
- *     (cc_clamp_dispatch_limit in executor.h, called in src/gpu/passes_gpu.c):
+ *     (cc_clamp_dispatch_limit in executor.h, called in src/gpu/scheduler_gpu.c):
  *     the same clamp on the mean loss under every loss scale. */
 #ifndef CATCHAT_KERNELS_H
 #define CATCHAT_KERNELS_H
@@ -176,7 +176,7 @@ typedef struct gru_shape {
      * computes what the whole launch does, bit for bit (the cluster BPTT's
      * bias sums excepted: they are added window by window). */
     int t0, t1;
-    /* Where a window has buffers of its own (recompute, src/gpu/passes_gpu.c):
+    /* Where a window has buffers of its own (recompute, src/gpu/ops_layer_gpu.c):
      * gx, gates, ghn, dgx16 and dgh16 hold steps [wt0, wt0 + wT) of each
      * sequence, (b, t) at row b·wT + t − wt0, while h, hprev16 and dh_in stay
      * the layer's [B,T,·]. wT = 0: every tensor is the layer's (row b·T + t). */

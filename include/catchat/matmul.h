@@ -59,7 +59,7 @@ void gpu_matmul_fwd_f16_window(gpu_matmul_ctx *g, void *y16, const void *x16, co
 void gpu_matmul_dx_f16_window(gpu_matmul_ctx *g, void *dx16, const void *dy16, const void *w16, int nseq, int len,
                               int T, int N, int K, cudaStream_t s);
 /* A time window between tensors of different row strides (recompute's
- * window buffers, src/gpu/recompute_gpu.c): for each of nseq sequences, its
+ * window buffers, src/gpu/ops_layer_gpu.c): for each of nseq sequences, its
  * len rows C[i] (C's sequences c_steps rows apart, ldc apart within) =
  * alpha·A[i]·op(W) + beta·C[i] (+ bias), A's sequences a_steps rows apart
  * (lda); op(W) = Wᵀ (transW, W [N,K] as the forward's weights) or W ([K,N]).

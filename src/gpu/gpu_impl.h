@@ -24,7 +24,7 @@
  * accumulates into its own buffer, added into the first in lane order
  * (deterministic). At most GPU_MAX_LANES (gpu_plan.h, where the plan
  * chooses them). */
-/* The wavefront (wavefront_gpu.c) gives each layer of a lane its own pair of
+/* The wavefront (program_gpu.c) gives each layer of a lane its own pair of
  * streams: a feed stream (the layer's norm and input GEMM forward, its
  * input gradient and norm backward, chunk by chunk) and a recurrence stream
  * (layer 0's is the lane's rec_stream); the lane's own stream runs the
@@ -104,12 +104,14 @@ typedef struct {
      * evaluation */
     struct step_program *programs[GPU_PROGRAMS];
     struct step_program *ran; /* the last step's (issued or replayed) */
+    long program_builds;      /* programs built so far: a graph replays only the one it captured */
     /* the step as a CUDA graph (graph_gpu.c) and what it was captured with */
     cudaGraphExec_t graph_exec;
     double graph_scale;
     long graph_scored;
     cc_plant_grad_h graph_plant; /* the NaN plant it was captured with (a step's own: finite.h) */
     int graph_checked;           /* captured with [gpu] check's scans */
+    long graph_builds;           /* program_builds when it was captured */
     int graph_lanes, graph_warm, graph_failed, graph_captures, graph_replays;
     gpu_lane lane[GPU_MAX_LANES];
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
@@ -176,6 +178,9 @@ void gpu_set_lanes(cc_executor *ex, int n);
  * into g32 on the main stream. The batch's CSR must be per lane
  * (upload_batch with the same lane count). */
 void gpu_issue_step(cc_executor *ex, double loss_scale, long scored, int n);
+/* The program of such a step built, its scans' slots and timing events made
+ * (what a capture may not do), before issuing or capturing it. */
+void gpu_step_prepare(cc_executor *ex, long scored, int n);
 void gpu_issue_eval(cc_executor *ex);
 /* A replayed graph ran the program of this kind of step. */
 void gpu_step_replayed(cc_executor *ex, long scored);

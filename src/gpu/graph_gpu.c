@@ -1,4 +1,4 @@
-/* The step's passes as one CUDA graph (see gpu_graph_passes below): capture,
+/* The step as one CUDA graph (see gpu_passes below): capture,
  * replay and the rules for when a graph may stand in for the eager step. */
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +54,7 @@ static cudaError_t graph_capture(cc_executor *ex, double loss_scale, long scored
     g->graph_lanes = n;
     g->graph_plant = ex->plant_grad_h;
     g->graph_checked = ex->check != NULL;
+    g->graph_builds = g->program_builds;
     return cudaSuccess;
 }
 
@@ -61,9 +62,11 @@ void gpu_passes(cc_executor *ex, double loss_scale, long scored, int n)
 {
     gpu_impl *g = IMPL(ex);
     gpu_set_lanes(ex, n);
+    gpu_step_prepare(ex, scored, n); /* outside a capture: it may build the program and allocate */
     if (graphs_allowed(ex) && g->graph_warm) {
         const int same = g->graph_exec && g->graph_scale == loss_scale && g->graph_scored == scored &&
                          g->graph_lanes == n && (ex->check != NULL) == g->graph_checked &&
+                         g->graph_builds == g->program_builds &&
                          memcmp(&g->graph_plant, &ex->plant_grad_h, sizeof(g->graph_plant)) == 0;
         /* a key that keeps changing (the scored count of batches with
          * ignored targets) would capture every step: eager is cheaper then */

@@ -132,6 +132,17 @@ static gru_grads grads_of(const step_run *r, int l)
     return G;
 }
 
+/* Whether the recurrence may take the per-step loop, whose GEMMs write the
+ * layer slot's gh (the plan's kernels, or any after a refused persistent
+ * launch: the program is built again then), and whether the cluster BPTT
+ * writes its bias sums. */
+static int per_step_possible(const step_run *r)
+{
+    const gpu_step_plan *p = &r->g->plan;
+    return p->impl == GRU_IMPL_PER_STEP || p->eval_impl == GRU_IMPL_PER_STEP || r->g->gru.refused[0];
+}
+static int cluster_sums(const step_run *r) { return r->g->plan.impl == GRU_IMPL_CLUSTER && !r->g->gru.refused[0]; }
+
 /* The op's window as the recurrence kernels take it. */
 static gru_shape shape_of(const step_run *r)
 {
@@ -235,8 +246,9 @@ void op_recur(step_run *r)
     }
     use_rows(r, 0, gl.h, D, 4, t0 > 0 ? t0 - 1 : 0, t1); /* h_{t0-1}: the state carried in */
     use_rows(r, 1, gl.h, D, 4, t0, t1);
-    use_rows(r, 1, gl.hprev16, D, 2, t0, t1);
-    use_flat(r, 1, gl.gh, sizeof(float) * (size_t)c->B * 3 * D);
+    /* each step t also stores FP16 h_t as the next step's h_{t-1}: row t1 too */
+    use_rows(r, 1, gl.hprev16, D, 2, t0, t1 < c->T ? t1 + 1 : t1);
+    if (per_step_possible(r)) use_flat(r, 1, gl.gh, sizeof(float) * (size_t)c->B * 3 * D);
     scan_rows(r, "gru_forward", "h", l, gl.h, D, 0, t0, t1, 0);
     if (r->declaring) return;
     const gpu_caps *caps = r->p->wave ? &g->plan.wave_caps : &g->plan.rec_caps;
@@ -328,7 +340,7 @@ void op_bptt(step_run *r)
     const gru_grads gg = grads_of(r, l);
     float *planted = plant_at(r);
     use_rows(r, planted != NULL, gg.dh_in, D, 4, t0, t1);
-    use_rows(r, 0, gl.h, D, 4, t0 > 0 ? t0 - 1 : 0, t1);
+    use_rows(r, 0, gl.h, D, 4, t0 > 0 ? t0 - 1 : 0, t1); /* h_{t-1} of each step */
     if (wb) {
         use_window(r, 0, gl.gates, 3 * D, 4);
         use_window(r, 0, gl.ghn, D, 4);
@@ -339,14 +351,15 @@ void op_bptt(step_run *r)
     } else {
         use_rows(r, 0, gl.gates, 3 * D, 4, t0, t1);
         use_rows(r, 0, gl.ghn, D, 4, t0, t1);
-        use_rows(r, 0, gl.hprev16, D, 2, t0, t1);
         use_rows(r, 1, gg.dgx16, 3 * D, 2, t0, t1);
         use_rows(r, 1, gg.dgh16, 3 * D, 2, t0, t1);
+        /* the persistent BPTT's first step reads the next window's first dgh row (the carry) */
+        if (t1 < c->T) use_rows(r, 0, gg.dgh16, 3 * D, 2, t1, t1 + 1);
         scan_rows(r, "gru_backward", "dgx", l, gg.dgx16, 3 * D, 1, t0, t1, 0);
     }
     use_flat(r, 1, gg.dhrec, sizeof(float) * (size_t)c->B * D);
-    use_flat(r, 1, gl.gh, sizeof(float) * (size_t)c->B * 3 * D);
-    if (gg.bias_part) use_flat(r, 1, gg.bias_part, bias_part_bytes(c));
+    if (per_step_possible(r)) use_flat(r, 1, gl.gh, sizeof(float) * (size_t)c->B * 3 * D);
+    if (gg.bias_part && cluster_sums(r)) use_flat(r, 1, gg.bias_part, bias_part_bytes(c));
     if (r->declaring) return;
 
     cudaStream_t s = r->s;
@@ -430,7 +443,8 @@ void op_wgrad(step_run *r)
         use_rows(r, 0, gl.hprev16, D, 2, t0, t1);
         use_rows(r, 0, a16, D, 2, t0, t1);
     }
-    if (gg.bias_part) use_flat(r, 0, gg.bias_part, bias_part_bytes(c));
+    /* the cluster BPTT's bias sums: read once, by the first window's (the last to run) */
+    if (gg.bias_part && cluster_sums(r) && (!wb || t0 == 0)) use_flat(r, 0, gg.bias_part, bias_part_bytes(c));
     use_grad(r, lay->gru_whh[l]);
     use_grad(r, lay->gru_bhh[l]);
     use_grad(r, lay->gru_bih[l]);

@@ -63,7 +63,7 @@ void op_top_ctx(step_run *r)
     cudaStream_t s = r->s;
     if (chunked(r)) { /* tensor cores only (program_gpu.c) */
         const int len = op_len(r);
-        uint16_t *qkv16 = ROWS(c, g->qkv16, 3 * D);
+        uint16_t *qkv16 = TOPROWS(c, g->qkv16, 3 * D);
         gpu_matmul_fwd_f16_window(r->gm, qkv16 + at * 3 * D, s16 + at * D, P16(ex, lay->ctx_qkv), c->B, len, T, 3 * D,
                                   D, s);
         launch_attention_forward_tc_window(NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, t0, t1, s);
@@ -212,11 +212,11 @@ void op_top_attn(step_run *r)
 
     cudaStream_t s = r->s;
     if (chunked(r)) {
-        uint16_t *do16 = ROWS(c, g->do16, D);
+        uint16_t *do16 = TOPROWS(c, g->do16, D);
         gpu_matmul_dx_f16_window(r->gm, do16 + at * D, dc16 + at * D, P16(ex, lay->ctx_out), c->B, op_len(r), T, D,
                                  D, s);
         launch_attention_backward_tc_window(NULL, d16, HROWS(c, g->delta), do16, HROWS(c, g->lse),
-                                            ROWS(c, g->qkv16, 3 * D), c->B, T, D, c->H, c->W, t0, t1, s);
+                                            TOPROWS(c, g->qkv16, 3 * D), c->B, T, D, c->H, c->W, t0, t1, s);
         return;
     }
     if (g->plan.attn_tc) { /* the tensor-core kernels read dO and write dqkv in FP16 only */

@@ -47,7 +47,7 @@ static int wave_layers_of(const gpu_step_plan *p, const cc_dims *d)
     return p->wave_chunk && d->L > 2 ? d->L : 2;
 }
 
-/* The wavefront's chunk (wavefront_gpu.c), 0 where the step runs layer after
+/* The wavefront's chunk (program_gpu.c), 0 where the step runs layer after
  * layer, and why in either case. It needs recurrence kernels that run a
  * window of steps from the state the window before left (cluster and
  * persistent; the per-step loop's GEMMs take the whole GPU at every step,
@@ -468,7 +468,7 @@ static void plan_recompute(gpu_step_plan *p, const cc_config *cfg, const cc_dims
              keep / gib, p->memory_budget / gib, limit, (int)(GPU_MEMORY_MARGIN >> 20));
 }
 
-/* Recompute's window (recompute_gpu.c): the most of `most` windows (16,
+/* Recompute's window (op_rebuild, ops_layer_gpu.c): the most of `most` windows (16,
  * 8, 4 or 2) that divides T into windows of at least 16 steps, else all T;
  * the forced count (gpu_plan_opts, the ladder's testing aid) where it
  * divides T. The persistent and cluster kernels pay once a window (a

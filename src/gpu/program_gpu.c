@@ -129,7 +129,11 @@ static int u_feed(builder *b, int i, int l)
 
 /* The context stream, classifier and loss of lane i over all T (under
  * recompute part by part, each starting from u^L's norm), and with a
- * gradient their backward down to dL/du^L. */
+ * gradient their backward down to dL/du^L. The classifier's last lm_head
+ * weight GEMM runs on the lane's side stream inside its operation, where no
+ * event of the program marks its end: the context stream's weight GEMMs
+ * come after it on that stream (here and in the wavefront's chunked top),
+ * and the NCCL tail and the step's end wait for them. */
 static void emit_top(builder *b, int i)
 {
     step_program *p = b->p;
@@ -278,7 +282,8 @@ void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, i
     p->serial = strcmp(ex->cfg.gpu_schedule, "serial") == 0 || g->profile;
     /* after a refused persistent launch every recurrence takes the per-step loop, whose carry between
      * windows differs from the persistent kernels' (gru_shape): layer after layer from then on */
-    p->wave = !eval && g->plan.wave_chunk > 0 && !g->gru.refused[0];
+    p->refused = g->gru.refused[0] != 0;
+    p->wave = !eval && g->plan.wave_chunk > 0 && !p->refused;
     const int T = ex->T;
     builder b = { p, g, g->stream, ex->lay.dims.L, T, ex->B / lanes, p->wave ? g->plan.wave_chunk : T,
                   g->plan.recompute, g->plan.recompute ? T / g->plan.rc_window : 1 };
@@ -328,13 +333,15 @@ void gpu_programs_free(gpu_impl *g)
 }
 
 /* The program of this kind of step, built on first use (again where the
- * lanes changed, or a refused persistent launch turned the wavefront off). */
+ * lanes changed, or after a refused persistent launch: no wavefront, and
+ * the per-step loop's scratch declared). A CUDA graph of an earlier
+ * program is not replayed (gpu_program_builds). */
 static step_program *program_for(cc_executor *ex, int lanes, int with_grad, int eval)
 {
     gpu_impl *g = IMPL(ex);
     const int which = eval ? 2 : with_grad ? 0 : 1;
     step_program *p = g->programs[which];
-    if (p && (p->lanes != lanes || (p->wave && g->gru.refused[0]))) {
+    if (p && (p->lanes != lanes || p->refused != (g->gru.refused[0] != 0))) {
         cudaCheck(cudaStreamSynchronize(g->stream)); /* its events may still be in use */
         program_free(p);
         free(p);
@@ -343,8 +350,14 @@ static step_program *program_for(cc_executor *ex, int lanes, int with_grad, int 
     if (!p) {
         p = g->programs[which] = cc_calloc(1, sizeof(*p));
         program_build(p, ex, lanes, with_grad, eval);
+        g->program_builds++;
     }
     return p;
+}
+
+void gpu_step_prepare(cc_executor *ex, long scored, int n)
+{
+    schedule_prepare(program_for(ex, n, scored > 0, 0), ex);
 }
 
 void gpu_issue_step(cc_executor *ex, double loss_scale, long scored, int n)

@@ -47,9 +47,10 @@ static const struct {
 const char *op_name(int kind) { return KIND[kind].name; }
 
 /* Whether two accesses touch a common byte and one of them writes. Exact
- * for runs of one stride (each no longer than it) and for single runs;
- * otherwise whether their spans overlap, which may order two operations
- * that need not be (never the reverse). */
+ * for single runs, and for runs of one stride that each lie within their
+ * stride (a's runs end by it: hi ≤ stride); otherwise whether their spans
+ * overlap, which may order two operations that need not be (never the
+ * reverse). */
 static int conflict(const step_access *a, const step_access *b)
 {
     if (!a->write && !b->write) return 0;
@@ -63,7 +64,8 @@ static int conflict(const step_access *a, const step_access *b)
         b = t;
     }
     const long long S = (long long)a->stride;
-    if ((b->n > 1 && (long long)b->stride != S) || (long long)(a->hi - a->lo) > S || (long long)(b->hi - b->lo) > S)
+    /* exact where a's runs lie within their stride (every view's rows do) */
+    if ((b->n > 1 && (long long)b->stride != S) || (long long)a->hi > S || (long long)(b->hi - b->lo) > S)
         return 1;
     /* b's run j starts d + j·S + b.lo bytes past a's base: in a's run j + q at offset rem + b.lo */
     const long long d = (long long)(b->base - a->base);
@@ -132,6 +134,12 @@ void schedule_program(step_program *p, cc_executor *ex)
         run_setup(&r, ex, p, i);
         p->ops[i].acc0 = p->nacc;
         KIND[p->ops[i].kind].fn(&r);
+        /* a unit's GEMM context (its workspace) and kernel scratch serve one stream at a time: operations
+         * of two streams that share one are ordered as if they wrote the same memory (the host addresses
+         * stand for them: they meet no device allocation) */
+        const exec_unit *u = &p->unit[p->ops[i].unit];
+        if (u->gemm) use_flat(&r, 1, u->gemm, 1);
+        if (u->sc) use_flat(&r, 1, u->sc, 1);
         p->ops[i].nacc = p->nacc - p->ops[i].acc0;
     }
     /* vc[i][s]: the last operation on stream slot s that operation i is known to follow */
@@ -200,6 +208,14 @@ void schedule_collect_scans(step_program *p, cc_executor *ex)
 }
 
 /* ---- hooks: timing (profile, lane trace) ---- */
+
+static void timing_reserve(step_program *p);
+
+void schedule_prepare(step_program *p, cc_executor *ex)
+{
+    if (ex->check) scans_reserve(p, ex);
+    if (IMPL(ex)->profile || ex->cfg.lane_trace) timing_reserve(p);
+}
 
 static void timing_reserve(step_program *p)
 {

@@ -43,7 +43,7 @@ void use_grad(step_run *r, int idx)
 /* ---- hooks: NaN scans ---- */
 
 /* Each operation's scan slots, in program order: its own scans (at most
- * three) and, in the classifier, the chunks' (three a chunk). Made on an
+ * three; four slots) and, in the classifier, the chunks' (three a chunk). Made on an
  * eager step (a graph is captured only after one), never during a capture. */
 static int op_scan_slots(const step_program *p, const cc_executor *ex, const step_op *o)
 {
@@ -103,14 +103,14 @@ void scan_rows(step_run *r, const char *stage, const char *tensor, int layer, co
     const size_t es = half ? 2 : 4;
     const step_scan sc = { stage, tensor, layer, half, width,
                            window ? lane_rows : (const char *)lane_rows + (size_t)t0 * width * es,
-                           r->c.B, (size_t)steps * width, (size_t)(t1 - t0) * width, r->c.b0, t0, steps };
+                           r->c.B, (size_t)steps * width, (size_t)(t1 - t0) * width, r->c.b0, t0 };
     scan_add(r, &sc, 0); /* of the op's output: launched after its kernels (schedule_issue) */
 }
 
 void scan_flat(step_run *r, const char *stage, const char *tensor, const void *ptr, size_t n, int half, int width)
 {
     if (!r->declaring && !scans_on(r)) return;
-    const step_scan sc = { stage, tensor, -1, half, width, ptr, 1, n, n, -1, 0, 0 };
+    const step_scan sc = { stage, tensor, -1, half, width, ptr, 1, n, n, -1, 0 };
     scan_add(r, &sc, 1); /* called from inside an op, where the tensor is (a classifier chunk's) */
 }
 

@@ -88,7 +88,6 @@ typedef struct {
     int nseq;
     size_t stride, len;
     int b_first, t_first; /* the batch sequence and step of ptr's first element (-1: report the flat index) */
-    int T_rows;           /* steps a run spans in the tensor (T, or a window buffer's steps) */
 } step_scan;
 
 #define STEP_MAX_UNITS (GPU_MAX_LANES * (2 * GPU_WAVE_MAX_LAYERS + 2) + 1)
@@ -97,6 +96,7 @@ typedef struct {
 typedef struct step_program {
     int lanes, with_grad, eval; /* what it was built for */
     int serial;                 /* every operation on the main stream ([gpu] schedule = serial) */
+    int refused;                /* built after a refused persistent launch (the per-step loop, no wavefront) */
     int wave, top_chunked, nchunks;
     exec_unit unit[STEP_MAX_UNITS];
     int nunits, nslots;
@@ -232,6 +232,9 @@ void program_add(step_program *p, int kind, int lane, int layer, int unit, int k
 /* ---- the scheduler (scheduler_gpu.c) ---- */
 /* Declares every operation, derives the waits, creates the events. */
 void schedule_program(step_program *p, cc_executor *ex);
+/* What an issue of the program needs made first (the NaN scans' slots, the
+ * timing events): before a CUDA graph capture, which may not allocate. */
+void schedule_prepare(step_program *p, cc_executor *ex);
 /* Issues the program's operations on their streams, joined into the main
  * stream at the end. */
 void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long scored);

@@ -60,7 +60,7 @@ static void gpu_bptt(const ladder_ctx *cx, gpu_scratch *sc, gpu_gru_path gpath, 
 }
 
 /* The BPTT in windows of `chunk` steps with buffers of their own, as
- * recompute runs it (src/gpu/recompute_gpu.c): each window's gates and ghn
+ * recompute runs it (src/gpu/ops_layer_gpu.c): each window's gates and ghn
  * copied into [B, chunk, ·] buffers, its gate gradients into one of two
  * [B, chunk, 3D] pairs by turns (the persistent BPTT's first step reads the
  * window after's dgh there), its weight gradients from them and a copy of its

@@ -45,7 +45,7 @@ static void forward_windows_check(const ladder_ctx *cx, stage *st, gpu_gru_path 
 }
 
 /* The same windows with buffers of their own, as recompute runs them
- * (src/gpu/recompute_gpu.c): each window's gx copied into a [B, chunk, 3D]
+ * (src/gpu/ops_layer_gpu.c): each window's gx copied into a [B, chunk, 3D]
  * buffer, its gates and ghn written to [B, chunk, ·] ones, h and hprev16 the
  * layer's: every output bit for bit the whole launch's. */
 static void forward_own_buffers_check(const ladder_ctx *cx, stage *st, gpu_gru_path gpath, const gru_layer *whole,

@@ -189,7 +189,7 @@ static void accum_step_case(const ladder_ctx *cx, stage *st, cc_rng *r, int chun
     gpu->ops->destroy(gpu);
 }
 
-/* The wavefront (wavefront_gpu.c): chunks that divide T and chunks that do
+/* The wavefront (program_gpu.c): chunks that divide T and chunks that do
  * not, L = 1 to 4, and the default config's kernels in 2 lanes (cluster
  * recurrence where the GPU has clusters), each a full step against the CPU
  * and run twice for the same bits (full_step_check). */
