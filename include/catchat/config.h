@@ -67,6 +67,11 @@ typedef struct cc_config {
     struct {
         char train[CC_ORIGIN_MAX], val[CC_ORIGIN_MAX], out_dir[CC_ORIGIN_MAX];
     } from;
+    /* Not a key: testing aid (the ladder's recompute cases): recompute's
+     * layers in this many windows where it divides T (0: the plan's choice).
+     * It reaches the GPU executor's plan with the config, so it is that
+     * executor's alone (gpu_step_plan_for: gpu_plan_opts). */
+    int rc_windows_forced;
 } cc_config;
 
 /* Fill every key with its default. */

@@ -124,11 +124,6 @@ int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int
 /* The same for a plan (none unless it recomputes), at B as gpu_plan_buffers:
  * what the executor points into its `work` (GPU_BUF_WORK, *total bytes). */
 int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int B, int T, gpu_work_part *out, int max, size_t *total);
-/* Testing aid (the ladder): recompute's layers in n windows where n divides
- * T (0: the plan's choice). It sets what gpu_step_plan_for passes to
- * gpu_plan_make (gpu_plan_opts.force_rc_windows), for every plan made after
- * it in this process. */
-void gpu_recompute_force_windows(int n);
 
 /* What the classifier's chunk buffers may take, over all lanes, where
  * [gpu] classifier_rows does not set their rows: 256 MiB, or 60 MiB (under
@@ -149,7 +144,7 @@ void gpu_recompute_force_windows(int n);
 typedef struct gpu_plan_opts {
     /* Testing aid (the ladder's recompute cases): recompute's layers in this
      * many windows where it divides T (0: the plan's choice). No config key
-     * sets it. */
+     * sets it: gpu_step_plan_for takes it from cc_config.rc_windows_forced. */
     int force_rc_windows;
 } gpu_plan_opts;
 

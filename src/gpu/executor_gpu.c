@@ -393,12 +393,6 @@ static const cc_executor_ops GPU_OPS = {
     .destroy = gpu_destroy,
 };
 
-/* The ladder's testing aid (gpu_plan.h): what every plan of this process
- * takes as gpu_plan_opts.force_rc_windows. */
-static int rc_windows_forced;
-
-void gpu_recompute_force_windows(int n) { rc_windows_forced = n > 0 ? n : 0; }
-
 /* The device's free memory, 0 where it cannot be read. */
 static size_t device_free_bytes(void)
 {
@@ -415,7 +409,7 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
     memset(p, 0, sizeof(*p));
     gpu_caps caps;
     if (gpu_caps_for_config(&caps, cfg) != 0) return -1;
-    const gpu_plan_opts opts = { .force_rc_windows = rc_windows_forced };
+    const gpu_plan_opts opts = { .force_rc_windows = cfg->rc_windows_forced > 0 ? cfg->rc_windows_forced : 0 };
     return gpu_plan_make(p, &caps, cfg, B, T, device_free_bytes(), &opts);
 }
 

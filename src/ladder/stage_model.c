@@ -276,9 +276,8 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
                  strcmp(c.gpu_recurrence, "auto") ? ", " : "", strcmp(c.gpu_recurrence, "auto") ? c.gpu_recurrence : "",
                  strcmp(c.gpu_attention, "auto") ? ", FP32 attention" : "", c.ctx_grad_clamp > 0 ? ", ctx guard" : "",
                  cases[i].lanes ? ", D=128 B=16, 2 lanes" : "", win);
-        gpu_recompute_force_windows(cases[i].windows);
+        c.rc_windows_forced = cases[i].windows;
         full_step_check(cx, st, &c, tag, cases[i].lanes, cases[i].guard > 0 && !cases[i].lanes);
-        gpu_recompute_force_windows(0);
     }
 }
 
