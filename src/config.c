@@ -88,7 +88,7 @@ static const key_spec KEYS[] = {
     { "gpu", "clusters", K_CHOICE, OFF(gpu_clusters), 0, 0, "auto", "thread-block clusters: auto (where the GPU has them) or off (run as a GPU before sm_90 would)", "auto|off" },
     { "gpu", "collective_timeout", K_REAL, OFF(collective_timeout), 0, 1e9, "60", "data parallelism: a collective that has waited this many seconds and 10x the median step (10x this before three step times are known) is taken for a rank that is alive but hung: the waiting ranks stop with one line naming the step and the collective (0 = never; raise it where a checkpoint write takes longer)", NULL },
     { "gpu", "allreduce_overlap", K_CHOICE, OFF(allreduce_overlap), 0, 0, "on", "data parallelism: on (the context stream's and classifier's gradients are all-reduced over ranks while the BPTT runs, in a one-lane step) or off (every gradient after the backward, for measuring what the overlap hides)", "on|off" },
-    { "gpu", "lane_trace", K_INT, OFF(lane_trace), 0, 1, "0", "1: print after each step when every lane's recurrences ran (env CATCHAT_LANE_TRACE)", NULL },
+    { "gpu", "lane_trace", K_INT, OFF(lane_trace), 0, 1, "0", "1: print after each step when each lane's layers ran their recurrence windows and its weight GEMMs ran, under every schedule (env CATCHAT_LANE_TRACE)", NULL },
 };
 #define NKEYS ((int)(sizeof(KEYS) / sizeof(KEYS[0])))
 _Static_assert(sizeof(KEYS) / sizeof(KEYS[0]) <= 64, "ini_state.seen holds 64 keys");
