@@ -109,11 +109,8 @@ static double gpu_forward_backward(cc_executor *ex, const int *x, const int *y, 
              * accumulating: once, here, after the last micro-batch); otherwise the whole buffer */
             const int overlapped = gpu_overlaps_allreduce(ex, lanes);
             const size_t tail = overlapped ? ex->lay.t[ex->lay.ctx_norm].offset : ex->lay.total;
+            /* (the step's end joined the tail's stream into the main one: scheduler_gpu.c) */
             cc_dist_allreduce_f32(ex->dist, g->g32, tail, g->stream);
-            if (overlapped) {
-                cudaCheck(cudaEventRecord(g->ev_done, g->comm_stream));
-                cudaCheck(cudaStreamWaitEvent(g->stream, g->ev_done, 0));
-            }
         }
         for (int i = 0; ex->check && i < ex->lay.n; i++) {
             char name[CC_NAME_MAX + 8];
@@ -364,7 +361,6 @@ static void gpu_destroy(cc_executor *ex)
         gpu_scratch_destroy(ln->sc);
         if (l > 0) cudaStreamDestroy(ln->stream);
     }
-    cudaEventDestroy(g->ev_done);
     cudaEventDestroy(g->ev_batch);
     cudaStreamDestroy(g->comm_stream);
     cudaStreamDestroy(g->stream);
@@ -477,7 +473,6 @@ cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
     const int lane_priority = highest < lowest ? highest + 1 : lowest;
     cudaCheck(cudaStreamCreateWithPriority(&g->stream, cudaStreamDefault, lane_priority));
     cudaCheck(cudaStreamCreate(&g->comm_stream));
-    cudaCheck(cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_batch, cudaEventDisableTiming));
     const size_t n = ex->lay.total, M = (size_t)B * T;
     for (int l = 0; l < g->plan.lanes; l++) {

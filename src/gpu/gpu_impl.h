@@ -60,7 +60,7 @@ typedef struct {
      * (rec_sc[0]: rec_stream's, also without the wavefront) */
     gpu_scratch *sc, *wgrad_sc, *feed_sc[GPU_WAVE_MAX_LAYERS], *rec_sc[GPU_WAVE_MAX_LAYERS];
     float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
-    int index;  /* 0 .. nlanes − 1 */
+    int index;  /* 0 .. plan.lanes − 1 */
     int b0, B;  /* sequences [b0, b0 + B) of the batch */
 } gpu_lane;
 
@@ -68,7 +68,7 @@ typedef struct {
 
 typedef struct {
     cudaStream_t stream, comm_stream; /* the gradient all-reduce runs beside the BPTT */
-    cudaEvent_t ev_done, ev_batch;
+    cudaEvent_t ev_batch; /* the main stream's point where every stream of a step starts */
     /* this executor's recurrence state: a refused persistent launch sends its
      * later recurrences per step and turns its wavefront off (program_gpu.c), and
      * no other executor's */
@@ -100,7 +100,7 @@ typedef struct {
     uint16_t *win_a16[GPU_WAVE_MAX_LAYERS][2], *win_hp16[GPU_WAVE_MAX_LAYERS][2];
     uint16_t *win_dgx16[GPU_WAVE_MAX_LAYERS][2], *win_dgh16[GPU_WAVE_MAX_LAYERS][2];
     /* the step's programs (program_gpu.c), by what they were built for:
-     * a training step of nlanes lanes with and without a gradient, and an
+     * a training step of plan.lanes lanes with and without a gradient, and an
      * evaluation */
     struct step_program *programs[GPU_PROGRAMS];
     struct step_program *ran; /* the last step's (issued or replayed) */
@@ -116,7 +116,7 @@ typedef struct {
     gpu_lane lane[GPU_MAX_LANES];
     /* parameters (FP32 master + FP16 working copy), gradients, moments */
     float *p32, *g32, *m, *v;
-    float *g32_lanes; /* lanes 1.. : (nlanes − 1) gradient buffers */
+    float *g32_lanes; /* lanes 1.. : (plan.lanes − 1) gradient buffers */
     float *acc32;     /* gradient accumulation: the step's gradient before its last micro-batch (on first use) */
     long accum_total; /* gradient accumulation: the step's scored positions over all ranks */
     uint16_t *p16;

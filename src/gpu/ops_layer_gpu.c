@@ -14,10 +14,10 @@
 #include "gpu/gpu_impl.h"
 #include "gpu/step_gpu.h"
 
-lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes)
+lane_ctx lane_view(cc_executor *ex, gpu_lane *ln)
 {
     const cc_dims *d = &ex->lay.dims;
-    lane_ctx c = { ex, IMPL(ex), ln, nlanes, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
+    lane_ctx c = { ex, IMPL(ex), ln, ln->B, ex->T, ln->B * ex->T, d->D, d->L, d->H, d->W, d->V,
                    (size_t)ln->b0 * ex->T, (size_t)ex->B * ex->T, ln->b0, (size_t)ln->b0 * ex->T,
                    cc_norm_consts_of(d) };
     return c;

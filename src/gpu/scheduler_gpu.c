@@ -19,32 +19,29 @@
 #include "gpu/gpu_impl.h"
 #include "gpu/step_gpu.h"
 
-/* Each kind's name, function and bench phase (executor.h). */
+/* Each kind's function and bench phase (executor.h). */
 typedef void (*op_fn)(step_run *);
 static const struct {
-    const char *name;
     op_fn fn;
     int phase;
 } KIND[OP_KINDS] = {
-    [OP_EMBED] = { "embed", op_embed, PH_INPUT },
-    [OP_FEED] = { "feed", op_feed, PH_INPUT },
-    [OP_RECUR] = { "recur", op_recur, PH_REC_FWD },
-    [OP_TOP_CTX] = { "top_ctx", op_top_ctx, PH_CONTEXT_FWD },
-    [OP_CLASSIFIER] = { "classifier", op_classifier, PH_CLASSIFIER },
-    [OP_TOP_DC] = { "top_dc", op_top_dc, PH_CONTEXT_BWD },
-    [OP_WG_CTX_OUT] = { "wg_ctx_out", op_wg_ctx_out, PH_CONTEXT_BWD },
-    [OP_TOP_ATTN] = { "top_attn", op_top_attn, PH_CONTEXT_BWD },
-    [OP_WG_CTX_QKV] = { "wg_ctx_qkv", op_wg_ctx_qkv, PH_CONTEXT_BWD },
-    [OP_TOP_DX] = { "top_dx", op_top_dx, PH_CONTEXT_BWD },
-    [OP_ALLREDUCE_TAIL] = { "allreduce_tail", op_allreduce_tail, PH_CONTEXT_BWD },
-    [OP_REBUILD] = { "rebuild", op_rebuild, PH_BPTT },
-    [OP_BPTT] = { "bptt", op_bptt, PH_BPTT },
-    [OP_DX] = { "dx", op_dx, PH_WGRAD },
-    [OP_WGRAD] = { "wgrad", op_wgrad, PH_WGRAD },
-    [OP_EMBED_BWD] = { "embed_bwd", op_embed_bwd, PH_WGRAD },
+    [OP_EMBED] = { op_embed, PH_INPUT },
+    [OP_FEED] = { op_feed, PH_INPUT },
+    [OP_RECUR] = { op_recur, PH_REC_FWD },
+    [OP_TOP_CTX] = { op_top_ctx, PH_CONTEXT_FWD },
+    [OP_CLASSIFIER] = { op_classifier, PH_CLASSIFIER },
+    [OP_TOP_DC] = { op_top_dc, PH_CONTEXT_BWD },
+    [OP_WG_CTX_OUT] = { op_wg_ctx_out, PH_CONTEXT_BWD },
+    [OP_TOP_ATTN] = { op_top_attn, PH_CONTEXT_BWD },
+    [OP_WG_CTX_QKV] = { op_wg_ctx_qkv, PH_CONTEXT_BWD },
+    [OP_TOP_DX] = { op_top_dx, PH_CONTEXT_BWD },
+    [OP_ALLREDUCE_TAIL] = { op_allreduce_tail, PH_CONTEXT_BWD },
+    [OP_REBUILD] = { op_rebuild, PH_BPTT },
+    [OP_BPTT] = { op_bptt, PH_BPTT },
+    [OP_DX] = { op_dx, PH_WGRAD },
+    [OP_WGRAD] = { op_wgrad, PH_WGRAD },
+    [OP_EMBED_BWD] = { op_embed_bwd, PH_WGRAD },
 };
-
-const char *op_name(int kind) { return KIND[kind].name; }
 
 /* Whether two accesses touch a common byte and one of them writes. Exact
  * for single runs, and for runs of one stride that each lie within their
@@ -97,7 +94,7 @@ static int overlaps(const step_program *p, const step_op *x, const step_op *y)
 static lane_ctx op_view(cc_executor *ex, const step_program *p, const step_op *o)
 {
     gpu_impl *g = IMPL(ex);
-    lane_ctx c = lane_view(ex, &g->lane[o->lane], p->lanes);
+    lane_ctx c = lane_view(ex, &g->lane[o->lane]);
     const int top = (o->kind >= OP_TOP_CTX && o->kind <= OP_TOP_DX) || (o->kind == OP_FEED && o->layer == c.L);
     if (top && g->plan.recompute) return lane_part(&c, o->s0, o->ns, 1);
     return c;

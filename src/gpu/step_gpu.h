@@ -42,8 +42,6 @@ typedef enum {
     OP_KINDS
 } op_kind;
 
-/* The kind's name (its function is op_<name>). */
-const char *op_name(int kind);
 
 /* Where an operation runs: a stream and the GEMM context serving it (a
  * context's workspace serves one stream at a time). */
@@ -130,7 +128,6 @@ typedef struct {
     cc_executor *ex;
     gpu_impl *g;
     gpu_lane *ln;
-    int nlanes; /* lanes of this step */
     int B, T, M, D, L, H, W, V;
     size_t r0, M_all; /* the lane's first row; rows of the whole batch (per-layer tensors are [L, M_all, ·]) */
     int b0;           /* the lane's first sequence */
@@ -200,7 +197,7 @@ void scan_launch(step_run *r, int slot);
 void scans_reserve(step_program *p, cc_executor *ex);
 
 /* ---- the operations (ops_layer_gpu.c, ops_top_gpu.c) ---- */
-lane_ctx lane_view(cc_executor *ex, gpu_lane *ln, int nlanes);
+lane_ctx lane_view(cc_executor *ex, gpu_lane *ln);
 /* Sequences [s0, s0 + ns) of lane c as a lane of their own (a part under recompute: top rows from 0). */
 lane_ctx lane_part(const lane_ctx *c, int s0, int ns, int part_buffers);
 void op_embed(step_run *r);
