@@ -161,6 +161,11 @@ Test(plan_gpu, default_config_with_clusters_takes_the_fastest_recurrence_and_the
         cr_expect_eq(p.impl, GRU_IMPL_CLUSTER);
         cr_expect_eq(p.lanes, 2, "4 lanes of 16 run clusters; the wavefront takes 2");
         cr_expect_eq(p.wave_chunk, 128);
+        const char *on[] = { "recompute=on", NULL };
+        const cc_config rc = config_with(on);
+        const gpu_step_plan q = plan_of(&c, &rc, rc.batch_size, rc.seq_len, 0);
+        cr_expect(q.recompute && q.wave_chunk == q.rc_window, "recompute under the wavefront: %s", q.wave_why);
+        cr_expect_eq(q.lanes, 1, "recompute under the wavefront runs one lane");
     } else {
         cr_log_info("no cluster kernels resident here (no GPU answered): the persistent plan is checked");
         cr_expect_eq(p.impl, GRU_IMPL_PERSISTENT);

@@ -503,10 +503,10 @@ static void rc_layout(gpu_step_plan *p, const cc_dims *d, int B, int T)
     p->rc_back_stride = strides[1];
 }
 
-/* Under recompute 2 lanes rather than 4 (11.20 against 11.26 ms at the
- * default config layer after layer, 1 lane 11.54, and two lanes' gradient
+/* Under recompute 2 lanes rather than 4 layer after layer (11.20 against
+ * 11.26 ms at the default config, 1 lane 11.54, and two lanes' gradient
  * buffers less: docs/results/recompute_lanes_5b23236.txt), and the
- * wavefront where the kernels take it, in chunks of the recompute window:
+ * wavefront where the kernels take it (in one lane), in chunks of the recompute window:
  * each layer then has its own set of window buffers (the layers run at
  * once) and its own block of the forward's hprev16. [gpu] wavefront_chunk
  * sets the window where it divides T. */
@@ -531,6 +531,15 @@ static int plan_recompute_shape(gpu_step_plan *p, const cc_config *cfg, const cc
     } else if (p->wave_chunk) {
         p->wave_chunk = 0;
         snprintf(p->wave_why, sizeof(p->wave_why), "off: recompute runs the layers in one window");
+    }
+    /* Under the wavefront one lane, where [gpu] lanes does not set them: the backward is bound by the
+     * SMs that the rebuilds, the BPTTs and the windows' weight GEMMs share, and one lane does the same
+     * work in half as many launches of twice the rows: 9.16-9.23 ms against 9.38-9.63 in two lanes at
+     * the default config, in 2.5 KB a token less (a lane's gradients and GEMM contexts;
+     * docs/results/recompute_one_lane_2026-12-04.txt). */
+    if (p->wave_chunk && cfg->gpu_lanes == 0 && p->lanes > 1) {
+        p->lanes = 1;
+        plan_recurrence(p, B, T, d->D);
     }
     rc_layout(p, d, B, T);
     /* a layer's window buffers each hold more than one layer's: where that would not fit the budget and one

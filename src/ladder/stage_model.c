@@ -252,6 +252,8 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
         /* recompute under the wavefront: each layer its own window buffers, the top layer's rebuilds ahead */
         { "on", "auto", "auto", 3, 0, 0, 0, 0, 8 },    { "on", "persistent", "auto", 4, 0, 0, 0, 0, 8 },
         { "on", "auto", "auto", 3, 128, 2, 0, 0, 10 }, { "on", "auto", "auto", 2, 128, 2, 0, 2e-4, 20 },
+        /* and in the plan's own lanes there (one) */
+        { "on", "auto", "auto", 3, 128, -1, 0, 0, 10 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cc_config c;
@@ -262,12 +264,12 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
         c.n_layers = cases[i].L;
         c.ctx_grad_clamp = cases[i].guard;
         c.gpu_wavefront_chunk = cases[i].chunk;
-        if (cases[i].lanes) { /* the default's kernels: head size 64, clusters, two lanes */
+        if (cases[i].lanes) { /* the default's kernels: head size 64, clusters, two lanes (-1: the plan's) */
             c.d_model = cases[i].D;
             c.n_heads = 2;
             c.seq_len = 40;
             c.batch_size = 16;
-            c.gpu_lanes = cases[i].lanes;
+            c.gpu_lanes = cases[i].lanes > 0 ? cases[i].lanes : 0;
         }
         char tag[160], win[40] = "";
         if (cases[i].windows) snprintf(win, sizeof(win), ", %d window%s", cases[i].windows, cases[i].windows > 1 ? "s" : "");
@@ -275,9 +277,11 @@ static void recompute_cases(const ladder_ctx *cx, stage *st)
         snprintf(tag, sizeof(tag), " (recompute %s, L=%d%s%s%s%s%s%s)", c.gpu_recompute, c.n_layers,
                  strcmp(c.gpu_recurrence, "auto") ? ", " : "", strcmp(c.gpu_recurrence, "auto") ? c.gpu_recurrence : "",
                  strcmp(c.gpu_attention, "auto") ? ", FP32 attention" : "", c.ctx_grad_clamp > 0 ? ", ctx guard" : "",
-                 cases[i].lanes ? ", D=128 B=16, 2 lanes" : "", win);
+                 cases[i].lanes > 0 ? ", D=128 B=16, 2 lanes" : cases[i].lanes ? ", D=128 B=16" : "", win);
         c.rc_windows_forced = cases[i].windows;
-        full_step_check(cx, st, &c, tag, cases[i].lanes, cases[i].guard > 0 && !cases[i].lanes);
+        /* the plan's lanes under the wavefront: one */
+        full_step_check(cx, st, &c, tag, cases[i].lanes > 0 ? cases[i].lanes : cases[i].lanes ? 1 : 0,
+                        cases[i].guard > 0 && !cases[i].lanes);
     }
 }
 
