@@ -2,8 +2,9 @@
  * workstation GPUs catchat supports, described as gpu_caps_query would read
  * them, planned against free bytes nobody here has. The checks follow from
  * the planner's rules (lanes divide the batch, recompute exactly where the
- * keep-everything plan does not fit, the buffer table adds up, the work
- * parts in use at once never meet), not from snapshots of its output.
+ * keep-everything plan does not fit, the buffer table adds up, no tensor
+ * of `work` reads bytes another wrote while its value lived), not from
+ * snapshots of its output.
  *
  * One device fact is not in gpu_caps: whether the cluster kernels can be
  * resident (kernels/gru_cluster.cu asks the occupancy API, for caps with
@@ -308,94 +309,76 @@ static int meet(const gpu_work_part *a, const gpu_work_part *b)
     return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
 }
 
-/* Whether the parts named in set (NULL-terminated) lie apart in parts. */
-static int apart(const gpu_work_part *parts, int n, const gpu_work_id *set, int nset, char *why, size_t len)
+/* Under recompute the tensors of `work` share bytes only where their
+ * values are never live at once: walking each program of the step (with
+ * and without a gradient, evaluation) in program order, no operation reads
+ * bytes of a tensor that another tensor wrote since (gpu_plan_work_check,
+ * which follows who holds each byte rather than the liveness pass's spans).
+ * Every tensor lies inside the allocation, which is the buffer table's, and
+ * the sharing is real: the context stream's part lies over the layers'
+ * tensors (their values are dead between the forward and the backward) and the
+ * allocation is smaller than the tensors side by side. The context stream's
+ * part divides a lane. */
+Test(plan_gpu, recompute_work_tensors_share_bytes_only_where_never_live_together)
 {
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) {
-            int in_i = 0, in_j = 0;
-            for (int k = 0; k < nset; k++) {
-                in_i |= parts[i].id == set[k];
-                in_j |= parts[j].id == set[k];
-            }
-            if (in_i && in_j && meet(&parts[i], &parts[j])) {
-                snprintf(why, len, "%s meets %s", parts[i].name, parts[j].name);
-                return 0;
-            }
-        }
-    return 1;
-}
-
-/* Under recompute, the parts of work in use at the same time never share a
- * byte: the layers' windows and the forward's hprev16; the windows and the
- * backward's; the context stream's, with its context output, then with the
- * attention backward's dO and dqkv over that; under the wavefront each
- * layer's set of window buffers after the one before (strides no smaller
- * than a set). The context stream's part is no larger than the layers'
- * set, and divides a lane. */
-Test(plan_gpu, recompute_work_parts_in_use_together_lie_apart)
-{
-    static const gpu_work_id fwd[] = { GPU_WORK_WIN_A16_0, GPU_WORK_WIN_GATES_0, GPU_WORK_WIN_GHN_0,
-                                       GPU_WORK_WIN_A16_1, GPU_WORK_WIN_GATES_1, GPU_WORK_WIN_GHN_1,
-                                       GPU_WORK_HPREV16 };
-    static const gpu_work_id bwd[] = { GPU_WORK_WIN_A16_0,  GPU_WORK_WIN_GATES_0, GPU_WORK_WIN_GHN_0,
-                                       GPU_WORK_WIN_A16_1,  GPU_WORK_WIN_GATES_1, GPU_WORK_WIN_GHN_1,
-                                       GPU_WORK_WIN_HP16_0, GPU_WORK_WIN_DGX16_0, GPU_WORK_WIN_DGH16_0,
-                                       GPU_WORK_WIN_DTMP_0, GPU_WORK_WIN_HP16_1, GPU_WORK_WIN_DGX16_1,
-                                       GPU_WORK_WIN_DGH16_1, GPU_WORK_WIN_DTMP_1 };
-    static const gpu_work_id top_fwd[] = { GPU_WORK_S16, GPU_WORK_QKV16, GPU_WORK_O16, GPU_WORK_DC16,
-                                           GPU_WORK_DTMP, GPU_WORK_C };
-    static const gpu_work_id top_bwd[] = { GPU_WORK_S16, GPU_WORK_QKV16, GPU_WORK_O16, GPU_WORK_DC16,
-                                           GPU_WORK_DTMP, GPU_WORK_DO16, GPU_WORK_D16 };
     static const char *const variants[][4] = { { "recompute=on", NULL },
                                                { "recompute=on", "attention=fp32", NULL },
                                                { "recompute=on", "d_model=1024", NULL },
                                                { "recompute=on", "recurrence=per-step", "seq_len=40", NULL },
-                                               { "recompute=on", "lanes=4", NULL } };
+                                               { "recompute=on", "lanes=4", NULL },
+                                               { "recompute=on", "lanes=2", "ctx_grad_clamp=1", NULL },
+                                               { "recompute=on", "wavefront=off", NULL } };
     for (int g = 0; g < NGPUS; g++)
         for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
             const cc_config cfg = config_with(variants[v]);
             const gpu_caps c = caps_of(&GPUS[g]);
             const int B = cfg.batch_size, T = cfg.seq_len;
             const gpu_step_plan p = plan_of(&c, &cfg, B, T, 0);
+            const char *what = variants[v][1] ? variants[v][1] : "";
             cr_assert(p.recompute);
             cr_expect_eq(T % p.rc_window, 0, "window %d of T %d", p.rc_window, T);
             cr_expect(p.rc_sets == (p.wave_chunk ? cfg.n_layers : 1), "%d sets", p.rc_sets);
             cr_expect(!p.wave_chunk || p.wave_chunk == p.rc_window, "chunk %d, window %d", p.wave_chunk, p.rc_window);
             cr_expect(p.top_seqs >= 1 && p.lane_B % p.top_seqs == 0, "%d of a lane's %d", p.top_seqs, p.lane_B);
             const cc_dims d = cc_dims_from_config(&cfg);
-            gpu_work_part parts[GPU_WORK_COUNT];
-            size_t total = 0;
-            const int n = gpu_plan_work(&p, &d, B, T, parts, GPU_WORK_COUNT, &total);
+            gpu_work_part parts[GPU_WORK_MAX];
+            size_t total = 0, apart = 0;
+            const int n = gpu_plan_work(&p, &d, T, parts, GPU_WORK_MAX, &total);
             cr_assert_gt(n, 10);
             cc_layout lay;
             cc_layout_build(&lay, &d);
             gpu_plan_buffer t[GPU_BUF_COUNT];
             gpu_plan_buffers(&p, &d, lay.total, B, T, t);
-            cr_expect_eq(total, t[GPU_BUF_WORK].bytes, "the parts' allocation is the table's");
-            size_t layers_end = 0, top_end = 0;
+            cr_expect_eq(total, t[GPU_BUF_WORK].bytes, "the tensors' allocation is the table's");
+            int top_over_layers = 0;
             for (int i = 0; i < n; i++) {
-                /* the first set's window buffers are listed; a layer's each under the wavefront lie at the strides */
-                const gpu_work_id id = parts[i].id;
-                const size_t stride = id <= GPU_WORK_WIN_GHN_1 ? p.rc_both_stride
-                                      : id >= GPU_WORK_WIN_HP16_0 && id <= GPU_WORK_WIN_DTMP_1 ? p.rc_back_stride
-                                                                                                 : 0;
-                const size_t end = parts[i].offset + parts[i].bytes + (size_t)(p.rc_sets - 1) * stride;
-                cr_expect_leq(end, total, "%s", parts[i].name);
-                if (parts[i].id >= GPU_WORK_S16) top_end = end > top_end ? end : top_end;
-                else layers_end = end > layers_end ? end : layers_end;
+                cr_expect_leq(parts[i].offset + parts[i].bytes, total, "%s ends inside the allocation", parts[i].name);
+                cr_expect_eq(parts[i].offset % 256, 0, "%s at a 256-byte offset", parts[i].name);
+                apart += parts[i].bytes;
+                for (int j = 0; j < n; j++)
+                    top_over_layers |= parts[i].id >= GPU_WORK_S16 && parts[j].id < GPU_WORK_S16 && meet(&parts[i], &parts[j]);
             }
-            cr_expect_leq(top_end, layers_end, "%s: the context stream's part takes no more than the layers'",
-                          c.name);
-            char why[128] = "";
-#define APART(set) cr_expect(apart(parts, n, set, (int)(sizeof(set) / sizeof(set[0])), why, sizeof(why)), \
-                             "%s %s: %s", c.name, variants[v][1] ? variants[v][1] : "", why)
-            APART(fwd);
-            APART(bwd);
-            APART(top_fwd);
-            APART(top_bwd);
-#undef APART
+            cr_expect_lt(total, apart, "%s %s: tensors share bytes", c.name, what);
+            cr_expect(top_over_layers, "%s %s: the context stream's part lies over the layers' tensors", c.name, what);
+            char why[256] = "";
+            cr_expect(gpu_plan_work_check(&p, &cfg, why, sizeof(why)), "%s %s: %s", c.name, what, why);
         }
+}
+
+/* The check can fail: with every tensor at offset 0, a value is read after
+ * another tensor wrote its bytes. */
+Test(plan_gpu, work_check_finds_tensors_that_share_bytes_while_live)
+{
+    const char *on[] = { "recompute=on", NULL };
+    const cc_config cfg = config_with(on);
+    const gpu_caps c = caps_of(gpu_named("RTX 4090"));
+    gpu_step_plan p = plan_of(&c, &cfg, cfg.batch_size, cfg.seq_len, 0);
+    char why[256] = "";
+    cr_assert(gpu_plan_work_check(&p, &cfg, why, sizeof(why)), "%s", why);
+    memset(p.work_at, 0, sizeof(p.work_at));
+    cr_expect_not(gpu_plan_work_check(&p, &cfg, why, sizeof(why)));
+    cr_log_info("with every tensor at 0: %s", why);
+    cr_expect(strstr(why, "reads bytes") != NULL, "%s", why);
 }
 
 /* The ladder's testing aid: recompute's layers in a forced count of windows

@@ -32,6 +32,16 @@ enum { GPU_MEM_WEIGHTS, GPU_MEM_LAYERS, GPU_MEM_ATTENTION, GPU_MEM_CLASSIFIER, G
 /* Their names in bench's table and JSON: "weights_optimizer", "layers", ... */
 extern const char *const gpu_mem_group_names[GPU_MEM_GROUPS];
 
+/* The tensors that lie in `work` under recompute (gpu_impl.h). */
+typedef enum {
+    GPU_WORK_WIN_A16_0, GPU_WORK_WIN_GATES_0, GPU_WORK_WIN_GHN_0, GPU_WORK_WIN_A16_1, GPU_WORK_WIN_GATES_1,
+    GPU_WORK_WIN_GHN_1, GPU_WORK_HPREV16, GPU_WORK_WIN_HP16_0, GPU_WORK_WIN_DGX16_0, GPU_WORK_WIN_DGH16_0,
+    GPU_WORK_WIN_DTMP_0, GPU_WORK_WIN_HP16_1, GPU_WORK_WIN_DGX16_1, GPU_WORK_WIN_DGH16_1, GPU_WORK_WIN_DTMP_1,
+    GPU_WORK_S16, GPU_WORK_QKV16, GPU_WORK_O16, GPU_WORK_DC16, GPU_WORK_DTMP, GPU_WORK_C, GPU_WORK_DO16,
+    GPU_WORK_D16,
+    GPU_WORK_COUNT
+} gpu_work_id;
+
 typedef struct gpu_step_plan {
     gpu_caps caps;     /* the device's, narrowed by [gpu] profile, smem_per_block, sm_count, clusters */
     gpu_caps rec_caps; /* the same with a lane's share of the SMs: what the recurrence kernels choose by */
@@ -50,11 +60,12 @@ typedef struct gpu_step_plan {
     int rc_window;     /* under recompute: steps a window of a layer's recurrence (divides T) */
     int top_seqs;      /* under recompute: sequences of the context stream's part (divides a lane's) */
     /* under recompute: sets of window buffers (L under the wavefront, whose
-     * layers run at once, each in its own; else 1) and the bytes from one
-     * set to the next in `work`: of the buffers both passes use (a16,
-     * gates, ghn), and of the backward's (hp16, dgx16, dgh16, dtmp) */
+     * layers run at once, each in its own; else 1), and where each tensor
+     * of `work` lies, by id and set (gpu_plan_work), and its bytes, at the
+     * plan's batch: laid out by their liveness (src/gpu/work_layout_gpu.c) */
     int rc_sets;
-    size_t rc_both_stride, rc_back_stride;
+    size_t work_at[GPU_WORK_COUNT][GPU_WAVE_MAX_LAYERS];
+    size_t work_bytes;
     char recompute_why[192]; /* on or off, and why, in words */
     int ce_rows;       /* rows of a classifier chunk ([gpu] classifier_rows, or what GPU_CE_BUDGET(_TIGHT) holds) */
     int ce_ldv;        /* the logits' row pitch: V padded to GPU_LOGITS_ALIGN */
@@ -98,32 +109,28 @@ typedef struct {
  * own B: the plan's top_seqs). Returns GPU_BUF_COUNT. */
 int gpu_plan_buffers(const gpu_step_plan *p, const cc_dims *d, size_t n, int B, int T, gpu_plan_buffer *out);
 
-/* The tensors that lie in `work` under recompute (gpu_impl.h). */
-typedef enum {
-    GPU_WORK_WIN_A16_0, GPU_WORK_WIN_GATES_0, GPU_WORK_WIN_GHN_0, GPU_WORK_WIN_A16_1, GPU_WORK_WIN_GATES_1,
-    GPU_WORK_WIN_GHN_1, GPU_WORK_HPREV16, GPU_WORK_WIN_HP16_0, GPU_WORK_WIN_DGX16_0, GPU_WORK_WIN_DGH16_0,
-    GPU_WORK_WIN_DTMP_0, GPU_WORK_WIN_HP16_1, GPU_WORK_WIN_DGX16_1, GPU_WORK_WIN_DGH16_1, GPU_WORK_WIN_DTMP_1,
-    GPU_WORK_S16, GPU_WORK_QKV16, GPU_WORK_O16, GPU_WORK_DC16, GPU_WORK_DTMP, GPU_WORK_C, GPU_WORK_DO16,
-    GPU_WORK_D16,
-    GPU_WORK_COUNT
-} gpu_work_id;
 
-/* Testing aid (tests/test_gpu_caps.c: the layout's lanes never share
- * bytes while they run at once): under [gpu] recompute, where each tensor
- * of the shared allocation lies (name, byte offset, bytes) for B sequences
- * of T under d, with windows of `window` steps, the context stream's part
- * of top_seqs sequences, with the tensor-core attention or not. Returns how
- * many (at most max); *total: the allocation's size. */
+
+/* A tensor of `work` under recompute (gpu_impl.h): its name, place and
+ * bytes, and the set of window buffers it belongs to (a layer's under the
+ * wavefront; 0 for the others). */
 typedef struct {
     const char *name;
     size_t offset, bytes;
     gpu_work_id id;
+    int set;
 } gpu_work_part;
-int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int attn_tc, gpu_work_part *out, int max,
-                   size_t *total);
-/* The same for a plan (none unless it recomputes), at B as gpu_plan_buffers:
- * what the executor points into its `work` (GPU_BUF_WORK, *total bytes). */
-int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int B, int T, gpu_work_part *out, int max, size_t *total);
+/* At most this many: the window buffers of every set, hprev16 and the context stream's. */
+#define GPU_WORK_MAX (GPU_WORK_COUNT * GPU_WAVE_MAX_LAYERS)
+/* The tensors of the plan's `work` (none unless it recomputes) at the
+ * plan's batch, at most max of them, in out; *total: the allocation's
+ * bytes (GPU_BUF_WORK). Returns how many. */
+int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int T, gpu_work_part *out, int max, size_t *total);
+/* Testing aid (tests/test_plan_gpu.c): walks the step's programs under
+ * plan p (made from cfg) in program order, following which tensor's value
+ * each byte of `work` holds, and returns 1 when no operation reads bytes of
+ * a tensor that another tensor wrote since (0, said in why). */
+int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why, size_t len);
 
 /* What the classifier's chunk buffers may take, over all lanes, where
  * [gpu] classifier_rows does not set their rows: 256 MiB, or 60 MiB (under

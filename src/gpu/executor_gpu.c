@@ -241,49 +241,6 @@ int cc_gpu_wavefront_ran(const cc_executor *ex, int *top_chunked)
     return IMPL(ex)->wave_ran;
 }
 
-/* Where each device buffer's pointer lives in gpu_impl (gpu_plan_buffers
- * gives its size, what it holds, whether it is zeroed and its group), and
- * where each part of recompute's `work` (gpu_plan_work) is pointed. Creation
- * allocates from the plan's table and destruction frees from it, so adding a
- * buffer is one row there and one here. */
-#define SLOT(field) offsetof(gpu_impl, field)
-static const size_t buffer_slot[GPU_BUF_COUNT] = {
-    [GPU_BUF_P32] = SLOT(p32),           [GPU_BUF_G32] = SLOT(g32),         [GPU_BUF_G32_LANES] = SLOT(g32_lanes),
-    [GPU_BUF_M] = SLOT(m),               [GPU_BUF_V] = SLOT(v),             [GPU_BUF_P16] = SLOT(p16),
-    [GPU_BUF_X] = SLOT(x),               [GPU_BUF_Y] = SLOT(y),             [GPU_BUF_WORK] = SLOT(work),
-    [GPU_BUF_U] = SLOT(u),               [GPU_BUF_A_IR] = SLOT(a_ir),       [GPU_BUF_GX] = SLOT(gx),
-    [GPU_BUF_GATES] = SLOT(gates),       [GPU_BUF_GHN] = SLOT(ghn),         [GPU_BUF_H] = SLOT(h),
-    [GPU_BUF_GH] = SLOT(gh),             [GPU_BUF_A16] = SLOT(a16),         [GPU_BUF_HPREV16] = SLOT(hprev16),
-    [GPU_BUF_S_IR] = SLOT(s_ir),         [GPU_BUF_QKV16] = SLOT(qkv16),     [GPU_BUF_DO16] = SLOT(do16),
-    [GPU_BUF_LSE] = SLOT(lse),           [GPU_BUF_DELTA] = SLOT(delta),     [GPU_BUF_QKV] = SLOT(qkv),
-    [GPU_BUF_DQKV] = SLOT(dqkv),         [GPU_BUF_P] = SLOT(p),             [GPU_BUF_DSBUF] = SLOT(dsbuf),
-    [GPU_BUF_C] = SLOT(c),               [GPU_BUF_F_IR] = SLOT(f_ir),       [GPU_BUF_CE_BUFS] = SLOT(ce_bufs),
-    [GPU_BUF_LOSS_ROW] = SLOT(loss_row), [GPU_BUF_RANK] = SLOT(rank),       [GPU_BUF_S16] = SLOT(s16),
-    [GPU_BUF_O16] = SLOT(o16),           [GPU_BUF_DU] = SLOT(du),           [GPU_BUF_DTMP] = SLOT(dtmp),
-    [GPU_BUF_DHREC] = SLOT(dhrec),       [GPU_BUF_DGX16] = SLOT(dgx16),     [GPU_BUF_DGH16] = SLOT(dgh16),
-    [GPU_BUF_BIAS_PART] = SLOT(bias_part), [GPU_BUF_D16] = SLOT(d16),       [GPU_BUF_DC16] = SLOT(dc16),
-    [GPU_BUF_PARTIALS] = SLOT(partials), [GPU_BUF_NONFINITE] = SLOT(nonfinite), [GPU_BUF_FIRST_BAD] = SLOT(first_bad),
-    [GPU_BUF_TOK_OFF] = SLOT(tok_off),   [GPU_BUF_TOK_POS] = SLOT(tok_pos),
-};
-static const size_t work_slot[GPU_WORK_COUNT] = {
-    [GPU_WORK_WIN_A16_0] = SLOT(win_a16[0][0]),     [GPU_WORK_WIN_GATES_0] = SLOT(win_gates[0][0]),
-    [GPU_WORK_WIN_GHN_0] = SLOT(win_ghn[0][0]),     [GPU_WORK_WIN_A16_1] = SLOT(win_a16[0][1]),
-    [GPU_WORK_WIN_GATES_1] = SLOT(win_gates[0][1]), [GPU_WORK_WIN_GHN_1] = SLOT(win_ghn[0][1]),
-    [GPU_WORK_HPREV16] = SLOT(hprev16),          [GPU_WORK_WIN_HP16_0] = SLOT(win_hp16[0][0]),
-    [GPU_WORK_WIN_DGX16_0] = SLOT(win_dgx16[0][0]), [GPU_WORK_WIN_DGH16_0] = SLOT(win_dgh16[0][0]),
-    [GPU_WORK_WIN_DTMP_0] = SLOT(win_dtmp[0][0]),   [GPU_WORK_WIN_HP16_1] = SLOT(win_hp16[0][1]),
-    [GPU_WORK_WIN_DGX16_1] = SLOT(win_dgx16[0][1]), [GPU_WORK_WIN_DGH16_1] = SLOT(win_dgh16[0][1]),
-    [GPU_WORK_WIN_DTMP_1] = SLOT(win_dtmp[0][1]),   [GPU_WORK_S16] = SLOT(s16),
-    [GPU_WORK_QKV16] = SLOT(qkv16),              [GPU_WORK_O16] = SLOT(o16),
-    [GPU_WORK_DC16] = SLOT(dc16),                [GPU_WORK_DTMP] = SLOT(dtmp),
-    [GPU_WORK_C] = SLOT(c),                      [GPU_WORK_DO16] = SLOT(do16),
-    [GPU_WORK_D16] = SLOT(d16),
-};
-#undef SLOT
-
-/* The pointer field at byte `offset` of g (one of the tables above). */
-static void **slot_at(gpu_impl *g, size_t offset) { return (void **)((char *)g + offset); }
-
 /* Every buffer of the plan's table, allocated (and zeroed where it says), and
  * under recompute the parts of `work` pointed into it; parts the plan does
  * not hold stay NULL. */
@@ -295,28 +252,14 @@ static void allocate_buffers(cc_executor *ex)
     const int nb = gpu_plan_buffers(&g->plan, d, ex->lay.total, ex->B, ex->T, bufs);
     for (int i = 0; i < nb; i++) {
         if (!bufs[i].bytes) continue;
-        void **slot = slot_at(g, buffer_slot[bufs[i].id]);
+        void **slot = gpu_buffer_slot(g, bufs[i].id);
         *slot = dalloc(bufs[i].bytes, bufs[i].what);
         if (bufs[i].zeroed) cudaCheck(cudaMemsetAsync(*slot, 0, bufs[i].bytes, g->stream));
     }
-    gpu_work_part parts[GPU_WORK_COUNT];
+    gpu_work_part parts[GPU_WORK_MAX];
     size_t total = 0;
-    const int np = gpu_plan_work(&g->plan, d, ex->B, ex->T, parts, GPU_WORK_COUNT, &total);
-    for (int i = 0; i < np; i++) *slot_at(g, work_slot[parts[i].id]) = (char *)g->work + parts[i].offset;
-    /* the other sets of window buffers (a layer's each under the wavefront) at the plan's strides */
-    const size_t both = g->plan.rc_both_stride, back = g->plan.rc_back_stride;
-    for (int k = 1; k < g->plan.rc_sets; k++)
-        for (int j = 0; j < 2; j++) {
-#define AT(ptr, stride) ((ptr) ? (void *)((char *)(ptr) + (size_t)k * (stride)) : NULL)
-            g->win_a16[k][j] = AT(g->win_a16[0][j], both);
-            g->win_gates[k][j] = AT(g->win_gates[0][j], both);
-            g->win_ghn[k][j] = AT(g->win_ghn[0][j], both);
-            g->win_hp16[k][j] = AT(g->win_hp16[0][j], back);
-            g->win_dgx16[k][j] = AT(g->win_dgx16[0][j], back);
-            g->win_dgh16[k][j] = AT(g->win_dgh16[0][j], back);
-            g->win_dtmp[k][j] = AT(g->win_dtmp[0][j], back);
-#undef AT
-        }
+    const int np = gpu_plan_work(&g->plan, d, ex->T, parts, GPU_WORK_MAX, &total);
+    for (int i = 0; i < np; i++) *gpu_work_slot(g, parts[i].id, parts[i].set) = (char *)g->work + parts[i].offset;
 }
 
 /* Frees what allocate_buffers allocated (the others are NULL, or parts of work). */
@@ -326,7 +269,7 @@ static void free_buffers(cc_executor *ex)
     gpu_plan_buffer bufs[GPU_BUF_COUNT];
     const int nb = gpu_plan_buffers(&g->plan, &ex->lay.dims, ex->lay.total, ex->B, ex->T, bufs);
     for (int i = 0; i < nb; i++)
-        if (bufs[i].bytes) cudaFree(*slot_at(g, buffer_slot[bufs[i].id]));
+        if (bufs[i].bytes) cudaFree(*gpu_buffer_slot(g, bufs[i].id));
 }
 
 static void gpu_destroy(cc_executor *ex)

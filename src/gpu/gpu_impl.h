@@ -89,11 +89,12 @@ typedef struct {
      * GEMM (forward) or rebuild (backward) runs beside the other's
      * recurrence; under the wavefront each layer has its own set. The
      * forward's hprev16 (the recurrence's own FP16 operand) keeps one block
-     * (a block a layer under the wavefront), where the backward's window
-     * buffers lie. All of them lie in one allocation, `work`, with the context
-     * stream's and classifier's tensors over them, which hold top_seqs
-     * sequences: the parts run one after another, ordered by the scheduler
-     * as their memory overlaps (ops_top_gpu.c). */
+     * (a block a layer under the wavefront). All of them, and the context
+     * stream's and classifier's tensors, which hold top_seqs sequences (the
+     * parts run one after another), lie in one allocation, `work`, where
+     * tensors whose values are never live together share bytes (the plan's
+     * layout: work_layout_gpu.c); the scheduler orders the accesses of those
+     * that share as of any that overlap. */
     void *work;
     /* by set (a layer's under the wavefront, else the one: plan.rc_sets) and turn */
     float *win_gates[GPU_WAVE_MAX_LAYERS][2], *win_ghn[GPU_WAVE_MAX_LAYERS][2], *win_dtmp[GPU_WAVE_MAX_LAYERS][2];
@@ -169,6 +170,11 @@ static inline int gpu_overlaps_allreduce(const cc_executor *ex, int lanes)
     return ex->dist && ex->dist->active && lanes == 1 && ex->accum.n == 0 &&
            strcmp(ex->cfg.allreduce_overlap, "on") == 0;
 }
+
+/* buffers_gpu.c: where buffer id's pointer lives in g, and where the
+ * tensor id of `work` does (a window buffer's: in set `set`). */
+void **gpu_buffer_slot(gpu_impl *g, gpu_buf_id id);
+void **gpu_work_slot(gpu_impl *g, gpu_work_id id, int set);
 
 /* program_gpu.c: lane i covers sequences [i·B/n, (i+1)·B/n). */
 void gpu_set_lanes(cc_executor *ex, int n);

@@ -194,11 +194,11 @@ void op_feed(step_run *r)
     if (uout) use_rows(r, 1, u_rows(c, l), D, 4, t0, t1);
     use_rows(r, 1, top ? ROWS(c, g->s_ir, 1) : LROWS(c, g->a_ir, l, 1), 1, 4, t0, t1);
     if (top) {
-        use_rows(r, 1, TOPROWS(c, g->s16, D), D, 2, t0, t1);
+        use_rows(r, ACC_DEFINE, TOPROWS(c, g->s16, D), D, 2, t0, t1);
         scan_rows(r, "ctx_rmsnorm", "s", -1, TOPROWS(c, g->s16, D), D, 1, t0, t1, 0);
     } else if (wb) {
-        use_window(r, 1, y16, D, 2);
-        use_window(r, 1, gx, 3 * D, 4);
+        use_window(r, ACC_DEFINE, y16, D, 2);
+        use_window(r, ACC_DEFINE, gx, 3 * D, 4);
         scan_rows(r, "rmsnorm", "a", l, y16, D, 1, t0, t1, 1);
         scan_rows(r, "input_projection", "gx", l, gx, 3 * D, 0, t0, t1, 1);
     } else {
@@ -237,8 +237,8 @@ void op_recur(step_run *r)
     const int l = r->op->layer, D = c->D, t0 = r->op->t0, t1 = r->op->t1, wb = window_buffers(r);
     const gru_layer gl = layer_of(r, l);
     if (wb) {
-        use_window(r, 1, gl.gates, 3 * D, 4); /* gx in, the gates out in place */
-        use_window(r, 1, gl.ghn, D, 4);
+        use_window(r, ACC_WRITE, gl.gates, 3 * D, 4); /* gx in, the gates out in place */
+        use_window(r, ACC_DEFINE, gl.ghn, D, 4);
     } else {
         use_rows(r, 0, gl.gx, 3 * D, 4, t0, t1);
         use_rows(r, 1, gl.gates, 3 * D, 4, t0, t1);
@@ -282,10 +282,10 @@ void op_rebuild(step_run *r)
     for (int j = 0; j < l; j++) use_rows(r, 0, LROWS(c, g->h, j, D), D, 4, t0, t0 + C);
     use_rows(r, 1, LROWS(c, g->a_ir, l, 1), 1, 4, t0, t0 + C);
     use_rows(r, 0, hl, D, 4, t0 > 0 ? t0 - 1 : 0, t0 + C - 1 > t0 ? t0 + C - 1 : t0 + 1);
-    use_window(r, 1, a16, D, 2);
-    use_window(r, 1, hp, D, 2);
-    use_window(r, 1, gates, 3 * D, 4);
-    use_window(r, 1, ghn, D, 4);
+    use_window(r, ACC_DEFINE, a16, D, 2);
+    use_window(r, ACC_DEFINE, hp, D, 2);
+    use_window(r, ACC_DEFINE, gates, 3 * D, 4);
+    use_window(r, ACC_DEFINE, ghn, D, 4);
     scan_rows(r, "gru_rebuild", "gates", l, gates, 3 * D, 0, t0, t0 + C, 1);
     if (r->declaring) return;
 
@@ -344,8 +344,8 @@ void op_bptt(step_run *r)
     if (wb) {
         use_window(r, 0, gl.gates, 3 * D, 4);
         use_window(r, 0, gl.ghn, D, 4);
-        use_window(r, 1, gg.dgx16, 3 * D, 2);
-        use_window(r, 1, gg.dgh16, 3 * D, 2);
+        use_window(r, ACC_DEFINE, gg.dgx16, 3 * D, 2);
+        use_window(r, ACC_DEFINE, gg.dgh16, 3 * D, 2);
         if (gg.dgh16_next) use_window(r, 0, gg.dgh16_next, 3 * D, 2);
         scan_rows(r, "gru_backward", "dgx", l, gg.dgx16, 3 * D, 1, t0, t1, 1);
     } else {
@@ -392,7 +392,7 @@ void op_dx(step_run *r)
     const uint16_t *dgx = wb ? gg.dgx16 : (const uint16_t *)gg.dgx16 + at * 3 * D;
     if (wb) {
         use_window(r, 0, gg.dgx16, 3 * D, 2);
-        use_window(r, 1, dtmp, D, 4);
+        use_window(r, ACC_DEFINE, dtmp, D, 4);
     } else {
         use_rows(r, 0, gg.dgx16, 3 * D, 2, t0, t1);
         use_rows(r, 1, ROWS(c, g->dtmp, D), D, 4, t0, t1);

@@ -7,7 +7,8 @@
  * W - 1 steps after it, whose chunks ran before). Under recompute the
  * context stream's tensors hold one part (top_r0 = 0), and the parts,
  * which share them, run one after another: their accesses overlap, so the
- * scheduler orders them. */
+ * scheduler orders them (as it orders them after the layers' tensors whose
+ * bytes they share in `work`: work_layout_gpu.c). */
 #include <stdio.h>
 #include "catchat/dist.h"
 #include "catchat/kernels.h"
@@ -45,7 +46,7 @@ void op_top_ctx(step_run *r)
     use_rows(r, 0, s16, D, 2, t0, t1);
     if (g->plan.attn_tc) {
         uint16_t *qkv16 = TOPROWS(c, g->qkv16, 3 * D);
-        use_rows(r, 1, qkv16, 3 * D, 2, t0, t1);
+        use_rows(r, ACC_DEFINE, qkv16, 3 * D, 2, t0, t1);
         use_rows(r, 0, qkv16, 3 * D, 2, key_first(r), t1);
         use_heads(r, 1, g->lse);
         scan_rows(r, "qkv_projection", "qkv", -1, qkv16, 3 * D, 1, t0, t1, 0);
@@ -54,8 +55,8 @@ void op_top_ctx(step_run *r)
         use_rows(r, 1, ROWS(c, g->p, HW), HW, 4, t0, t1);
         scan_rows(r, "qkv_projection", "qkv", -1, ROWS(c, g->qkv, 3 * D), 3 * D, 0, t0, t1, 0);
     }
-    use_rows(r, 1, o16, D, 2, t0, t1);
-    use_rows(r, 1, cc, D, 4, t0, t1);
+    use_rows(r, ACC_DEFINE, o16, D, 2, t0, t1);
+    use_rows(r, ACC_DEFINE, cc, D, 4, t0, t1);
     scan_rows(r, "attention_forward", "o", -1, o16, D, 1, t0, t1, 0);
     scan_rows(r, "ctx_out_projection", "c", -1, cc, D, 0, t0, t1, 0);
     if (r->declaring) return;
@@ -147,8 +148,8 @@ void op_top_dc(step_run *r)
     uint16_t *dc16 = TOPROWS(c, g->dc16, D) + at * D;
     const int guard = c->ex->cfg.ctx_grad_clamp > 0;
     use_rows(r, 0, ROWS(c, g->du, D), D, 4, t0, t1);
-    if (guard) use_rows(r, 1, TOPROWS(c, g->dc, D), D, 4, t0, t1);
-    use_rows(r, 1, TOPROWS(c, g->dc16, D), D, 2, t0, t1);
+    if (guard) use_rows(r, ACC_DEFINE, TOPROWS(c, g->dc, D), D, 4, t0, t1); /* du's copy, clamped */
+    use_rows(r, ACC_DEFINE, TOPROWS(c, g->dc16, D), D, 2, t0, t1);
     if (r->declaring) return;
 
     cudaStream_t s = r->s;
@@ -193,15 +194,16 @@ void op_top_attn(step_run *r)
     const size_t at = (size_t)t0, HW = (size_t)c->H * c->W;
     uint16_t *dc16 = TOPROWS(c, g->dc16, D), *d16 = TOPROWS(c, g->d16, 3 * D);
     use_rows(r, 0, dc16, D, 2, t0, t1);
-    use_rows(r, 1, d16, 3 * D, 2, key_first(r), t1); /* the keys' gradients reach back W - 1 steps */
+    /* the keys' gradients reach back W - 1 steps (added to a chunk's before; over all T, written once) */
+    use_rows(r, chunked(r) ? ACC_WRITE : ACC_DEFINE, d16, 3 * D, 2, key_first(r), t1);
     if (g->plan.attn_tc) {
-        use_rows(r, 1, TOPROWS(c, g->do16, D), D, 2, t0, t1);
+        use_rows(r, ACC_DEFINE, TOPROWS(c, g->do16, D), D, 2, t0, t1);
         use_rows(r, 0, TOPROWS(c, g->qkv16, 3 * D), 3 * D, 2, key_first(r), t1);
         use_heads(r, 0, g->lse);
         use_heads(r, 1, g->delta);
         scan_rows(r, "attention_backward", "dqkv", -1, d16, 3 * D, 1, t0, t1, 0);
     } else {
-        use_rows(r, 1, TOPROWS(c, g->dtmp, D), D, 4, t0, t1);
+        use_rows(r, ACC_DEFINE, TOPROWS(c, g->dtmp, D), D, 4, t0, t1);
         use_rows(r, 0, ROWS(c, g->qkv, 3 * D), 3 * D, 4, 0, T);
         use_rows(r, 0, ROWS(c, g->p, HW), HW, 4, 0, T);
         use_rows(r, 1, ROWS(c, g->dsbuf, HW), HW, 4, 0, T);
@@ -258,7 +260,7 @@ void op_top_dx(step_run *r)
     uint16_t *d16 = TOPROWS(c, g->d16, 3 * D) + at * 3 * D;
     float *dtmp = TOPROWS(c, g->dtmp, D) + at * D, *du = ROWS(c, g->du, D);
     use_rows(r, 0, TOPROWS(c, g->d16, 3 * D), 3 * D, 2, t0, t1);
-    use_rows(r, 1, TOPROWS(c, g->dtmp, D), D, 4, t0, t1);
+    use_rows(r, ACC_DEFINE, TOPROWS(c, g->dtmp, D), D, 4, t0, t1);
     use_rows(r, 1, du, D, 4, t0, t1);
     use_rows(r, 0, uL_rows(c), D, 4, t0, t1);
     use_rows(r, 0, ROWS(c, g->s_ir, 1), 1, 4, t0, t1);

@@ -2,13 +2,15 @@
  * what the GPU can do, the config and the device's free bytes: the kernels
  * a step takes (lanes, recurrence, wavefront, attention, recompute and its
  * windows, the classifier's chunk) and every device buffer it needs, with
- * the parts of recompute's shared `work` allocation. Nothing here asks the
- * device or builds executor state, so tests/test_plan_gpu.c runs it on the
+ * recompute's shared `work` laid out by the liveness of its tensors
+ * (work_layout_gpu.c, which declares the step's programs on an executor on
+ * paper). Nothing here asks the device, so tests/test_plan_gpu.c runs it on the
  * CPU against the limits of GPUs nobody here has; gpu_step_plan_for
  * (executor_gpu.c) reads the device and calls gpu_plan_make, and the
  * executor allocates from gpu_plan_buffers. The measurements in the
  * comments are the rules' reasons (docs/design-notes.md, docs/performance.md). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "catchat/gpu_crossentropy.h"
 #include "catchat/gpu_gru.h"
@@ -16,6 +18,7 @@
 #include "catchat/kernels.h"
 #include "catchat/matmul.h"
 #include "catchat/util.h"
+#include "gpu/work_layout_gpu.h"
 
 const char *const gpu_mem_group_names[GPU_MEM_GROUPS] = { "weights_optimizer", "layers", "attention",
                                                           "classifier", "workspace", "lanes" };
@@ -140,150 +143,16 @@ static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T,
 
 /* ---- recompute's shared allocation ---- */
 
-/* Under recompute (gpu_impl.h), the tensors that live in `work`, at
- * 256-byte offsets: the layers' set (the window buffers both passes use:
- * the normalised input, gates and ghn of rc_window steps of every
- * sequence, one or two; then the forward's hprev16 for all T, where the
- * backward's FP16 h_{t-1}, gate gradients and input gradient of a window
- * lie), and over it from the start the context stream's and the
- * classifier's for top_seqs sequences (the classifier's logits only ever
- * exist a chunk at a time, in buffers of their own: gpu_crossentropy.h). Of
- * those, the context output (the merge over it) is spent before the
- * attention backward, whose dO and dqkv take its place; the guard's dc is
- * the context output's. */
-typedef struct {
-    gpu_work_id id;
-    size_t bytes;
-    const char *name;
-} work_part;
-
-/* What the layout depends on besides the shape: the window, the context
- * stream's part, the attention kernels, and the sets of window buffers. */
-typedef struct {
-    int rc_window, top_seqs, attn_tc, sets;
-} work_shape;
-
-/* The parts one after another from byte `start` of work: their places
- * (with info, *ni of them so far). Returns the bytes they take. */
-static size_t place_parts(const work_part *parts, int n, size_t start, gpu_work_part *info, int *ni)
-{
-    size_t at = start;
-    for (int i = 0; i < n; i++) {
-        if (info && parts[i].bytes) info[(*ni)++] = (gpu_work_part){ parts[i].name, at, parts[i].bytes, parts[i].id };
-        at += (parts[i].bytes + 255) & ~(size_t)255;
-    }
-    return at - start;
-}
-
-#define NPARTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-/* Work's size; the parts' places in info (at most GPU_WORK_COUNT: the first
- * set's window buffers, the others at the strides), the layers' and the
- * top's extents in *layer_bytes and *top_bytes and the strides from one set
- * of window buffers to the next in *strides (each may be NULL). Under the
- * wavefront each layer has its set, and hprev16 a block a layer. */
-static size_t work_layout(const work_shape *ws, const cc_dims *d, int B, int T, gpu_work_part *info, int *ni,
-                          size_t *layer_bytes, size_t *top_bytes, size_t strides[2])
-{
-    const size_t sets = ws->sets > 1 ? (size_t)ws->sets : 1;
-    const size_t M = (size_t)B * T, D = d->D, MD = M * D;
-    /* a window buffer's rows, and the top's */
-    const size_t Mw = (size_t)B * ws->rc_window, Mt = (size_t)ws->top_seqs * T, WD = Mw * D, TD = Mt * D;
-    const int tc = ws->attn_tc, two = ws->rc_window < T;
-    const work_part both[] = {
-        { GPU_WORK_WIN_A16_0, 2 * WD, "a16[0]" },     { GPU_WORK_WIN_GATES_0, 4 * 3 * WD, "gates[0]" },
-        { GPU_WORK_WIN_GHN_0, 4 * WD, "ghn[0]" },     { GPU_WORK_WIN_A16_1, two ? 2 * WD : 0, "a16[1]" },
-        { GPU_WORK_WIN_GATES_1, two ? 4 * 3 * WD : 0, "gates[1]" },
-        { GPU_WORK_WIN_GHN_1, two ? 4 * WD : 0, "ghn[1]" },
-    };
-    const work_part forward[] = {
-        { GPU_WORK_HPREV16, 2 * MD * sets, "hprev16" },
-    };
-    const work_part backward[] = {
-        { GPU_WORK_WIN_HP16_0, 2 * WD, "hp16[0]" },     { GPU_WORK_WIN_DGX16_0, 2 * 3 * WD, "dgx16[0]" },
-        { GPU_WORK_WIN_DGH16_0, 2 * 3 * WD, "dgh16[0]" }, { GPU_WORK_WIN_DTMP_0, 4 * WD, "dtmp[0]" },
-        { GPU_WORK_WIN_HP16_1, two ? 2 * WD : 0, "hp16[1]" },
-        { GPU_WORK_WIN_DGX16_1, two ? 2 * 3 * WD : 0, "dgx16[1]" },
-        { GPU_WORK_WIN_DGH16_1, two ? 2 * 3 * WD : 0, "dgh16[1]" },
-        { GPU_WORK_WIN_DTMP_1, 0, "dtmp[1]" }, /* the input gradient lives within one op: one buffer a set */
-    };
-    const work_part top[] = {
-        { GPU_WORK_S16, 2 * TD, "s16" }, { GPU_WORK_QKV16, tc ? 2 * 3 * TD : 0, "qkv16" },
-        { GPU_WORK_O16, 2 * TD, "o16" }, { GPU_WORK_DC16, 2 * TD, "dc16" },
-        { GPU_WORK_DTMP, 4 * TD, "dtmp" },
-    };
-    const work_part spent[] = {
-        { GPU_WORK_C, 4 * TD, "c" },
-    };
-    const work_part late[] = {
-        { GPU_WORK_DO16, tc ? 2 * TD : 0, "do16" },
-        { GPU_WORK_D16, 2 * 3 * TD, "d16" },
-    };
-    const size_t w1 = place_parts(both, NPARTS(both), 0, info, ni), w = w1 * sets;
-    const size_t fw = place_parts(forward, NPARTS(forward), w, info, ni);
-    const size_t bw1 = place_parts(backward, NPARTS(backward), w, info, ni), bw = bw1 * sets;
-    const size_t a = w + (fw > bw ? fw : bw);
-    if (strides) {
-        strides[0] = w1;
-        strides[1] = bw1;
-    }
-    const size_t f = place_parts(top, NPARTS(top), 0, info, ni);
-    const size_t s = place_parts(spent, NPARTS(spent), f, info, ni);
-    const size_t l = place_parts(late, NPARTS(late), f, info, ni);
-    const size_t b = f + (s > l ? s : l);
-    if (layer_bytes) *layer_bytes = a;
-    if (top_bytes) *top_bytes = b;
-    return a > b ? a : b;
-}
-
-/* The parts, at most max of them, in out. */
-static int list_parts(const work_shape *ws, const cc_dims *d, int B, int T, gpu_work_part *out, int max,
-                      size_t *total)
-{
-    gpu_work_part info[GPU_WORK_COUNT];
-    int n = 0;
-    *total = work_layout(ws, d, B, T, info, &n, NULL, NULL, NULL);
-    for (int i = 0; i < n && i < max; i++) out[i] = info[i];
-    return n < max ? n : max;
-}
-
-int gpu_work_parts(const cc_dims *d, int B, int T, int window, int top_seqs, int attn_tc, gpu_work_part *out, int max,
-                   size_t *total)
-{
-    const work_shape ws = { window, top_seqs, attn_tc, 1 };
-    return list_parts(&ws, d, B, T, out, max, total);
-}
-
-/* Under recompute, the context stream's part: the most sequences, dividing
- * a lane's, whose tensors take no more of `work` than the layers' set does
- * (at least one sequence). */
-static int top_seqs_for(const gpu_step_plan *p, const cc_dims *d, int B, int T)
-{
-    const int lane_B = B / p->lanes;
-    work_shape ws = { p->rc_window, 0, p->attn_tc, p->rc_sets };
-    for (int q = lane_B; q > 1; q--) {
-        if (lane_B % q) continue;
-        ws.top_seqs = q;
-        size_t layer = 0, top = 0;
-        work_layout(&ws, d, B, T, NULL, NULL, &layer, &top, NULL);
-        if (top <= layer) return q;
-    }
-    return 1;
-}
-
-/* The layout of a plan's work at B sequences (its own B: its top_seqs). */
-static work_shape work_shape_of(const gpu_step_plan *p, const cc_dims *d, int B, int T)
-{
-    const work_shape ws = { p->rc_window, p->recompute ? top_seqs_for(p, d, B, T) : 0, p->attn_tc, p->rc_sets };
-    return ws;
-}
-
-int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int B, int T, gpu_work_part *out, int max, size_t *total)
+int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int T, gpu_work_part *out, int max, size_t *total)
 {
     *total = 0;
     if (!p->recompute) return 0;
-    const work_shape ws = work_shape_of(p, d, B, T);
-    return list_parts(&ws, d, B, T, out, max, total);
+    gpu_work_part parts[GPU_WORK_MAX];
+    const int n = work_tensors(p, d, p->lane_B * p->lanes, T, parts);
+    for (int i = 0; i < n; i++) parts[i].offset = p->work_at[parts[i].id][parts[i].set];
+    for (int i = 0; i < n && i < max; i++) out[i] = parts[i];
+    *total = p->work_bytes;
+    return n < max ? n : max;
 }
 
 /* ---- the buffer table and the plan's bytes ---- */
@@ -302,11 +171,10 @@ int gpu_plan_buffers(const gpu_step_plan *p, const cc_dims *d, size_t n, int B, 
     /* under recompute: u in one block (and du by turns), the rest of the layers' and the top's in work */
     const int rc = p->recompute;
     const size_t kept = rc ? 0 : 1;
-    size_t work = 0;
-    if (rc) {
-        const work_shape ws = work_shape_of(p, d, B, T);
-        work = work_layout(&ws, d, B, T, NULL, NULL, NULL, NULL, NULL);
-    }
+    /* `work` as its liveness laid it out at the plan's batch, in proportion at another (its window
+     * buffers hold every sequence's rows; the context stream's part grows with the lanes' batch) */
+    const size_t plan_B = (size_t)p->lane_B * (p->lanes > 0 ? p->lanes : 1);
+    const size_t work = rc && plan_B ? p->work_bytes / plan_B * (size_t)B + p->work_bytes % plan_B : 0;
     /* lm_head's FP16 copy and its gradients carry the classifier's padding rows past the end (gpu_ce_pad_floats) */
     const size_t ng = n + gpu_ce_pad_floats((int)V, (int)D);
     const size_t WL = (size_t)wave_layers_of(p, d); /* layers with their own scratch and gradient buffers */
@@ -488,19 +356,36 @@ static int recompute_window_for(const gpu_step_plan *p, int T, int forced)
     return T;
 }
 
-/* Recompute's sets of window buffers and their strides in `work`, the
- * context stream's part and the layers' gradient slots, for the plan's
- * wavefront (or none). */
-static void rc_layout(gpu_step_plan *p, const cc_dims *d, int B, int T)
+/* Recompute's sets of window buffers, the layers' gradient slots, the
+ * context stream's part and `work`'s layout, for the plan's wavefront (or
+ * none). The part: the most sequences, dividing a lane's, whose tensors
+ * add no bytes to what the layers' take (at least one sequence; the bytes
+ * grow with the part, so a binary search over the divisors); every tensor
+ * of `work` placed by its liveness (work_layout_gpu.c). */
+static void rc_layout(gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, int B, int T)
 {
     p->rc_sets = p->wave_chunk ? d->L : 1;
     p->wave_layers = wave_layers_of(p, d);
-    p->top_seqs = top_seqs_for(p, d, B, T);
-    const work_shape ws = work_shape_of(p, d, B, T);
-    size_t strides[2];
-    work_layout(&ws, d, B, T, NULL, NULL, NULL, NULL, strides);
-    p->rc_both_stride = strides[0];
-    p->rc_back_stride = strides[1];
+    gpu_work_part parts[GPU_WORK_MAX];
+    int n = 0, nd = 0;
+    int *div = cc_malloc(sizeof(int) * (size_t)p->lane_B);
+    for (int q = 1; q <= p->lane_B; q++)
+        if (p->lane_B % q == 0) div[nd++] = q;
+    p->top_seqs = 1;
+    const size_t layers = work_layout_make(p, cfg, B, T, parts, &n).total;
+    int lo = 0, hi = nd - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        p->top_seqs = div[mid];
+        if (work_layout_make(p, cfg, B, T, parts, &n).total <= layers) lo = mid;
+        else hi = mid - 1;
+    }
+    p->top_seqs = div[lo];
+    free(div);
+    const work_layout w = work_layout_make(p, cfg, B, T, parts, &n);
+    memset(p->work_at, 0, sizeof(p->work_at));
+    for (int i = 0; i < n; i++) p->work_at[parts[i].id][parts[i].set] = parts[i].offset;
+    p->work_bytes = w.total;
 }
 
 /* Under recompute 2 lanes rather than 4 layer after layer (11.20 against
@@ -541,7 +426,7 @@ static int plan_recompute_shape(gpu_step_plan *p, const cc_config *cfg, const cc
         p->lanes = 1;
         plan_recurrence(p, B, T, d->D);
     }
-    rc_layout(p, d, B, T);
+    rc_layout(p, cfg, d, B, T);
     /* a layer's window buffers each hold more than one layer's: where that would not fit the budget and one
      * layer at a time would, one layer at a time (recompute is there to fit) */
     const size_t bytes = plan_bytes(p, cfg, d, n, B, T, NULL);
@@ -551,7 +436,7 @@ static int plan_recompute_shape(gpu_step_plan *p, const cc_config *cfg, const cc
         snprintf(p->wave_why, sizeof(p->wave_why),
                  "off: recompute's window buffers a layer each would not fit (%.2f GiB), one layer at a time",
                  bytes / 1073741824.0);
-        rc_layout(p, d, B, T);
+        rc_layout(p, cfg, d, B, T);
     }
     return 0;
 }

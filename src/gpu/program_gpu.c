@@ -25,8 +25,8 @@
  * live in two window buffers by turns, so one window's input (forward) or
  * rebuild (backward) runs beside the other's recurrence; the backward first
  * rebuilds u^l, then each window's operands before its BPTT. The context
- * stream runs in parts of top_seqs sequences, whose tensors lie over the
- * window buffers.
+ * stream runs in parts of top_seqs sequences, whose tensors share `work`
+ * with the layers' (work_layout_gpu.c).
  *
  * Issued phase by phase across the lanes, so every lane's work reaches the
  * GPU early: issued lane after lane, the last lane's first kernel would
@@ -271,7 +271,7 @@ static void emit_layers(builder *b, cc_executor *ex)
         }
 }
 
-void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, int eval)
+void program_emit(step_program *p, cc_executor *ex, int lanes, int with_grad, int eval)
 {
     gpu_impl *g = IMPL(ex);
     memset(p, 0, sizeof(*p));
@@ -295,6 +295,11 @@ void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, i
     u_lane(&b, 0); /* unit 0, slot 0: the main stream */
     if (p->wave) emit_wavefront(&b, ex);
     else emit_layers(&b, ex);
+}
+
+void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, int eval)
+{
+    program_emit(p, ex, lanes, with_grad, eval);
     schedule_program(p, ex);
 }
 

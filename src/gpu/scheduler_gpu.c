@@ -124,7 +124,7 @@ static void run_setup(step_run *r, cc_executor *ex, step_program *p, int i)
 
 /* ---- the schedule ---- */
 
-void schedule_program(step_program *p, cc_executor *ex)
+void schedule_declare(step_program *p, cc_executor *ex)
 {
     step_run r = run_of(ex, p, 1);
     for (int i = 0; i < p->n; i++) {
@@ -139,6 +139,10 @@ void schedule_program(step_program *p, cc_executor *ex)
         if (u->sc) use_flat(&r, 1, u->sc, 1);
         p->ops[i].nacc = p->nacc - p->ops[i].acc0;
     }
+}
+
+int *schedule_waits(step_program *p)
+{
     /* vc[i][s]: the last operation on stream slot s that operation i is known to follow */
     const int S = p->nslots;
     int *vc = cc_malloc(sizeof(int) * (size_t)p->n * S), *last = cc_malloc(sizeof(int) * S);
@@ -166,8 +170,15 @@ void schedule_program(step_program *p, cc_executor *ex)
         o->nwait = p->nwaits - o->wait0;
         last[si] = i;
     }
-    free(vc);
     free(last);
+    return vc;
+}
+
+void schedule_program(step_program *p, cc_executor *ex)
+{
+    schedule_declare(p, ex);
+    free(schedule_waits(p));
+    const int S = p->nslots;
     p->ev = cc_calloc((size_t)p->n, sizeof(cudaEvent_t));
     for (int i = 0; i < p->n; i++)
         if (p->ops[i].recorded) cudaCheck(cudaEventCreateWithFlags(&p->ev[i], cudaEventDisableTiming));

@@ -66,9 +66,17 @@ typedef struct {
     int recorded;      /* a later operation on another stream waits for it */
 } step_op;
 
+/* What an access does to its bytes: reads them; writes them (and may read
+ * them, or leave some as they were); or defines them: writes every byte
+ * before reading any, so the value they held before is dead from this
+ * operation on (what lets the liveness pass, work_layout_gpu.c, give the
+ * bytes to another tensor in between). The scheduler orders a define as a
+ * write. */
+enum { ACC_READ = 0, ACC_WRITE = 1, ACC_DEFINE = 2 };
+
 /* A memory access: n runs, run i the bytes [lo, hi) from base + i·stride
  * (a lane's rows [t0, t1) of its sequences in a [B, T, width] tensor: one
- * run a sequence). */
+ * run a sequence); write: ACC_*. */
 typedef struct {
     const char *base;
     size_t stride, lo, hi;
@@ -222,11 +230,23 @@ void op_allreduce_tail(step_run *r);
  * with_grad), or of an evaluation (the whole batch in one lane, no
  * gradient), in issue order, on the units of the plan's schedule. */
 void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, int eval);
+/* The same operations on their units, neither declared nor scheduled (no device call). */
+void program_emit(step_program *p, cc_executor *ex, int lanes, int with_grad, int eval);
 void program_free(step_program *p);
 /* Append an operation (program_gpu.c's builder). */
 void program_add(step_program *p, int kind, int lane, int layer, int unit, int k, int t0, int t1, int s0, int ns);
 
 /* ---- the scheduler (scheduler_gpu.c) ---- */
+/* Declares every operation: its accesses in the program's table (no device
+ * call: the liveness pass declares programs of an executor that exists on
+ * paper only, work_layout_gpu.c). */
+void schedule_declare(step_program *p, cc_executor *ex);
+/* The waits of a declared program (each operation after the earlier ones
+ * on other streams whose memory it overlaps, none that another implies),
+ * and the vector clocks they come from, returned (cc_malloc, n × nslots):
+ * [i·nslots + s] is the last operation on stream slot s that operation i
+ * follows, -1 for none. No device call. */
+int *schedule_waits(step_program *p);
 /* Declares every operation, derives the waits, creates the events. */
 void schedule_program(step_program *p, cc_executor *ex);
 /* What an issue of the program needs made first (the NaN scans' slots, the

@@ -1,0 +1,558 @@
+/* Recompute's `work` laid out by liveness (work_layout_gpu.h), as ggml-alloc
+ * lays out a graph's tensors, over the very declarations the scheduler
+ * orders the step by.
+ *
+ * The pass builds an executor on paper: the plan, the config, the layout,
+ * and every device buffer at an address of its own in a range nothing is
+ * allocated in, each tensor of `work` apart from every other. The step's
+ * programs (training with and without a gradient, evaluation) are emitted
+ * and declared on it as on a real one (program_gpu.c, scheduler_gpu.c; the
+ * operations' functions return before they launch anything), so no
+ * device is asked. Each access that falls in `work` names its tensor.
+ * Within a tensor the pass follows each lane's rows apart (the lanes'
+ * operations touch only their own rows of the window buffers): a value is
+ * born where an operation defines those rows (ACC_DEFINE: written whole
+ * before any read) and lives to its last access before the next define,
+ * in program order; any other access is a use. Two tensors interfere when
+ * a value of one is live at an operation where a value of the other is, in
+ * any program, and only tensors that do not interfere share bytes. The
+ * scheduler then orders the accesses of tensors that share bytes as it
+ * orders any others that overlap, so a layout can make the step wait but
+ * never read another tensor's bytes. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catchat/gpu_crossentropy.h"
+#include "catchat/util.h"
+#include "gpu/gpu_impl.h"
+#include "gpu/step_gpu.h"
+#include "gpu/work_layout_gpu.h"
+
+/* ---- the tensors ---- */
+
+int work_tensors(const gpu_step_plan *p, const cc_dims *d, int B, int T, gpu_work_part *out)
+{
+    const size_t D = (size_t)d->D, WD = (size_t)B * p->rc_window * D, TD = (size_t)p->top_seqs * T * D;
+    const size_t MD = (size_t)B * T * D;
+    const int sets = p->rc_sets > 1 ? p->rc_sets : 1, two = p->rc_window < T, tc = p->attn_tc;
+    int n = 0;
+#define PART(id, set, bytes, name)                                                                    \
+    do {                                                                                              \
+        if ((bytes) != 0) out[n++] = (gpu_work_part){ (name), 0, (bytes), GPU_WORK_##id, (set) };            \
+    } while (0)
+    for (int s = 0; s < sets; s++) {
+        /* the window buffers both passes use: the normalised input, gx (the gates over it) and ghn */
+        PART(WIN_A16_0, s, 2 * WD, "a16[0]");
+        PART(WIN_GATES_0, s, 4 * 3 * WD, "gates[0]");
+        PART(WIN_GHN_0, s, 4 * WD, "ghn[0]");
+        PART(WIN_A16_1, s, two ? 2 * WD : 0, "a16[1]");
+        PART(WIN_GATES_1, s, two ? 4 * 3 * WD : 0, "gates[1]");
+        PART(WIN_GHN_1, s, two ? 4 * WD : 0, "ghn[1]");
+        /* the backward's: FP16 h_{t-1}, the gate gradients, the input gradient (one: it lives in one op) */
+        PART(WIN_HP16_0, s, 2 * WD, "hp16[0]");
+        PART(WIN_DGX16_0, s, 2 * 3 * WD, "dgx16[0]");
+        PART(WIN_DGH16_0, s, 2 * 3 * WD, "dgh16[0]");
+        PART(WIN_DTMP_0, s, 4 * WD, "dtmp[0]");
+        PART(WIN_HP16_1, s, two ? 2 * WD : 0, "hp16[1]");
+        PART(WIN_DGX16_1, s, two ? 2 * 3 * WD : 0, "dgx16[1]");
+        PART(WIN_DGH16_1, s, two ? 2 * 3 * WD : 0, "dgh16[1]");
+    }
+    /* the forward's FP16 h_{t-1} for all T, a block a set */
+    PART(HPREV16, 0, 2 * MD * (size_t)sets, "hprev16");
+    /* the context stream's and the classifier's, for a part of top_seqs sequences */
+    PART(S16, 0, 2 * TD, "s16");
+    PART(QKV16, 0, tc ? 2 * 3 * TD : 0, "qkv16");
+    PART(O16, 0, 2 * TD, "o16");
+    PART(DC16, 0, 2 * TD, "dc16");
+    PART(DTMP, 0, 4 * TD, "dtmp");
+    PART(C, 0, 4 * TD, "c");
+    PART(DO16, 0, tc ? 2 * TD : 0, "do16");
+    PART(D16, 0, 2 * 3 * TD, "d16");
+#undef PART
+    return n;
+}
+
+/* ---- the executor on paper ---- */
+
+/* Addresses in a range no allocation takes (never dereferenced): each
+ * buffer's after the last, 256 bytes apart. Host-side tokens (streams, GEMM
+ * contexts, scratch) take small ones below it. */
+typedef struct {
+    uintptr_t next;
+} paper_space;
+
+static void *paper_at(paper_space *v, size_t bytes)
+{
+    if (!bytes) return NULL;
+    void *at = (void *)v->next;
+    v->next += ((bytes + 255) & ~(uintptr_t)255) + 256;
+    return at;
+}
+
+typedef struct {
+    cc_executor ex;
+    gpu_impl g;
+    uintptr_t *base; /* each tensor's address, in order */
+    int n;
+} paper;
+
+static void paper_lane(gpu_impl *g, gpu_lane *ln, int i, uintptr_t *token, size_t g32_each, int L, int D, int V)
+{
+#define TOKEN(type) ((type)(*token += 16))
+    ln->index = i;
+    ln->stream = i == 0 ? g->stream : TOKEN(cudaStream_t);
+    ln->wgrad_stream = TOKEN(cudaStream_t);
+    ln->rec_stream = TOKEN(cudaStream_t);
+    ln->gemm = TOKEN(gpu_matmul_ctx *);
+    ln->gemm_wgrad = TOKEN(gpu_matmul_ctx *);
+    ln->sc = TOKEN(gpu_scratch *);
+    ln->wgrad_sc = TOKEN(gpu_scratch *);
+    for (int k = 0; k < L && k < GPU_WAVE_MAX_LAYERS; k++) {
+        ln->feed[k] = TOKEN(cudaStream_t);
+        ln->rec[k] = k == 0 ? ln->rec_stream : TOKEN(cudaStream_t);
+        ln->feed_gemm[k] = TOKEN(gpu_matmul_ctx *);
+        ln->rec_gemm[k] = TOKEN(gpu_matmul_ctx *);
+        ln->feed_sc[k] = TOKEN(gpu_scratch *);
+        ln->rec_sc[k] = TOKEN(gpu_scratch *);
+    }
+#undef TOKEN
+    ln->g32 = i == 0 ? g->g32 : g->g32_lanes ? g->g32_lanes + (size_t)(i - 1) * g32_each : NULL;
+    gpu_ce_chunk_place(&ln->ce, g->ce_bufs ? (char *)g->ce_bufs + i * gpu_ce_chunk_bytes(g->plan.ce_rows, D, V) : NULL,
+                       g->plan.ce_rows, D, V);
+}
+
+/* The executor of plan p on paper, with the tensors of `work` (parts) each
+ * apart. */
+static paper *paper_make(const gpu_step_plan *p, const cc_config *cfg, int B, int T, const gpu_work_part *parts,
+                         int n)
+{
+    paper *pp = cc_calloc(1, sizeof(*pp));
+    cc_executor *ex = &pp->ex;
+    gpu_impl *g = &pp->g;
+    ex->impl = g;
+    ex->name = "gpu";
+    ex->cfg = *cfg;
+    ex->B = B;
+    ex->T = T;
+    const cc_dims d = cc_dims_from_config(cfg);
+    cc_layout_build(&ex->lay, &d);
+    g->plan = *p;
+    paper_space v = { (uintptr_t)1 << 32 };
+    gpu_plan_buffer bufs[GPU_BUF_COUNT];
+    const int nb = gpu_plan_buffers(p, &d, ex->lay.total, B, T, bufs);
+    for (int i = 0; i < nb; i++)
+        if (bufs[i].id != GPU_BUF_WORK) *gpu_buffer_slot(g, bufs[i].id) = paper_at(&v, bufs[i].bytes);
+    pp->base = cc_calloc((size_t)(n > 0 ? n : 1), sizeof(uintptr_t));
+    pp->n = n;
+    g->work = (void *)v.next;
+    for (int k = 0; k < n; k++) {
+        void *at = paper_at(&v, parts[k].bytes);
+        *gpu_work_slot(g, parts[k].id, parts[k].set) = at;
+        pp->base[k] = (uintptr_t)at;
+    }
+    g->dc = g->c;
+    uintptr_t token = 4096;
+    g->stream = (cudaStream_t)(token += 16);
+    g->comm_stream = (cudaStream_t)(token += 16);
+    const size_t g32_each = ex->lay.total + gpu_ce_pad_floats(d.V, d.D);
+    for (int i = 0; i < GPU_MAX_LANES; i++) paper_lane(g, &g->lane[i], i, &token, g32_each, d.L, d.D, d.V);
+    return pp;
+}
+
+static void paper_free(paper *pp)
+{
+    free(pp->base);
+    free(pp);
+}
+
+/* ---- liveness ---- */
+
+/* Where an operation stands in the step: the forward of the layers, the
+ * context stream and classifier, the backward of the layers (under
+ * recompute the program issues them in this order). */
+static int op_phase(const step_op *o, int L)
+{
+    switch (o->kind) {
+    case OP_EMBED: case OP_RECUR: return 0;
+    case OP_FEED: return o->layer < L ? 0 : 1;
+    case OP_REBUILD: case OP_BPTT: case OP_DX: case OP_WGRAD: case OP_EMBED_BWD: return 2;
+    default: return 1;
+    }
+}
+
+/* A value of a tensor's rows: its operations in program order [first,
+ * last], by stream slot its first and last (-1: none there), its phases. */
+typedef struct {
+    int first, last, phase_lo, phase_hi, defined;
+    int *lo, *hi; /* [slots] */
+} value;
+
+typedef struct {
+    value *v;
+    int n, cap;
+} value_list;
+
+typedef struct {
+    int open; /* index of the rows' open value in its tensor's list, or -1 */
+} rows_state;
+
+static value *value_new(value_list *l, int slots)
+{
+    GROW(l->v, l->cap, l->n + 1);
+    value *v = &l->v[l->n++];
+    memset(v, 0, sizeof(*v));
+    v->lo = cc_malloc(sizeof(int) * (size_t)slots);
+    v->hi = cc_malloc(sizeof(int) * (size_t)slots);
+    for (int s = 0; s < slots; s++) v->lo[s] = v->hi[s] = -1;
+    v->first = -1;
+    return v;
+}
+
+static void value_touch(value *v, int i, int slot, int phase)
+{
+    if (v->first < 0) {
+        v->first = i;
+        v->phase_lo = phase;
+    }
+    v->last = i;
+    v->phase_hi = phase;
+    if (v->lo[slot] < 0) v->lo[slot] = i;
+    v->hi[slot] = i;
+}
+
+/* The tensor holding address a (the bases ascend), -1 if none. */
+static int tensor_at(const paper *pp, const gpu_work_part *parts, uintptr_t a)
+{
+    int lo = 0, hi = pp->n - 1, found = -1;
+    while (lo <= hi) {
+        const int mid = (lo + hi) / 2;
+        if (pp->base[mid] <= a) {
+            found = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return found >= 0 && a < pp->base[found] + parts[found].bytes ? found : -1;
+}
+
+/* The values of every tensor in program prog (declared), the tensor's rows
+ * followed in `lanes` blocks (a lane's rows of the window buffers). */
+static void program_values(const step_program *prog, const paper *pp, const gpu_work_part *parts, int lanes, int L,
+                           value_list *values)
+{
+    const int n = pp->n, S = prog->nslots;
+    rows_state *st = cc_malloc(sizeof(rows_state) * (size_t)n * lanes);
+    for (int k = 0; k < n * lanes; k++) st[k].open = -1;
+    for (int pass = 0; pass < 2 * prog->n; pass++) {
+        /* each operation twice: its uses first, then its defines (a define kills the value the op itself read) */
+        const int i = pass / 2, defines = pass % 2;
+        const step_op *o = &prog->ops[i];
+        const int slot = prog->unit[o->unit].slot, phase = op_phase(o, L);
+        for (int a = o->acc0; a < o->acc0 + o->nacc; a++) {
+            const step_access *x = &prog->acc[a];
+            const uintptr_t lo = (uintptr_t)x->base + x->lo;
+            const uintptr_t hi = (uintptr_t)x->base + (size_t)(x->n - 1) * x->stride + x->hi;
+            const int k = tensor_at(pp, parts, lo);
+            if (k < 0) continue;
+            const size_t rows = parts[k].bytes / (size_t)lanes; /* a lane's block of the tensor */
+            const size_t r0 = lo - pp->base[k], r1 = hi - pp->base[k];
+            const int whole_runs = x->n == 1 || x->hi - x->lo == x->stride; /* the runs leave no gap */
+            for (int ln = 0; ln < lanes; ln++) {
+                const size_t b0 = (size_t)ln * rows, b1 = b0 + rows;
+                if (r1 <= b0 || b1 <= r0) continue;
+                const int kills = x->write == ACC_DEFINE && whole_runs && r0 <= b0 && b1 <= r1;
+                if (kills != defines) continue;
+                rows_state *rs = &st[(size_t)k * lanes + ln];
+                if (kills || rs->open < 0) {
+                    value *v = value_new(&values[k], S);
+                    v->defined = kills;
+                    rs->open = values[k].n - 1;
+                }
+                value_touch(&values[k].v[rs->open], i, slot, phase);
+            }
+        }
+    }
+    free(st);
+}
+
+/* Whether every operation of value a comes before every one of value b
+ * by the program's own waits and stream order (vc: schedule_waits), so
+ * that b's bytes may be a's at no wait more. */
+static int ordered_before(const value *a, const value *b, const step_program *prog, const int *vc)
+{
+    const int S = prog->nslots;
+    for (int sa = 0; sa < S; sa++) {
+        if (a->hi[sa] < 0) continue;
+        for (int sb = 0; sb < S; sb++) {
+            if (b->lo[sb] < 0) continue;
+            const int x = a->hi[sa], y = b->lo[sb];
+            if (x >= y || vc[(size_t)y * S + sa] < x) return 0; /* y does not follow x */
+        }
+    }
+    return 1;
+}
+
+/* Whether two values may share bytes: one's operations all come before
+ * the other's in program order (the scheduler then orders the bytes'
+ * accesses), and either the program's own waits order them already, or
+ * they lie in phases one after another (forward, context stream,
+ * backward), where a wait at the phase's end is the price of sharing. */
+static int values_apart(const value *a, const value *b, const step_program *prog, const int *vc)
+{
+    if (a->last < b->first) return ordered_before(a, b, prog, vc) || a->phase_hi < b->phase_lo;
+    if (b->last < a->first) return ordered_before(b, a, prog, vc) || b->phase_hi < a->phase_lo;
+    return 0;
+}
+
+/* The most bytes live at one operation (in program order), over the tensors where top says so. */
+static size_t peak_bytes(const value_list *values, const gpu_work_part *parts, int n, int nops, int top)
+{
+    size_t peak = 0;
+    for (int i = 0; i < nops; i++) {
+        size_t live = 0;
+        for (int k = 0; k < n; k++) {
+            if ((parts[k].id >= GPU_WORK_S16) != top) continue;
+            for (int j = 0; j < values[k].n; j++)
+                if (values[k].v[j].first <= i && i <= values[k].v[j].last) {
+                    live += parts[k].bytes;
+                    break;
+                }
+        }
+        if (live > peak) peak = live;
+    }
+    return peak;
+}
+
+static void values_clear(value_list *l)
+{
+    for (int j = 0; j < l->n; j++) {
+        free(l->v[j].lo);
+        free(l->v[j].hi);
+    }
+    l->n = 0;
+}
+
+/* ---- the layout ---- */
+
+typedef struct {
+    size_t lo, hi;
+} byte_span;
+
+static int by_lo(const void *a, const void *b)
+{
+    const byte_span *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* First fit, largest first: each tensor at the lowest 256-byte offset
+ * where it meets no placed tensor it interferes with. */
+static size_t place(gpu_work_part *parts, int n, const unsigned char *interfere)
+{
+    int *order = cc_malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    int *placed = cc_calloc((size_t)(n > 0 ? n : 1), sizeof(int));
+    byte_span *taken = cc_malloc(sizeof(byte_span) * (size_t)(n > 0 ? n : 1));
+    for (int k = 0; k < n; k++) { /* largest first, in table order among equals (insertion: n is small) */
+        int j = k;
+        while (j > 0 && parts[order[j - 1]].bytes < parts[k].bytes) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = k;
+    }
+    size_t total = 0;
+    for (int q = 0; q < n; q++) {
+        const int k = order[q];
+        int nt = 0;
+        for (int j = 0; j < n; j++)
+            if (placed[j] && interfere[(size_t)k * n + j])
+                taken[nt++] = (byte_span){ parts[j].offset, parts[j].offset + parts[j].bytes };
+        qsort(taken, (size_t)nt, sizeof(byte_span), by_lo);
+        size_t at = 0;
+        for (int t = 0; t < nt; t++) {
+            if (taken[t].lo >= at + parts[k].bytes) break;
+            if (taken[t].hi > at) at = (taken[t].hi + 255) & ~(size_t)255;
+        }
+        parts[k].offset = at;
+        placed[k] = 1;
+        if (at + parts[k].bytes > total) total = at + parts[k].bytes;
+    }
+    free(order);
+    free(placed);
+    free(taken);
+    return total;
+}
+
+work_layout work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B, int T, gpu_work_part *parts, int *np)
+{
+    work_layout out = { 0, 0, 0 };
+    const cc_dims d = cc_dims_from_config(cfg);
+    const int n = work_tensors(p, &d, B, T, parts);
+    *np = n;
+    if (!n) return out;
+    paper *pp = paper_make(p, cfg, B, T, parts, n);
+    unsigned char *interfere = cc_calloc((size_t)n * n, 1);
+    value_list *values = cc_calloc((size_t)n, sizeof(value_list));
+    const int L = cfg->n_layers;
+    /* the training step with and without a gradient in the plan's lanes, and the evaluation in one */
+    const struct {
+        int lanes, with_grad, eval;
+    } programs[] = { { p->lanes, 1, 0 }, { p->lanes, 0, 0 }, { 1, 0, 1 } };
+    for (size_t q = 0; q < sizeof(programs) / sizeof(programs[0]); q++) {
+        step_program prog;
+        gpu_set_lanes(&pp->ex, programs[q].lanes);
+        program_emit(&prog, &pp->ex, programs[q].lanes, programs[q].with_grad, programs[q].eval);
+        schedule_declare(&prog, &pp->ex);
+        int *vc = schedule_waits(&prog);
+        program_values(&prog, pp, parts, programs[q].lanes, L, values);
+        for (int a = 0; a < n; a++)
+            for (int b = a + 1; b < n; b++)
+                for (int i = 0; i < values[a].n && !interfere[(size_t)a * n + b]; i++)
+                    for (int j = 0; j < values[b].n; j++)
+                        if (!values_apart(&values[a].v[i], &values[b].v[j], &prog, vc)) {
+                            interfere[(size_t)a * n + b] = interfere[(size_t)b * n + a] = 1;
+                            break;
+                        }
+        const size_t pl = peak_bytes(values, parts, n, prog.n, 0), pt = peak_bytes(values, parts, n, prog.n, 1);
+        if (pl > out.peak_layers) out.peak_layers = pl;
+        if (pt > out.peak_top) out.peak_top = pt;
+        for (int k = 0; k < n; k++) values_clear(&values[k]);
+        free(vc);
+        free(prog.ops);
+        free(prog.acc);
+        free(prog.waits);
+        free(prog.scans);
+    }
+    out.total = place(parts, n, interfere);
+    for (int k = 0; k < n; k++) free(values[k].v);
+    free(values);
+    free(interfere);
+    paper_free(pp);
+    return out;
+}
+
+/* ---- the check ---- */
+
+/* Which tensor's value each byte range of `work` holds: sorted, disjoint
+ * ranges, owner -1 where none was written yet. */
+typedef struct {
+    uintptr_t lo, hi;
+    int owner;
+} owned;
+
+typedef struct {
+    owned *r;
+    int n, cap;
+} owner_map;
+
+/* Ranges [lo, hi) to owner k (splitting those it cuts). */
+static void owners_set(owner_map *m, uintptr_t lo, uintptr_t hi, int k)
+{
+    owned *out = cc_malloc(sizeof(owned) * (size_t)(m->n + 3));
+    int n = 0, put = 0;
+    for (int i = 0; i < m->n; i++) {
+        const owned o = m->r[i];
+        if (o.hi <= lo || hi <= o.lo) {
+            if (!put && o.lo >= hi) {
+                out[n++] = (owned){ lo, hi, k };
+                put = 1;
+            }
+            out[n++] = o;
+            continue;
+        }
+        if (o.lo < lo) out[n++] = (owned){ o.lo, lo, o.owner };
+        if (!put) {
+            out[n++] = (owned){ lo, hi, k };
+            put = 1;
+        }
+        if (hi < o.hi) out[n++] = (owned){ hi, o.hi, o.owner };
+    }
+    if (!put) out[n++] = (owned){ lo, hi, k };
+    free(m->r);
+    m->r = out;
+    m->n = m->cap = n;
+}
+
+/* Another tensor's value in [lo, hi), or -1. */
+static int owners_other(const owner_map *m, uintptr_t lo, uintptr_t hi, int k)
+{
+    for (int i = 0; i < m->n; i++)
+        if (m->r[i].lo < hi && lo < m->r[i].hi && m->r[i].owner >= 0 && m->r[i].owner != k) return m->r[i].owner;
+    return -1;
+}
+
+/* Whether op o also defines the bytes of tensor k that access x reads
+ * (the attention reads the keys its own GEMM wrote: a read of its own
+ * define, not of what the bytes held before the op). */
+static int defines_first(const step_program *prog, const step_op *o, const step_access *x, const paper *pp,
+                         const gpu_work_part *parts, int k)
+{
+    const uintptr_t lo = (uintptr_t)x->base + x->lo, hi = (uintptr_t)x->base + (size_t)(x->n - 1) * x->stride + x->hi;
+    for (int a = o->acc0; a < o->acc0 + o->nacc; a++) {
+        const step_access *y = &prog->acc[a];
+        if (y == x || y->write != ACC_DEFINE) continue;
+        const uintptr_t ylo = (uintptr_t)y->base + y->lo;
+        const uintptr_t yhi = (uintptr_t)y->base + (size_t)(y->n - 1) * y->stride + y->hi;
+        if (tensor_at(pp, parts, ylo) == k && ylo <= lo && hi <= yhi) return 1;
+    }
+    return 0;
+}
+
+int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why, size_t len)
+{
+    if (!p->recompute) return 1;
+    const cc_dims d = cc_dims_from_config(cfg);
+    const int T = cfg->seq_len, B = p->lane_B * p->lanes;
+    gpu_work_part parts[GPU_WORK_MAX];
+    size_t total = 0;
+    const int n = gpu_plan_work(p, &d, T, parts, GPU_WORK_MAX, &total);
+    /* on paper each tensor apart, to name the tensor of each access; the bytes it meets are the plan's */
+    paper *pp = paper_make(p, cfg, B, T, parts, n);
+    int ok = 1;
+    const struct {
+        int lanes, with_grad, eval;
+        const char *name;
+    } programs[] = { { p->lanes, 1, 0, "training step" }, { p->lanes, 0, 0, "step without gradient" },
+                     { 1, 0, 1, "evaluation" } };
+    for (size_t q = 0; ok && q < sizeof(programs) / sizeof(programs[0]); q++) {
+        step_program prog;
+        gpu_set_lanes(&pp->ex, programs[q].lanes);
+        program_emit(&prog, &pp->ex, programs[q].lanes, programs[q].with_grad, programs[q].eval);
+        schedule_declare(&prog, &pp->ex);
+        owner_map m = { NULL, 0, 0 };
+        for (int i = 0; ok && i < prog.n; i++) {
+            const step_op *o = &prog.ops[i];
+            for (int pass = 0; ok && pass < 2; pass++) /* an op's reads of what it holds, then its writes */
+                for (int a = o->acc0; ok && a < o->acc0 + o->nacc; a++) {
+                    const step_access *x = &prog.acc[a];
+                    const uintptr_t lo = (uintptr_t)x->base + x->lo;
+                    const int k = tensor_at(pp, parts, lo);
+                    if (k < 0) continue;
+                    /* the access's bytes in the plan's work */
+                    const uintptr_t hi = (uintptr_t)x->base + (size_t)(x->n - 1) * x->stride + x->hi;
+                    const uintptr_t rlo = parts[k].offset + (lo - pp->base[k]);
+                    const uintptr_t rhi = parts[k].offset + (hi - pp->base[k]);
+                    if (rhi > total) {
+                        snprintf(why, len, "%s: %s (set %d) ends past work's %zu bytes", programs[q].name,
+                                 parts[k].name, parts[k].set, total);
+                        ok = 0;
+                    } else if (pass == 0 && x->write != ACC_DEFINE && !defines_first(&prog, o, x, pp, parts, k)) {
+                        const int other = owners_other(&m, rlo, rhi, k);
+                        if (other >= 0) {
+                            snprintf(why, len, "%s, operation %d: %s (set %d) reads bytes %s (set %d) wrote", programs[q].name,
+                                     i, parts[k].name, parts[k].set, parts[other].name, parts[other].set);
+                            ok = 0;
+                        }
+                    } else if (pass == 1 && x->write != ACC_READ) {
+                        owners_set(&m, rlo, rhi, k);
+                    }
+                }
+        }
+        free(m.r);
+        free(prog.ops);
+        free(prog.acc);
+        free(prog.scans);
+    }
+    paper_free(pp);
+    return ok;
+}
