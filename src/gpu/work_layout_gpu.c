@@ -293,16 +293,24 @@ static int ordered_before(const value *a, const value *b, const step_program *pr
     return 1;
 }
 
-/* Whether two values may share bytes: one's operations all come before
- * the other's in program order (the scheduler then orders the bytes'
- * accesses), and either the program's own waits order them already, or
- * they lie in phases one after another (forward, context stream,
- * backward), where a wait at the phase's end is the price of sharing. */
-static int values_apart(const value *a, const value *b, const step_program *prog, const int *vc)
+/* How two values may share bytes: one's operations all come before the
+ * other's in program order (the scheduler then orders the bytes' accesses),
+ * and the program's own waits order them already (SHARE_FREE: no wait is
+ * added), or they lie in phases one after another (forward, context
+ * stream, backward), where a wait at the phase's end is the price
+ * (SHARE_AT_PHASE); else SHARE_NEVER. */
+enum { SHARE_NEVER, SHARE_AT_PHASE, SHARE_FREE };
+
+static int values_share(const value *a, const value *b, const step_program *prog, const int *vc)
 {
-    if (a->last < b->first) return ordered_before(a, b, prog, vc) || a->phase_hi < b->phase_lo;
-    if (b->last < a->first) return ordered_before(b, a, prog, vc) || b->phase_hi < a->phase_lo;
-    return 0;
+    if (b->last < a->first) {
+        const value *t = a;
+        a = b;
+        b = t;
+    }
+    if (a->last >= b->first) return SHARE_NEVER;
+    if (ordered_before(a, b, prog, vc)) return SHARE_FREE;
+    return a->phase_hi < b->phase_lo ? SHARE_AT_PHASE : SHARE_NEVER;
 }
 
 /* The most bytes live at one operation (in program order), over the tensors where top says so. */
@@ -345,9 +353,29 @@ static int by_lo(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+/* The lowest 256-byte offset for tensor k where it meets no placed tensor
+ * whose sharing with it is below `need` (apart: each pair's SHARE_*). */
+static size_t lowest_fit(const gpu_work_part *parts, int n, int k, const int *placed, const unsigned char *apart,
+                         int need, byte_span *taken)
+{
+    int nt = 0;
+    for (int j = 0; j < n; j++)
+        if (placed[j] && apart[(size_t)k * n + j] < need)
+            taken[nt++] = (byte_span){ parts[j].offset, parts[j].offset + parts[j].bytes };
+    qsort(taken, (size_t)nt, sizeof(byte_span), by_lo);
+    size_t at = 0;
+    for (int t = 0; t < nt; t++) {
+        if (taken[t].lo >= at + parts[k].bytes) break;
+        if (taken[t].hi > at) at = (taken[t].hi + 255) & ~(size_t)255;
+    }
+    return at;
+}
+
 /* First fit, largest first: each tensor at the lowest 256-byte offset
- * where it meets no placed tensor it interferes with. */
-static size_t place(gpu_work_part *parts, int n, const unsigned char *interfere)
+ * where it shares bytes only with tensors it shares with at no wait, if
+ * that keeps within the bytes placed so far; else where it shares with
+ * tensors of earlier or later phases too. */
+static size_t place(gpu_work_part *parts, int n, const unsigned char *apart)
 {
     int *order = cc_malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
     int *placed = cc_calloc((size_t)(n > 0 ? n : 1), sizeof(int));
@@ -363,16 +391,8 @@ static size_t place(gpu_work_part *parts, int n, const unsigned char *interfere)
     size_t total = 0;
     for (int q = 0; q < n; q++) {
         const int k = order[q];
-        int nt = 0;
-        for (int j = 0; j < n; j++)
-            if (placed[j] && interfere[(size_t)k * n + j])
-                taken[nt++] = (byte_span){ parts[j].offset, parts[j].offset + parts[j].bytes };
-        qsort(taken, (size_t)nt, sizeof(byte_span), by_lo);
-        size_t at = 0;
-        for (int t = 0; t < nt; t++) {
-            if (taken[t].lo >= at + parts[k].bytes) break;
-            if (taken[t].hi > at) at = (taken[t].hi + 255) & ~(size_t)255;
-        }
+        size_t at = lowest_fit(parts, n, k, placed, apart, SHARE_FREE, taken);
+        if (at + parts[k].bytes > total) at = lowest_fit(parts, n, k, placed, apart, SHARE_AT_PHASE, taken);
         parts[k].offset = at;
         placed[k] = 1;
         if (at + parts[k].bytes > total) total = at + parts[k].bytes;
@@ -391,7 +411,9 @@ work_layout work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B
     *np = n;
     if (!n) return out;
     paper *pp = paper_make(p, cfg, B, T, parts, n);
-    unsigned char *interfere = cc_calloc((size_t)n * n, 1);
+    /* each pair's SHARE_*: the least over every pair of their values in every program */
+    unsigned char *apart = cc_malloc((size_t)n * n);
+    memset(apart, SHARE_FREE, (size_t)n * n);
     value_list *values = cc_calloc((size_t)n, sizeof(value_list));
     const int L = cfg->n_layers;
     /* the training step with and without a gradient in the plan's lanes, and the evaluation in one */
@@ -407,12 +429,12 @@ work_layout work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B
         program_values(&prog, pp, parts, programs[q].lanes, L, values);
         for (int a = 0; a < n; a++)
             for (int b = a + 1; b < n; b++)
-                for (int i = 0; i < values[a].n && !interfere[(size_t)a * n + b]; i++)
-                    for (int j = 0; j < values[b].n; j++)
-                        if (!values_apart(&values[a].v[i], &values[b].v[j], &prog, vc)) {
-                            interfere[(size_t)a * n + b] = interfere[(size_t)b * n + a] = 1;
-                            break;
-                        }
+                for (int i = 0; i < values[a].n && apart[(size_t)a * n + b] != SHARE_NEVER; i++)
+                    for (int j = 0; j < values[b].n; j++) {
+                        const int s = values_share(&values[a].v[i], &values[b].v[j], &prog, vc);
+                        if (s < apart[(size_t)a * n + b]) apart[(size_t)a * n + b] = apart[(size_t)b * n + a] = (unsigned char)s;
+                        if (s == SHARE_NEVER) break;
+                    }
         const size_t pl = peak_bytes(values, parts, n, prog.n, 0), pt = peak_bytes(values, parts, n, prog.n, 1);
         if (pl > out.peak_layers) out.peak_layers = pl;
         if (pt > out.peak_top) out.peak_top = pt;
@@ -423,10 +445,10 @@ work_layout work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B
         free(prog.waits);
         free(prog.scans);
     }
-    out.total = place(parts, n, interfere);
+    out.total = place(parts, n, apart);
     for (int k = 0; k < n; k++) free(values[k].v);
     free(values);
-    free(interfere);
+    free(apart);
     paper_free(pp);
     return out;
 }
