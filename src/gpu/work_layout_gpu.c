@@ -282,6 +282,14 @@ static void program_values(const step_program *prog, const paper *pp, const gpu_
 static int ordered_before(const value *a, const value *b, const step_program *prog, const int *vc)
 {
     const int S = prog->nslots;
+    if (b->defined) { /* b's other operations read what its define wrote: they follow it */
+        const int y = b->first;
+        for (int sa = 0; sa < S; sa++) {
+            const int x = a->hi[sa];
+            if (x >= 0 && (x >= y || vc[(size_t)y * S + sa] < x)) return 0; /* y does not follow x */
+        }
+        return 1;
+    }
     for (int sa = 0; sa < S; sa++) {
         if (a->hi[sa] < 0) continue;
         for (int sb = 0; sb < S; sb++) {
@@ -301,7 +309,7 @@ static int ordered_before(const value *a, const value *b, const step_program *pr
  * (SHARE_AT_PHASE); else SHARE_NEVER. */
 enum { SHARE_NEVER, SHARE_AT_PHASE, SHARE_FREE };
 
-static int values_share(const value *a, const value *b, const step_program *prog, const int *vc)
+static int values_share(const value *a, const value *b, const step_program *prog, const int *vc, int best)
 {
     if (b->last < a->first) {
         const value *t = a;
@@ -309,8 +317,10 @@ static int values_share(const value *a, const value *b, const step_program *prog
         b = t;
     }
     if (a->last >= b->first) return SHARE_NEVER;
+    const int phases = a->phase_hi < b->phase_lo;
+    if (phases && best < SHARE_FREE) return SHARE_AT_PHASE; /* the pair can do no better: skip the clocks */
     if (ordered_before(a, b, prog, vc)) return SHARE_FREE;
-    return a->phase_hi < b->phase_lo ? SHARE_AT_PHASE : SHARE_NEVER;
+    return phases ? SHARE_AT_PHASE : SHARE_NEVER;
 }
 
 /* The most bytes live at one operation (in program order), over the tensors where top says so. */
@@ -431,7 +441,7 @@ work_layout work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B
             for (int b = a + 1; b < n; b++)
                 for (int i = 0; i < values[a].n && apart[(size_t)a * n + b] != SHARE_NEVER; i++)
                     for (int j = 0; j < values[b].n; j++) {
-                        const int s = values_share(&values[a].v[i], &values[b].v[j], &prog, vc);
+                        const int s = values_share(&values[a].v[i], &values[b].v[j], &prog, vc, apart[(size_t)a * n + b]);
                         if (s < apart[(size_t)a * n + b]) apart[(size_t)a * n + b] = apart[(size_t)b * n + a] = (unsigned char)s;
                         if (s == SHARE_NEVER) break;
                     }
