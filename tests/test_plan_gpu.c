@@ -71,6 +71,7 @@ static const gpu_profile *gpu_named(const char *name)
 static cc_config config_with(const char *const *sets)
 {
     cc_config cfg;
+    cc_config_defaults(&cfg);
     cr_assert_eq(cc_config_load_unchecked(&cfg, "configs/default.ini"), 0, "configs/default.ini");
     for (int i = 0; sets && sets[i]; i++) cr_assert_eq(cc_config_set_arg(&cfg, sets[i]), 0, "%s", sets[i]);
     return cfg;

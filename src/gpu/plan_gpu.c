@@ -366,25 +366,33 @@ static void rc_layout(gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, 
 {
     p->rc_sets = p->wave_chunk ? d->L : 1;
     p->wave_layers = wave_layers_of(p, d);
-    gpu_work_part parts[GPU_WORK_MAX];
-    int n = 0, nd = 0;
+    gpu_work_part parts[GPU_WORK_MAX], best[GPU_WORK_MAX];
+    int n = 0, nbest = 0, nd = 0;
     int *div = cc_malloc(sizeof(int) * (size_t)p->lane_B);
     for (int q = 1; q <= p->lane_B; q++)
         if (p->lane_B % q == 0) div[nd++] = q;
+    /* the smallest part (what the layers take), then the whole lane, then halving the gap */
     p->top_seqs = 1;
-    const size_t layers = work_layout_make(p, cfg, B, T, parts, &n).total;
-    int lo = 0, hi = nd - 1;
+    work_layout w = work_layout_make(p, cfg, B, T, best, &nbest);
+    const size_t layers = w.total;
+    int lo = 0, hi = nd - 1, mid = hi;
     while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
         p->top_seqs = div[mid];
-        if (work_layout_make(p, cfg, B, T, parts, &n).total <= layers) lo = mid;
-        else hi = mid - 1;
+        const work_layout m = work_layout_make(p, cfg, B, T, parts, &n);
+        if (m.total <= layers) {
+            lo = mid;
+            w = m;
+            nbest = n;
+            memcpy(best, parts, sizeof(gpu_work_part) * (size_t)n);
+        } else {
+            hi = mid - 1;
+        }
+        mid = (lo + hi + 1) / 2;
     }
     p->top_seqs = div[lo];
     free(div);
-    const work_layout w = work_layout_make(p, cfg, B, T, parts, &n);
     memset(p->work_at, 0, sizeof(p->work_at));
-    for (int i = 0; i < n; i++) p->work_at[parts[i].id][parts[i].set] = parts[i].offset;
+    for (int i = 0; i < nbest; i++) p->work_at[best[i].id][best[i].set] = best[i].offset;
     p->work_bytes = w.total;
 }
 

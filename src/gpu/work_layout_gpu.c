@@ -351,6 +351,48 @@ static void values_clear(value_list *l)
     l->n = 0;
 }
 
+/* ---- the programs ---- */
+
+/* A program of the step whose accesses the layout must keep apart. */
+typedef struct {
+    int lanes, with_grad, eval, refused;
+    const char *name;
+} step_kind;
+
+/* The programs plan p can run: the training step with and without a
+ * gradient in its lanes and the evaluation in one, and where a persistent
+ * launch may be refused (MPS, a partition: gru.c), the training step after
+ * that refusal, layer after layer on the per-step loop, whose rebuilds run
+ * ahead of their windows in every layer. Returns how many (at most 4). */
+static int step_kinds(const gpu_step_plan *p, step_kind *out)
+{
+    int n = 0;
+    out[n++] = (step_kind){ p->lanes, 1, 0, 0, "training step" };
+    out[n++] = (step_kind){ p->lanes, 0, 0, 0, "step without gradient" };
+    out[n++] = (step_kind){ 1, 0, 1, 0, "evaluation" };
+    if (p->impl == GRU_IMPL_PERSISTENT || p->eval_impl == GRU_IMPL_PERSISTENT)
+        out[n++] = (step_kind){ p->lanes, 1, 0, 1, "training step after a refused launch" };
+    return n;
+}
+
+/* Program k of the step, emitted and declared on paper. */
+static void paper_program(step_program *prog, paper *pp, const step_kind *k)
+{
+    pp->g.gru.refused[0] = (char)(k->refused ? 'x' : 0);
+    gpu_set_lanes(&pp->ex, k->lanes);
+    program_emit(prog, &pp->ex, k->lanes, k->with_grad, k->eval);
+    schedule_declare(prog, &pp->ex);
+    pp->g.gru.refused[0] = 0;
+}
+
+static void paper_program_free(step_program *prog)
+{
+    free(prog->ops);
+    free(prog->acc);
+    free(prog->waits);
+    free(prog->scans);
+}
+
 /* ---- the layout ---- */
 
 typedef struct {
@@ -426,17 +468,13 @@ work_layout work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B
     memset(apart, SHARE_FREE, (size_t)n * n);
     value_list *values = cc_calloc((size_t)n, sizeof(value_list));
     const int L = cfg->n_layers;
-    /* the training step with and without a gradient in the plan's lanes, and the evaluation in one */
-    const struct {
-        int lanes, with_grad, eval;
-    } programs[] = { { p->lanes, 1, 0 }, { p->lanes, 0, 0 }, { 1, 0, 1 } };
-    for (size_t q = 0; q < sizeof(programs) / sizeof(programs[0]); q++) {
+    step_kind kinds[4];
+    const int nk = step_kinds(p, kinds);
+    for (int q = 0; q < nk; q++) {
         step_program prog;
-        gpu_set_lanes(&pp->ex, programs[q].lanes);
-        program_emit(&prog, &pp->ex, programs[q].lanes, programs[q].with_grad, programs[q].eval);
-        schedule_declare(&prog, &pp->ex);
+        paper_program(&prog, pp, &kinds[q]);
         int *vc = schedule_waits(&prog);
-        program_values(&prog, pp, parts, programs[q].lanes, L, values);
+        program_values(&prog, pp, parts, kinds[q].lanes, L, values);
         for (int a = 0; a < n; a++)
             for (int b = a + 1; b < n; b++)
                 for (int i = 0; i < values[a].n && apart[(size_t)a * n + b] != SHARE_NEVER; i++)
@@ -450,10 +488,7 @@ work_layout work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B
         if (pt > out.peak_top) out.peak_top = pt;
         for (int k = 0; k < n; k++) values_clear(&values[k]);
         free(vc);
-        free(prog.ops);
-        free(prog.acc);
-        free(prog.waits);
-        free(prog.scans);
+        paper_program_free(&prog);
     }
     out.total = place(parts, n, apart);
     for (int k = 0; k < n; k++) free(values[k].v);
@@ -541,16 +576,11 @@ int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why,
     /* on paper each tensor apart, to name the tensor of each access; the bytes it meets are the plan's */
     paper *pp = paper_make(p, cfg, B, T, parts, n);
     int ok = 1;
-    const struct {
-        int lanes, with_grad, eval;
-        const char *name;
-    } programs[] = { { p->lanes, 1, 0, "training step" }, { p->lanes, 0, 0, "step without gradient" },
-                     { 1, 0, 1, "evaluation" } };
-    for (size_t q = 0; ok && q < sizeof(programs) / sizeof(programs[0]); q++) {
+    step_kind kinds[4];
+    const int nk = step_kinds(p, kinds);
+    for (int q = 0; ok && q < nk; q++) {
         step_program prog;
-        gpu_set_lanes(&pp->ex, programs[q].lanes);
-        program_emit(&prog, &pp->ex, programs[q].lanes, programs[q].with_grad, programs[q].eval);
-        schedule_declare(&prog, &pp->ex);
+        paper_program(&prog, pp, &kinds[q]);
         owner_map m = { NULL, 0, 0 };
         for (int i = 0; ok && i < prog.n; i++) {
             const step_op *o = &prog.ops[i];
@@ -565,13 +595,13 @@ int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why,
                     const uintptr_t rlo = parts[k].offset + (lo - pp->base[k]);
                     const uintptr_t rhi = parts[k].offset + (hi - pp->base[k]);
                     if (rhi > total) {
-                        snprintf(why, len, "%s: %s (set %d) ends past work's %zu bytes", programs[q].name,
+                        snprintf(why, len, "%s: %s (set %d) ends past work's %zu bytes", kinds[q].name,
                                  parts[k].name, parts[k].set, total);
                         ok = 0;
                     } else if (pass == 0 && x->write != ACC_DEFINE && !defines_first(&prog, o, x, pp, parts, k)) {
                         const int other = owners_other(&m, rlo, rhi, k);
                         if (other >= 0) {
-                            snprintf(why, len, "%s, operation %d: %s (set %d) reads bytes %s (set %d) wrote", programs[q].name,
+                            snprintf(why, len, "%s, operation %d: %s (set %d) reads bytes %s (set %d) wrote", kinds[q].name,
                                      i, parts[k].name, parts[k].set, parts[other].name, parts[other].set);
                             ok = 0;
                         }
@@ -581,9 +611,7 @@ int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why,
                 }
         }
         free(m.r);
-        free(prog.ops);
-        free(prog.acc);
-        free(prog.scans);
+        paper_program_free(&prog);
     }
     paper_free(pp);
     return ok;

@@ -23,7 +23,8 @@ typedef struct {
 } work_layout;
 
 /* Lays out the tensors of work_tensors(p, ...) for the plan's training
- * step (with and without a gradient) and evaluation under cfg: each
+ * step (with and without a gradient, and after a refused persistent
+ * launch where one may be refused) and evaluation under cfg: each
  * program is declared, each tensor's values live from the operation that
  * defines them (ACC_DEFINE, step_gpu.h) to their last use in program
  * order, and two tensors share bytes only where no value of one is live
