@@ -105,8 +105,9 @@ typedef struct {
 
 /* Every device buffer of the executor for B sequences of T under d with n
  * parameters, row i being buffer i (out holds GPU_BUF_COUNT). Under
- * recompute the context stream's part is chosen for this B (at the plan's
- * own B: the plan's top_seqs). Returns GPU_BUF_COUNT. */
+ * recompute `work` is the plan's layout at the plan's own B, and in
+ * proportion at another (what bytes_per_seq estimates from). Returns
+ * GPU_BUF_COUNT. */
 int gpu_plan_buffers(const gpu_step_plan *p, const cc_dims *d, size_t n, int B, int T, gpu_plan_buffer *out);
 
 
