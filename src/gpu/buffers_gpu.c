@@ -34,22 +34,23 @@ static const size_t work_slot[GPU_WORK_COUNT] = {
     [GPU_WORK_WIN_GATES_1] = SLOT(win_gates[0][1]), [GPU_WORK_WIN_GHN_1] = SLOT(win_ghn[0][1]),
     [GPU_WORK_HPREV16] = SLOT(hprev16),             [GPU_WORK_WIN_HP16_0] = SLOT(win_hp16[0][0]),
     [GPU_WORK_WIN_DGX16_0] = SLOT(win_dgx16[0][0]), [GPU_WORK_WIN_DGH16_0] = SLOT(win_dgh16[0][0]),
-    [GPU_WORK_WIN_DTMP_0] = SLOT(win_dtmp[0][0]),   [GPU_WORK_WIN_HP16_1] = SLOT(win_hp16[0][1]),
+    [GPU_WORK_WIN_DTMP_0] = SLOT(win_dtmp[0]),      [GPU_WORK_WIN_HP16_1] = SLOT(win_hp16[0][1]),
     [GPU_WORK_WIN_DGX16_1] = SLOT(win_dgx16[0][1]), [GPU_WORK_WIN_DGH16_1] = SLOT(win_dgh16[0][1]),
-    [GPU_WORK_WIN_DTMP_1] = SLOT(win_dtmp[0][1]),   [GPU_WORK_S16] = SLOT(s16),
+    [GPU_WORK_S16] = SLOT(s16),
     [GPU_WORK_QKV16] = SLOT(qkv16),                 [GPU_WORK_O16] = SLOT(o16),
     [GPU_WORK_DC16] = SLOT(dc16),                   [GPU_WORK_DTMP] = SLOT(dtmp),
     [GPU_WORK_C] = SLOT(c),                         [GPU_WORK_DO16] = SLOT(do16),
     [GPU_WORK_D16] = SLOT(d16),
 };
-/* from one set of window buffers to the next in gpu_impl (win_*[set][turn]) */
-static const size_t set_stride = SLOT(win_a16[1][0]) - SLOT(win_a16[0][0]);
+/* from one set of window buffers to the next in gpu_impl (win_*[set][turn], win_dtmp[set]) */
+static const size_t set_stride = SLOT(win_a16[1][0]) - SLOT(win_a16[0][0]), dtmp_stride = SLOT(win_dtmp[1]) - SLOT(win_dtmp[0]);
 #undef SLOT
 
 void **gpu_buffer_slot(gpu_impl *g, gpu_buf_id id) { return (void **)((char *)g + buffer_slot[id]); }
 
 void **gpu_work_slot(gpu_impl *g, gpu_work_id id, int set)
 {
-    const int window = id != GPU_WORK_HPREV16 && id <= GPU_WORK_WIN_DTMP_1;
-    return (void **)((char *)g + work_slot[id] + (window ? (size_t)set * set_stride : 0));
+    const int window = id != GPU_WORK_HPREV16 && id <= GPU_WORK_WIN_DGH16_1;
+    const size_t stride = id == GPU_WORK_WIN_DTMP_0 ? dtmp_stride : set_stride;
+    return (void **)((char *)g + work_slot[id] + (window ? (size_t)set * stride : 0));
 }

@@ -96,8 +96,9 @@ typedef struct {
      * layout: work_layout_gpu.c); the scheduler orders the accesses of those
      * that share as of any that overlap. */
     void *work;
-    /* by set (a layer's under the wavefront, else the one: plan.rc_sets) and turn */
-    float *win_gates[GPU_WAVE_MAX_LAYERS][2], *win_ghn[GPU_WAVE_MAX_LAYERS][2], *win_dtmp[GPU_WAVE_MAX_LAYERS][2];
+    /* by set (a layer's under the wavefront, else the one: plan.rc_sets) and turn; the input gradient
+     * lives within one operation: one a set */
+    float *win_gates[GPU_WAVE_MAX_LAYERS][2], *win_ghn[GPU_WAVE_MAX_LAYERS][2], *win_dtmp[GPU_WAVE_MAX_LAYERS];
     uint16_t *win_a16[GPU_WAVE_MAX_LAYERS][2], *win_hp16[GPU_WAVE_MAX_LAYERS][2];
     uint16_t *win_dgx16[GPU_WAVE_MAX_LAYERS][2], *win_dgh16[GPU_WAVE_MAX_LAYERS][2];
     /* the step's programs (program_gpu.c), by what they were built for:

@@ -388,7 +388,7 @@ void op_dx(step_run *r)
     const gru_grads gg = grads_of(r, l);
     float *du = ROWS(c, g->du, D);
     /* under recompute the set's one buffer: the input gradient lives within this op */
-    float *dtmp = wb ? WINROWS(c, g->win_dtmp[wset(r)][0], D) : ROWS(c, g->dtmp, D) + at * D;
+    float *dtmp = wb ? WINROWS(c, g->win_dtmp[wset(r)], D) : ROWS(c, g->dtmp, D) + at * D;
     const uint16_t *dgx = wb ? gg.dgx16 : (const uint16_t *)gg.dgx16 + at * 3 * D;
     if (wb) {
         use_window(r, 0, gg.dgx16, 3 * D, 2);

@@ -373,15 +373,15 @@ static void rc_layout(gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, 
         if (p->lane_B % q == 0) div[nd++] = q;
     /* the smallest part (what the layers take), then the whole lane, then halving the gap */
     p->top_seqs = 1;
-    work_layout w = work_layout_make(p, cfg, B, T, best, &nbest);
-    const size_t layers = w.total;
+    size_t total = work_layout_make(p, cfg, B, T, best, &nbest);
+    const size_t layers = total;
     int lo = 0, hi = nd - 1, mid = hi;
     while (lo < hi) {
         p->top_seqs = div[mid];
-        const work_layout m = work_layout_make(p, cfg, B, T, parts, &n);
-        if (m.total <= layers) {
+        const size_t bytes = work_layout_make(p, cfg, B, T, parts, &n);
+        if (bytes <= layers) {
             lo = mid;
-            w = m;
+            total = bytes;
             nbest = n;
             memcpy(best, parts, sizeof(gpu_work_part) * (size_t)n);
         } else {
@@ -393,7 +393,7 @@ static void rc_layout(gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, 
     free(div);
     memset(p->work_at, 0, sizeof(p->work_at));
     for (int i = 0; i < nbest; i++) p->work_at[best[i].id][best[i].set] = best[i].offset;
-    p->work_bytes = w.total;
+    p->work_bytes = total;
 }
 
 /* Under recompute 2 lanes rather than 4 layer after layer (11.20 against

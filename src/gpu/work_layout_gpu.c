@@ -220,6 +220,13 @@ static void value_touch(value *v, int i, int slot, int phase)
     v->hi[slot] = i;
 }
 
+/* The bytes access x spans, from its first run's start to its last's end. */
+static void access_span(const step_access *x, uintptr_t *lo, uintptr_t *hi)
+{
+    *lo = (uintptr_t)x->base + x->lo;
+    *hi = (uintptr_t)x->base + (size_t)(x->n - 1) * x->stride + x->hi;
+}
+
 /* The tensor holding address a (the bases ascend), -1 if none. */
 static int tensor_at(const paper *pp, const gpu_work_part *parts, uintptr_t a)
 {
@@ -251,8 +258,8 @@ static void program_values(const step_program *prog, const paper *pp, const gpu_
         const int slot = prog->unit[o->unit].slot, phase = op_phase(o, L);
         for (int a = o->acc0; a < o->acc0 + o->nacc; a++) {
             const step_access *x = &prog->acc[a];
-            const uintptr_t lo = (uintptr_t)x->base + x->lo;
-            const uintptr_t hi = (uintptr_t)x->base + (size_t)(x->n - 1) * x->stride + x->hi;
+            uintptr_t lo, hi;
+            access_span(x, &lo, &hi);
             const int k = tensor_at(pp, parts, lo);
             if (k < 0) continue;
             const size_t rows = parts[k].bytes / (size_t)lanes; /* a lane's block of the tensor */
@@ -321,25 +328,6 @@ static int values_share(const value *a, const value *b, const step_program *prog
     if (phases && best < SHARE_FREE) return SHARE_AT_PHASE; /* the pair can do no better: skip the clocks */
     if (ordered_before(a, b, prog, vc)) return SHARE_FREE;
     return phases ? SHARE_AT_PHASE : SHARE_NEVER;
-}
-
-/* The most bytes live at one operation (in program order), over the tensors where top says so. */
-static size_t peak_bytes(const value_list *values, const gpu_work_part *parts, int n, int nops, int top)
-{
-    size_t peak = 0;
-    for (int i = 0; i < nops; i++) {
-        size_t live = 0;
-        for (int k = 0; k < n; k++) {
-            if ((parts[k].id >= GPU_WORK_S16) != top) continue;
-            for (int j = 0; j < values[k].n; j++)
-                if (values[k].v[j].first <= i && i <= values[k].v[j].last) {
-                    live += parts[k].bytes;
-                    break;
-                }
-        }
-        if (live > peak) peak = live;
-    }
-    return peak;
 }
 
 static void values_clear(value_list *l)
@@ -455,13 +443,12 @@ static size_t place(gpu_work_part *parts, int n, const unsigned char *apart)
     return total;
 }
 
-work_layout work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B, int T, gpu_work_part *parts, int *np)
+size_t work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B, int T, gpu_work_part *parts, int *np)
 {
-    work_layout out = { 0, 0, 0 };
     const cc_dims d = cc_dims_from_config(cfg);
     const int n = work_tensors(p, &d, B, T, parts);
     *np = n;
-    if (!n) return out;
+    if (!n) return 0;
     paper *pp = paper_make(p, cfg, B, T, parts, n);
     /* each pair's SHARE_*: the least over every pair of their values in every program */
     unsigned char *apart = cc_malloc((size_t)n * n);
@@ -483,19 +470,16 @@ work_layout work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B
                         if (s < apart[(size_t)a * n + b]) apart[(size_t)a * n + b] = apart[(size_t)b * n + a] = (unsigned char)s;
                         if (s == SHARE_NEVER) break;
                     }
-        const size_t pl = peak_bytes(values, parts, n, prog.n, 0), pt = peak_bytes(values, parts, n, prog.n, 1);
-        if (pl > out.peak_layers) out.peak_layers = pl;
-        if (pt > out.peak_top) out.peak_top = pt;
         for (int k = 0; k < n; k++) values_clear(&values[k]);
         free(vc);
         paper_program_free(&prog);
     }
-    out.total = place(parts, n, apart);
+    const size_t total = place(parts, n, apart);
     for (int k = 0; k < n; k++) free(values[k].v);
     free(values);
     free(apart);
     paper_free(pp);
-    return out;
+    return total;
 }
 
 /* ---- the check ---- */
@@ -554,12 +538,12 @@ static int owners_other(const owner_map *m, uintptr_t lo, uintptr_t hi, int k)
 static int defines_first(const step_program *prog, const step_op *o, const step_access *x, const paper *pp,
                          const gpu_work_part *parts, int k)
 {
-    const uintptr_t lo = (uintptr_t)x->base + x->lo, hi = (uintptr_t)x->base + (size_t)(x->n - 1) * x->stride + x->hi;
+    uintptr_t lo, hi, ylo, yhi;
+    access_span(x, &lo, &hi);
     for (int a = o->acc0; a < o->acc0 + o->nacc; a++) {
         const step_access *y = &prog->acc[a];
         if (y == x || y->write != ACC_DEFINE) continue;
-        const uintptr_t ylo = (uintptr_t)y->base + y->lo;
-        const uintptr_t yhi = (uintptr_t)y->base + (size_t)(y->n - 1) * y->stride + y->hi;
+        access_span(y, &ylo, &yhi);
         if (tensor_at(pp, parts, ylo) == k && ylo <= lo && hi <= yhi) return 1;
     }
     return 0;
@@ -587,11 +571,11 @@ int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why,
             for (int pass = 0; ok && pass < 2; pass++) /* an op's reads of what it holds, then its writes */
                 for (int a = o->acc0; ok && a < o->acc0 + o->nacc; a++) {
                     const step_access *x = &prog.acc[a];
-                    const uintptr_t lo = (uintptr_t)x->base + x->lo;
+                    uintptr_t lo, hi;
+                    access_span(x, &lo, &hi);
                     const int k = tensor_at(pp, parts, lo);
                     if (k < 0) continue;
                     /* the access's bytes in the plan's work */
-                    const uintptr_t hi = (uintptr_t)x->base + (size_t)(x->n - 1) * x->stride + x->hi;
                     const uintptr_t rlo = parts[k].offset + (lo - pp->base[k]);
                     const uintptr_t rhi = parts[k].offset + (hi - pp->base[k]);
                     if (rhi > total) {

@@ -15,13 +15,6 @@
  * GPU_WORK_MAX). */
 int work_tensors(const gpu_step_plan *p, const cc_dims *d, int B, int T, gpu_work_part *out);
 
-/* What the liveness pass found: the bytes of `work`, and the most bytes
- * live at once in any of the step's programs, over the layers' tensors
- * (window buffers, hprev16) and over the context stream's. */
-typedef struct {
-    size_t total, peak_layers, peak_top;
-} work_layout;
-
 /* Lays out the tensors of work_tensors(p, ...) for the plan's training
  * step (with and without a gradient, and after a refused persistent
  * launch where one may be refused) and evaluation under cfg: each
@@ -29,8 +22,8 @@ typedef struct {
  * defines them (ACC_DEFINE, step_gpu.h) to their last use in program
  * order, and two tensors share bytes only where no value of one is live
  * while a value of the other is, in any program (first fit, largest
- * first, at 256-byte offsets). The offsets land in parts (n of them). */
-work_layout work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B, int T, gpu_work_part *parts,
-                             int *n);
+ * first, at 256-byte offsets). The offsets land in parts (n of them);
+ * returns the bytes of `work`. */
+size_t work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B, int T, gpu_work_part *parts, int *n);
 
 #endif
