@@ -1,5 +1,6 @@
 // Element-wise helpers: FP32 <-> FP16 conversion for GEMM operands, the
 // residual add, and column sums of FP16 matrices (bias gradients).
+#include <stdint.h>
 #include "catchat/kernels.h"
 #include "common.cuh"
 
@@ -133,19 +134,39 @@ extern "C" int kernels_compiled_for(int *binary_version, int *ptx_version)
     return 0;
 }
 
-// The rows of a row window (kernels.h), D values each.
+// The rows of a row window (kernels.h), D values each: a block a row (the
+// grid strides over rows), so the row's place costs one division a row
+// rather than one an element; 4 values a thread where D and the pointers
+// allow 16-byte loads (recompute converts a window's h_{t-1} this way).
+template <int W>
 __global__ void f32_to_f16_rows_kernel(__half *dst, const float *src, int M, int D, row_window rw)
 {
-    const size_t n = (size_t)M * D;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const int r = (int)(i / D);
-        dst[window_row_own(rw, r) * D + i % D] = __float2half_rn(src[window_row(rw, r) * D + i % D]);
+    for (int r = blockIdx.x; r < M; r += gridDim.x) {
+        const float *in = src + window_row(rw, r) * D;
+        __half *out = dst + window_row_own(rw, r) * D;
+        for (int i = W * threadIdx.x; i < D; i += W * blockDim.x) {
+            if constexpr (W == 4) {
+                const float4 v = *(const float4 *)(in + i);
+                __half2 *o = (__half2 *)(out + i);
+                o[0] = __floats2half2_rn(v.x, v.y);
+                o[1] = __floats2half2_rn(v.z, v.w);
+            } else {
+                out[i] = __float2half_rn(in[i]);
+            }
+        }
     }
 }
 
 extern "C" void launch_f32_to_f16_rows(void *dst, const float *src, int M, int D, row_window rw, cudaStream_t s)
 {
-    f32_to_f16_rows_kernel<<<grid_for((size_t)M * D), 256, 0, s>>>((__half *)dst, src, M, D, rw);
+    if (M < 1) return;
+    const unsigned grid = M < 65535 ? (unsigned)M : 65535u;
+    if (D % 4 == 0 && (((uintptr_t)dst | (uintptr_t)src) & 15) == 0) {
+        const int threads = D / 4 < 256 ? ((D / 4 + 31) / 32) * 32 : 256;
+        f32_to_f16_rows_kernel<4><<<grid, threads, 0, s>>>((__half *)dst, src, M, D, rw);
+    } else {
+        f32_to_f16_rows_kernel<1><<<grid, 256, 0, s>>>((__half *)dst, src, M, D, rw);
+    }
     LAUNCH_CHECK();
 }
 

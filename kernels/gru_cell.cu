@@ -5,6 +5,7 @@
 // the loop. src/cpu/gru_cell.c is the same function on the CPU, with the same
 // contract (kernels.h). One thread per (sequence, hidden unit) keeps a unit's
 // three gates together, so the blend and (backward) the grad_h clamp fuse here.
+#include <stdint.h>
 #include "catchat/kernels.h"
 #include "common.cuh"
 #include "gru_cell.cuh"
@@ -58,24 +59,51 @@ extern "C" void launch_gru_cell_backward(const gru_layer *L, const gru_grads *G,
 // src/gpu/ops_layer_gpu.c): in gates, gx + W_hh·h_{t-1} in the r and z rows
 // and gx alone in the n row; in ghn, W_hn·h_{t-1} without its bias. The
 // same gate math as the forward cell with h_{t-1}'s products already added.
+// A pass over the window's gates that memory bounds: W units a thread, with
+// 16-byte loads and stores where D and the pointers allow them.
+__device__ __forceinline__ void unpack4(float *d, float4 v) { d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w; }
+__device__ __forceinline__ float4 pack4(const float *v) { return make_float4(v[0], v[1], v[2], v[3]); }
+
+template <int W>
 __global__ void gru_cell_rebuild_kernel(float *gates, float *ghn, const float *bhh, size_t M, int D)
 {
-    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= M * D) return;
-    const size_t row = idx / D;
-    const int i = (int)(idx % D);
-    float *gt = gates + row * 3 * D;
-    const float g3[3] = { gt[i], gt[D + i], gt[2 * D + i] };
-    const float b3[3] = { bhh[i], bhh[D + i], bhh[2 * D + i] };
-    const gru_fwd_vals v = gru_fwd_math(g3, b3, 0.f, 0.f, ghn[idx], 0.f);
-    gt[i] = v.r;
-    gt[D + i] = v.z;
-    gt[2 * D + i] = v.n;
-    ghn[idx] = v.hn;
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x, per_row = (size_t)D / W;
+    if (idx >= M * per_row) return;
+    const size_t row = idx / per_row;
+    const int i0 = (int)(idx % per_row) * W;
+    float *gt = gates + row * 3 * D, *hn = ghn + row * D;
+    float r[W], z[W], n[W], a[W];
+    if constexpr (W == 4) {
+        unpack4(r, *(const float4 *)(gt + i0));
+        unpack4(z, *(const float4 *)(gt + D + i0));
+        unpack4(n, *(const float4 *)(gt + 2 * D + i0));
+        unpack4(a, *(const float4 *)(hn + i0));
+    } else {
+        r[0] = gt[i0], z[0] = gt[D + i0], n[0] = gt[2 * D + i0], a[0] = hn[i0];
+    }
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+        const int i = i0 + k;
+        const float g3[3] = { r[k], z[k], n[k] };
+        const float b3[3] = { bhh[i], bhh[D + i], bhh[2 * D + i] };
+        const gru_fwd_vals v = gru_fwd_math(g3, b3, 0.f, 0.f, a[k], 0.f);
+        r[k] = v.r, z[k] = v.z, n[k] = v.n, a[k] = v.hn;
+    }
+    if constexpr (W == 4) {
+        *(float4 *)(gt + i0) = pack4(r);
+        *(float4 *)(gt + D + i0) = pack4(z);
+        *(float4 *)(gt + 2 * D + i0) = pack4(n);
+        *(float4 *)(hn + i0) = pack4(a);
+    } else {
+        gt[i0] = r[0], gt[D + i0] = z[0], gt[2 * D + i0] = n[0], hn[i0] = a[0];
+    }
 }
 
 extern "C" void launch_gru_cell_rebuild(float *gates, float *ghn, const float *bhh, int M, int D, cudaStream_t s)
 {
-    gru_cell_rebuild_kernel<<<ceil_div((size_t)M * D, 256), 256, 0, s>>>(gates, ghn, bhh, (size_t)M, D);
+    if (D % 4 == 0 && (((uintptr_t)gates | (uintptr_t)ghn) & 15) == 0)
+        gru_cell_rebuild_kernel<4><<<ceil_div((size_t)M * D / 4, 256), 256, 0, s>>>(gates, ghn, bhh, (size_t)M, D);
+    else
+        gru_cell_rebuild_kernel<1><<<ceil_div((size_t)M * D, 256), 256, 0, s>>>(gates, ghn, bhh, (size_t)M, D);
     LAUNCH_CHECK();
 }
