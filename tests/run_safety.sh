@@ -58,6 +58,12 @@ PY
 
 # watchdog PID: SIGKILL the process after 60 s, so a run that ignores a signal fails instead of hanging
 watchdog() { ( sleep 60; kill -9 "$1" 2>/dev/null ) >/dev/null 2>&1 & }
+# in_write DIR PID: wait (up to 20 s) until process PID is writing DIR's checkpoint (its temporary file
+# exists; CATCHAT_TEST_WRITE_DELAY_US stretches the write), so a signal sent next lands inside the write
+# however loaded the machine is
+in_write() { for _ in $(seq 400); do [ -e "$1/checkpoint.safetensors.tmp.$2" ] && return; sleep 0.05; done; }
+# steps_past DIR N: wait (up to 30 s) until DIR's telemetry has a step after N
+steps_past() { for _ in $(seq 300); do [ "$(tail -1 "$1/telemetry.csv" 2>/dev/null | cut -d, -f1)" -gt "$2" ] 2>/dev/null && return; sleep 0.1; done; }
 
 # ---- 1. SIGINT / SIGTERM: the step in flight finishes, a checkpoint is written, 130/143 ----
 for sig in INT TERM; do
@@ -94,9 +100,9 @@ cp "$out/checkpoint.safetensors" "$tmp/good.safetensors"
 CATCHAT_TEST_WRITE_DELAY_US=200000 "$bin" train --resume "$out/checkpoint.safetensors" --set max_steps=100000 \
   --set checkpoint_interval=0 --quiet --sample-tokens 0 >/dev/null 2>"$tmp/sig2.err" &
 pid=$!
-sleep 1.5
+steps_past "$out" 4 # training, past the step it resumed
 kill -INT $pid
-sleep 0.7 # inside the stretched checkpoint write
+in_write "$out" $pid
 kill -INT $pid
 t0=$(date +%s)
 watchdog $pid
@@ -293,7 +299,7 @@ CATCHAT_TEST_WRITE_DELAY_US=200000 "$bin" train "${tiny[@]}" --set out_dir="$tmp
 pid=$!
 for _ in $(seq 100); do [ -s "$tmp/sig3/telemetry.csv" ] && break; sleep 0.1; done
 kill -INT $pid
-sleep 0.7 # inside the stretched write of the first checkpoint
+in_write "$tmp/sig3" $pid # the first checkpoint's
 kill -INT $pid
 watchdog $pid
 wait $pid
@@ -309,9 +315,9 @@ CATCHAT_TEST_WRITE_DELAY_US=100000 "$bin" train "${tiny[@]}" --set out_dir="$tmp
   --set checkpoint_interval=2 --set eval_interval=0 >/dev/null 2>"$tmp/sig4.err" &
 pid=$!
 for _ in $(seq 200); do [ -f "$tmp/sig4/checkpoint.safetensors" ] && break; sleep 0.1; done
-sleep 1.5 # past the first checkpoint's write, into the steps after it
+steps_past "$tmp/sig4" 2 # past the first checkpoint's write, into the steps after it
 kill -INT $pid
-sleep 0.4 # inside the stretched write of the stop's checkpoint
+in_write "$tmp/sig4" $pid # the stop's checkpoint (or a periodic one: the message names what is saved)
 kill -INT $pid
 watchdog $pid
 wait $pid
