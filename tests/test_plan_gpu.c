@@ -344,7 +344,7 @@ Test(plan_gpu, recompute_work_tensors_share_bytes_only_where_never_live_together
             const cc_dims d = cc_dims_from_config(&cfg);
             gpu_work_part parts[GPU_WORK_MAX];
             size_t total = 0, apart = 0;
-            const int n = gpu_plan_work(&p, &d, T, parts, GPU_WORK_MAX, &total);
+            const int n = gpu_plan_work(&p, &d, T, parts, &total);
             cr_assert_gt(n, 10);
             cc_layout lay;
             cc_layout_build(&lay, &d);

@@ -124,9 +124,9 @@ typedef struct {
 /* At most this many: the window buffers of every set, hprev16 and the context stream's. */
 #define GPU_WORK_MAX (GPU_WORK_COUNT * GPU_WAVE_MAX_LAYERS)
 /* The tensors of the plan's `work` (none unless it recomputes) at the
- * plan's batch, at most max of them, in out; *total: the allocation's
+ * plan's batch, in out (room for GPU_WORK_MAX); *total: the allocation's
  * bytes (GPU_BUF_WORK). Returns how many. */
-int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int T, gpu_work_part *out, int max, size_t *total);
+int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int T, gpu_work_part *out, size_t *total);
 /* Testing aid (tests/test_plan_gpu.c): walks the step's programs under
  * plan p (made from cfg) in program order, following which tensor's value
  * each byte of `work` holds, and returns 1 when no operation reads bytes of

@@ -258,7 +258,7 @@ static void allocate_buffers(cc_executor *ex)
     }
     gpu_work_part parts[GPU_WORK_MAX];
     size_t total = 0;
-    const int np = gpu_plan_work(&g->plan, d, ex->T, parts, GPU_WORK_MAX, &total);
+    const int np = gpu_plan_work(&g->plan, d, ex->T, parts, &total);
     for (int i = 0; i < np; i++) *gpu_work_slot(g, parts[i].id, parts[i].set) = (char *)g->work + parts[i].offset;
 }
 

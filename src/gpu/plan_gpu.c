@@ -143,16 +143,14 @@ static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T,
 
 /* ---- recompute's shared allocation ---- */
 
-int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int T, gpu_work_part *out, int max, size_t *total)
+int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int T, gpu_work_part *out, size_t *total)
 {
     *total = 0;
     if (!p->recompute) return 0;
-    gpu_work_part parts[GPU_WORK_MAX];
-    const int n = work_tensors(p, d, p->lane_B * p->lanes, T, parts);
-    for (int i = 0; i < n; i++) parts[i].offset = p->work_at[parts[i].id][parts[i].set];
-    for (int i = 0; i < n && i < max; i++) out[i] = parts[i];
+    const int n = work_tensors(p, d, p->lane_B * p->lanes, T, out);
+    for (int i = 0; i < n; i++) out[i].offset = p->work_at[out[i].id][out[i].set];
     *total = p->work_bytes;
-    return n < max ? n : max;
+    return n;
 }
 
 /* ---- the buffer table and the plan's bytes ---- */

@@ -317,12 +317,17 @@ void program_free(step_program *p)
         if (p->slot_join[s]) cudaEventDestroy(p->slot_join[s]);
     cudaFree(p->scan_first);
     cudaFree(p->scan_value);
-    free(p->ops);
-    free(p->acc);
-    free(p->waits);
     free(p->ev);
     free(p->ev_start);
     free(p->ev_end);
+    program_free_host(p);
+}
+
+void program_free_host(step_program *p)
+{
+    free(p->ops);
+    free(p->acc);
+    free(p->waits);
     free(p->scans);
 }
 

@@ -51,8 +51,9 @@ static const struct {
 static int conflict(const step_access *a, const step_access *b)
 {
     if (!a->write && !b->write) return 0;
-    const char *a0 = a->base + a->lo, *a1 = a->base + (size_t)(a->n - 1) * a->stride + a->hi;
-    const char *b0 = b->base + b->lo, *b1 = b->base + (size_t)(b->n - 1) * b->stride + b->hi;
+    const char *a0, *a1, *b0, *b1;
+    step_access_span(a, &a0, &a1);
+    step_access_span(b, &b0, &b1);
     if (a1 <= b0 || b1 <= a0) return 0;
     if (a->n == 1 && b->n == 1) return 1;
     if (a->n == 1) { /* the runs' family first */

@@ -84,6 +84,13 @@ typedef struct {
     int write;
 } step_access;
 
+/* The bytes [*lo, *hi) access x spans, from its first run's start to its last's end. */
+static inline void step_access_span(const step_access *x, const char **lo, const char **hi)
+{
+    *lo = x->base + x->lo;
+    *hi = x->base + (size_t)(x->n - 1) * x->stride + x->hi;
+}
+
 /* A NaN scan after an operation: nseq runs of len elements from ptr, run i
  * at ptr + i·stride; the finding is reported as (stage, tensor, layer) at
  * the element's step and unit. */
@@ -233,6 +240,8 @@ void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, i
 /* The same operations on their units, neither declared nor scheduled (no device call). */
 void program_emit(step_program *p, cc_executor *ex, int lanes, int with_grad, int eval);
 void program_free(step_program *p);
+/* The host half of program_free: what a program declared on paper (work_layout_gpu.c) holds. */
+void program_free_host(step_program *p);
 /* Append an operation (program_gpu.c's builder). */
 void program_add(step_program *p, int kind, int lane, int layer, int unit, int k, int t0, int t1, int s0, int ns);
 

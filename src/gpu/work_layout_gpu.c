@@ -192,9 +192,6 @@ typedef struct {
     int n, cap;
 } value_list;
 
-typedef struct {
-    int open; /* index of the rows' open value in its tensor's list, or -1 */
-} rows_state;
 
 static value *value_new(value_list *l, int slots)
 {
@@ -220,11 +217,13 @@ static void value_touch(value *v, int i, int slot, int phase)
     v->hi[slot] = i;
 }
 
-/* The bytes access x spans, from its first run's start to its last's end. */
+/* The bytes access x spans, as addresses. */
 static void access_span(const step_access *x, uintptr_t *lo, uintptr_t *hi)
 {
-    *lo = (uintptr_t)x->base + x->lo;
-    *hi = (uintptr_t)x->base + (size_t)(x->n - 1) * x->stride + x->hi;
+    const char *a, *b;
+    step_access_span(x, &a, &b);
+    *lo = (uintptr_t)a;
+    *hi = (uintptr_t)b;
 }
 
 /* The tensor holding address a (the bases ascend), -1 if none. */
@@ -249,8 +248,9 @@ static void program_values(const step_program *prog, const paper *pp, const gpu_
                            value_list *values)
 {
     const int n = pp->n, S = prog->nslots;
-    rows_state *st = cc_malloc(sizeof(rows_state) * (size_t)n * lanes);
-    for (int k = 0; k < n * lanes; k++) st[k].open = -1;
+    /* open_value[k·lanes + lane]: the index of the rows' open value in tensor k's list, or -1 */
+    int *open_value = cc_malloc(sizeof(int) * (size_t)n * lanes);
+    for (int k = 0; k < n * lanes; k++) open_value[k] = -1;
     for (int pass = 0; pass < 2 * prog->n; pass++) {
         /* each operation twice: its uses first, then its defines (a define kills the value the op itself read) */
         const int i = pass / 2, defines = pass % 2;
@@ -270,17 +270,17 @@ static void program_values(const step_program *prog, const paper *pp, const gpu_
                 if (r1 <= b0 || b1 <= r0) continue;
                 const int kills = x->write == ACC_DEFINE && whole_runs && r0 <= b0 && b1 <= r1;
                 if (kills != defines) continue;
-                rows_state *rs = &st[(size_t)k * lanes + ln];
-                if (kills || rs->open < 0) {
+                int *rs = &open_value[(size_t)k * lanes + ln];
+                if (kills || *rs < 0) {
                     value *v = value_new(&values[k], S);
                     v->defined = kills;
-                    rs->open = values[k].n - 1;
+                    *rs = values[k].n - 1;
                 }
-                value_touch(&values[k].v[rs->open], i, slot, phase);
+                value_touch(&values[k].v[*rs], i, slot, phase);
             }
         }
     }
-    free(st);
+    free(open_value);
 }
 
 /* Whether every operation of value a comes before every one of value b
@@ -371,14 +371,6 @@ static void paper_program(step_program *prog, paper *pp, const step_kind *k)
     program_emit(prog, &pp->ex, k->lanes, k->with_grad, k->eval);
     schedule_declare(prog, &pp->ex);
     pp->g.gru.refused[0] = 0;
-}
-
-static void paper_program_free(step_program *prog)
-{
-    free(prog->ops);
-    free(prog->acc);
-    free(prog->waits);
-    free(prog->scans);
 }
 
 /* ---- the layout ---- */
@@ -472,7 +464,7 @@ size_t work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B, int
                     }
         for (int k = 0; k < n; k++) values_clear(&values[k]);
         free(vc);
-        paper_program_free(&prog);
+        program_free_host(&prog);
     }
     const size_t total = place(parts, n, apart);
     for (int k = 0; k < n; k++) free(values[k].v);
@@ -493,7 +485,7 @@ typedef struct {
 
 typedef struct {
     owned *r;
-    int n, cap;
+    int n;
 } owner_map;
 
 /* Ranges [lo, hi) to owner k (splitting those it cuts). */
@@ -521,7 +513,7 @@ static void owners_set(owner_map *m, uintptr_t lo, uintptr_t hi, int k)
     if (!put) out[n++] = (owned){ lo, hi, k };
     free(m->r);
     m->r = out;
-    m->n = m->cap = n;
+    m->n = n;
 }
 
 /* Another tensor's value in [lo, hi), or -1. */
@@ -556,7 +548,7 @@ int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why,
     const int T = cfg->seq_len, B = p->lane_B * p->lanes;
     gpu_work_part parts[GPU_WORK_MAX];
     size_t total = 0;
-    const int n = gpu_plan_work(p, &d, T, parts, GPU_WORK_MAX, &total);
+    const int n = gpu_plan_work(p, &d, T, parts, &total);
     /* on paper each tensor apart, to name the tensor of each access; the bytes it meets are the plan's */
     paper *pp = paper_make(p, cfg, B, T, parts, n);
     int ok = 1;
@@ -565,7 +557,7 @@ int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why,
     for (int q = 0; ok && q < nk; q++) {
         step_program prog;
         paper_program(&prog, pp, &kinds[q]);
-        owner_map m = { NULL, 0, 0 };
+        owner_map m = { NULL, 0 };
         for (int i = 0; ok && i < prog.n; i++) {
             const step_op *o = &prog.ops[i];
             for (int pass = 0; ok && pass < 2; pass++) /* an op's reads of what it holds, then its writes */
@@ -595,7 +587,7 @@ int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why,
                 }
         }
         free(m.r);
-        paper_program_free(&prog);
+        program_free_host(&prog);
     }
     paper_free(pp);
     return ok;
