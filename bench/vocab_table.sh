@@ -31,7 +31,7 @@
 # Environment: VOCABS ("256 8192 32000 50257"), LOSSES (plain,liger,cce),
 # STEPS/WARMUP (catchat, 20/5), PT_STEPS/PT_WARMUP (PyTorch, 10/3), PT_TIMEOUT
 # (seconds a PyTorch variant may take, 150), PYTHON (python3), SITE, TOKENS,
-# PREFLIGHT (bench --preflight, never).
+# PREFLIGHT (bench --preflight, auto: as a user runs it).
 set -u
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then sed -n 9p "$0" | sed "s/^# *//" >&2; exit 2; fi
 out=$1 bin=${2:-build/catchat}
@@ -42,7 +42,7 @@ mkdir -p "$(dirname "$out")" || exit 1
 VOCABS=${VOCABS:-256 8192 32000 50257} LOSSES=${LOSSES:-plain,liger,cce}
 STEPS=${STEPS:-20} WARMUP=${WARMUP:-5} PT_STEPS=${PT_STEPS:-10} PT_WARMUP=${PT_WARMUP:-3}
 PT_TIMEOUT=${PT_TIMEOUT:-150} PY=${PYTHON:-python3} SITE=${SITE:-/tmp/site}
-TOKENS=${TOKENS:-random} PREFLIGHT=${PREFLIGHT:-never}
+TOKENS=${TOKENS:-random} PREFLIGHT=${PREFLIGHT:-auto}
 note() { echo "vocab_table: $*" >&2; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT

@@ -43,6 +43,7 @@
 // (docs/results/cluster_probe_2026-11-29.txt, docs/design-notes.md).
 #include <cooperative_groups.h>
 #include <stdint.h>
+#include <string.h>
 #include "catchat/kernels.h"
 #include "common.cuh"
 #include "mma.cuh"
@@ -594,8 +595,8 @@ static cudaLaunchConfig_t cluster_config(dim3 grid, size_t smem, cudaStream_t s,
 static unsigned cl_jitter_seed(const gpu_gru_state *st) { return st ? st->cluster_jitter : 0; }
 
 // The delayed instances' shared-memory limit, raised at each of their
-// launches (a testing aid: the cost does not matter; clusters_fit raises
-// the others' once).
+// launches (a testing aid: the cost does not matter; gru_cluster_query_residency
+// raises the others').
 template <typename K> static void raise_smem(K kernel, size_t smem)
 {
     const cudaError_t e = cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -609,7 +610,7 @@ template <typename K> static void raise_smem(K kernel, size_t smem)
 template <int D, int BL, bool JITTER = false>
 static void fwd_launch(const gru_layer *L, gru_shape sh, unsigned jitter, cudaStream_t s)
 {
-    using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
+    using S = cl_shape<D, BL>; // the shared-memory limit was raised by gru_cluster_query_residency
     if (JITTER) raise_smem(gru_forward_cluster_kernel<D, BL, JITTER>, S::F_SMEM);
     float *h = L->h, *gates = L->gates, *ghn = L->ghn;
     __half *hp = (__half *)L->hprev16;
@@ -630,7 +631,7 @@ template <int D, int BL, bool JITTER = false>
 static void bwd_launch(const gru_layer *L, const gru_grads *G, gru_shape sh, float clamp_limit, unsigned jitter,
                        cudaStream_t s)
 {
-    using S = cl_shape<D, BL>; // the shared-memory limit was raised by clusters_fit
+    using S = cl_shape<D, BL>; // the shared-memory limit was raised by gru_cluster_query_residency
     static_assert((size_t)4 * BL * D / CL_C * sizeof(float) <= S::B_RECV, "bias sums fit in recv");
     if (JITTER) raise_smem(gru_backward_cluster_kernel<D, BL, JITTER>, S::B_SMEM);
     __half *dgx = (__half *)G->dgx16, *dgh = (__half *)G->dgh16;
@@ -687,29 +688,30 @@ static size_t cluster_smem_for(int D, bool wide)
     return D == 128 ? cluster_smem<128>(wide) : D == 256 ? cluster_smem<256>(wide) : cluster_smem<512>(wide);
 }
 
-// Whether a cluster of this D's kernels can run here at all: sm_90 or newer,
-// and the runtime able to place at least one cluster of the forward and of the
-// backward (their shared memory with one CTA per SM; a MIG slice or another
-// partitioning could forbid it). Otherwise the dispatcher takes the
-// persistent or per-step path instead of failing at launch. Cached per D,
-// with how many forward clusters fit (what gpu_gru_wide_for weighs); it also
-// raises the kernels' shared-memory limits, once, for the launchers.
-// The device facts are cached; what caps says (which may be narrowed, to run
-// as a smaller GPU would: [gpu] smem_per_block, clusters) is applied on top.
+// What the occupancy API says of this D's kernels on the current device
+// (gpu_caps.h: cluster_resident): asked only for sm_90 features with this
+// binary's code for them (the kernels' bodies exist only when compiled for
+// sm_90+), 0 otherwise or where a query failed (asked again by the next
+// gpu_caps_query). A MIG slice or another partitioning may forbid any.
+extern "C" void gru_cluster_query_residency(gpu_caps *caps)
+{
+    memset(caps->cluster_resident, 0, sizeof(caps->cluster_resident));
+    if (!gpu_caps_has_sm90_features(caps)) return;
+    clusters_fit<128>(caps->cluster_resident[0]);
+    clusters_fit<256>(caps->cluster_resident[1]);
+    clusters_fit<512>(caps->cluster_resident[2]);
+}
+
+// Whether a cluster of this D's kernels can run here at all: sm_90 features,
+// at least one cluster of the forward and of the backward resident (caps'
+// answers), and their shared memory within what caps gives a block (a
+// profile may narrow it). Otherwise the dispatcher takes the persistent or
+// per-step path instead of failing at launch.
 static const int *cluster_fit(const gpu_caps *caps, int D)
 {
     static const int none[2] = { 0, 0 };
-    static int cached[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } }; // D = 128, 256, 512
-    // the device must have clusters and this binary's code for it must hold
-    // the kernels' bodies (they exist only when compiled for sm_90+)
     if (!gpu_caps_has_sm90_features(caps)) return none;
-    const int i = D == 128 ? 0 : D == 256 ? 1 : 2;
-    if (cached[i][0] < 0) {
-        if (D == 128) clusters_fit<128>(cached[i]);
-        else if (D == 256) clusters_fit<256>(cached[i]);
-        else clusters_fit<512>(cached[i]);
-    }
-    return cached[i];
+    return caps->cluster_resident[D == 128 ? 0 : D == 256 ? 1 : 2];
 }
 
 static bool cluster_path_ok(const gpu_caps *caps, int D)

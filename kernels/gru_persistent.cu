@@ -871,38 +871,48 @@ static const void *gp_split_kernel(int fwd, int NT, int Q)
                : (const void *)GP_SPLIT_PICK(gru_backward_split_kernel, NT, Q);
 }
 
-// How many CTAs of this kernel at this shared memory a cooperative launch
-// admits at once: the occupancy API's blocks an SM (its registers and shared
-// memory, after raising the kernel's limit) times the device's own SMs, the
-// limit the runtime itself applies. The SM count alone does not say it: a
-// kernel whose registers or shared memory do not fit an SM, or a device
-// whose attributes read differently here, would otherwise fail at launch.
-// Caps that describe a GPU instead of reading one (device_sm_count 0, as the
-// CPU tests make them) are planned at one CTA an SM, without asking this
-// machine's device. The blocks an SM are cached per kernel and size (the plan
-// is made at every launch); the device's SM count is applied at each lookup.
-static int gp_resident_ctas(const gpu_caps *caps, const void *fn, size_t smem)
+// The occupancy API's blocks an SM of every persistent kernel at the
+// opt-in shared memory a block (after raising each kernel's limit to it),
+// the fewest of them (gpu_caps.h: persistent_ctas_per_sm). A kernel given
+// less shared memory by its plan fits at least as many. 0 where a query
+// failed: no persistent plan on these caps (the next gpu_caps_query asks
+// again).
+extern "C" void gru_persistent_query_occupancy(gpu_caps *caps)
 {
-    if (caps->device_sm_count <= 0) return caps->sm_count;
-    static struct {
-        const void *fn;
-        size_t smem;
-        int per_sm; // -1: the query failed
-    } cache[64];
-    static int n;
-    int per_sm = -2;
-    for (int i = 0; i < n && per_sm == -2; i++)
-        if (cache[i].fn == fn && cache[i].smem == smem) per_sm = cache[i].per_sm;
-    if (per_sm == -2) {
-        if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, GP_THREADS, smem) != cudaSuccess) {
-            cudaGetLastError(); // a failed query leaves an error the next launch would report
-            per_sm = -1;
-        }
-        if (n < 64) cache[n++] = { fn, smem, per_sm };
+    // every kernel: the whole-K instances (gp_instance) and the split ones, forward and BPTT
+    const void *all[2 * (6 + 6)];
+    int n = 0;
+    for (int fwd = 0; fwd < 2; fwd++) {
+        for (int MU = 1; MU <= 4; MU *= 2)
+            for (int NT = 2; NT <= gp_nt_max(MU); NT *= 2) all[n++] = gp_kernel(fwd, MU, NT);
+        for (int Q = 4; Q <= 8; Q *= 2)
+            for (int NT = 2; NT <= 8; NT *= 2) all[n++] = gp_split_kernel(fwd, NT, Q);
     }
-    // a failed query: one CTA an SM; a launch the runtime refuses still takes the per-step loop (gp_launch)
-    return per_sm < 0 ? caps->sm_count : per_sm * caps->device_sm_count;
+    int fewest = -1;
+    const size_t smem = (size_t)caps->smem_per_block_optin;
+    for (int i = 0; i < n; i++) {
+        int per_sm = 0;
+        if (cudaFuncSetAttribute(all[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, all[i], GP_THREADS, smem) != cudaSuccess) {
+            cudaGetLastError(); // a failed query leaves an error the next launch would report
+            per_sm = 0;
+        }
+        if (fewest < 0 || per_sm < fewest) fewest = per_sm;
+    }
+    caps->persistent_ctas_per_sm = fewest < 0 ? 0 : fewest;
+}
+
+// How many CTAs of a persistent kernel a cooperative launch admits at once:
+// caps' blocks an SM (persistent_ctas_per_sm, the occupancy API's answer
+// for the kernels' registers and shared memory) times the device's own SMs,
+// the limit the runtime itself applies. The SM count alone does not say it:
+// a kernel whose registers or shared memory do not fit an SM would
+// otherwise fail at launch. Caps that describe a GPU (device_sm_count 0, as
+// the CPU tests make them) count their SMs.
+static int gp_resident_ctas(const gpu_caps *caps)
+{
+    const int sms = caps->device_sm_count > 0 ? caps->device_sm_count : caps->sm_count;
+    return caps->persistent_ctas_per_sm * sms;
 }
 
 // A launch the runtime refused as too large for the device (a partition, MPS
@@ -951,7 +961,7 @@ static int gp_make_whole_plan(const gpu_caps *caps, int B, int T, int D, int fwd
             int ks = kpw > kr ? kpw - kr : 0;
             while (ks > 0 && gp_smem_bytes(MT, NT, ks, J) > smax) ks--;
             if (!gp_instance(MU, NT) ||
-                gp_resident_ctas(caps, gp_kernel(fwd, MU, NT), gp_smem_bytes(MT, NT, ks, J)) < G * N)
+                gp_resident_ctas(caps) < G * N)
                 continue;
             const int streamed = kpw - kr - ks > 0 ? kpw - kr - ks : 0;
             const double frag = (double)GP_WARPS * MT * 1024; // bytes of one k-pair of A over the warps
@@ -992,7 +1002,7 @@ static int gp_make_split_plan(const gpu_caps *caps, int B, int T, int D, int fwd
             const int kr = gp_kr(MT, NT);
             int ks = kpw > kr ? kpw - kr : 0;
             while (ks > 0 && gp_split_smem_bytes(MT, NT, Q, KPq, ks) > smax) ks--;
-            if (gp_resident_ctas(caps, gp_split_kernel(fwd, NT, Q), gp_split_smem_bytes(MT, NT, Q, KPq, ks)) < G * N)
+            if (gp_resident_ctas(caps) < G * N)
                 continue;
             const int streamed = kpw - kr - ks > 0 ? kpw - kr - ks : 0;
             const double frag = (double)GP_WARPS * MT * 1024;
@@ -1139,7 +1149,7 @@ static int gp_launch(const gpu_caps *caps, gpu_gru_state *st, const void *fn, co
     if (e != cudaSuccess) gp_fail(what, e);
     int grid = P.G * P.N;
     if (st && st->plant_oversize) { // more than the device admits (its own SMs, not a profile's)
-        const int admitted = gp_resident_ctas(caps, fn, smem);
+        const int admitted = gp_resident_ctas(caps);
         grid = (admitted > caps->device_sm_count ? admitted : caps->device_sm_count) + 1;
     }
     e = cudaLaunchCooperativeKernel(fn, dim3(grid), dim3(GP_THREADS), args, smem, s);

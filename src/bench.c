@@ -99,7 +99,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     if (have_gpu) {
         size_t free0 = 0, free1 = 0, total = 0;
         cudaMemGetInfo(&free0, &total);
-        cc_executor *ex = cc_gpu_executor_create(cfg, B, T);
+        cc_executor *ex = cc_gpu_executor_create_planned(cfg, B, T, o->plan);
         if (!ex) {
             free(x);
             free(y);

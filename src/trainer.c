@@ -36,6 +36,8 @@ typedef struct {
     cc_progress prog;       /* the progress line (quiet on ranks other than 0) */
     int norms_header;       /* grad_norms.csv still needs its header */
     cc_run_lock lock;       /* rank 0: out_dir is this run's alone */
+    gpu_step_plan plan; /* the GPU step's, made once (planned: 1), or none (0: on the CPU) */
+    int planned;
 } run_ctx;
 
 static void run_free(run_ctx *r)
@@ -56,17 +58,17 @@ static void run_free(run_ctx *r)
     cc_run_lock_release(&r->lock); /* last: every file of the run is closed */
 }
 
-/* --plant-nan: poison a whole parameter tensor (a testing aid for provenance). */
-static int plant_nan(cc_executor *ex, const char *name)
+/* --plant-nan: poison a whole parameter tensor (a testing aid for provenance;
+ * the name was checked when the run started). Between two steps it changes
+ * nothing a CUDA graph is keyed by, so a replayed step meets it. */
+static void plant_nan(cc_executor *ex, const char *name)
 {
     const int i = cc_layout_find(&ex->lay, name);
-    if (i < 0) return cc_error("--plant-nan: no parameter tensor named '%s'", name);
     float *p = cc_malloc(sizeof(float) * ex->lay.total);
     ex->ops->get_params(ex, p);
     for (size_t k = 0; k < ex->lay.t[i].numel; k++) p[ex->lay.t[i].offset + k] = NAN;
     ex->ops->set_params(ex, p);
     free(p);
-    return 0;
 }
 
 /* Keep the batch that went non-finite for replay: x, y and the provenance. */
@@ -108,17 +110,11 @@ static int lock_out_dir(run_ctx *r, const cc_config *cfg)
  * config, the options that change which collectives a step makes or when
  * the run ends, and whether the step's gradients are all-reduced during the
  * BPTT (a one-lane step: lanes are chosen per GPU, so mixed GPUs can differ). */
-static char *run_signature(const cc_config *cfg, const cc_train_opts *o)
+static char *run_signature(const cc_config *cfg, const cc_train_opts *o, const gpu_step_plan *plan)
 {
     char *text = cc_run_signature(cfg);
     if (!text) return NULL;
-    int one_lane = o->check_finite;
-    gpu_step_plan plan;
-    const int quiet = cc_error_quiet; /* a plan the GPU cannot take is said once, by the executor */
-    cc_error_quiet = 1;
-    if (!one_lane && strcmp(cfg->device, "cpu") != 0 && gpu_step_plan_for(&plan, cfg, cfg->batch_size, cfg->seq_len) == 0)
-        one_lane = plan.lanes == 1;
-    cc_error_quiet = quiet;
+    const int one_lane = o->check_finite || (plan && plan->lanes == 1);
     const int overlap = one_lane && cfg->grad_accum == 1 && strcmp(cfg->allreduce_overlap, "on") == 0;
     char extra[3 * CC_PATH_MAX + 256];
     snprintf(extra, sizeof(extra),
@@ -171,11 +167,14 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     /* ranks first: each process picks its GPU before anything touches CUDA */
     if (cc_dist_init(&r->dist, o->dist_mode ? o->dist_mode : "auto", o->dist_id, o->launch) != 0) return -1;
     r->lead = r->dist.rank == 0; /* rank 0 writes checkpoints, telemetry and progress */
+    /* the GPU step planned once (its free memory read once): the signature, the preflight and the executor take
+     * this plan */
+    if ((r->planned = cc_executor_plan(cfg, B, T, &r->plan)) < 0) return -1;
     r->prog.quiet = o->quiet || !r->lead;
     r->prog.live = r->prog.quiet ? 0 : o->live;
     if (r->dist.active) {
         /* every rank the same run, before anything is read or written */
-        char *sig = run_signature(cfg, o);
+        char *sig = run_signature(cfg, o, r->planned ? &r->plan : NULL);
         const int agreed = cc_dist_agree(&r->dist, sig);
         free(sig);
         if (agreed != 0) return -1;
@@ -204,8 +203,9 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
         cc_loader_init(&r->train, &r->train_tok, B, T, 1, cfg->seed) != 0 ||
         cc_loader_init(&r->val, &r->val_tok, B, T, 0, cfg->seed) != 0)
         return -1;
-    if (o->preflight && o->preflight(cfg, B, T, &r->dist, o->preflight_arg) != 0) return -1;
-    if (!(r->ex = cc_executor_create(cfg, B, T))) return -1;
+    const gpu_step_plan *plan = r->planned ? &r->plan : NULL;
+    if (o->preflight && o->preflight(cfg, B, T, &r->dist, plan, o->preflight_arg) != 0) return -1;
+    if (!(r->ex = cc_executor_create_planned(cfg, B, T, plan))) return -1;
     cc_executor *ex = r->ex;
     if (r->dist.active) {
         if (strcmp(ex->name, "gpu") != 0)
@@ -239,7 +239,8 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
         return -1;
     r->x = cc_malloc(sizeof(int) * B * T * cfg->grad_accum); /* every micro-batch of a step */
     r->y = cc_malloc(sizeof(int) * B * T * cfg->grad_accum);
-    if (o->plant_nan && plant_nan(ex, o->plant_nan) != 0) return -1;
+    if (o->plant_nan && cc_layout_find(&ex->lay, o->plant_nan) < 0)
+        return cc_error("--plant-nan: no parameter tensor named '%s'", o->plant_nan);
     if (o->check_finite) ex->check = &r->check;
     r->norms_header = !o->resume;
     if (!r->prog.quiet) {
@@ -352,6 +353,7 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
     }
     st->data_pos += (uint64_t)A;
     memset(&r->check, 0, sizeof(r->check));
+    if (o->plant_nan && st->step + 1 == (o->plant_nan_step > 0 ? o->plant_nan_step : 1)) plant_nan(ex, o->plant_nan);
     double loss = 0;
     ex->plant_grad_h = o->plant_grad_h;
     ex->plant_grad_h.on = o->plant_grad_h_step == st->step + 1;

@@ -13,7 +13,7 @@
 set -u
 source "$(dirname "$0")/lib.sh" "$1"
 make_corpus "$tmp"
-cpu=(--quiet --sample-tokens 0 --set device=cpu --preflight never)
+cpu=(--quiet --sample-tokens 0 --set device=cpu)
 
 # damage IN OUT PATTERN: OUT is IN with the first digit after the bytes
 # PATTERN in its header changed (same length, so the file still parses), or,

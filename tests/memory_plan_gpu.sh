@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.sh" "$1"
 skip_without_gpu
 command -v python3 >/dev/null || { echo "SKIP: python3 reads bench's JSON here"; exit 77; }
 export XDG_CACHE_HOME="$tmp/xdg"
-bench=("$bin" bench --config "$root/configs/default.ini" --steps 2 --warmup 2 --cpu-steps 0 --json --preflight never)
+bench=("$bin" bench --config "$root/configs/default.ini" --steps 2 --warmup 2 --cpu-steps 0 --json)
 
 # field NAME of the JSON line in FILE
 field() { python3 -c 'import json,sys; v=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]]; print(v)' "$1" "$2"; }

@@ -49,6 +49,14 @@ expect_error "--check-finite" \
   "non-finite value at step 3, first in gru_backward (layer 1, timestep [0-9]*, sequence 2): dgx" \
   "$bin" train "${sets[@]}" --set out_dir="$tmp/check" "${plant[@]}" --check-finite
 
+# a NaN that arises at a step a CUDA graph replays (GPU: step 1 runs eagerly, step 2 is captured, steps 3
+# and 4 are replays; poisoning a parameter between steps changes nothing the graph is keyed by), found and
+# named in program order as at an eager step: W_hh of layer 1 poisoned before step 4 (the CPU the same)
+expect_error "--check-finite, a NaN born at a replayed step" \
+  "non-finite value at step 4, first in gru_forward (layer 1, timestep 0, sequence 0): h" \
+  "$bin" train "${sets[@]}" --set out_dir="$tmp/replay" --set cuda_graph=on --set grad_h_clamp=0 \
+  --plant-nan gru.1.weight_hh@4 --check-finite
+
 # the plant outside the model is a one-line error
 expect_error "plant out of range" "plant-nan-grad-h" \
   "$bin" train "${sets[@]}" --set out_dir="$tmp/range" --plant-nan-grad-h 3:2,0,0,0

@@ -30,6 +30,7 @@ static gpu_caps h200(void)
     c.l2_bytes = 60 << 20;
     c.cluster_launch = 1;
     c.cooperative_launch = 1;
+    c.persistent_ctas_per_sm = 1; /* the occupancy API's answer on every card: one CTA an SM at the opt-in shared memory */
     c.binary_version = 90;
     c.ptx_version = 90;
     return c;

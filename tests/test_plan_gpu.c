@@ -6,10 +6,10 @@
  * of `work` reads bytes another wrote while its value lived), not from
  * snapshots of its output.
  *
- * One device fact is not in gpu_caps: whether the cluster kernels can be
- * resident (kernels/gru_cluster.cu asks the occupancy API, for caps with
- * sm_90 features). Without a GPU that answer is "no", so on sm_90 caps the
- * checks hold whichever recurrence it gives, and say which they saw. */
+ * Each card carries what gpu_caps_query reads from the occupancy API
+ * (gpu_caps.h: cluster_resident, persistent_ctas_per_sm), as recorded on
+ * it, so the plans of the H100 and H200 (the cluster kernels) are checked
+ * here without a GPU. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <criterion/redirect.h>
@@ -21,6 +21,17 @@
 #include "catchat/kernels.h"
 #include "catchat/layout.h"
 
+/* the H100's answers (see GPUS) */
+#define H100_R128_8 16
+#define H100_R128_16 16
+#define H100_R256_8 16
+#define H100_R256_16 16
+#define H100_R512_8 15
+#define H100_R512_16 15
+#define R5090_128_8 21
+#define R5090_128_16 21
+#define R5090_256_8 21
+#define R5090_256_16 21
 #define KB 1024
 #define MIB ((size_t)1 << 20)
 #define GIB ((size_t)1 << 30)
@@ -28,17 +39,31 @@
 typedef struct {
     const char *name;
     int major, minor, sms, optin_kb, smem_sm_kb, l2_mb, clusters;
+    /* the occupancy API's answers (gpu_caps.h): forward clusters of 8 and of 16 sequences resident at
+     * D = 128, 256, 512 (sm_90 features only), and persistent CTAs an SM at the opt-in shared memory */
+    int resident[3][2], ctas_per_sm;
 } gpu_profile;
 
-/* The GPUs of docs/gpus.md: SMs, opt-in shared memory a block, clusters (sm_90 on). */
+/* The GPUs of docs/gpus.md: SMs, opt-in shared memory a block, clusters (sm_90 on), and what the
+ * occupancy API answered. H100: read by gpu_caps_query on an H100 80GB HBM3 (docs/results/
+ * preflight_plans_2026-12-06.txt); the H200 is the same GH100 configuration of 132 SMs (its D=512
+ * answer, 15 clusters of 8, was measured before: docs/design-notes.md). Cards without sm_90
+ * features are never asked (no cluster kernels: 0); every card places one persistent CTA an SM at
+ * its opt-in shared memory. RTX 5090: no card here; its cluster answers are estimated as the
+ * H100's CTAs an SM over its own 170 SMs (two clusters of 8 a GPC of 16 SMs), for D = 128 and
+ * 256 (at D = 512 the kernels need more than its 99 KB a block). */
 static const gpu_profile GPUS[] = {
-    { "A100", 8, 0, 108, 163, 164, 40, 0 },        { "RTX 3080", 8, 6, 68, 99, 100, 5, 0 },
-    { "RTX 3090", 8, 6, 82, 99, 100, 6, 0 },       { "RTX A6000", 8, 6, 84, 99, 100, 6, 0 },
-    { "RTX 4090", 8, 9, 128, 99, 100, 72, 0 },     { "RTX 6000 Ada", 8, 9, 142, 99, 100, 96, 0 },
-    { "H200", 9, 0, 132, 227, 228, 60, 1 },        { "RTX 5090", 12, 0, 170, 99, 100, 96, 1 },
+    { "A100", 8, 0, 108, 163, 164, 40, 0, { { 0 } }, 1 },
+    { "RTX 3080", 8, 6, 68, 99, 100, 5, 0, { { 0 } }, 1 },
+    { "RTX 3090", 8, 6, 82, 99, 100, 6, 0, { { 0 } }, 1 },
+    { "RTX A6000", 8, 6, 84, 99, 100, 6, 0, { { 0 } }, 1 },
+    { "RTX 4090", 8, 9, 128, 99, 100, 72, 0, { { 0 } }, 1 },
+    { "RTX 6000 Ada", 8, 9, 142, 99, 100, 96, 0, { { 0 } }, 1 },
+    { "H100", 9, 0, 132, 227, 228, 50, 1, { { H100_R128_8, H100_R128_16 }, { H100_R256_8, H100_R256_16 }, { H100_R512_8, H100_R512_16 } }, 1 },
+    { "H200", 9, 0, 132, 227, 228, 60, 1, { { H100_R128_8, H100_R128_16 }, { H100_R256_8, H100_R256_16 }, { H100_R512_8, H100_R512_16 } }, 1 },
+    { "RTX 5090", 12, 0, 170, 99, 100, 96, 1, { { R5090_128_8, R5090_128_16 }, { R5090_256_8, R5090_256_16 }, { 0, 0 } }, 1 },
 };
 #define NGPUS ((int)(sizeof(GPUS) / sizeof(GPUS[0])))
-
 /* caps as gpu_caps_query reads them with a build holding the device's SASS;
  * device_sm_count 0: a described GPU, which no launcher's plan asks the driver about */
 static gpu_caps caps_of(const gpu_profile *g)
@@ -56,6 +81,8 @@ static gpu_caps caps_of(const gpu_profile *g)
     c.cluster_launch = g->clusters;
     c.cooperative_launch = 1;
     c.binary_version = c.ptx_version = 10 * g->major + g->minor;
+    memcpy(c.cluster_resident, g->resident, sizeof(c.cluster_resident));
+    c.persistent_ctas_per_sm = g->ctas_per_sm;
     return c;
 }
 
@@ -150,30 +177,33 @@ Test(plan_gpu, default_config_without_clusters_takes_persistent_and_the_wavefron
     cr_expect_eq(p.wave_caps.sm_count, 41, "%s", p.wave_why);
 }
 
-/* The H200 and RTX 5090 at the default config: the cluster recurrence where
- * its kernels can be resident, in the most lanes up to 4 that still run it,
- * 2 under the wavefront; else the persistent kernels, as on the cards above. */
+/* The H200 at the default config: the cluster recurrence (its kernels are
+ * resident), in the most lanes up to 4 that still run it, 2 under the
+ * wavefront; one lane under recompute's wavefront. */
 Test(plan_gpu, default_config_with_clusters_takes_the_fastest_recurrence_and_the_wavefront)
 {
     const cc_config cfg = config_with(NULL);
     const gpu_caps c = caps_of(gpu_named("H200"));
     const gpu_step_plan p = plan_of(&c, &cfg, cfg.batch_size, cfg.seq_len, 0);
     cr_expect(p.wave_chunk > 0, "the wavefront: %s", p.wave_why);
-    if (gru_cluster_resident(&c, cfg.d_model) > 0) {
-        cr_expect_eq(p.impl, GRU_IMPL_CLUSTER);
-        cr_expect_eq(p.lanes, 2, "4 lanes of 16 run clusters; the wavefront takes 2");
-        cr_expect_eq(p.wave_chunk, 128);
-        const char *on[] = { "recompute=on", NULL };
-        const cc_config rc = config_with(on);
-        const gpu_step_plan q = plan_of(&c, &rc, rc.batch_size, rc.seq_len, 0);
-        cr_expect(q.recompute && q.wave_chunk == q.rc_window, "recompute under the wavefront: %s", q.wave_why);
-        cr_expect_eq(q.lanes, 1, "recompute under the wavefront runs one lane");
-    } else {
-        cr_log_info("no cluster kernels resident here (no GPU answered): the persistent plan is checked");
-        cr_expect_eq(p.impl, GRU_IMPL_PERSISTENT);
-        cr_expect_eq(p.lanes, 1);
-        cr_expect_eq(p.wave_chunk, 64);
-    }
+    cr_assert_gt(gru_cluster_resident(&c, cfg.d_model), 0, "the H200's recorded answer");
+    cr_expect_eq(p.impl, GRU_IMPL_CLUSTER);
+    cr_expect_eq(p.lanes, 2, "4 lanes of 16 run clusters; the wavefront takes 2");
+    cr_expect_eq(p.wave_chunk, 128);
+    const char *on[] = { "recompute=on", NULL };
+    const cc_config rc = config_with(on);
+    const gpu_step_plan r = plan_of(&c, &rc, rc.batch_size, rc.seq_len, 0);
+    cr_expect(r.recompute && r.wave_chunk == r.rc_window, "recompute under the wavefront: %s", r.wave_why);
+    cr_expect_eq(r.lanes, 1, "recompute under the wavefront runs one lane");
+    /* a failed query reads 0: the cluster kernels are not planned on */
+    gpu_caps unknown = c;
+    memset(unknown.cluster_resident, 0, sizeof(unknown.cluster_resident));
+    cr_expect_neq(plan_of(&unknown, &cfg, cfg.batch_size, cfg.seq_len, 0).impl, GRU_IMPL_CLUSTER);
+    unknown = c;
+    unknown.persistent_ctas_per_sm = 0;
+    unknown.cluster_launch = 0;
+    cr_expect_eq(plan_of(&unknown, &cfg, cfg.batch_size, cfg.seq_len, 0).impl, GRU_IMPL_PER_STEP,
+                 "no persistent kernel placed: the per-step loop");
     gpu_caps off = c;
     off.cluster_launch = 0; /* [gpu] clusters = off */
     const gpu_step_plan q = plan_of(&off, &cfg, cfg.batch_size, cfg.seq_len, 0);
@@ -481,4 +511,95 @@ Test(plan_gpu, recompute_takes_the_wavefront_only_where_it_fits)
         cr_expect_eq(tight.rc_sets, 1);
     }
     cr_expect_gt(took, 0, "no profile took recompute under the wavefront: the test checked nothing");
+}
+
+/* The preflight's miniature (gpu_plan_miniature) of every plan the planner
+ * makes here: on each recorded card, under each profile a user may set, at
+ * the widths, vocabularies, batches and [gpu] keys of the GPU tests'
+ * matrix (tests/preflight_matrix_gpu.sh), the miniature plans the run's
+ * schedule kind, or the preflight would check another program than the
+ * run's. Memory budgets that force recompute under auto included. */
+Test(plan_gpu, every_plans_miniature_plans_the_same_kind)
+{
+    static const char *const profiles[] = { "native", "sm80", "sm86", "sm89", "sm90", "sm120" };
+    static const char *const variants[][4] = {
+        { NULL },
+        { "recompute=on", NULL },
+        { "recompute=off", NULL },
+        { "lanes=1", NULL },
+        { "lanes=2", NULL },
+        { "lanes=4", NULL },
+        { "recompute=on", "lanes=2", NULL },
+        { "wavefront=off", NULL },
+        { "wavefront=off", "recompute=on", NULL },
+        { "cuda_graph=off", NULL },
+        { "schedule=serial", NULL },
+        { "recurrence=persistent", NULL },
+        { "recurrence=per-step", NULL },
+        { "recurrence=persistent", "recompute=on", NULL },
+        { "attention=fp32", NULL },
+        { "attention=fp32", "recompute=on", NULL },
+        { "d_model=1024", NULL },
+        { "d_model=1024", "recompute=on", NULL },
+        { "d_model=2048", NULL },
+        { "d_model=2048", "recompute=on", NULL },
+        { "d_model=128", "n_heads=2", NULL },
+        { "vocab_size=50257", NULL },
+        { "vocab_size=50257", "recompute=on", NULL },
+        { "batch_size=256", NULL },
+        { "batch_size=256", "recompute=on", NULL },
+        { "grad_accum=2", NULL },
+        { "ctx_window=512", NULL },
+        { "wavefront_chunk=64", NULL },
+        { "wavefront_chunk=32", "recompute=on", NULL },
+        { "n_layers=1", NULL },
+        { "n_layers=6", "recompute=on", NULL },
+        { "seq_len=128", NULL },
+        { "seq_len=128", "recompute=on", NULL },
+    };
+    static const size_t budgets[] = { 0, 2 * GIB };
+    int plans = 0, kinds_seen[3][2][2] = { { { 0 } } };
+    for (int g = 0; g < NGPUS; g++)
+        for (size_t f = 0; f < sizeof(profiles) / sizeof(profiles[0]); f++)
+            for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+                /* each card as it is; the profiles as a user sets them on the H100 */
+                if (f > 0 && strcmp(GPUS[g].name, "H100") != 0) continue;
+                for (size_t m = 0; m < sizeof(budgets) / sizeof(budgets[0]); m++) {
+                    cc_config cfg = config_with(variants[v]);
+                    gpu_caps c = caps_of(&GPUS[g]);
+                    cr_assert_eq(gpu_caps_limit(&c, profiles[f], 0, 0, 0), 0);
+                    gpu_step_plan p;
+                    const int B = cfg.batch_size, T = cfg.seq_len;
+                    cr_assert_eq(gpu_plan_make(&p, &c, &cfg, B, T, budgets[m], NULL), 0, "%s %s", c.name,
+                                 variants[v][0] ? variants[v][0] : "default");
+                    cc_config mini;
+                    gpu_plan_miniature(&mini, &p, &cfg, T);
+                    cr_expect_leq(mini.seq_len * mini.batch_size, 16 * 72, "a miniature: %d x %d", mini.batch_size, mini.seq_len);
+                    cr_expect_leq(mini.n_layers, 3);
+                    gpu_step_plan q;
+                    cr_assert_eq(gpu_plan_make(&q, &p.caps, &mini, mini.batch_size, mini.seq_len, p.memory_budget,
+                                               NULL), 0);
+                    const gpu_schedule_kind a = gpu_plan_kind(&p, T), b = gpu_plan_kind(&q, mini.seq_len);
+                    char da[240], db[240];
+                    gpu_schedule_kind_describe(&a, da, sizeof(da));
+                    gpu_schedule_kind_describe(&b, db, sizeof(db));
+                    cr_expect(gpu_schedule_kind_same(&a, &b), "%s as %s, %s%s%s, %.0f GiB: the run plans %s; its "
+                              "miniature %s", c.name, profiles[f], variants[v][0] ? variants[v][0] : "default",
+                              variants[v][0] && variants[v][1] ? " " : "", variants[v][0] && variants[v][1]
+                              ? variants[v][1] : "", budgets[m] / (double)GIB, da, db);
+                    /* what the full-step check asserts of the miniature's step */
+                    if (q.wave_chunk) cr_expect_eq(q.wave_chunk, mini.gpu_wavefront_chunk, "%s: %s", c.name, q.wave_why);
+                    cr_expect_eq(q.lanes, mini.gpu_lanes);
+                    kinds_seen[a.impl][a.wave][a.recompute]++;
+                    plans++;
+                }
+            }
+    /* the matrix reaches every recurrence with and without the wavefront and recompute */
+    for (int i = 0; i < 3; i++)
+        for (int r = 0; r < 2; r++) cr_expect_gt(kinds_seen[i][0][r], 0, "%s, layer after layer, recompute %d",
+                                                 gpu_gru_impl_name((gpu_gru_impl)i), r);
+    for (int i = 0; i < 2; i++)
+        for (int r = 0; r < 2; r++) cr_expect_gt(kinds_seen[i][1][r], 0, "%s under the wavefront, recompute %d",
+                                                 gpu_gru_impl_name((gpu_gru_impl)i), r);
+    cr_log_info("%d plans and their miniatures", plans);
 }

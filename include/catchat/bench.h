@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include "catchat/config.h"
 
+struct gpu_step_plan;
 typedef struct cc_bench_opts {
     int steps, warmup, cpu_steps, json;
+    const struct gpu_step_plan *plan; /* the GPU executor's (cc_executor_plan), checked by the preflight; NULL:
+                                       * made by the executor */
 } cc_bench_opts;
 
 /* 0, -1 on error, or CC_BENCH_NOTHING_MEASURED when there was no GPU to time

@@ -109,9 +109,21 @@ const struct gpu_step_plan *cc_gpu_plan(const cc_executor *ex);
 /* The GPU executor (FP16 GEMM operands, FP32 accumulation). NULL with a
  * one-line error when the device cannot run it. */
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T);
+/* The same from a plan made for cfg, B and T (gpu_plan.h), so that what a
+ * command planned once (and its preflight checked) is what runs; NULL
+ * plan: as cc_gpu_executor_create. */
+cc_executor *cc_gpu_executor_create_planned(const cc_config *cfg, int B, int T, const struct gpu_step_plan *plan);
 
 /* Pick by [run] device: "cpu", "gpu", or "auto" (the GPU when present). */
 cc_executor *cc_executor_create(const cc_config *cfg, int B, int T);
+/* Where cfg's step of B sequences of T runs, planned once for a command
+ * that checks and then runs it (train, eval, bench): 1 on the GPU, with
+ * *plan made there (free memory read once); 0 on the CPU (nothing made);
+ * -1 with a one-line error (the driver fails, the GPU cannot take cfg). */
+int cc_executor_plan(const cc_config *cfg, int B, int T, struct gpu_step_plan *plan);
+/* cc_executor_create, on the GPU from plan where it is not NULL (made by
+ * cc_executor_plan for the same cfg, B and T). */
+cc_executor *cc_executor_create_planned(const cc_config *cfg, int B, int T, const struct gpu_step_plan *plan);
 
 /* The one conversion of a user clamp into the limit a backward pass
  * compares with. [train] grad_h_clamp and ctx_grad_clamp are unscaled values

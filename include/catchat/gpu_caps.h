@@ -21,6 +21,17 @@ typedef struct gpu_caps {
      * it came from (ptx_version). A PTX-only build JIT-compiled for a newer
      * device runs code compiled for ptx_version's features. */
     int binary_version, ptx_version;
+    /* The occupancy API's answers for catchat's recurrence kernels on this
+     * device, asked once by each gpu_caps_query (kernels/gru_cluster.cu,
+     * kernels/gru_persistent.cu), never kept beyond these caps: a query that
+     * failed reads 0 here (its kernels are not planned on) and is asked again
+     * by the next gpu_caps_query. Caps that describe a GPU carry the answers
+     * recorded on it (tests/gpu_cards.c). Profiles do not narrow them: they
+     * narrow the shared memory and SMs that the planner weighs them against. */
+    int cluster_resident[3][2];  /* D = 128, 256, 512: forward clusters of 8 sequences resident at once (0 where the
+                                  * forward or the backward cannot be placed), [1]: of 16 */
+    int persistent_ctas_per_sm;  /* CTAs an SM that a cooperative launch admits of every persistent kernel at the
+                                  * opt-in shared memory a block (the fewest over the kernels; 0: none placed) */
 } gpu_caps;
 
 #ifdef __cplusplus

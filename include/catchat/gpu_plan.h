@@ -175,6 +175,42 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T);
  * plan (recompute or not). */
 size_t gpu_lane_workspace_bytes(int recompute);
 
+/* Whether the step's context stream (attention and classifier) runs in
+ * the wavefront's chunks of T: under the wavefront, without recompute (its
+ * context stream runs in parts of sequences), on the tensor-core attention
+ * (whose blocks of ATTENTION_TC_BLOCK queries the chunks must keep whole),
+ * with more than one chunk. program_gpu.c builds its programs by it. */
+int gpu_plan_top_chunked(const gpu_step_plan *p, int T);
+
+/* What the preflight must run as the run runs it: the schedule's kind. A
+ * miniature (gpu_plan_miniature) plans the same kind as its run, or its
+ * check would pass another program than the run's. */
+typedef struct gpu_schedule_kind {
+    gpu_gru_impl impl; /* a training lane's recurrence */
+    int lanes;         /* 1, or 2 for any number of lanes above one */
+    int wave;          /* 1 under the wavefront */
+    int recompute;
+    int top_chunked;   /* gpu_plan_top_chunked */
+    int attn_tc;
+} gpu_schedule_kind;
+gpu_schedule_kind gpu_plan_kind(const gpu_step_plan *p, int T);
+/* The kind in words ("cluster recurrence, lanes, wavefront, recompute, ..."). */
+void gpu_schedule_kind_describe(const gpu_schedule_kind *k, char *buf, size_t len);
+/* 1 when a and b are the same kind. */
+int gpu_schedule_kind_same(const gpu_schedule_kind *a, const gpu_schedule_kind *b);
+
+/* The preflight's miniature of the run planned as p (for cfg, at seq_len
+ * T): the run's model and [gpu] keys cut to a step the CPU twin does in
+ * well under a second (two or three layers, at most 12 positions, 4 or 8
+ * sequences a lane), with the run's schedule kind forced where a small
+ * batch would choose another (its recurrence, lanes, recompute and the
+ * wavefront's chunk, which under recompute divides the miniature's T, as
+ * recompute's windows must). Writes the miniature's config to *mini; its
+ * plan on the same GPU (gpu_plan_make with mini->batch_size and
+ * mini->seq_len) is gpu_plan_kind_same as p's: tests/test_plan_gpu.c holds
+ * the planner to that for every recorded GPU and config. */
+void gpu_plan_miniature(cc_config *mini, const gpu_step_plan *p, const cc_config *cfg, int T);
+
 /* The recurrence implementation and split a lane takes, in one line
  * ("persistent: forward 1 groups x 32 CTAs of 16 units ..."), for messages
  * and the preflight's cache key. */

@@ -313,8 +313,16 @@ int gru_persistent_splits_k(const gpu_caps *caps, const gpu_gru_state *st, int B
  * through distributed shared memory, and a step waits on an mbarrier for
  * its data instead of a grid barrier. */
 int gru_cluster_supported(const gpu_caps *caps, int B, int T, int D);
-/* Clusters of 8 sequences of the forward that fit on this GPU at once. */
+/* Clusters of 8 sequences of the forward that fit on this GPU at once (caps'
+ * cluster_resident, within its shared memory a block). */
 int gru_cluster_resident(const gpu_caps *caps, int D);
+/* The occupancy API's answers that caps records (gpu_caps.h), for the
+ * current device as caps describes it (its compute capability, clusters
+ * and the build's code for it): gpu_caps_query calls them. The cluster
+ * query also raises the cluster kernels' shared-memory limits, which their
+ * launches rely on; the persistent launches raise their own. */
+void gru_cluster_query_residency(gpu_caps *caps);
+void gru_persistent_query_occupancy(gpu_caps *caps);
 /* wide: 16 sequences a cluster where B allows (more time a step, less a
  * sequence: for batches whose clusters of 8 would take several waves). */
 /* st: its cluster_jitter (may be NULL); the cluster kernels need no scratch. */

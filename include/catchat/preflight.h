@@ -33,6 +33,7 @@ int cc_preflight_cache_has(const char *dir, const char *key);
 int cc_preflight_cache_add(const char *dir, const char *key);
 
 /* ---- the check itself (src/ladder/preflight.c, part of the catchat program) ---- */
+struct gpu_step_plan;
 typedef struct cc_preflight_opts {
     const char *mode;      /* "auto" (skip what passed before), "always", "never" (run unchecked, loudly) */
     const char *cache_dir; /* where passes are remembered (the CLI's XDG cache); NULL: nowhere */
@@ -40,6 +41,8 @@ typedef struct cc_preflight_opts {
     int quiet;             /* no line when it passes or is skipped */
     const char *plant;     /* testing aid: the check (by name, e.g. "recurrence") whose GPU results are taken
                             * as wrong, to see the refusal */
+    const struct gpu_step_plan *plan; /* the plan the run's executor is made from (gpu_plan.h); NULL: the
+                                       * preflight makes it, as the executor would */
 } cc_preflight_opts;
 
 /* The names of the checks, '|'-separated, for --plant-wrong-result. */

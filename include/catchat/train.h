@@ -9,6 +9,7 @@
 #include "catchat/executor.h"
 #include "catchat/finite.h"
 
+struct gpu_step_plan;
 typedef struct cc_train_opts {
     const char *resume;    /* checkpoint to continue from, or NULL */
     const char *init_ckpt; /* weights to start from (fresh optimizer), or NULL */
@@ -35,14 +36,17 @@ typedef struct cc_train_opts {
     const char *dist_id;   /* env bootstrap: the NCCL id file on a shared path */
     const struct cc_dist_launch *launch; /* the launcher's ranks (NULL: one process) */
     /* testing aids (the stability tests plant faults through these) */
-    const char *plant_nan; /* set every element of this parameter tensor to NaN before the first step */
+    const char *plant_nan; /* set every element of this parameter tensor to NaN before step plant_nan_step */
+    long plant_nan_step;   /* from 1 (0 reads as 1) */
     long plant_overflow_step; /* at this step (1-based), set one gradient to +Inf before the optimizer */
     long plant_grad_h_step;   /* at this step (1-based), the NaN of plant_grad_h (finite.h) */
     cc_plant_grad_h plant_grad_h;
     /* Called once the ranks are up and the data is read, before the executor
      * exists (the CLI's preflight: preflight.h); non-zero refuses the run.
-     * NULL: none. */
-    int (*preflight)(const cc_config *cfg, int B, int T, struct cc_dist *dist, const void *arg);
+     * NULL: none. plan: what the run's executor will be made from (NULL: the
+     * run is on the CPU). */
+    int (*preflight)(const cc_config *cfg, int B, int T, struct cc_dist *dist, const struct gpu_step_plan *plan,
+                     const void *arg);
     const void *preflight_arg;
 } cc_train_opts;
 

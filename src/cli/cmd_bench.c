@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include "cli/cli.h"
 #include "catchat/bench.h"
+#include "catchat/executor.h"
+#include "catchat/gpu_plan.h"
 #include "catchat/preflight.h"
 #include "catchat/util.h"
 
@@ -45,7 +47,7 @@ int cmd_bench(int argc, char **argv)
                                           { "cpu-steps", required_argument, 0, 'p' }, { "json", no_argument, 0, 'j' },
                                           CLI_PREFLIGHT_OPTION, { 0, 0, 0, 0 } };
     cli_config_args ca = { 0 };
-    cc_bench_opts o = { 30, 5, -1, 0 }; /* cpu_steps -1: cc_bench chooses, knowing whether a GPU was measured */
+    cc_bench_opts o = { 30, 5, -1, 0, NULL }; /* cpu_steps -1: cc_bench chooses, knowing whether a GPU was measured */
     long v;
     int c;
     cli_parser parser;
@@ -63,6 +65,11 @@ int cmd_bench(int argc, char **argv)
     if (cli_preflight_opts(&po, &ca, "bench", o.json)) return 2;
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_WINS) != 0) return 1;
+    gpu_step_plan plan; /* planned once: the preflight checks what the executor is made from */
+    const int on_gpu = cc_executor_plan(&cfg, cfg.batch_size, cfg.seq_len, &plan);
+    if (on_gpu < 0) return 1;
+    po.plan = on_gpu ? &plan : NULL;
+    o.plan = po.plan;
     if (cc_preflight(&cfg, cfg.batch_size, cfg.seq_len, NULL, &po) != 0) return 1;
     const int rc = cc_bench(&cfg, &o, stdout);
     if (rc == CC_BENCH_NOTHING_MEASURED) {

@@ -8,6 +8,8 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "catchat/checkpoint.h"
+#include "catchat/executor.h"
+#include "catchat/gpu_plan.h"
 #include "catchat/preflight.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
@@ -65,8 +67,11 @@ int cmd_eval(int argc, char **argv)
         return 1;
     }
     int rc = 1;
-    cc_executor *ex = cc_preflight(&cfg, cfg.batch_size, cfg.seq_len, NULL, &po) == 0
-                          ? cc_executor_create(&cfg, cfg.batch_size, cfg.seq_len)
+    gpu_step_plan plan; /* planned once: the preflight checks what the executor is made from */
+    const int on_gpu = cc_executor_plan(&cfg, cfg.batch_size, cfg.seq_len, &plan);
+    po.plan = on_gpu > 0 ? &plan : NULL;
+    cc_executor *ex = on_gpu >= 0 && cc_preflight(&cfg, cfg.batch_size, cfg.seq_len, NULL, &po) == 0
+                          ? cc_executor_create_planned(&cfg, cfg.batch_size, cfg.seq_len, po.plan)
                           : NULL;
     if (ex) {
         float *p = cc_calloc(ex->lay.total, sizeof(float));

@@ -20,7 +20,7 @@ static const char *HELP =
     "usage: catchat train [--config F] [--set key=value]... [--resume CKPT|auto | --init CKPT]\n"
     "                     [--force] [--new-data] [--steps N] [--quiet] [--sample-prompt TEXT] [--sample-tokens N]\n"
     "                     [--check-finite] [--dist MODE] [--dist-id FILE]\n"
-    "                     [--preflight MODE] [--plant-nan NAME] [--plant-overflow N]\n"
+    "                     [--preflight MODE] [--plant-nan NAME[@STEP]] [--plant-overflow N]\n"
     "                     [--plant-wrong-result CHECK] [--plant-nan-grad-h STEP:L,B,T,U]\n\n"
     "Trains the model described by the config on [data] train, evaluating on [data] val.\n"
     "Writes <out_dir>/telemetry.csv (one row per step), <out_dir>/checkpoint.safetensors\n"
@@ -60,7 +60,7 @@ static const char *HELP =
     "                      (or CATCHAT_NCCL_ID_FILE)\n"
     CLI_PREFLIGHT_HELP("    ", "                      ")
     "                      (with data parallelism every rank checks its own GPU; all must pass)\n"
-    "  --plant-nan NAME    testing aid: fill parameter tensor NAME with NaN before the first step\n"
+    "  --plant-nan NAME[@STEP]  testing aid: fill parameter tensor NAME with NaN before step STEP (the first)\n"
     "  --plant-overflow N  testing aid: make one gradient +Inf at step N (the step is skipped)\n"
     "  --plant-nan-grad-h STEP:L,B,T,U  testing aid: at step STEP, a NaN in the hidden-state gradient\n"
     "                      entering layer L's BPTT at sequence B, timestep T, unit U, seen by the\n"
@@ -136,11 +136,30 @@ static void catch_stop_signals(void)
 
 /* The trainer calls this once its ranks are up, before the executor: every
  * rank checks its own GPU; only rank 0 says that it passed. */
-static int run_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const void *arg)
+static int run_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const struct gpu_step_plan *plan,
+                         const void *arg)
 {
     cc_preflight_opts po = *(const cc_preflight_opts *)arg;
+    po.plan = plan;
     if (dist && dist->rank != 0) po.quiet = 1;
     return cc_preflight(cfg, B, T, dist, &po);
+}
+
+/* --plant-nan NAME[@STEP] */
+static int parse_plant_nan(char *arg, cc_train_opts *o)
+{
+    char *at = strrchr(arg, '@');
+    o->plant_nan = arg;
+    o->plant_nan_step = 1;
+    if (!at) return 0;
+    *at = 0;
+    long step = 0;
+    if (*arg == 0 || cli_parse_long("--plant-nan (the step after @)", at + 1, 1, 1L << 40, &step)) {
+        if (*arg == 0) cli_usage_error("train", "--plant-nan: expected NAME or NAME@STEP (STEP from 1)");
+        return 1;
+    }
+    o->plant_nan_step = step;
+    return 0;
 }
 
 /* --plant-nan-grad-h STEP:L,B,T,U (the ranges against the model are the trainer's to check) */
@@ -194,7 +213,7 @@ int cmd_train(int argc, char **argv)
         case 'I': o.dist_id = optarg; break;
         case 'f': o.force = 1; break;
         case 'R': o.new_data = 1; break;
-        case 'N': o.plant_nan = optarg; break;
+        case 'N': if (parse_plant_nan(optarg, &o)) return 2; break;
         case 'O': if (cli_parse_long("--plant-overflow", optarg, 1, 1L << 40, &v)) return 2; o.plant_overflow_step = v; break;
         case 'W': plant_wrong = optarg; break;
         case 'G': if (parse_plant_grad_h(optarg, &o)) return 2; break;

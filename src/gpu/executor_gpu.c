@@ -394,8 +394,14 @@ static void lane_scratch_create(gpu_impl *g, gpu_lane *ln, int B, int T, int D, 
 
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
 {
+    return cc_gpu_executor_create_planned(cfg, B, T, NULL);
+}
+
+cc_executor *cc_gpu_executor_create_planned(const cc_config *cfg, int B, int T, const gpu_step_plan *given)
+{
     gpu_step_plan plan;
-    if (gpu_step_plan_for(&plan, cfg, B, T) != 0) return NULL;
+    if (given) plan = *given;
+    else if (gpu_step_plan_for(&plan, cfg, B, T) != 0) return NULL;
     cc_executor *ex = cc_calloc(1, sizeof(*ex));
     ex->ops = &GPU_OPS;
     ex->name = "gpu";

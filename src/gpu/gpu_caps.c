@@ -41,6 +41,9 @@ int gpu_caps_query(gpu_caps *c)
         return cc_error("this build holds no kernel image for GPU '%s' (sm_%d%d): rebuild with "
                         "CMAKE_CUDA_ARCHITECTURES including %d%d", c->name, c->cc_major, c->cc_minor, c->cc_major,
                         c->cc_minor);
+    /* the occupancy API's answers for the recurrence kernels: asked here, per query, never cached in the process */
+    gru_cluster_query_residency(c);
+    gru_persistent_query_occupancy(c);
     return 0;
 }
 

@@ -495,3 +495,72 @@ void gpu_step_plan_describe(const gpu_step_plan *p, const cc_config *cfg, int T,
              gpu_gru_impl_name(p->impl), p->lanes, p->lanes > 1 ? "s" : "", p->lane_B, p->wide ? ", wide clusters" : "",
              p->wave_why, rc, why);
 }
+
+/* ---- the schedule's kind and the preflight's miniature ---- */
+
+int gpu_plan_top_chunked(const gpu_step_plan *p, int T)
+{
+    return p->wave_chunk > 0 && !p->recompute && p->attn_tc && p->wave_chunk % ATTENTION_TC_BLOCK == 0 &&
+           p->wave_chunk < T;
+}
+
+gpu_schedule_kind gpu_plan_kind(const gpu_step_plan *p, int T)
+{
+    return (gpu_schedule_kind){ p->impl, p->lanes > 1 ? 2 : 1, p->wave_chunk > 0, p->recompute,
+                                gpu_plan_top_chunked(p, T), p->attn_tc };
+}
+
+void gpu_schedule_kind_describe(const gpu_schedule_kind *k, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s recurrence, %s, %s, recompute %s, context stream %s, attention on %s",
+             gpu_gru_impl_name(k->impl), k->lanes > 1 ? "several lanes" : "one lane",
+             k->wave ? "wavefront" : "layer after layer", k->recompute ? "on" : "off",
+             k->top_chunked ? "in the wavefront's chunks" : "over the whole sequence",
+             k->attn_tc ? "tensor cores" : "FP32 cores");
+}
+
+int gpu_schedule_kind_same(const gpu_schedule_kind *a, const gpu_schedule_kind *b)
+{
+    return a->impl == b->impl && a->lanes == b->lanes && a->wave == b->wave && a->recompute == b->recompute &&
+           a->top_chunked == b->top_chunked && a->attn_tc == b->attn_tc;
+}
+
+/* The rules below are the planner's own, scaled down: each forced key is
+ * one that a small step would otherwise plan differently (lanes_for picks
+ * by the batch, plan_recompute by the memory, wave_chunk_for's chunk by T). */
+void gpu_plan_miniature(cc_config *mini, const gpu_step_plan *p, const cc_config *cfg, int T)
+{
+    cc_config *c = mini;
+    *c = *cfg;
+    const int lanes = p->lanes > 1 ? 2 : 1;
+    c->rc_windows_forced = 0;
+    /* the run's recompute, forced (a small step always fits); with three layers, so one layer's u is
+     * rebuilt from a sum */
+    snprintf(c->gpu_recompute, sizeof(c->gpu_recompute), "%s", p->recompute ? "on" : "off");
+    c->n_layers = cfg->n_layers < (p->recompute ? 3 : 2) ? cfg->n_layers : p->recompute ? 3 : 2;
+    c->seq_len = T < 12 ? T : 12;
+    c->batch_size = lanes * (p->impl == GRU_IMPL_CLUSTER ? 8 : 4);
+    c->grad_accum = 1;
+    c->gpu_lanes = lanes;
+    snprintf(c->gpu_recurrence, sizeof(c->gpu_recurrence), "%s",
+             p->impl == GRU_IMPL_PERSISTENT ? "persistent" : p->impl == GRU_IMPL_PER_STEP ? "per-step" : "auto");
+    c->loss_scale = 128;
+    c->loss_scale_dynamic = 0;
+    snprintf(c->gpu_wavefront, sizeof(c->gpu_wavefront), "%s", p->wave_chunk ? "auto" : "off");
+    c->gpu_wavefront_chunk = 0;
+    if (p->wave_chunk && p->recompute) {
+        /* recompute's windows are the wavefront's chunks and divide T (recompute_window_for): windows of 4
+         * over 12 positions, three of them, or 2 over a shorter T */
+        c->gpu_wavefront_chunk = c->seq_len % 4 == 0 && c->seq_len > 4 ? 4 : 1;
+        if (c->seq_len < 2) snprintf(c->gpu_wavefront, sizeof(c->gpu_wavefront), "off");
+    } else if (p->wave_chunk && gpu_plan_top_chunked(p, T)) {
+        /* the chunks also cut the context stream (whole blocks of the tensor-core attention): chunks of
+         * one block over 72 positions (64, 8: the keys of the first take the second's queries) */
+        c->seq_len = T < ATTENTION_TC_BLOCK + 8 ? T : ATTENTION_TC_BLOCK + 8;
+        c->gpu_wavefront_chunk = ATTENTION_TC_BLOCK;
+    } else if (p->wave_chunk) {
+        c->gpu_wavefront_chunk = c->seq_len > 5 ? 5 : 1; /* chunks of 5 over 12 positions (5, 5, 2) */
+    }
+    /* the classifier in three uneven chunks of a lane's rows (whole segments of the wavefront's windows) */
+    c->gpu_classifier_rows = c->batch_size / lanes * c->seq_len / 3 + 1;
+}

@@ -291,7 +291,7 @@ void program_emit(step_program *p, cc_executor *ex, int lanes, int with_grad, in
     p->nchunks = p->wave ? (T + b.chunk - 1) / b.chunk : 1;
     /* the tensor-core attention works in blocks of ATTENTION_TC_BLOCK queries: chunks must be whole blocks;
      * under recompute the context stream runs in parts of sequences over all T */
-    p->top_chunked = p->wave && !b.rc && g->plan.attn_tc && b.chunk % ATTENTION_TC_BLOCK == 0 && b.chunk < T;
+    p->top_chunked = p->wave && gpu_plan_top_chunked(&g->plan, T);
     u_lane(&b, 0); /* unit 0, slot 0: the main stream */
     if (p->wave) emit_wavefront(&b, ex);
     else emit_layers(&b, ex);

@@ -298,6 +298,7 @@ void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long sc
     if (timing) timing_reserve(p);
     if (ex->check) {
         scans_reserve(p, ex);
+        scans_clear(p);
         cudaCheck(cudaMemsetAsync(p->scan_first, 0xff, sizeof(unsigned long long) * (size_t)p->cap_scans, g->stream));
     }
     /* every stream starts once the main one has the batch and the zeroed gradients */

@@ -44,7 +44,10 @@ void use_grad(step_run *r, int idx)
 
 /* Each operation's scan slots, in program order: its own scans (at most
  * three; four slots) and, in the classifier, the chunks' (three a chunk). Made on an
- * eager step (a graph is captured only after one), never during a capture. */
+ * eager step (a graph is captured only after one), never during a capture.
+ * Reserving keeps what each operation scans (nscan, scans[]): a replayed
+ * graph runs the scans its capture issued, and the findings are read by
+ * them; only issuing the program again (scans_clear) starts them over. */
 static int op_scan_slots(const step_program *p, const cc_executor *ex, const step_op *o)
 {
     const int chunk_rows = IMPL(ex)->plan.ce_rows, rows = ex->B * ex->T / p->lanes;
@@ -56,7 +59,6 @@ void scans_reserve(step_program *p, cc_executor *ex)
     int need = 0;
     for (int i = 0; i < p->n; i++) {
         p->ops[i].scan0 = need;
-        p->ops[i].nscan = 0;
         need += op_scan_slots(p, ex, &p->ops[i]);
     }
     if (need <= p->cap_scans) return;
@@ -66,6 +68,11 @@ void scans_reserve(step_program *p, cc_executor *ex)
     cudaCheck(cudaMalloc((void **)&p->scan_first, sizeof(unsigned long long) * (size_t)need));
     cudaCheck(cudaMalloc((void **)&p->scan_value, sizeof(float) * (size_t)need));
     p->cap_scans = need;
+}
+
+void scans_clear(step_program *p)
+{
+    for (int i = 0; i < p->n; i++) p->ops[i].nscan = 0;
 }
 
 static int scans_on(const step_run *r) { return r->ex->check != NULL; }

@@ -210,6 +210,8 @@ void scan_launch(step_run *r, int slot);
 /* Each operation's scan slots, in program order, made on the device where
  * they are not yet (on an eager step: a graph is captured after one). */
 void scans_reserve(step_program *p, cc_executor *ex);
+/* Before the program is issued: no operation has scanned yet. */
+void scans_clear(step_program *p);
 
 /* ---- the operations (ops_layer_gpu.c, ops_top_gpu.c) ---- */
 lane_ctx lane_view(cc_executor *ex, gpu_lane *ln);

@@ -42,6 +42,12 @@ void check_flag(stage *st, const char *what, int ok)
     }
 }
 
+void check_plan(stage *st, const char *what, int ok)
+{
+    if (!ok && !st->fail) st->plan_off = 1; /* numbers that failed first stay the verdict */
+    check_flag(st, what, ok);
+}
+
 void stage_skip_part(stage *st, const char *why)
 {
     const size_t len = strlen(st->part_skipped);

@@ -36,6 +36,7 @@ typedef struct stage {
     char worst[64];
     int fail, warn, skip;
     char note[96]; /* the first failed flag */
+    int plan_off;  /* a check_plan failed: the GPU ran another path than the case meant (catchat's error) */
     char why[96];  /* why the stage skipped (stage_skip) */
     char part_skipped[192]; /* the cases it could not take here (stage_skip_part) */
     int plant; /* testing aid (preflight --plant-wrong-result): every GPU result this stage checks is
@@ -72,6 +73,9 @@ typedef struct ladder_stage {
 void check(stage *st, const char *what, const float *gpu, const float *ref, size_t n, double tol, int warn_only);
 /* A yes/no property: FAILs the stage when !ok, naming `what`. */
 void check_flag(stage *st, const char *what, int ok);
+/* The same for a flag about what ran (the plan's lanes, recompute, chunks,
+ * recurrence), not about numbers: a failure also sets plan_off. */
+void check_plan(stage *st, const char *what, int ok);
 /* This GPU cannot take the path the stage tests: the stage reports SKIP with
  * the reason, unless something FAILed. The first reason is kept. */
 void stage_skip(stage *st, const char *why);

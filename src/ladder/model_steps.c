@@ -130,10 +130,10 @@ static void steps_case(const ladder_ctx *cx, stage *st, const schedule *s, int g
     const int ran = cc_gpu_wavefront_ran(gpu, &top);
     cc_gpu_wavefront(gpu, &planned);
     snprintf(what, sizeof(what), "the steps ran %s%s", s->chunk ? "the wavefront" : "layer after layer", tag);
-    check_flag(st, what, s->chunk ? ran == s->chunk && planned == s->chunk : ran == 0);
+    check_plan(st, what, s->chunk ? ran == s->chunk && planned == s->chunk : ran == 0);
     if (graph) { /* step 1 eager (the GEMM plans), step 2 captured, step 3 the same graph again */
         snprintf(what, sizeof(what), "step 3 replayed the captured graph%s", tag);
-        check_flag(st, what, cc_gpu_graph_replays(gpu) >= 1);
+        check_plan(st, what, cc_gpu_graph_replays(gpu) >= 1);
     }
     FREE_ALL(p0, pc, pg, dc, dg, x, y);
     cpu->ops->destroy(cpu);

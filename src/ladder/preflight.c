@@ -129,42 +129,10 @@ static void note_exit_inside_check(void)
                         "docs/gpus.md, \"When the preflight refuses a run\"\n", current_check, current_command);
 }
 
-/* The full step's config: the run's model and [gpu] keys, cut to a size the
- * CPU twin does in well under a second, on the run's recurrence
- * implementation and recompute (forced, since a small batch could choose
- * others). */
-static void model_config(cc_config *c, const cc_config *cfg, const gpu_step_plan *p, int T)
-{
-    *c = *cfg;
-    const int lanes = p->lanes > 1 ? 2 : 1;
-    /* the run's recompute, forced (a small step always fits): with three layers, so one layer's u
-     * is rebuilt from a sum */
-    snprintf(c->gpu_recompute, sizeof(c->gpu_recompute), "%s", p->recompute ? "on" : "off");
-    c->n_layers = imin(cfg->n_layers, p->recompute ? 3 : 2);
-    c->seq_len = imin(T, 12);
-    c->batch_size = lanes * (p->impl == GRU_IMPL_CLUSTER ? 8 : 4);
-    c->grad_accum = 1;
-    c->gpu_lanes = lanes;
-    snprintf(c->gpu_recurrence, sizeof(c->gpu_recurrence), "%s",
-             p->impl == GRU_IMPL_PERSISTENT ? "persistent" : p->impl == GRU_IMPL_PER_STEP ? "per-step" : "auto");
-    c->loss_scale = 128;
-    c->loss_scale_dynamic = 0;
-    /* the run's schedule: under the wavefront, chunks of 5 over the 12 positions (5, 5, 2); where
-     * its chunks also cut the context stream (whole blocks of the tensor-core attention), chunks
-     * of one block over 72 positions (64, 8: the keys of the first take the second's queries) */
-    snprintf(c->gpu_wavefront, sizeof(c->gpu_wavefront), "%s", p->wave_chunk ? "auto" : "off");
-    c->gpu_wavefront_chunk = p->wave_chunk ? 5 : 0;
-    if (p->wave_chunk && p->attn_tc && p->wave_chunk % ATTENTION_TC_BLOCK == 0 && T > ATTENTION_TC_BLOCK) {
-        c->seq_len = imin(T, ATTENTION_TC_BLOCK + 8);
-        c->gpu_wavefront_chunk = ATTENTION_TC_BLOCK;
-    }
-    /* the classifier in three uneven chunks of a lane's rows (whole segments of the wavefront's windows) */
-    c->gpu_classifier_rows = c->batch_size / lanes * c->seq_len / 3 + 1;
-}
-
 /* Runs the checks; returns the index of the first that failed (its row in
  * *failed), or -1 when all passed. */
-static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T, const char *plant, stage *failed)
+static int run_checks(const cc_config *cfg, const gpu_step_plan *p, const cc_config *mini, int B, int T, const char *plant,
+                      stage *failed)
 {
     cc_rng r;
     cc_rng_seed(&r, PREFLIGHT_SEED);
@@ -199,7 +167,7 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
                  * executor keeps a state of its own: its first, eager step meets the same refusal
                  * and falls back to this loop, with its own line) */
                 const gpu_gru_impl now = gpu_gru_impl_with(cx_rec.caps, cx.gru, path, rc[i].B, T_rec, D);
-                check_flag(&st, what, now == rc[i].impl || (rc[i].impl == GRU_IMPL_PERSISTENT &&
+                check_plan(&st, what, now == rc[i].impl || (rc[i].impl == GRU_IMPL_PERSISTENT &&
                                                             now == GRU_IMPL_PER_STEP && cx.gru->refused[0]));
                 /* under the wavefront, in windows too (of 2 steps: 2, 2, 1 at T_rec = 5; 2, 1 at 3) */
                 const int chunk = rc[i].chunk;
@@ -210,12 +178,9 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
         case PF_ATTENTION:
             attention_check(&cx, &st, 1, D, cfg->n_heads, imin(T, cfg->ctx_window + 37), cfg->ctx_window, p->attn_tc);
             break;
-        case PF_MODEL: {
-            cc_config c;
-            model_config(&c, cfg, p, T);
-            full_step_check(&cx, &st, &c, "", c.gpu_lanes, 0);
+        case PF_MODEL: /* the planner's miniature of the run (cc_preflight checked that it plans the same kind) */
+            full_step_check(&cx, &st, mini, "", mini->gpu_lanes, 0);
             break;
-        }
         case PF_GRAD_REDUCE: CHECKS[k]->run(&cx, &st); break;
         case PF_ADAMW: CHECKS[k]->run(&cx, &st); break;
         }
@@ -230,19 +195,77 @@ static int run_checks(const cc_config *cfg, const gpu_step_plan *p, int B, int T
     return first;
 }
 
-/* "Take another path: ..." for the check that failed: the recurrence and
- * the attention have other kernels; a full step may fail in either. */
-static const char *remedy(int k, const gpu_step_plan *p)
+/* The settings a refusal may suggest instead, by the checks a failure of
+ * which they may avoid (the recurrence's and the attention's other kernels;
+ * a full step may fail in either, or in its schedule: the layers one after
+ * another, without recompute). Only those whose own checks pass are said. */
+static const struct {
+    const char *key, *value;
+    int rec, att, step; /* may avoid a failure of the recurrence's checks, the attention's, the full step's */
+} REMEDIES[] = {
+    { "recurrence", "persistent", 1, 0, 1 }, { "recurrence", "per-step", 1, 0, 1 },
+    { "attention", "fp32", 0, 1, 1 },        { "wavefront", "off", 0, 0, 1 },
+    { "recompute", "off", 0, 0, 1 },
+};
+
+/* The miniature of the run planned as p (gpu_plan_miniature) and its plan
+ * on the same GPU and budget; -1 with a line saying it is catchat's own
+ * error where that plan is not the run's kind (the check would pass
+ * another program than the run's). */
+static int plan_miniature(cc_config *mini, gpu_step_plan *mp, const gpu_step_plan *p, const cc_config *cfg, int T,
+                          int say)
 {
-    const int rec = k == PF_GRU_FORWARD || k == PF_GRU_BACKWARD || k == PF_MODEL;
-    const int att = (k == PF_ATTENTION || k == PF_MODEL) && p->attn_tc;
-    if (rec && p->impl == GRU_IMPL_CLUSTER)
-        return att ? "other kernels may work: --set recurrence=persistent (or per-step), or --set attention=fp32; "
-                   : "another recurrence may work: --set recurrence=persistent (or per-step); ";
-    if (rec && p->impl == GRU_IMPL_PERSISTENT)
-        return att ? "other kernels may work: --set recurrence=per-step, or --set attention=fp32; "
-                   : "another recurrence may work: --set recurrence=per-step; ";
-    return att ? "the FP32 attention kernels may work: --set attention=fp32; " : "";
+    gpu_plan_miniature(mini, p, cfg, T);
+    const int quiet = cc_error_quiet;
+    cc_error_quiet = !say;
+    int rc = gpu_plan_make(mp, &p->caps, mini, mini->batch_size, mini->seq_len, p->memory_budget, NULL);
+    const gpu_schedule_kind run = gpu_plan_kind(p, T), small = gpu_plan_kind(mp, mini->seq_len);
+    if (rc == 0 && !gpu_schedule_kind_same(&run, &small)) {
+        char a[240], b[240];
+        gpu_schedule_kind_describe(&run, a, sizeof(a));
+        gpu_schedule_kind_describe(&small, b, sizeof(b));
+        rc = cc_error("preflight: catchat's own error, not this GPU's: the full-step check's miniature of this config "
+                      "plans %s, where the run plans %s, so the check cannot run the run's program; please report it "
+                      "with the output of 'catchat --version' and this config (docs/gpus.md, \"When the preflight "
+                      "refuses a run\")", b, a);
+    }
+    cc_error_quiet = quiet;
+    return rc;
+}
+
+/* The settings of REMEDIES that may avoid check k's failure, that change
+ * the run's plan, and whose own checks all pass here, in buf ("--set
+ * recurrence=per-step, or ..."; empty where none does). */
+static void checked_remedies(char *buf, size_t len, int k, const cc_config *cfg, const gpu_step_plan *p, int B, int T,
+                             const char *plant)
+{
+    buf[0] = 0;
+    const int rec = k == PF_GRU_FORWARD || k == PF_GRU_BACKWARD, att = k == PF_ATTENTION, step = k == PF_MODEL;
+    const gpu_schedule_kind was = gpu_plan_kind(p, T);
+    for (size_t i = 0; i < sizeof(REMEDIES) / sizeof(REMEDIES[0]); i++) {
+        if (!((rec && REMEDIES[i].rec) || (att && REMEDIES[i].att) || (step && REMEDIES[i].step))) continue;
+        cc_config c = *cfg;
+        char set[96];
+        snprintf(set, sizeof(set), "%s=%s", REMEDIES[i].key, REMEDIES[i].value);
+        const int quiet = cc_error_quiet;
+        cc_error_quiet = 1;
+        gpu_step_plan q, mq;
+        cc_config mini;
+        const int planned = cc_config_set_arg(&c, set) == 0 &&
+                            gpu_plan_make(&q, &p->caps, &c, B, T, p->memory_budget, NULL) == 0 &&
+                            plan_miniature(&mini, &mq, &q, &c, T, 0) == 0;
+        cc_error_quiet = quiet;
+        const gpu_schedule_kind now = planned ? gpu_plan_kind(&q, T) : was;
+        if (!planned || gpu_schedule_kind_same(&now, &was)) continue; /* no other path: nothing to suggest */
+        stage bad;
+        if (run_checks(&c, &q, &mini, B, T, plant, &bad) >= 0) continue;
+        const size_t n = strlen(buf);
+        snprintf(buf + n, len - n, "%s--set %s", n ? ", or " : "", set);
+    }
+    if (buf[0]) {
+        const size_t n = strlen(buf);
+        snprintf(buf + n, len - n, " passes these checks here; ");
+    }
 }
 
 /* The config's device memory against what is free, or what [gpu]
@@ -285,7 +308,7 @@ static int check_memory(const cc_config *cfg, const gpu_step_plan *p, int B, con
         gpu_step_plan q;
         const int quiet = cc_error_quiet;
         cc_error_quiet = 1;
-        if (gpu_step_plan_for(&q, &on, B, cfg->seq_len) == 0 && q.device_bytes <= free_b) {
+        if (gpu_plan_make(&q, &p->caps, &on, B, cfg->seq_len, p->memory_budget, NULL) == 0 && q.device_bytes <= free_b) {
             const size_t n = strlen(fit);
             snprintf(fit + n, sizeof(fit) - n, "; or --set recompute=on (about %.1f GiB)", q.device_bytes / 1073741824.0);
         }
@@ -306,8 +329,9 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
                         o->command);
     }
     const char *mode = o->mode ? o->mode : "auto";
-    gpu_step_plan p;
-    if (gpu_step_plan_for(&p, cfg, B, T) != 0) return cc_dist_all_passed(dist, 1, "the preflight");
+    gpu_step_plan own; /* the caller's plan (the one its executor is made from), or one made here */
+    if (!o->plan && gpu_step_plan_for(&own, cfg, B, T) != 0) return cc_dist_all_passed(dist, 1, "the preflight");
+    const gpu_step_plan p = o->plan ? *o->plan : own;
     char gpu[320], driver[128], build[160], path[1400], key[2400];
     snprintf(gpu, sizeof(gpu), "%s (sm_%d%d)", p.caps.name, p.caps.cc_major, p.caps.cc_minor);
     if (p.path == GPU_GRU_PERSISTENT && p.impl != GRU_IMPL_PERSISTENT && !o->quiet)
@@ -341,19 +365,33 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
     current_command = o->command;
     const double t0 = cc_now_ms();
     stage bad;
-    const int k = run_checks(cfg, &p, B, T, o->plant, &bad);
+    cc_config mini;
+    gpu_step_plan mini_plan;
+    if (plan_miniature(&mini, &mini_plan, &p, cfg, T, 1) != 0) return cc_dist_all_passed(dist, 1, "the preflight");
+    const int k = run_checks(cfg, &p, &mini, B, T, o->plant, &bad);
     const double secs = (cc_now_ms() - t0) / 1000;
+    if (k >= 0 && bad.plan_off) { /* no number was wrong: a check ran another path than the run's */
+        cc_error("preflight: catchat's own error, not this GPU's: the %s check (%s) did not run the path this run "
+                 "takes (%s; this config: %s), so it checked nothing of this run; please report it with the output "
+                 "of 'catchat --version' and this config (docs/gpus.md, \"When the preflight refuses a run\")",
+                 CHECKS[k]->name, CHECKS[k]->title, bad.note, path);
+        return cc_dist_all_passed(dist, 1, "the preflight");
+    }
     if (k >= 0) {
+        char other[400];
+        checked_remedies(other, sizeof(other), k, cfg, &p, B, T, o->plant);
         char detail[256];
         if (bad.skip && !bad.fail) snprintf(detail, sizeof(detail), "could not run: %s", bad.why);
         else if (bad.note[0]) snprintf(detail, sizeof(detail), "%s", bad.note);
         else snprintf(detail, sizeof(detail), "%s: relative error %.2e over the tolerance %.0e", bad.worst,
                       bad.worst_rel, bad.worst_tol);
-        cc_error("preflight: %s (%s) on %s gives wrong results: %s (this config: %s). 'catchat %s' would go on "
-                 "with wrong numbers, so it stops here: %srun on the CPU with --set device=cpu, or skip the check at "
+        const int unrun = bad.skip && !bad.fail;
+        cc_error("preflight: %s (%s) on %s %s: %s (this config: %s). 'catchat %s' would go on %s, so it stops "
+                 "here: %srun on the CPU with --set device=cpu, or skip the check at "
                  "your own risk with --preflight never. Please report it with the output of 'catchat --version' and "
                  "'catchat ladder' (docs/gpus.md, \"When the preflight refuses a run\")",
-                 CHECKS[k]->name, CHECKS[k]->title, gpu, detail, path, o->command, remedy(k, &p));
+                 CHECKS[k]->name, CHECKS[k]->title, gpu, unrun ? "cannot be checked" : "gives wrong results", detail,
+                 path, o->command, unrun ? "unchecked" : "with wrong numbers", other);
         return cc_dist_all_passed(dist, 1, "the preflight");
     }
     if (!o->plant && cc_preflight_cache_add(o->cache_dir, key) != 0)

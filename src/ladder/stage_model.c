@@ -35,7 +35,7 @@ static void wavefront_taken(const ladder_ctx *cx, stage *st, const cc_executor *
     const int top_expected = tc && chunk % ATTENTION_TC_BLOCK == 0 && chunk < T && !cc_gpu_plan(gpu)->recompute;
     snprintf(what, sizeof(what), "the step ran the wavefront in chunks of %d%s%s", chunk,
              top_expected ? ", the context stream chunked too" : "", tag);
-    check_flag(st, what, ran == chunk && top == top_expected);
+    check_plan(st, what, ran == chunk && top == top_expected);
 }
 
 /* One full step of config c (its batch_size and seq_len) on both executors.
@@ -53,11 +53,11 @@ void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *cfg, cons
     char what[160];
     if (lanes) {
         snprintf(what, sizeof(what), "the step runs %d lanes%s", lanes, tag);
-        check_flag(st, what, cc_gpu_lanes(gpu) == lanes);
+        check_plan(st, what, cc_gpu_lanes(gpu) == lanes);
     }
     if (strcmp(c.gpu_recompute, "auto") != 0) { /* a recompute case runs what it names */
         snprintf(what, sizeof(what), "the step ran with recompute %s%s", c.gpu_recompute, tag);
-        check_flag(st, what, cc_gpu_plan(gpu)->recompute == (strcmp(c.gpu_recompute, "on") == 0));
+        check_plan(st, what, cc_gpu_plan(gpu)->recompute == (strcmp(c.gpu_recompute, "on") == 0));
     }
 
     const size_t n = cpu->lay.total;
