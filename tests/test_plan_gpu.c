@@ -22,16 +22,16 @@
 #include "catchat/layout.h"
 
 /* the H100's answers (see GPUS) */
-#define H100_R128_8 16
-#define H100_R128_16 16
-#define H100_R256_8 16
-#define H100_R256_16 16
+#define H100_R128_8 30
+#define H100_R128_16 30
+#define H100_R256_8 15
+#define H100_R256_16 15
 #define H100_R512_8 15
 #define H100_R512_16 15
-#define R5090_128_8 21
-#define R5090_128_16 21
-#define R5090_256_8 21
-#define R5090_256_16 21
+#define R5090_128_8 38
+#define R5090_128_16 38
+#define R5090_256_8 19
+#define R5090_256_16 19
 #define KB 1024
 #define MIB ((size_t)1 << 20)
 #define GIB ((size_t)1 << 30)
@@ -49,9 +49,9 @@ typedef struct {
  * preflight_plans_2026-12-06.txt); the H200 is the same GH100 configuration of 132 SMs (its D=512
  * answer, 15 clusters of 8, was measured before: docs/design-notes.md). Cards without sm_90
  * features are never asked (no cluster kernels: 0); every card places one persistent CTA an SM at
- * its opt-in shared memory. RTX 5090: no card here; its cluster answers are estimated as the
- * H100's CTAs an SM over its own 170 SMs (two clusters of 8 a GPC of 16 SMs), for D = 128 and
- * 256 (at D = 512 the kernels need more than its 99 KB a block). */
+ * its opt-in shared memory. RTX 5090: no card here; its cluster answers are estimates, the H100's
+ * clusters a SM times its own 170 SMs, for D = 128 and 256 (at D = 512 the kernels need more than
+ * its 99 KB a block, so no answer counts there). */
 static const gpu_profile GPUS[] = {
     { "A100", 8, 0, 108, 163, 164, 40, 0, { { 0 } }, 1 },
     { "RTX 3080", 8, 6, 68, 99, 100, 5, 0, { { 0 } }, 1 },

@@ -109,6 +109,9 @@ typedef struct {
  * proportion at another (what bytes_per_seq estimates from). Returns
  * GPU_BUF_COUNT. */
 int gpu_plan_buffers(const gpu_step_plan *p, const cc_dims *d, size_t n, int B, int T, gpu_plan_buffer *out);
+/* Layers with their own BPTT gradient buffers: L under the wavefront
+ * (L > 2), else 2 (gpu_step_plan.wave_layers). */
+int gpu_plan_wave_layers(const gpu_step_plan *p, const cc_dims *d);
 
 
 

@@ -10,6 +10,7 @@
 #endif
 #include "cli/cli.h"
 #include "catchat/device.h"
+#include "catchat/gpu_caps.h"
 #include "catchat/version.h"
 #include "catchat_git_revision.h" /* generated at build time (cmake/git_revision.cmake) */
 
@@ -34,6 +35,14 @@ int cmd_version(void)
     print_cuda_version("CUDA driver (the newest CUDA it supports)", v);
     if (v > 0) cc_driver_version(text, sizeof(text));
     printf("NVIDIA driver %s\n", v > 0 ? text : "none");
+    gpu_caps caps; /* the device as the planner reads it, the occupancy API's answers included */
+    if (v > 0 && cc_gpu_count() > 0 && gpu_caps_query(&caps) == 0)
+        printf("GPU %s (sm_%d%d, %d SMs, %d KB shared memory a block, clusters %s): cluster recurrence "
+               "resident clusters of 8/16 sequences at D=128 %d/%d, D=256 %d/%d, D=512 %d/%d; persistent CTAs an "
+               "SM %d\n", caps.name, caps.cc_major, caps.cc_minor, caps.sm_count, caps.smem_per_block_optin / 1024,
+               caps.cluster_launch ? "yes" : "no", caps.cluster_resident[0][0], caps.cluster_resident[0][1],
+               caps.cluster_resident[1][0], caps.cluster_resident[1][1], caps.cluster_resident[2][0],
+               caps.cluster_resident[2][1], caps.persistent_ctas_per_sm);
     const size_t lt = cublasLtGetVersion(); /* major*10000 + minor*100 + patch */
     printf("cuBLASLt %zu.%zu.%zu\n", lt / 10000, lt / 100 % 100, lt % 100);
 #ifdef CATCHAT_HAVE_NCCL

@@ -4,7 +4,8 @@
  * windows, the classifier's chunk) and every device buffer it needs, with
  * recompute's shared `work` laid out by the liveness of its tensors
  * (work_layout_gpu.c, which declares the step's programs on an executor on
- * paper). Nothing here asks the device, so tests/test_plan_gpu.c runs it on the
+ * paper), and the buffer table (plan_reads_gpu.c) both read. Calls go one
+ * way: this file calls those two, never the reverse. Nothing here asks the device, so tests/test_plan_gpu.c runs it on the
  * CPU against the limits of GPUs nobody here has; gpu_step_plan_for
  * (executor_gpu.c) reads the device and calls gpu_plan_make, and the
  * executor allocates from gpu_plan_buffers. The measurements in the
@@ -42,12 +43,6 @@ static int lanes_for(const cc_config *cfg, const gpu_caps *caps, gpu_gru_path pa
     for (int n = 4; n > 1; n /= 2)
         if (B % n == 0 && gpu_gru_impl_for(caps, path, B / n, T, D) == GRU_IMPL_CLUSTER) return n;
     return 1;
-}
-
-/* Layers with their own BPTT gradient buffers (gpu_impl.h). */
-static int wave_layers_of(const gpu_step_plan *p, const cc_dims *d)
-{
-    return p->wave_chunk && d->L > 2 ? d->L : 2;
 }
 
 /* The wavefront's chunk (program_gpu.c), 0 where the step runs layer after
@@ -141,94 +136,7 @@ static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T,
     snprintf(p->wave_why, sizeof(p->wave_why), "off: no persistent split fits half of %d SMs", p->rec_caps.sm_count);
 }
 
-/* ---- recompute's shared allocation ---- */
-
-int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int T, gpu_work_part *out, size_t *total)
-{
-    *total = 0;
-    if (!p->recompute) return 0;
-    const int n = work_tensors(p, d, p->lane_B * p->lanes, T, out);
-    for (int i = 0; i < n; i++) out[i].offset = p->work_at[out[i].id][out[i].set];
-    *total = p->work_bytes;
-    return n;
-}
-
-/* ---- the buffer table and the plan's bytes ---- */
-
-int gpu_plan_buffers(const gpu_step_plan *p, const cc_dims *d, size_t n, int B, int T, gpu_plan_buffer *t)
-{
-    const size_t M = (size_t)B * T, D = d->D, L = d->L, V = d->V, MD = M * D;
-    const size_t lanes = (size_t)p->lanes;
-    /* every lane's classifier chunk (gpu_crossentropy.h) */
-    const size_t ce = lanes * gpu_ce_chunk_bytes(p->ce_rows, (int)D, (int)V);
-    /* The tensor-core attention reads q, k, v and dO in FP16, writes dqkv in
-     * FP16 only and keeps one lse (and delta) per query and head; the FP32
-     * kernels read FP32 and store the probabilities (and ds) of the band. */
-    const int tc = p->attn_tc;
-    const size_t band = (size_t)B * d->H * T * (tc ? 1 : d->W);
-    /* under recompute: u in one block (and du by turns), the rest of the layers' and the top's in work */
-    const int rc = p->recompute;
-    const size_t kept = rc ? 0 : 1;
-    /* `work` as its liveness laid it out at the plan's batch, in proportion at another (its window
-     * buffers hold every sequence's rows; the context stream's part grows with the lanes' batch) */
-    const size_t plan_B = (size_t)p->lane_B * (p->lanes > 0 ? p->lanes : 1);
-    const size_t work = rc && plan_B ? p->work_bytes / plan_B * (size_t)B + p->work_bytes % plan_B : 0;
-    /* lm_head's FP16 copy and its gradients carry the classifier's padding rows past the end (gpu_ce_pad_floats) */
-    const size_t ng = n + gpu_ce_pad_floats((int)V, (int)D);
-    const size_t WL = (size_t)wave_layers_of(p, d); /* layers with their own scratch and gradient buffers */
-#define BUF(id, size, name, zero, grp) t[GPU_BUF_##id] = (gpu_plan_buffer){ GPU_BUF_##id, (size), (name), (zero), (grp) }
-    BUF(P32, 4 * n, "parameters", 0, GPU_MEM_WEIGHTS);
-    BUF(G32, 4 * ng, "gradients", 1, GPU_MEM_WEIGHTS);
-    BUF(G32_LANES, lanes > 1 ? 4 * ng * (lanes - 1) : 0, "gradients of lanes 1..", 1, GPU_MEM_LANES);
-    BUF(M, 4 * n, "AdamW m", 1, GPU_MEM_WEIGHTS);
-    BUF(V, 4 * n, "AdamW v", 1, GPU_MEM_WEIGHTS);
-    BUF(P16, 2 * ng, "FP16 weights", 1, GPU_MEM_WEIGHTS); /* zeroed: the padding rows stay 0 */
-    BUF(X, 4 * M, "tokens", 0, GPU_MEM_WORKSPACE);
-    BUF(Y, 4 * M, "targets", 0, GPU_MEM_WORKSPACE);
-    BUF(WORK, work, "a layer's windows and a part's context stream (recompute)", 0, GPU_MEM_LAYERS);
-    BUF(U, 4 * (rc ? 1 : L + 1) * MD, "residual stream", 0, GPU_MEM_LAYERS);
-    BUF(A_IR, 4 * L * M, "norm stats", 0, GPU_MEM_LAYERS);
-    BUF(GX, kept * 4 * L * 3 * MD, "input projections", 0, GPU_MEM_LAYERS);
-    BUF(GATES, kept * 4 * L * 3 * MD, "gates", 0, GPU_MEM_LAYERS);
-    BUF(GHN, kept * 4 * L * MD, "ghn", 0, GPU_MEM_LAYERS);
-    BUF(H, 4 * L * MD, "GRU states", 0, GPU_MEM_LAYERS);
-    BUF(GH, 4 * WL * B * 3 * D, "recurrent product", 0, GPU_MEM_LAYERS);
-    BUF(A16, kept * 2 * L * MD, "normalised inputs", 0, GPU_MEM_LAYERS); /* under recompute a layer's: in work */
-    BUF(HPREV16, kept * 2 * L * MD, "h_{t-1} FP16", 0, GPU_MEM_LAYERS);
-    BUF(S_IR, 4 * M, "ctx norm stats", 0, GPU_MEM_ATTENTION);
-    BUF(QKV16, tc ? kept * 2 * 3 * MD : 0, "qkv FP16", 0, GPU_MEM_ATTENTION);
-    BUF(DO16, tc ? kept * 2 * MD : 0, "attention dO FP16", 0, GPU_MEM_ATTENTION);
-    BUF(LSE, tc ? 4 * band : 0, "attention log-sum-exp", 0, GPU_MEM_ATTENTION);
-    BUF(DELTA, tc ? 4 * band : 0, "attention delta", 0, GPU_MEM_ATTENTION);
-    BUF(QKV, tc ? 0 : 4 * 3 * MD, "qkv", 0, GPU_MEM_ATTENTION);
-    BUF(DQKV, tc ? 0 : 4 * 3 * MD, "dqkv", 0, GPU_MEM_ATTENTION);
-    BUF(P, tc ? 0 : 4 * band, "attention probabilities", 0, GPU_MEM_ATTENTION);
-    BUF(DSBUF, tc ? 0 : 4 * band, "attention ds", 0, GPU_MEM_ATTENTION);
-    BUF(C, kept * 4 * MD, "context output, then the merge", 0, GPU_MEM_ATTENTION);
-    BUF(F_IR, 4 * M, "final norm stats", 0, GPU_MEM_CLASSIFIER);
-    /* zeroed: a chunk's padding columns hold no stale NaN for [gpu] check's scans */
-    BUF(CE_BUFS, ce, "classifier chunks (logits, final norm out, its gradient)", 1, GPU_MEM_CLASSIFIER);
-    BUF(LOSS_ROW, 4 * M, "losses", 0, GPU_MEM_CLASSIFIER);
-    BUF(RANK, 4 * M, "ranks", 0, GPU_MEM_CLASSIFIER);
-    BUF(S16, kept * 2 * MD, "ctx norm out", 0, GPU_MEM_ATTENTION);
-    BUF(O16, kept * 2 * MD, "attention out", 0, GPU_MEM_ATTENTION);
-    BUF(DU, 4 * MD, "du", 0, GPU_MEM_LAYERS);
-    BUF(DTMP, kept * 4 * MD, "dtmp", 0, GPU_MEM_LAYERS);
-    BUF(DHREC, 4 * WL * B * D, "dh recurrent", 0, GPU_MEM_LAYERS);
-    BUF(DGX16, kept * 2 * WL * 3 * MD, "dgx (a layer's worth each)", 0, GPU_MEM_LAYERS);
-    BUF(DGH16, kept * 2 * WL * 3 * MD, "dgh (a layer's worth each)", 0, GPU_MEM_LAYERS);
-    BUF(BIAS_PART, 4 * WL * gpu_gru_bias_part_floats(B, (int)D), "BPTT bias sums (a layer's worth each)", 0,
-        GPU_MEM_LAYERS);
-    BUF(D16, kept * 2 * 3 * MD, "FP16 dqkv", 0, GPU_MEM_ATTENTION);
-    BUF(DC16, kept * 2 * MD, "FP16 context-stream gradient", 0, GPU_MEM_ATTENTION);
-    BUF(PARTIALS, 4 * (size_t)grad_reduce_blocks(), "norm partials", 0, GPU_MEM_WORKSPACE);
-    BUF(NONFINITE, sizeof(int), "non-finite count", 0, GPU_MEM_WORKSPACE);
-    BUF(FIRST_BAD, sizeof(unsigned long long), "non-finite index", 0, GPU_MEM_WORKSPACE);
-    BUF(TOK_OFF, 4 * (V + 1) * GPU_MAX_LANES, "token offsets", 0, GPU_MEM_WORKSPACE);
-    BUF(TOK_POS, 4 * M, "token positions", 0, GPU_MEM_WORKSPACE);
-#undef BUF
-    return GPU_BUF_COUNT;
-}
+/* ---- the plan's bytes ---- */
 
 /* The cuBLASLt workspace of each of a lane's two GEMM contexts: the usual
  * one, or under recompute, which is there to save memory, the small one of
@@ -363,7 +271,7 @@ static int recompute_window_for(const gpu_step_plan *p, int T, int forced)
 static void rc_layout(gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, int B, int T)
 {
     p->rc_sets = p->wave_chunk ? d->L : 1;
-    p->wave_layers = wave_layers_of(p, d);
+    p->wave_layers = gpu_plan_wave_layers(p, d);
     gpu_work_part parts[GPU_WORK_MAX], best[GPU_WORK_MAX];
     int n = 0, nbest = 0, nd = 0;
     int *div = cc_malloc(sizeof(int) * (size_t)p->lane_B);
@@ -473,7 +381,7 @@ int gpu_plan_make(gpu_step_plan *p, const gpu_caps *caps, const cc_config *cfg, 
     p->ce_rows = ce_rows_for(p, cfg, &d, B, T, p->ce_budget);
     plan_recompute(p, cfg, &d, lay.total, B, T, free_bytes);
     if (p->recompute && plan_recompute_shape(p, cfg, &d, lay.total, B, T, opts ? opts->force_rc_windows : 0) != 0) return -1;
-    p->wave_layers = wave_layers_of(p, &d);
+    p->wave_layers = gpu_plan_wave_layers(p, &d);
     p->ce_rows = ce_rows_for(p, cfg, &d, B, T, p->ce_budget);
     p->ce_ldv = gpu_ce_ldv(d.V);
     p->device_bytes = plan_bytes(p, cfg, &d, lay.total, B, T, p->group_bytes);
@@ -497,12 +405,6 @@ void gpu_step_plan_describe(const gpu_step_plan *p, const cc_config *cfg, int T,
 }
 
 /* ---- the schedule's kind and the preflight's miniature ---- */
-
-int gpu_plan_top_chunked(const gpu_step_plan *p, int T)
-{
-    return p->wave_chunk > 0 && !p->recompute && p->attn_tc && p->wave_chunk % ATTENTION_TC_BLOCK == 0 &&
-           p->wave_chunk < T;
-}
 
 gpu_schedule_kind gpu_plan_kind(const gpu_step_plan *p, int T)
 {

@@ -541,6 +541,17 @@ static int defines_first(const step_program *prog, const step_op *o, const step_
     return 0;
 }
 
+/* The plan's `work` (gpu_plan.h), from the offsets its layout recorded. */
+int gpu_plan_work(const gpu_step_plan *p, const cc_dims *d, int T, gpu_work_part *out, size_t *total)
+{
+    *total = 0;
+    if (!p->recompute) return 0;
+    const int n = work_tensors(p, d, p->lane_B * p->lanes, T, out);
+    for (int i = 0; i < n; i++) out[i].offset = p->work_at[out[i].id][out[i].set];
+    *total = p->work_bytes;
+    return n;
+}
+
 int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why, size_t len)
 {
     if (!p->recompute) return 1;
