@@ -168,6 +168,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         json_object_set_new(j, "rec_fwd_us_per_step_layer", have_gpu ? json_real(rec_f) : json_null());
         json_object_set_new(j, "bptt_us_per_step_layer", have_gpu ? json_real(rec_b) : json_null());
         json_object_set_new(j, "optimizer_ms", have_gpu ? json_real(opt_ms) : json_null());
+        /* the per-phase times and the recurrences' µs a step come from steps on the serial schedule */
+        json_object_set_new(j, "breakdown_schedule", have_gpu ? json_string("serial") : json_null());
         json_object_set_new(j, "mem_mb", have_gpu ? json_real(mem_mb) : json_null());
         json_object_set_new(j, "bytes_per_token", have_gpu ? json_real(mem_mb * 1048576.0 / tokens) : json_null());
         json_object_set_new(j, "recompute", have_gpu ? json_boolean(plan.recompute) : json_null());
@@ -197,8 +199,9 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
                     caps.sm_count, caps.smem_per_block_optin / 1024, caps.cluster_launch ? "on" : "off");
             fprintf(out, "GPU step: %.3f ms median of %d (after %d warm-up) | %.0f tokens/s | %d lane%s | wavefront %s\n",
                     gpu_ms, o->steps, o->warmup, tokens / (gpu_ms * 1e-3), lanes, lanes == 1 ? "" : "s", wave_why);
-            fprintf(out, "breakdown (device time per step, CUDA events, %d more steps, their operations one after "
-                    "another%s):\n", o->steps, lanes > 1 || wave_chunk ? ": the timed steps overlap them" : "");
+            fprintf(out, "breakdown (device time per step, CUDA events, %d more steps on the serial schedule: their "
+                    "operations one after another on one stream%s):\n", o->steps,
+                    lanes > 1 || wave_chunk ? ", where the timed steps overlap them" : "");
             for (int i = 0; i < PH_COUNT; i++) fprintf(out, "  %-36s %8.3f ms\n", CC_PHASE_NAMES[i], ph[i]);
             fprintf(out, "classifier: %d rows a chunk (logits [%d, %d] FP16, V padded to %d), %d chunk%s a lane's step\n",
                     plan.ce_rows, plan.ce_rows, plan.ce_ldv, plan.ce_ldv, (B / lanes * T + plan.ce_rows - 1) / plan.ce_rows,
