@@ -46,7 +46,7 @@ typedef struct {
 
 /* The GPUs of docs/gpus.md: SMs, opt-in shared memory a block, clusters (sm_90 on), and what the
  * occupancy API answered. H100: read by gpu_caps_query on an H100 80GB HBM3 (docs/results/
- * preflight_plans_2026-12-06.txt); the H200 is the same GH100 configuration of 132 SMs (its D=512
+ * preflight_h100_2026-12-06.txt); the H200 is the same GH100 configuration of 132 SMs (its D=512
  * answer, 15 clusters of 8, was measured before: docs/design-notes.md). Cards without sm_90
  * features are never asked (no cluster kernels: 0); every card places one persistent CTA an SM at
  * its opt-in shared memory. RTX 5090: no card here; its cluster answers are estimates, the H100's
