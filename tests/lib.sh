@@ -25,13 +25,13 @@ expect_error() {
   ok
 }
 
-# make_corpus DIR: train.txt (30 kB) and val.txt (4 kB) of generated sentences.
+# make_corpus DIR [TRAIN_BYTES VAL_BYTES]: train.txt (30 kB) and val.txt (4 kB) of generated sentences.
 make_corpus() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "${2:-30000}" "${3:-4000}" <<'PY'
 import random, sys
 random.seed(3)
 words = "the cat sat on a mat and the dog ran far it was good we see".split()
-for name, n in (("train.txt", 30000), ("val.txt", 4000)):
+for name, n in (("train.txt", int(sys.argv[2])), ("val.txt", int(sys.argv[3]))):
     out = []
     while sum(map(len, out)) < n:
         out.append(random.choice(words) + random.choice([" ", " ", " ", ".\n"]))

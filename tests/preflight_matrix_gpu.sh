@@ -17,16 +17,7 @@ source "$(dirname "$0")/lib.sh" "$1"
 skip_without_gpu
 log=${2:-/dev/null}
 export XDG_CACHE_HOME="$tmp/xdg" # not the user's own memory of passes: each path is checked here
-python3 - "$tmp" <<'PY'
-import random, sys
-random.seed(5)
-words = "the cat sat on a mat and the dog ran far it was good we see".split()
-for name, n in (("train.txt", 400000), ("val.txt", 60000)):
-    out = []
-    while sum(map(len, out)) < n:
-        out.append(random.choice(words) + random.choice([" ", " ", " ", ".\n"]))
-    open(f"{sys.argv[1]}/{name}", "w").write("".join(out))
-PY
+make_corpus "$tmp" 400000 60000 # a batch of the default config is 32k tokens
 base=(--config "$root/configs/default.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt" --set device=gpu)
 train=(train "${base[@]}" --set max_steps=3 --set eval_interval=0 --set eval_batches=1 --set warmup_steps=1
        --sample-tokens 0)

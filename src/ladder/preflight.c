@@ -257,6 +257,7 @@ static void checked_remedies(char *buf, size_t len, int k, const cc_config *cfg,
         cc_error_quiet = quiet;
         const gpu_schedule_kind now = planned ? gpu_plan_kind(&q, T) : was;
         if (!planned || gpu_schedule_kind_same(&now, &was)) continue; /* no other path: nothing to suggest */
+        if (p->memory_budget && q.device_bytes + GPU_MEMORY_MARGIN > p->memory_budget) continue; /* would not fit */
         stage bad;
         if (run_checks(&c, &q, &mini, B, T, plant, &bad) >= 0) continue;
         const size_t n = strlen(buf);
