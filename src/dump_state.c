@@ -5,11 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/checkpoint.h"
+#include "catchat/executor.h"
 #include "catchat/safetensors.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
 
-int cc_dump_state(const cc_config *cfg, const char *ckpt, const char *out_path)
+int cc_dump_state(const cc_config *cfg, const char *ckpt, const char *out_path, const struct gpu_step_plan *plan)
 {
     const int B = cfg->batch_size, T = cfg->seq_len;
     cc_tokens tok;
@@ -19,7 +20,7 @@ int cc_dump_state(const cc_config *cfg, const char *ckpt, const char *out_path)
         cc_tokens_free(&tok);
         return -1;
     }
-    cc_executor *ex = cc_executor_create(cfg, B, T);
+    cc_executor *ex = cc_executor_create_planned(cfg, B, T, plan);
     int rc = ex ? 0 : -1;
     const size_t n = ex ? ex->lay.total : 0;
     float *p = cc_calloc(n, sizeof(float)), *g = cc_calloc(n, sizeof(float));

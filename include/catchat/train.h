@@ -72,7 +72,9 @@ typedef struct cc_eval_result { double loss, top1, top5; long scored; } cc_eval_
 int cc_evaluate(cc_executor *ex, cc_loader *val, long batches, cc_eval_result *out);
 
 /* dump-state: one forward + backward on the first training batch. */
-int cc_dump_state(const cc_config *cfg, const char *ckpt, const char *out_path);
+struct gpu_step_plan;
+/* plan: the GPU step's (cc_executor_plan, checked by the preflight), NULL: the executor plans it. */
+int cc_dump_state(const cc_config *cfg, const char *ckpt, const char *out_path, const struct gpu_step_plan *plan);
 
 /* Sampling helpers */
 typedef struct cc_sample_opts {
