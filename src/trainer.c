@@ -38,6 +38,7 @@ typedef struct {
     cc_run_lock lock;       /* rank 0: out_dir is this run's alone */
     gpu_step_plan plan; /* the GPU step's, made once (planned: 1), or none (0: on the CPU) */
     int planned;
+    long plant_nan_at; /* --plant-nan: before this step (1-based), 0: none */
 } run_ctx;
 
 static void run_free(run_ctx *r)
@@ -169,7 +170,9 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     r->lead = r->dist.rank == 0; /* rank 0 writes checkpoints, telemetry and progress */
     /* the GPU step planned once (its free memory read once): the signature, the preflight and the executor take
      * this plan */
-    if ((r->planned = cc_executor_plan(cfg, B, T, &r->plan)) < 0) return -1;
+    r->planned = cc_executor_plan(cfg, B, T, &r->plan);
+    /* a rank whose GPU cannot take the plan has said why; under NCCL no rank starts (rank 0 names it) */
+    if (cc_dist_all_passed(&r->dist, r->planned < 0, "the GPU step's plan") != 0) return -1;
     r->prog.quiet = o->quiet || !r->lead;
     r->prog.live = r->prog.quiet ? 0 : o->live;
     if (r->dist.active) {
@@ -241,6 +244,11 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     r->y = cc_malloc(sizeof(int) * B * T * cfg->grad_accum);
     if (o->plant_nan && cc_layout_find(&ex->lay, o->plant_nan) < 0)
         return cc_error("--plant-nan: no parameter tensor named '%s'", o->plant_nan);
+    if (o->plant_nan && o->plant_nan_step > 0 && (o->plant_nan_step <= st->step || o->plant_nan_step > cfg->max_steps))
+        return cc_error("--plant-nan %s@%ld: this run takes steps %ld to %ld", o->plant_nan, o->plant_nan_step,
+                        st->step + 1, cfg->max_steps);
+    /* without @STEP: before the first step this run takes (a resumed run's too) */
+    r->plant_nan_at = !o->plant_nan ? 0 : o->plant_nan_step > 0 ? o->plant_nan_step : st->step + 1;
     if (o->check_finite) ex->check = &r->check;
     r->norms_header = !o->resume;
     if (!r->prog.quiet) {
@@ -272,7 +280,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
 /* --check-finite: every rank learns whether any found a non-finite value in
  * this step (or the next all-reduce hangs); 1 when the run stops here. */
 static int nonfinite_found(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, long step, int micro,
-                           cc_train_result *res)
+                           int replayed, cc_train_result *res)
 {
     if (!o->check_finite) return 0;
     double any_found = r->check.found;
@@ -285,7 +293,10 @@ static int nonfinite_found(run_ctx *r, const cc_config *cfg, const cc_train_opts
     const size_t off = (size_t)micro * cfg->batch_size * cfg->seq_len; /* the micro-batch ([train] grad_accum) */
     if (r->lead) keep_batch(cfg, r->x + off, r->y + off, step, desc, kept, sizeof(kept));
     else snprintf(kept, sizeof(kept), "rank 0's out_dir");
-    cc_error("non-finite value at step %ld, first in %s; batch kept in %s", step, desc, kept);
+    /* a replayed CUDA graph ran the same operations and scans as an eager step; said, since rerunning the batch
+     * eagerly (bisect, dump-state) is the next thing to try */
+    cc_error("non-finite value at step %ld, first in %s%s; batch kept in %s", step, desc,
+             replayed ? " (the step was a replayed CUDA graph)" : "", kept);
     res->nonfinite_step = step;
     res->provenance = r->check;
     return 1;
@@ -353,7 +364,8 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
     }
     st->data_pos += (uint64_t)A;
     memset(&r->check, 0, sizeof(r->check));
-    if (o->plant_nan && st->step + 1 == (o->plant_nan_step > 0 ? o->plant_nan_step : 1)) plant_nan(ex, o->plant_nan);
+    const int on_gpu = strcmp(ex->name, "gpu") == 0;
+    if (r->plant_nan_at == st->step + 1) plant_nan(ex, o->plant_nan);
     double loss = 0;
     ex->plant_grad_h = o->plant_grad_h;
     ex->plant_grad_h.on = o->plant_grad_h_step == st->step + 1;
@@ -363,10 +375,12 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
             ex->accum.index = k;
             ex->accum.count = A;
         }
+        const int replays = on_gpu ? cc_gpu_graph_replays(ex) : 0;
         const double lk = ex->ops->forward_backward(ex, r->x + k * BT, r->y + k * BT, st->scaler.scale);
+        const int replayed = on_gpu && cc_gpu_graph_replays(ex) > replays;
         /* the step's loss: the micro-batches' means weighted by their scored positions */
         loss += A == 1 ? lk : lk * (double)scored_in(r->y + k * BT, BT) / (double)(n_step > 0 ? n_step : A);
-        if (nonfinite_found(r, cfg, o, st->step + 1, k, res)) {
+        if (nonfinite_found(r, cfg, o, st->step + 1, k, replayed, res)) {
             ex->accum.n = 0;
             ex->plant_grad_h.on = 0;
             return 1;

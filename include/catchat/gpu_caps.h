@@ -26,7 +26,7 @@ typedef struct gpu_caps {
      * kernels/gru_persistent.cu), never kept beyond these caps: a query that
      * failed reads 0 here (its kernels are not planned on) and is asked again
      * by the next gpu_caps_query. Caps that describe a GPU carry the answers
-     * recorded on it (tests/gpu_cards.c). Profiles do not narrow them: they
+     * recorded for it (tests/test_plan_gpu.c). Profiles do not narrow them: they
      * narrow the shared memory and SMs that the planner weighs them against. */
     int cluster_resident[3][2];  /* D = 128, 256, 512: forward clusters of 8 sequences resident at once (0 where the
                                   * forward or the backward cannot be placed), [1]: of 16 */

@@ -210,7 +210,7 @@ int gpu_schedule_kind_same(const gpu_schedule_kind *a, const gpu_schedule_kind *
  * wavefront's chunk, which under recompute divides the miniature's T, as
  * recompute's windows must). Writes the miniature's config to *mini; its
  * plan on the same GPU (gpu_plan_make with mini->batch_size and
- * mini->seq_len) is gpu_plan_kind_same as p's: tests/test_plan_gpu.c holds
+ * mini->seq_len) is gpu_schedule_kind_same as p's: tests/test_plan_gpu.c holds
  * the planner to that for every recorded GPU and config. */
 void gpu_plan_miniature(cc_config *mini, const gpu_step_plan *p, const cc_config *cfg, int T);
 

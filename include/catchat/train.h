@@ -37,7 +37,7 @@ typedef struct cc_train_opts {
     const struct cc_dist_launch *launch; /* the launcher's ranks (NULL: one process) */
     /* testing aids (the stability tests plant faults through these) */
     const char *plant_nan; /* set every element of this parameter tensor to NaN before step plant_nan_step */
-    long plant_nan_step;   /* from 1 (0 reads as 1) */
+    long plant_nan_step;   /* from 1; 0: the first step the run takes (a resumed run's too) */
     long plant_overflow_step; /* at this step (1-based), set one gradient to +Inf before the optimizer */
     long plant_grad_h_step;   /* at this step (1-based), the NaN of plant_grad_h (finite.h) */
     cc_plant_grad_h plant_grad_h;

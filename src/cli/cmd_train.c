@@ -60,7 +60,8 @@ static const char *HELP =
     "                      (or CATCHAT_NCCL_ID_FILE)\n"
     CLI_PREFLIGHT_HELP("    ", "                      ")
     "                      (with data parallelism every rank checks its own GPU; all must pass)\n"
-    "  --plant-nan NAME[@STEP]  testing aid: fill parameter tensor NAME with NaN before step STEP (the first)\n"
+    "  --plant-nan NAME[@STEP]  testing aid: fill parameter tensor NAME with NaN before step STEP\n"
+    "                     (default: the run's first step)\n"
     "  --plant-overflow N  testing aid: make one gradient +Inf at step N (the step is skipped)\n"
     "  --plant-nan-grad-h STEP:L,B,T,U  testing aid: at step STEP, a NaN in the hidden-state gradient\n"
     "                      entering layer L's BPTT at sequence B, timestep T, unit U, seen by the\n"
@@ -150,7 +151,7 @@ static int parse_plant_nan(char *arg, cc_train_opts *o)
 {
     char *at = strrchr(arg, '@');
     o->plant_nan = arg;
-    o->plant_nan_step = 1;
+    o->plant_nan_step = 0; /* the run's first step */
     if (!at) return 0;
     *at = 0;
     long step = 0;

@@ -452,7 +452,7 @@ void gpu_plan_miniature(cc_config *mini, const gpu_step_plan *p, const cc_config
     c->gpu_wavefront_chunk = 0;
     if (p->wave_chunk && p->recompute) {
         /* recompute's windows are the wavefront's chunks and divide T (recompute_window_for): windows of 4
-         * over 12 positions, three of them, or 2 over a shorter T */
+         * over 12 positions, three of them; over a shorter T (a run of fewer positions) windows of one step */
         c->gpu_wavefront_chunk = c->seq_len % 4 == 0 && c->seq_len > 4 ? 4 : 1;
         if (c->seq_len < 2) snprintf(c->gpu_wavefront, sizeof(c->gpu_wavefront), "off");
     } else if (p->wave_chunk && gpu_plan_top_chunked(p, T)) {

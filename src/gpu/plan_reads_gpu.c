@@ -4,8 +4,9 @@
  * (gpu_plan_buffers, one row a buffer: what the executor allocates and
  * what the planner counts its bytes from), the layers with their own
  * gradient buffers, and whether the context stream runs in the
- * wavefront's chunks. Functions of the plan alone: this file calls nothing
- * else of src/gpu, so each of those calls it and none calls back. */
+ * wavefront's chunks. Functions of the plan alone: of src/gpu this file
+ * calls only the sizes of crossentropy.c and gru.c, which call none of
+ * those above, so each of them calls it and none calls back. */
 #include <stddef.h>
 #include "catchat/gpu_crossentropy.h"
 #include "catchat/gpu_gru.h"

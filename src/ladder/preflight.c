@@ -234,10 +234,12 @@ static int plan_miniature(cc_config *mini, gpu_step_plan *mp, const gpu_step_pla
 }
 
 /* The settings of REMEDIES that may avoid check k's failure, that change
- * the run's plan, and whose own checks all pass here, in buf ("--set
- * recurrence=per-step, or ..."; empty where none does). */
-static void checked_remedies(char *buf, size_t len, int k, const cc_config *cfg, const gpu_step_plan *p, int B, int T,
-                             const char *plant)
+ * the run's plan, that fit its memory budget and whose own checks all pass
+ * here, in buf ("--set recurrence=per-step, or ..."; empty where none
+ * does). A planted wrong result (--plant-wrong-result) is the run's path's
+ * alone: a remedy's checks run unplanted, so the refusal shows what it
+ * would suggest. */
+static void checked_remedies(char *buf, size_t len, int k, const cc_config *cfg, const gpu_step_plan *p, int B, int T)
 {
     buf[0] = 0;
     const int rec = k == PF_GRU_FORWARD || k == PF_GRU_BACKWARD, att = k == PF_ATTENTION, step = k == PF_MODEL;
@@ -259,7 +261,7 @@ static void checked_remedies(char *buf, size_t len, int k, const cc_config *cfg,
         if (!planned || gpu_schedule_kind_same(&now, &was)) continue; /* no other path: nothing to suggest */
         if (p->memory_budget && q.device_bytes + GPU_MEMORY_MARGIN > p->memory_budget) continue; /* would not fit */
         stage bad;
-        if (run_checks(&c, &q, &mini, B, T, plant, &bad) >= 0) continue;
+        if (run_checks(&c, &q, &mini, B, T, NULL, &bad) >= 0) continue;
         const size_t n = strlen(buf);
         snprintf(buf + n, len - n, "%s--set %s", n ? ", or " : "", set);
     }
@@ -380,7 +382,7 @@ int cc_preflight(const cc_config *cfg, int B, int T, cc_dist *dist, const cc_pre
     }
     if (k >= 0) {
         char other[400];
-        checked_remedies(other, sizeof(other), k, cfg, &p, B, T, o->plant);
+        checked_remedies(other, sizeof(other), k, cfg, &p, B, T);
         char detail[256];
         if (bad.skip && !bad.fail) snprintf(detail, sizeof(detail), "could not run: %s", bad.why);
         else if (bad.note[0]) snprintf(detail, sizeof(detail), "%s", bad.note);
