@@ -79,6 +79,12 @@ int cli_check_stored_data(const cli_config_args *a, const char *ckpt, const cc_c
  * cache directory; 0. */
 struct cc_preflight_opts;
 int cli_preflight_opts(struct cc_preflight_opts *o, const cli_config_args *ca, const char *cmd, int quiet);
+/* cfg's GPU step planned once (cc_executor_plan: *plan, po->plan set to it,
+ * or NULL on the CPU), then the preflight of that plan (cc_preflight, at
+ * cfg's batch_size and seq_len); 0, or -1 said in one line. The run's
+ * executor is then made from po->plan (cc_executor_create_planned). */
+struct gpu_step_plan;
+int cli_plan_and_preflight(const cc_config *cfg, struct cc_preflight_opts *po, struct gpu_step_plan *plan);
 /* $XDG_CACHE_HOME/catchat, else $HOME/.cache/catchat, else NULL (cli_env.c). */
 const char *cli_cache_dir(void);
 

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include "cli/cli.h"
 #include "catchat/bench.h"
-#include "catchat/executor.h"
 #include "catchat/gpu_plan.h"
 #include "catchat/preflight.h"
 #include "catchat/util.h"
@@ -66,12 +65,9 @@ int cmd_bench(int argc, char **argv)
     if (cli_preflight_opts(&po, &ca, "bench", o.json)) return 2;
     cc_config cfg;
     if (cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_WINS) != 0) return 1;
-    gpu_step_plan plan; /* planned once: the preflight checks what the executor is made from */
-    const int on_gpu = cc_executor_plan(&cfg, cfg.batch_size, cfg.seq_len, &plan);
-    if (on_gpu < 0) return 1;
-    po.plan = on_gpu ? &plan : NULL;
+    gpu_step_plan plan;
+    if (cli_plan_and_preflight(&cfg, &po, &plan) != 0) return 1;
     o.plan = po.plan;
-    if (cc_preflight(&cfg, cfg.batch_size, cfg.seq_len, NULL, &po) != 0) return 1;
     const int rc = cc_bench(&cfg, &o, stdout);
     if (rc == CC_BENCH_NOTHING_MEASURED) {
         fprintf(stderr, "catchat: bench: no GPU measured and --cpu-steps 0: nothing measured (skipped, exit 77)\n");

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "cli/cli.h"
-#include "catchat/executor.h"
 #include "catchat/gpu_plan.h"
 #include "catchat/preflight.h"
 #include "catchat/run_dir.h"
@@ -85,10 +84,7 @@ int cmd_dump_state(int argc, char **argv)
     const char *names[] = { "--ckpt", "--config", "[data] train" };
     if (cc_refuse_output_over_input("--out", out, inputs, names, 3) != 0) return 1;
     if (!force && refuse_overwrite(out) != 0) return 1;
-    gpu_step_plan plan; /* planned once: the preflight checks what the executor is made from */
-    const int on_gpu = cc_executor_plan(&cfg, cfg.batch_size, cfg.seq_len, &plan);
-    if (on_gpu < 0) return 1;
-    po.plan = on_gpu ? &plan : NULL;
-    if (cc_preflight(&cfg, cfg.batch_size, cfg.seq_len, NULL, &po) != 0) return 1;
+    gpu_step_plan plan;
+    if (cli_plan_and_preflight(&cfg, &po, &plan) != 0) return 1;
     return cc_dump_state(&cfg, ckpt, out, po.plan) == 0 ? 0 : 1;
 }

@@ -67,10 +67,8 @@ int cmd_eval(int argc, char **argv)
         return 1;
     }
     int rc = 1;
-    gpu_step_plan plan; /* planned once: the preflight checks what the executor is made from */
-    const int on_gpu = cc_executor_plan(&cfg, cfg.batch_size, cfg.seq_len, &plan);
-    po.plan = on_gpu > 0 ? &plan : NULL;
-    cc_executor *ex = on_gpu >= 0 && cc_preflight(&cfg, cfg.batch_size, cfg.seq_len, NULL, &po) == 0
+    gpu_step_plan plan;
+    cc_executor *ex = cli_plan_and_preflight(&cfg, &po, &plan) == 0
                           ? cc_executor_create_planned(&cfg, cfg.batch_size, cfg.seq_len, po.plan)
                           : NULL;
     if (ex) {
