@@ -1,5 +1,6 @@
 // Sliding-window attention on tensor cores, for head size 64 (the default
-// D=512, H=8; 128 and 256 in 64-column chunks, below) and windows up to 129, FP16 operands and FP32 accumulation.
+// D=512, H=8; 128 and 256 in 64-column chunks, below) and windows up to 129, FP16 operands and FP32 accumulation;
+// every other head size and window goes to the tiled kernels of attention_flash.cu (attention_tc_kernel chooses).
 // Each warp owns 16 queries (or keys) and keeps its whole band in registers
 // (mma.sync m16n8k16, flash-attention style): the scores never go through
 // shared memory, and the probabilities become the A operand of P·V without
@@ -612,10 +613,29 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     }
 }
 
-extern "C" int attention_tc_supported(const gpu_caps *caps, int D, int H, int W)
+static int banded_supported(const gpu_caps *caps, int D, int H, int W)
 {
     if (D % H || (D / H != HD && D / H != 2 * HD && D / H != 4 * HD) || W < 1 || band_tiles(W) > MAX_KT) return 0;
     return smem_backward(band_tiles(W)) <= (size_t)caps->smem_per_block_optin;
+}
+
+extern "C" int attention_tc_kernel(const gpu_caps *caps, int D, int H, int W, int tiled)
+{
+    if (H < 1 || W < 1) return ATTN_FP32;
+    if (!tiled && banded_supported(caps, D, H, W)) return ATTN_TC_BANDED;
+    return attention_flash_supported(caps, D, H) ? ATTN_TC_TILED : ATTN_FP32;
+}
+
+extern "C" int attention_tc_supported(const gpu_caps *caps, int D, int H, int W)
+{
+    return attention_tc_kernel(caps, D, H, W, 0) != ATTN_FP32;
+}
+
+extern "C" const char *attention_kernel_name(int kernel)
+{
+    return kernel == ATTN_TC_BANDED  ? "tensor cores, the band in registers"
+           : kernel == ATTN_TC_TILED ? "tensor cores, tiled over the window"
+                                     : "FP32 cores";
 }
 
 // One kernel of a band width over the query (or key) blocks of rows
@@ -689,20 +709,25 @@ static void check_window(int T, int q0, int q1)
     }
 }
 
-extern "C" void launch_attention_forward_tc_window(float *o32, void *o16, float *p, float *lse, const void *qkv16,
-                                                   int B, int T, int D, int H, int W, int q0, int q1, cudaStream_t s)
+extern "C" void launch_attention_forward_tc_window(int kernel, float *o32, void *o16, float *p, float *lse,
+                                                   const void *qkv16, int B, int T, int D, int H, int W, int q0, int q1,
+                                                   cudaStream_t s)
 {
     check_window(T, q0, q1);
-    if (D / H == HD) BAND_DISPATCH(forward(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, q0, q1, s))
+    if (kernel == ATTN_TC_TILED) launch_attention_forward_flash_window(o32, o16, p, lse, qkv16, B, T, D, H, W, q0, q1, s);
+    else if (D / H == HD) BAND_DISPATCH(forward(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, q0, q1, s))
     else BAND_DISPATCH(forward_wide(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, q0, q1, s))
 }
 
-extern "C" void launch_attention_backward_tc_window(float *dqkv, void *dqkv16, float *delta, const void *dout16,
-                                                    const float *lse, const void *qkv16, int B, int T, int D, int H,
-                                                    int W, int q0, int q1, cudaStream_t s)
+extern "C" void launch_attention_backward_tc_window(int kernel, float *dqkv, void *dqkv16, float *delta,
+                                                    const void *dout16, const void *o16, const float *lse,
+                                                    const void *qkv16, int B, int T, int D, int H, int W, int q0,
+                                                    int q1, cudaStream_t s)
 {
     check_window(T, q0, q1);
-    if (D / H == HD)
+    if (kernel == ATTN_TC_TILED)
+        launch_attention_backward_flash_window(dqkv, dqkv16, delta, dout16, o16, lse, qkv16, B, T, D, H, W, q0, q1, s);
+    else if (D / H == HD)
         BAND_DISPATCH(backward(dqkv, (__half *)dqkv16, delta, (const __half *)dout16, lse, (const __half *)qkv16, B, T,
                                D, H, W, q0, q1, s))
     else
@@ -710,15 +735,15 @@ extern "C" void launch_attention_backward_tc_window(float *dqkv, void *dqkv16, f
                                     (const __half *)qkv16, B, T, D, H, W, q0, q1, s))
 }
 
-extern "C" void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, const void *qkv16, int B,
-                                            int T, int D, int H, int W, cudaStream_t s)
+extern "C" void launch_attention_forward_tc(int kernel, float *o32, void *o16, float *p, float *lse, const void *qkv16,
+                                            int B, int T, int D, int H, int W, cudaStream_t s)
 {
-    launch_attention_forward_tc_window(o32, o16, p, lse, qkv16, B, T, D, H, W, 0, T, s);
+    launch_attention_forward_tc_window(kernel, o32, o16, p, lse, qkv16, B, T, D, H, W, 0, T, s);
 }
 
-extern "C" void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const void *dout16,
-                                             const float *lse, const void *qkv16, int B, int T, int D, int H, int W,
-                                             cudaStream_t s)
+extern "C" void launch_attention_backward_tc(int kernel, float *dqkv, void *dqkv16, float *delta, const void *dout16,
+                                             const void *o16, const float *lse, const void *qkv16, int B, int T, int D,
+                                             int H, int W, cudaStream_t s)
 {
-    launch_attention_backward_tc_window(dqkv, dqkv16, delta, dout16, lse, qkv16, B, T, D, H, W, 0, T, s);
+    launch_attention_backward_tc_window(kernel, dqkv, dqkv16, delta, dout16, o16, lse, qkv16, B, T, D, H, W, 0, T, s);
 }

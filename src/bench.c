@@ -13,6 +13,7 @@
 #include "catchat/executor.h"
 #include "catchat/gpu_gru.h"
 #include "catchat/gpu_plan.h"
+#include "catchat/kernels.h"
 #include "catchat/optim.h"
 #include "catchat/rng.h"
 #include "catchat/util.h"
@@ -77,6 +78,18 @@ static double time_steps(cc_executor *ex, const cc_config *cfg, const int *x, co
  * CPU, 85 s a step on 2 cores) no step starts after a minute. */
 #define CPU_STEPS_ALONE 3
 #define CPU_BUDGET_MS 60e3
+
+/* The attention kernel the plan chose and why, in words. */
+static void attention_said(char *buf, size_t len, const gpu_step_plan *p, const cc_config *cfg)
+{
+    const int hd = cfg->d_model / cfg->n_heads, W = cfg->ctx_window;
+    const char *why = strcmp(cfg->gpu_attention, "auto") ? "[gpu] attention"
+                      : p->attn_tc == ATTN_TC_BANDED    ? "head size 64, 128 or 256 and a window up to 129"
+                      : p->attn_tc == ATTN_TC_TILED     ? "outside the band kernel's head sizes 64, 128, 256 and windows up to 129"
+                      : hd > 256                        ? "head size over the tensor-core kernels' 256"
+                                                        : "the tensor-core kernels' shared memory is over this GPU's";
+    snprintf(buf, len, "%s (head size %d, window %d: %s)", attention_kernel_name(p->attn_tc), hd, W, why);
+}
 
 int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
 {
@@ -150,6 +163,8 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
     char rec_why[320] = "";
     if (have_gpu && refused[0]) snprintf(rec_why, sizeof(rec_why), "%s", refused);
     else if (have_gpu) gpu_gru_impl_why(&caps, path, B, T, cfg->d_model, rec_why, sizeof(rec_why));
+    char attn[256] = "";
+    if (have_gpu) attention_said(attn, sizeof(attn), &plan, cfg);
     if (o->json) {
         /* What was not measured is null, never a zero that reads as a measurement. */
         json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:b}", "B", B, "T", T, "D", cfg->d_model, "L", L, "W",
@@ -161,6 +176,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
         json_object_set_new(j, "wavefront_chunk", have_gpu ? json_integer(wave_chunk) : json_null());
         json_object_set_new(j, "wavefront", have_gpu ? json_string(wave_why) : json_null());
         json_object_set_new(j, "rec_why", have_gpu ? json_string(rec_why) : json_null());
+        json_object_set_new(j, "attention", have_gpu ? json_string(attn) : json_null());
         json_object_set_new(j, "classifier_rows", have_gpu ? json_integer(plan.ce_rows) : json_null());
         json_object_set_new(j, "logits_ldv", have_gpu ? json_integer(plan.ce_ldv) : json_null());
         json_object_set_new(j, "gpu_profile", json_string(cfg->gpu_profile));
@@ -203,6 +219,7 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
                     "operations one after another on one stream%s):\n", o->steps,
                     lanes > 1 || wave_chunk ? ", where the timed steps overlap them" : "");
             for (int i = 0; i < PH_COUNT; i++) fprintf(out, "  %-36s %8.3f ms\n", CC_PHASE_NAMES[i], ph[i]);
+            fprintf(out, "attention: %s\n", attn);
             fprintf(out, "classifier: %d rows a chunk (logits [%d, %d] FP16, V padded to %d), %d chunk%s a lane's step\n",
                     plan.ce_rows, plan.ce_rows, plan.ce_ldv, plan.ce_ldv, (B / lanes * T + plan.ce_rows - 1) / plan.ce_rows,
                     (B / lanes * T + plan.ce_rows - 1) / plan.ce_rows == 1 ? "" : "s");

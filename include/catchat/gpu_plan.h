@@ -18,9 +18,13 @@
 /* A step's batch splits into at most this many lanes (gpu_impl.h: independent
  * groups of sequences on their own streams). */
 #define GPU_MAX_LANES 8
-/* The wavefront gives each layer of a lane its own pair of streams
- * (gpu_impl.h, program_gpu.c); up to this many layers. */
-#define GPU_WAVE_MAX_LAYERS 8
+/* The wavefront gives each lane at most this many pairs of streams (a feed
+ * and a recurrence stream, each with its GEMM context and kernel scratch:
+ * gpu_impl.h, program_gpu.c). Up to this many layers each take a pair of
+ * their own; more share them, consecutive layers a pair
+ * (gpu_step_plan.wave_group), while every buffer that carries a layer's
+ * state from one chunk to the next stays the layer's own. */
+#define GPU_WAVE_STREAMS 8
 
 /* The plan's device memory by what it holds: weights, gradients and AdamW
  * moments; the GRU layers' activations and their gradients (under
@@ -45,7 +49,7 @@ typedef enum {
 typedef struct gpu_step_plan {
     gpu_caps caps;     /* the device's, narrowed by [gpu] profile, smem_per_block, sm_count, clusters */
     gpu_caps rec_caps; /* the same with a lane's share of the SMs: what the recurrence kernels choose by */
-    gpu_caps wave_caps; /* under the wavefront, a layer's share of rec_caps (the layers' grids run at once) */
+    gpu_caps wave_caps; /* under the wavefront, a stream pair's share of rec_caps (the pairs' grids run at once) */
     gpu_gru_path path; /* [gpu] recurrence */
     int lanes;         /* lanes of a training step */
     int lane_B;        /* sequences a lane's recurrence runs (batch_size / lanes) */
@@ -54,8 +58,12 @@ typedef struct gpu_step_plan {
     int wide;          /* the forward's cluster kernels 16 sequences a cluster */
     int wave_chunk;    /* timesteps a chunk of the layers' wavefront, 0: layer after layer ([gpu] wavefront) */
     char wave_why[128]; /* the chunk, or why there is no wavefront, in words */
+    /* under the wavefront: consecutive layers that share a lane's pair of
+     * streams (1 up to GPU_WAVE_STREAMS layers; gpu_plan_wave_stream), and
+     * the pairs a lane has, ceil(L / wave_group); 1 and 0 without it */
+    int wave_group, wave_streams;
     int wave_layers;   /* layers with their own BPTT gradient buffers: L under the wavefront (L > 2), else 2 */
-    int attn_tc;       /* the context attention on tensor cores */
+    int attn_tc;       /* the context attention kernel: ATTN_FP32, ATTN_TC_BANDED or ATTN_TC_TILED (kernels.h) */
     int recompute;     /* the backward rebuilds each layer's activations from its stored h ([gpu] recompute) */
     int rc_window;     /* under recompute: steps a window of a layer's recurrence (divides T) */
     int top_seqs;      /* under recompute: sequences of the context stream's part (divides a lane's) */
@@ -64,7 +72,7 @@ typedef struct gpu_step_plan {
      * of `work` lies, by id and set (gpu_plan_work), and its bytes, at the
      * plan's batch: laid out by their liveness (src/gpu/work_layout_gpu.c) */
     int rc_sets;
-    size_t work_at[GPU_WORK_COUNT][GPU_WAVE_MAX_LAYERS];
+    size_t work_at[GPU_WORK_COUNT][CC_MAX_LAYERS];
     size_t work_bytes;
     char recompute_why[192]; /* on or off, and why, in words */
     int ce_rows;       /* rows of a classifier chunk ([gpu] classifier_rows, or what GPU_CE_BUDGET(_TIGHT) holds) */
@@ -112,6 +120,9 @@ int gpu_plan_buffers(const gpu_step_plan *p, const cc_dims *d, size_t n, int B, 
 /* Layers with their own BPTT gradient buffers: L under the wavefront
  * (L > 2), else 2 (gpu_step_plan.wave_layers). */
 int gpu_plan_wave_layers(const gpu_step_plan *p, const cc_dims *d);
+/* Under the wavefront, the lane's pair of streams (0 .. wave_streams − 1)
+ * that layer l runs on: l / wave_group. */
+int gpu_plan_wave_stream(const gpu_step_plan *p, int l);
 
 
 
@@ -125,7 +136,7 @@ typedef struct {
     int set;
 } gpu_work_part;
 /* At most this many: the window buffers of every set, hprev16 and the context stream's. */
-#define GPU_WORK_MAX (GPU_WORK_COUNT * GPU_WAVE_MAX_LAYERS)
+#define GPU_WORK_MAX (GPU_WORK_COUNT * CC_MAX_LAYERS)
 /* The tensors of the plan's `work` (none unless it recomputes) at the
  * plan's batch, in out (room for GPU_WORK_MAX); *total: the allocation's
  * bytes (GPU_BUF_WORK). Returns how many. */
@@ -192,6 +203,7 @@ typedef struct gpu_schedule_kind {
     gpu_gru_impl impl; /* a training lane's recurrence */
     int lanes;         /* 1, or 2 for any number of lanes above one */
     int wave;          /* 1 under the wavefront */
+    int wave_shared;   /* under the wavefront, layers share pairs of streams (wave_group > 1) */
     int recompute;
     int top_chunked;   /* gpu_plan_top_chunked */
     int attn_tc;
@@ -208,7 +220,9 @@ int gpu_schedule_kind_same(const gpu_schedule_kind *a, const gpu_schedule_kind *
  * sequences a lane), with the run's schedule kind forced where a small
  * batch would choose another (its recurrence, lanes, recompute and the
  * wavefront's chunk, which under recompute divides the miniature's T, as
- * recompute's windows must). Writes the miniature's config to *mini; its
+ * recompute's windows must; where the run's layers share pairs of streams,
+ * three layers on two pairs: cc_config.wave_streams_forced). Writes the
+ * miniature's config to *mini; its
  * plan on the same GPU (gpu_plan_make with mini->batch_size and
  * mini->seq_len) is gpu_schedule_kind_same as p's: tests/test_plan_gpu.c holds
  * the planner to that for every recorded GPU and config. */

@@ -344,28 +344,47 @@ void launch_attention_forward(float *o32, void *o16, float *p, const float *qkv,
 void launch_attention_backward(float *dqkv, void *dqkv16, float *ds, const float *dout, const float *p,
                                const float *qkv, int B, int T, int D, int H, int W, const gpu_caps *caps,
                                cudaStream_t s);
-/* attention_tc.cu: the same on tensor cores for head size 64 and W ≤ 129
- * (attention_tc_supported), from FP16 qkv16 [B,T,3D] and dout16 [B,T,D]
- * with FP32 accumulation. The forward keeps each query's log-sum-exp
- * lse[B,H,T], from which the backward recomputes the probabilities (p is
- * written only if not NULL, for checking); delta[B,H,T] is the backward's
- * scratch. dqkv (FP32) and dqkv16 (the GEMM operand) may each be NULL. */
+/* attention_tc.cu and attention_flash.cu: the same on tensor cores, from
+ * FP16 qkv16 [B,T,3D] and dout16 [B,T,D] with FP32 accumulation, by one of
+ * two kernels (attention_tc_kernel chooses; `tiled` forces the second):
+ *   ATTN_TC_BANDED  each warp's whole band of scores in registers: head
+ *                   sizes 64, 128 and 256, W ≤ 129 (the default config)
+ *   ATTN_TC_TILED   tiled over the window, flash-attention style: any head
+ *                   size up to 256 (padded to 16 inside), any W
+ * ATTN_FP32 (0) where neither runs: the FP32 kernels above. The forward
+ * keeps each query's log-sum-exp lse[B,H,T], from which the backward
+ * recomputes the probabilities (p is written only if not NULL, for
+ * checking); delta[B,H,T] is the backward's per-query Σ P·dP, which the
+ * tiled backward takes as Σ dO ⊙ O from the forward's FP16 output o16 (the
+ * banded one ignores o16). dqkv (FP32) and dqkv16 (the GEMM operand) may
+ * each be NULL. */
+enum { ATTN_FP32 = 0, ATTN_TC_BANDED = 1, ATTN_TC_TILED = 2 };
+int attention_tc_kernel(const gpu_caps *caps, int D, int H, int W, int tiled);
 int attention_tc_supported(const gpu_caps *caps, int D, int H, int W);
-void launch_attention_forward_tc(float *o32, void *o16, float *p, float *lse, const void *qkv16, int B, int T,
-                                 int D, int H, int W, cudaStream_t s);
-void launch_attention_backward_tc(float *dqkv, void *dqkv16, float *delta, const void *dout16, const float *lse,
-                                  const void *qkv16, int B, int T, int D, int H, int W, cudaStream_t s);
-/* The same on the queries (forward, the backward's dq) and keys (dk, dv) of
- * a time window [q0, q1) of every sequence; q0 a multiple of
+const char *attention_kernel_name(int kernel);
+int attention_flash_supported(const gpu_caps *caps, int D, int H);
+void launch_attention_forward_tc(int kernel, float *o32, void *o16, float *p, float *lse, const void *qkv16, int B,
+                                 int T, int D, int H, int W, cudaStream_t s);
+void launch_attention_backward_tc(int kernel, float *dqkv, void *dqkv16, float *delta, const void *dout16,
+                                  const void *o16, const float *lse, const void *qkv16, int B, int T, int D, int H,
+                                  int W, cudaStream_t s);
+/* The same on the queries (forward, the backward's dq and δ) and keys (dk,
+ * dv) of a time window [q0, q1) of every sequence; q0 a multiple of
  * ATTENTION_TC_BLOCK, q1 too or T. The forward reads k, v from q0 - W + 1
  * on; the backward's keys read the queries up to q1 + W - 2 (their dO, lse
  * and delta), so windows after this one run their backward first. */
 #define ATTENTION_TC_BLOCK 64
-void launch_attention_forward_tc_window(float *o32, void *o16, float *p, float *lse, const void *qkv16, int B, int T,
-                                        int D, int H, int W, int q0, int q1, cudaStream_t s);
-void launch_attention_backward_tc_window(float *dqkv, void *dqkv16, float *delta, const void *dout16,
-                                         const float *lse, const void *qkv16, int B, int T, int D, int H, int W,
-                                         int q0, int q1, cudaStream_t s);
+void launch_attention_forward_tc_window(int kernel, float *o32, void *o16, float *p, float *lse, const void *qkv16,
+                                        int B, int T, int D, int H, int W, int q0, int q1, cudaStream_t s);
+void launch_attention_backward_tc_window(int kernel, float *dqkv, void *dqkv16, float *delta, const void *dout16,
+                                         const void *o16, const float *lse, const void *qkv16, int B, int T, int D,
+                                         int H, int W, int q0, int q1, cudaStream_t s);
+/* attention_flash.cu's launchers (the tiled kernel), called through the above */
+void launch_attention_forward_flash_window(float *o32, void *o16, float *p, float *lse, const void *qkv16, int B, int T,
+                                           int D, int H, int W, int q0, int q1, cudaStream_t s);
+void launch_attention_backward_flash_window(float *dqkv, void *dqkv16, float *delta, const void *dout16,
+                                            const void *o16, const float *lse, const void *qkv16, int B, int T, int D,
+                                            int H, int W, int q0, int q1, cudaStream_t s);
 
 /* rownorm_clamp.cu: per-row L2 clamp of d[M,D] to `limit` (0 = off), in place, on the rows of rw. */
 void launch_rownorm_clamp(float *d, int M, int D, row_window rw, float limit, cudaStream_t s);

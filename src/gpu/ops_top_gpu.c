@@ -67,14 +67,14 @@ void op_top_ctx(step_run *r)
         uint16_t *qkv16 = TOPROWS(c, g->qkv16, 3 * D);
         gpu_matmul_fwd_f16_window(r->gm, qkv16 + at * 3 * D, s16 + at * D, P16(ex, lay->ctx_qkv), c->B, len, T, 3 * D,
                                   D, s);
-        launch_attention_forward_tc_window(NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, t0, t1, s);
+        launch_attention_forward_tc_window(g->plan.attn_tc, NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, t0, t1, s);
         gpu_matmul_fwd_window(r->gm, cc + at * D, o16 + at * D, P16(ex, lay->ctx_out), NULL, c->B, len, T, D, D, s);
         return;
     }
     if (g->plan.attn_tc) { /* q, k, v only ever feed FP16 operands: the GEMM rounds them once */
         uint16_t *qkv16 = TOPROWS(c, g->qkv16, 3 * D);
         gpu_matmul_fwd_f16(r->gm, qkv16, s16, P16(ex, lay->ctx_qkv), M, 3 * D, D, s);
-        launch_attention_forward_tc(NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, s);
+        launch_attention_forward_tc(g->plan.attn_tc, NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, s);
     } else {
         float *qkv = ROWS(c, g->qkv, 3 * D);
         gpu_matmul_fwd(r->gm, qkv, s16, P16(ex, lay->ctx_qkv), NULL, M, 3 * D, D, s);
@@ -198,6 +198,8 @@ void op_top_attn(step_run *r)
     use_rows(r, chunked(r) ? ACC_WRITE : ACC_DEFINE, d16, 3 * D, 2, key_first(r), t1);
     if (g->plan.attn_tc) {
         use_rows(r, ACC_DEFINE, TOPROWS(c, g->do16, D), D, 2, t0, t1);
+        /* the tiled kernel's δ = Σ dO ⊙ O reads the forward's output */
+        if (g->plan.attn_tc == ATTN_TC_TILED) use_rows(r, 0, TOPROWS(c, g->o16, D), D, 2, t0, t1);
         use_rows(r, 0, TOPROWS(c, g->qkv16, 3 * D), 3 * D, 2, key_first(r), t1);
         use_heads(r, 0, g->lse);
         use_heads(r, 1, g->delta);
@@ -217,14 +219,16 @@ void op_top_attn(step_run *r)
         uint16_t *do16 = TOPROWS(c, g->do16, D);
         gpu_matmul_dx_f16_window(r->gm, do16 + at * D, dc16 + at * D, P16(ex, lay->ctx_out), c->B, op_len(r), T, D,
                                  D, s);
-        launch_attention_backward_tc_window(NULL, d16, HROWS(c, g->delta), do16, HROWS(c, g->lse),
+        launch_attention_backward_tc_window(g->plan.attn_tc, NULL, d16, HROWS(c, g->delta), do16,
+                                            TOPROWS(c, g->o16, D), HROWS(c, g->lse),
                                             TOPROWS(c, g->qkv16, 3 * D), c->B, T, D, c->H, c->W, t0, t1, s);
         return;
     }
     if (g->plan.attn_tc) { /* the tensor-core kernels read dO and write dqkv in FP16 only */
         uint16_t *do16 = TOPROWS(c, g->do16, D);
         gpu_matmul_dx_f16(r->gm, do16, dc16, P16(ex, lay->ctx_out), M, D, D, s);
-        launch_attention_backward_tc(NULL, d16, HROWS(c, g->delta), do16, HROWS(c, g->lse),
+        launch_attention_backward_tc(g->plan.attn_tc, NULL, d16, HROWS(c, g->delta), do16, TOPROWS(c, g->o16, D),
+                                     HROWS(c, g->lse),
                                      TOPROWS(c, g->qkv16, 3 * D), c->B, T, D, c->H, c->W, s);
     } else {
         float *dtmp = TOPROWS(c, g->dtmp, D);

@@ -72,7 +72,6 @@ static int wave_chunk_for(const cc_config *cfg, const gpu_step_plan *p, int B, i
     snprintf(fill, sizeof(fill), "off: one layer's clusters fill the GPU already (%d of %d)", B / 8, resident);
     const char *off = strcmp(cfg->gpu_wavefront, "off") == 0 ? "off ([gpu] wavefront)"
                       : p->impl == GRU_IMPL_PER_STEP ? "off: the per-step recurrence's GEMMs take the whole GPU at every step"
-                      : L > GPU_WAVE_MAX_LAYERS ? "off: more layers than the wavefront's streams"
                       : forced ? NULL
                       : L < 2 ? "off: one layer, nothing to run beside its recurrence"
                       : chunk < 32 ? "off: T too short for chunks of 32 steps"
@@ -111,19 +110,54 @@ static void two_cluster_lanes(gpu_step_plan *p, const cc_config *cfg, int B, int
     }
 }
 
-/* Under the wavefront the layers' recurrences run at once. Cluster lanes:
- * 2 rather than 4 (each lane's layers take 3x the clusters; measured 6.7
- * against 6.9 ms at the default config). Persistent grids: each layer's
- * takes its share of the lane's SMs, as many layers at once as have a split
- * that fits (all L where one does; at D=1024 a third of the H200 holds no
- * split of W_hh, half does); no split for two: no wavefront. */
+/* The wavefront's pairs of streams a lane: one a layer up to
+ * GPU_WAVE_STREAMS layers (or the config's testing aid, fewer), beyond
+ * that consecutive layers share a pair, as few layers a pair as that
+ * allows (L = 12: 6 pairs of 2). Sharing a pair serialises only the
+ * layers of a group, whose chunks then run one after another on it while
+ * the next group runs the chunk before: layers l and l + 8 on one pair
+ * (l % 8) would make layer l's chunk k + 1 wait for layer l + 8's chunk k,
+ * eight layers down the wavefront. */
+static void plan_wave_streams(gpu_step_plan *p, const cc_config *cfg, int L)
+{
+    const int forced = cfg->wave_streams_forced;
+    int most = forced > 0 && forced < GPU_WAVE_STREAMS ? forced : GPU_WAVE_STREAMS;
+    if (most > L) most = L;
+    p->wave_group = 1;
+    p->wave_streams = 0;
+    if (!p->wave_chunk || most < 1) return;
+    p->wave_group = (L + most - 1) / most;
+    p->wave_streams = (L + p->wave_group - 1) / p->wave_group;
+    if (p->wave_group == 1) return;
+    const size_t n = strlen(p->wave_why);
+    snprintf(p->wave_why + n, sizeof(p->wave_why) - n, ", %d layers on %d pairs of streams", L, p->wave_streams);
+}
+
+/* No wavefront after all, for the reason why. */
+static void wave_off(gpu_step_plan *p, const char *why)
+{
+    p->wave_chunk = 0;
+    p->wave_group = 1;
+    p->wave_streams = 0;
+    snprintf(p->wave_why, sizeof(p->wave_why), "%s", why);
+}
+
+/* Under the wavefront the layers' recurrences run at once, a pair of
+ * streams' at a time. Cluster lanes: 2 rather than 4 (each lane's layers
+ * take 3x the clusters; measured 6.7 against 6.9 ms at the default
+ * config). Persistent grids: each pair's takes its share of the lane's
+ * SMs, as many pairs at once as have a split that fits (all where one
+ * does; at D=1024 a third of the H200 holds no split of W_hh, half does);
+ * no split for two: no wavefront. */
 static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T, int L)
 {
     p->wave_chunk = wave_chunk_for(cfg, p, B, T, L, p->wave_why, sizeof(p->wave_why));
+    plan_wave_streams(p, cfg, L);
     if (!p->wave_chunk) return;
     two_cluster_lanes(p, cfg, B, T);
     if (p->impl != GRU_IMPL_PERSISTENT) return;
-    for (int k = L; k >= (L > 1 ? 2 : 1); k--) {
+    const int S = p->wave_streams;
+    for (int k = S; k >= (S > 1 ? 2 : 1); k--) {
         gpu_caps share = p->rec_caps;
         share.sm_count = p->rec_caps.sm_count / k;
         if (gpu_gru_impl_for(&share, p->path, p->lane_B, T, cfg->d_model) != GRU_IMPL_PERSISTENT) continue;
@@ -132,8 +166,9 @@ static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T,
         snprintf(p->wave_why + n, sizeof(p->wave_why) - n, ", %d layers at once on %d SMs each", k, share.sm_count);
         return;
     }
-    p->wave_chunk = 0;
-    snprintf(p->wave_why, sizeof(p->wave_why), "off: no persistent split fits half of %d SMs", p->rec_caps.sm_count);
+    char why[96];
+    snprintf(why, sizeof(why), "off: no persistent split fits half of %d SMs", p->rec_caps.sm_count);
+    wave_off(p, why);
 }
 
 /* ---- the plan's bytes ---- */
@@ -160,13 +195,15 @@ static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_
     for (int i = 0; i < nb; i++) by[bufs[i].group] += bufs[i].bytes;
     by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * gpu_lane_workspace_bytes(p->recompute);
     if (p->recompute) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * GPU_MATMUL_WINDOW_WORKSPACE; /* the recurrence stream's */
-    if (p->wave_chunk) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * d->L * GPU_MATMUL_WINDOW_WORKSPACE;
+    /* the wavefront's GEMM contexts: a feed and a recurrence stream's a pair */
+    if (p->wave_chunk) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * p->wave_streams * GPU_MATMUL_WINDOW_WORKSPACE;
     /* W_hhᵀ and a split's partial sums: per stream that runs a persistent
-     * recurrence (each layer's own under the wavefront) */
+     * recurrence (each pair's own under the wavefront) */
     if (p->impl == GRU_IMPL_PERSISTENT) {
         const gpu_caps *rc = p->wave_chunk ? &p->wave_caps : &p->rec_caps;
         const size_t scratch = gru_persistent_scratch_bytes(rc, B / p->lanes, T, (int)d->D);
-        by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * (p->wave_chunk ? d->L : 1) * (6 * (size_t)d->D * d->D + scratch);
+        by[GPU_MEM_WORKSPACE] +=
+            (size_t)p->lanes * (p->wave_chunk ? p->wave_streams : 1) * (6 * (size_t)d->D * d->D + scratch);
     }
     if (cfg->grad_accum > 1) by[GPU_MEM_WEIGHTS] += 4 * n;
     size_t bytes = 0;
@@ -328,8 +365,7 @@ static int plan_recompute_shape(gpu_step_plan *p, const cc_config *cfg, const cc
         snprintf(p->wave_why, sizeof(p->wave_why), "chunks of %d steps (the recompute windows)%s", p->rc_window,
                  kernels);
     } else if (p->wave_chunk) {
-        p->wave_chunk = 0;
-        snprintf(p->wave_why, sizeof(p->wave_why), "off: recompute runs the layers in one window");
+        wave_off(p, "off: recompute runs the layers in one window");
     }
     /* Under the wavefront one lane, where [gpu] lanes does not set them: the backward is bound by the
      * SMs that the rebuilds, the BPTTs and the windows' weight GEMMs share, and one lane does the same
@@ -346,10 +382,11 @@ static int plan_recompute_shape(gpu_step_plan *p, const cc_config *cfg, const cc
     const size_t bytes = plan_bytes(p, cfg, d, n, B, T, NULL);
     if (p->wave_chunk && cfg->gpu_wavefront_chunk == 0 && p->memory_budget &&
         bytes + GPU_MEMORY_MARGIN > p->memory_budget) {
-        p->wave_chunk = 0;
-        snprintf(p->wave_why, sizeof(p->wave_why),
+        char why[128];
+        snprintf(why, sizeof(why),
                  "off: recompute's window buffers a layer each would not fit (%.2f GiB), one layer at a time",
                  bytes / 1073741824.0);
+        wave_off(p, why);
         rc_layout(p, cfg, d, B, T);
     }
     return 0;
@@ -374,7 +411,9 @@ int gpu_plan_make(gpu_step_plan *p, const gpu_caps *caps, const cc_config *cfg, 
     plan_recurrence(p, B, T, d.D);
     plan_wavefront(p, cfg, B, T, d.L);
     p->wide = gpu_gru_wide_for(caps, p->path, B, T, d.D);
-    p->attn_tc = strcmp(cfg->gpu_attention, "fp32") != 0 && attention_tc_supported(caps, d.D, d.H, d.W);
+    p->attn_tc = strcmp(cfg->gpu_attention, "fp32") == 0
+                     ? ATTN_FP32
+                     : attention_tc_kernel(caps, d.D, d.H, d.W, strcmp(cfg->gpu_attention, "tiled") == 0);
     cc_layout lay;
     cc_layout_build(&lay, &d);
     p->ce_budget = GPU_CE_BUDGET;
@@ -408,23 +447,24 @@ void gpu_step_plan_describe(const gpu_step_plan *p, const cc_config *cfg, int T,
 
 gpu_schedule_kind gpu_plan_kind(const gpu_step_plan *p, int T)
 {
-    return (gpu_schedule_kind){ p->impl, p->lanes > 1 ? 2 : 1, p->wave_chunk > 0, p->recompute,
-                                gpu_plan_top_chunked(p, T), p->attn_tc };
+    return (gpu_schedule_kind){ p->impl, p->lanes > 1 ? 2 : 1, p->wave_chunk > 0, p->wave_chunk > 0 && p->wave_group > 1,
+                                p->recompute, gpu_plan_top_chunked(p, T), p->attn_tc };
 }
 
 void gpu_schedule_kind_describe(const gpu_schedule_kind *k, char *buf, size_t len)
 {
     snprintf(buf, len, "%s recurrence, %s, %s, recompute %s, context stream %s, attention on %s",
              gpu_gru_impl_name(k->impl), k->lanes > 1 ? "several lanes" : "one lane",
-             k->wave ? "wavefront" : "layer after layer", k->recompute ? "on" : "off",
+             k->wave_shared ? "wavefront, layers sharing streams" : k->wave ? "wavefront" : "layer after layer",
+             k->recompute ? "on" : "off",
              k->top_chunked ? "in the wavefront's chunks" : "over the whole sequence",
-             k->attn_tc ? "tensor cores" : "FP32 cores");
+             attention_kernel_name(k->attn_tc));
 }
 
 int gpu_schedule_kind_same(const gpu_schedule_kind *a, const gpu_schedule_kind *b)
 {
-    return a->impl == b->impl && a->lanes == b->lanes && a->wave == b->wave && a->recompute == b->recompute &&
-           a->top_chunked == b->top_chunked && a->attn_tc == b->attn_tc;
+    return a->impl == b->impl && a->lanes == b->lanes && a->wave == b->wave && a->wave_shared == b->wave_shared &&
+           a->recompute == b->recompute && a->top_chunked == b->top_chunked && a->attn_tc == b->attn_tc;
 }
 
 /* The rules below are the planner's own, scaled down: each forced key is
@@ -440,6 +480,13 @@ void gpu_plan_miniature(cc_config *mini, const gpu_step_plan *p, const cc_config
      * rebuilt from a sum */
     snprintf(c->gpu_recompute, sizeof(c->gpu_recompute), "%s", p->recompute ? "on" : "off");
     c->n_layers = cfg->n_layers < (p->recompute ? 3 : 2) ? cfg->n_layers : p->recompute ? 3 : 2;
+    /* where the run's layers share the wavefront's pairs of streams (more than GPU_WAVE_STREAMS): three
+     * layers on two pairs, the first two sharing one (the run's two on one) */
+    c->wave_streams_forced = 0;
+    if (p->wave_chunk && p->wave_group > 1) {
+        c->n_layers = cfg->n_layers < 3 ? cfg->n_layers : 3;
+        c->wave_streams_forced = c->n_layers - 1;
+    }
     c->seq_len = T < 12 ? T : 12;
     c->batch_size = lanes * (p->impl == GRU_IMPL_CLUSTER ? 8 : 4);
     c->grad_accum = 1;

@@ -139,7 +139,7 @@ void gru_forward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int B
                        const char *name);
 void gru_backward_check(const ladder_ctx *cx, stage *st, gpu_gru_path path, int B, int T, int D, int chunk,
                         const char *name);
-void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T, int W, int tc);
+void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T, int W, int kernel);
 void full_step_check(const ladder_ctx *cx, stage *st, const cc_config *c, const char *tag, int lanes, int guard_binds);
 /* Three optimizer steps of one batch sequence under every schedule of the
  * GPU step, eager and replayed from a CUDA graph (model_steps.c). */

@@ -111,7 +111,7 @@ static void describe_path(char *buf, size_t len, const gpu_step_plan *p, const c
     snprintf(buf, len, "D=%d L=%d H=%d W=%d V=%d B=%d T=%d; %s%s; attention on %s; ctx guard %s; CUDA graph %s; "
              "as %s: %d SMs, %d KB shared a block, clusters %s",
              cfg->d_model, cfg->n_layers, cfg->n_heads, cfg->ctx_window, cfg->vocab_size, B, T, lane, eval,
-             p->attn_tc ? "tensor cores" : "FP32 cores", cfg->ctx_grad_clamp > 0 ? "on" : "off", cfg->cuda_graph,
+             attention_kernel_name(p->attn_tc), cfg->ctx_grad_clamp > 0 ? "on" : "off", cfg->cuda_graph,
              cfg->gpu_profile, p->caps.sm_count, p->caps.smem_per_block_optin / 1024,
              p->caps.cluster_launch ? "on" : "off");
 }

@@ -1,7 +1,8 @@
 /* attention (context attention): sliding-window forward and backward, on the
- * FP32 kernels (head size 16) and the tensor-core ones (head size 64, and
- * 128 and 256 in chunks of 64 columns), with
- * windows shorter and longer than T, against the CPU reference. */
+ * FP32 kernels and both tensor-core ones (the band kernel at head sizes 64,
+ * 128 and 256 with W ≤ 129; the tiled one at every head size up to 256, the
+ * odd ones padded inside, and every window), with windows shorter and
+ * longer than T, against the CPU reference. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,23 +43,25 @@ static void ref_attention_lse(float *lse, const float *qkv, int B, int T, int D,
  * backward from the last window), into fresh buffers: o (FP32, and FP16 as
  * the step keeps it, against a whole launch that writes it), lse and the
  * FP16 dqkv must be the whole launch's bit for bit. */
-static void window_check(stage *st, const void *dq16, const void *ddo16, const float *whole_o, const float *whole_lse,
-                         const float *whole_d16, int B, int T, int D, int H, int W)
+static void window_check(stage *st, int kernel, const void *dq16, const void *ddo16, const float *whole_o,
+                         const float *whole_lse, const float *whole_d16, int B, int T, int D, int H, int W)
 {
     const int C = ATTENTION_TC_BLOCK;
     const size_t MD = (size_t)B * T * D, PH = (size_t)B * H * T;
     float *o = dev_f32(NULL, MD), *lse = dev_f32(NULL, PH), *delta = dev_f32(NULL, PH), *lse1 = dev_f32(NULL, PH);
     void *d16 = dev_f16(NULL, 3 * MD), *o16 = dev_f16(NULL, MD), *o16_whole = dev_f16(NULL, MD);
-    launch_attention_forward_tc(NULL, o16_whole, NULL, lse1, dq16, B, T, D, H, W, 0);
+    launch_attention_forward_tc(kernel, NULL, o16_whole, NULL, lse1, dq16, B, T, D, H, W, 0);
     for (int t0 = 0; t0 < T; t0 += C)
-        launch_attention_forward_tc_window(o, o16, NULL, lse, dq16, B, T, D, H, W, t0, t0 + C < T ? t0 + C : T, 0);
+        launch_attention_forward_tc_window(kernel, o, o16, NULL, lse, dq16, B, T, D, H, W, t0, t0 + C < T ? t0 + C : T,
+                                           0);
     for (int t0 = (T - 1) / C * C; t0 >= 0; t0 -= C)
-        launch_attention_backward_tc_window(NULL, d16, delta, ddo16, lse, dq16, B, T, D, H, W, t0,
+        launch_attention_backward_tc_window(kernel, NULL, d16, delta, ddo16, o16, lse, dq16, B, T, D, H, W, t0,
                                             t0 + C < T ? t0 + C : T, 0);
     float *go = get_f32(o, MD), *gl = get_f32(lse, PH), *gd = get_f16(d16, 3 * MD);
     float *go16 = get_f16(o16, MD), *gw16 = get_f16(o16_whole, MD);
     char what[96];
-    snprintf(what, sizeof(what), "windows of %d: o, lse, dqkv FP16 bit for bit (hd %d, T %d, W %d)", C, D / H, T, W);
+    snprintf(what, sizeof(what), "windows of %d: o, lse, dqkv FP16 bit for bit (%s, hd %d, T %d, W %d)", C,
+             kernel == ATTN_TC_TILED ? "tiled" : "band", D / H, T, W);
     check_flag(st, what, memcmp(go, whole_o, 4 * MD) == 0 && memcmp(go16, gw16, 4 * MD) == 0 &&
                              memcmp(gl, whole_lse, 4 * PH) == 0 && memcmp(gd, whole_d16, 12 * MD) == 0);
     FREE_ALL(go, gl, gd, go16, gw16);
@@ -66,10 +69,11 @@ static void window_check(stage *st, const void *dq16, const void *ddo16, const f
 }
 
 /* One case: B sequences of T tokens, H heads of D / H, window W, on the
- * tensor-core kernels (tc, where attention_tc_supported) or the FP32 ones,
- * forward and backward against the CPU reference. */
-void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T, int W, int tc)
+ * tensor-core kernel `kernel` (ATTN_TC_BANDED or ATTN_TC_TILED) or the FP32
+ * ones (ATTN_FP32), forward and backward against the CPU reference. */
+void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T, int W, int kernel)
 {
+    const int tc = kernel != ATTN_FP32;
     cc_rng *r = cx->rng;
     /* FP32 on both sides (__expf vs expf): 1e-5; FP16 P and dS operands: 5e-3 */
     const double tol = tc ? 5e-3 : 1e-5;
@@ -79,9 +83,10 @@ void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T
     float *dq = dev_f32(qkv, 3 * MD), *ddo = dev_f32(dout, MD), *o = dev_f32(NULL, MD), *p = dev_f32(NULL, PW);
     float *dqkv = dev_f32(NULL, 3 * MD), *ds = dev_f32(NULL, PW), *lse = dev_f32(NULL, PH), *delta = dev_f32(NULL, PH);
     void *dqkv16 = dev_f16(NULL, 3 * MD), *dq16 = dev_f16(qkv, 3 * MD), *ddo16 = dev_f16(dout, MD);
-    if (tc) {
-        launch_attention_forward_tc(o, NULL, p, lse, dq16, B, T, D, H, W, 0);
-        launch_attention_backward_tc(dqkv, dqkv16, delta, ddo16, lse, dq16, B, T, D, H, W, 0);
+    void *o16 = dev_f16(NULL, MD);
+    if (tc) { /* o16: the output the step keeps, which the tiled backward's δ reads */
+        launch_attention_forward_tc(kernel, o, o16, p, lse, dq16, B, T, D, H, W, 0);
+        launch_attention_backward_tc(kernel, dqkv, dqkv16, delta, ddo16, o16, lse, dq16, B, T, D, H, W, 0);
     } else {
         launch_attention_forward(o, NULL, p, dq, B, T, D, H, W, cx->caps, 0);
         launch_attention_backward(dqkv, dqkv16, ds, ddo, p, dq, B, T, D, H, W, cx->caps, 0);
@@ -93,44 +98,53 @@ void attention_check(const ladder_ctx *cx, stage *st, int B, int D, int H, int T
     cpu_attention_backward(rd, dout, rp, qkv, B, T, D, H, W);
     ref_attention_lse(rlse, qkv, B, T, D, H, W);
     char what[64];
-    snprintf(what, sizeof(what), "o (hd %d, T %d, W %d)", D / H, T, W);
+    const char *k = kernel == ATTN_TC_TILED ? "tiled, " : kernel == ATTN_TC_BANDED ? "band, " : "FP32, ";
+    snprintf(what, sizeof(what), "o (%shd %d, T %d, W %d)", k, D / H, T, W);
     check(st, what, go, ro, MD, tol, 0);
-    snprintf(what, sizeof(what), "p (hd %d, T %d, W %d)", D / H, T, W);
+    snprintf(what, sizeof(what), "p (%shd %d, T %d, W %d)", k, D / H, T, W);
     check(st, what, gp, rp, PW, tol, 0);
     if (tc) { /* FP16 q and k under FP32 statistics */
-        snprintf(what, sizeof(what), "lse (hd %d, T %d, W %d)", D / H, T, W);
+        snprintf(what, sizeof(what), "lse (%shd %d, T %d, W %d)", k, D / H, T, W);
         check(st, what, glse, rlse, PH, tol, 0);
     }
-    snprintf(what, sizeof(what), "dqkv (hd %d, T %d, W %d)", D / H, T, W);
+    snprintf(what, sizeof(what), "dqkv (%shd %d, T %d, W %d)", k, D / H, T, W);
     check(st, what, gd, rd, 3 * MD, tol, 0);
-    snprintf(what, sizeof(what), "dqkv FP16 (hd %d, T %d, W %d)", D / H, T, W);
+    snprintf(what, sizeof(what), "dqkv FP16 (%shd %d, T %d, W %d)", k, D / H, T, W);
     check(st, what, gd16, rd, 3 * MD, tol > 1e-3 ? tol : 1e-3, 0); /* FP16 storage */
-    if (tc && T > ATTENTION_TC_BLOCK) window_check(st, dq16, ddo16, go, glse, gd16, B, T, D, H, W);
+    if (tc && T > ATTENTION_TC_BLOCK) window_check(st, kernel, dq16, ddo16, go, glse, gd16, B, T, D, H, W);
     FREE_ALL(qkv, dout, go, gp, gd, gd16, glse, ro, rp, rd, rlse);
-    DFREE_ALL(dq, ddo, o, p, dqkv, ds, dqkv16, lse, delta, dq16, ddo16);
+    DFREE_ALL(dq, ddo, o, o16, p, dqkv, ds, dqkv16, lse, delta, dq16, ddo16);
 }
 
-/* hd = 16 runs the FP32 kernels; hd = 64, 128, 256 the tensor-core ones (FP16 operands),
- * whose backward recomputes the probabilities from the forward's lse. The
- * last case is the default window over several blocks of queries, the last
- * one partial. */
+/* Each case on the kernel the planner picks for it, then (where it is not
+ * already the one) on the tiled kernel too, so the band kernel's shapes
+ * check both tensor-core kernels; hd 16 also on the FP32 kernels. The tiled
+ * cases cover every class of head size (32, 48 padded to 64, 96, 160, 192,
+ * 224, 40 and 36 padded to 48, and so not in 16-byte vectors), windows of
+ * 1, of T and past it, and blocks of queries whose band spans several key
+ * tiles. */
 static void run_attention(const ladder_ctx *cx, stage *st)
 {
     const int B = 2;
     static const struct { int D, H, T, W; } cases[] = {
-        { 64, 4, 40, 16 }, { 64, 4, 40, 64 }, { 128, 2, 40, 16 }, { 128, 2, 40, 64 }, { 128, 2, 300, 128 },
-        { 256, 2, 40, 16 }, { 256, 2, 150, 128 }, { 512, 2, 70, 64 }, /* hd 128 and 256: 64-column chunks */
+        { 64, 4, 40, 16 },   { 64, 4, 40, 64 },    { 128, 2, 40, 16 },  { 128, 2, 40, 64 },  { 128, 2, 300, 128 },
+        { 256, 2, 40, 16 },  { 256, 2, 150, 128 }, { 512, 2, 70, 64 }, /* hd 128 and 256: 64-column chunks */
+        { 64, 2, 200, 200 }, { 96, 2, 150, 40 },   { 192, 2, 140, 300 }, { 128, 4, 130, 1 }, { 320, 2, 100, 90 },
+        { 384, 2, 90, 70 },  { 448, 2, 80, 33 },   { 80, 2, 100, 77 },   { 72, 2, 70, 50 },   { 256, 4, 260, 256 },
     };
     snprintf(st->shape, sizeof(st->shape),
-             "B=%d, hd 16 (FP32), 64/128/256 (tensor cores) W=16..128, T up to 300, time windows", B);
+             "B=%d, hd 16..224 (FP32, band, tiled), W=1..300, T up to 300, time windows", B);
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         const int D = cases[ci].D, H = cases[ci].H, T = cases[ci].T, W = cases[ci].W;
-        attention_check(cx, st, B, D, H, T, W, attention_tc_supported(cx->caps, D, H, W));
-        if (D / H == 64 || D / H == 128 || D / H == 256) {
-            char what[64];
-            snprintf(what, sizeof(what), "tensor-core path taken for hd %d", D / H);
-            check_flag(st, what, attention_tc_supported(cx->caps, D, H, W));
-        }
+        const int planned = attention_tc_kernel(cx->caps, D, H, W, 0);
+        attention_check(cx, st, B, D, H, T, W, planned);
+        if (planned != ATTN_TC_TILED && attention_flash_supported(cx->caps, D, H))
+            attention_check(cx, st, B, D, H, T, W, ATTN_TC_TILED);
+        if (D / H == 16 && planned != ATTN_FP32) attention_check(cx, st, B, D, H, T, W, ATTN_FP32);
+        char what[80];
+        const int hd = D / H, band = (hd == 64 || hd == 128 || hd == 256) && W <= 129;
+        snprintf(what, sizeof(what), "%s kernel planned for hd %d, W %d", band ? "band" : "tiled", hd, W);
+        check_flag(st, what, planned == (band ? ATTN_TC_BANDED : ATTN_TC_TILED));
     }
 }
 
