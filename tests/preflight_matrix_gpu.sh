@@ -4,11 +4,13 @@
 # user turns (recompute off, on, and auto under a memory_limit that forces
 # it; lanes 1, 2, 4; the wavefront off; CUDA graphs on and off; schedule =
 # serial; each profile; D = 1024 and 2048; V = 50257; B = 256; grad_accum =
-# 2). Each must pass its preflight, start and train: finite losses on every
-# step. No config here may be refused: one the preflight refuses would be
-# one whose kernels really give wrong numbers on this GPU, and it would be
-# listed below with why. Then schedule = serial against the default
-# schedule: the same parameters, bit for bit, after a few steps.
+# 2; L = 12, more layers than the wavefront's pairs of streams, with and
+# without recompute). Each must pass its preflight, start and train: finite
+# losses on every step. No config here may be refused: one the preflight
+# refuses would be one whose kernels really give wrong numbers on this GPU,
+# and it would be listed below with why. Then schedule = serial against the
+# default schedule: the same parameters, bit for bit, after a few steps, at
+# the default L = 3 and at L = 12 (layers sharing the wavefront's streams).
 # Without a GPU: skipped (exit 77).
 #   tests/preflight_matrix_gpu.sh path/to/catchat [LOG]
 # LOG (optional): where a line a config goes (what it planned, its loss).
@@ -54,6 +56,8 @@ configs=(
   "B=256, recompute on|batch_size=256 recompute=on"
   "grad_accum 2|grad_accum=2"
   "grad_accum 2, recompute on|grad_accum=2 recompute=on"
+  "L=12 wavefront|n_layers=12"
+  "L=12 wavefront, recompute on|n_layers=12 recompute=on"
 )
 # Configs the preflight may refuse, as "name|why": only where their kernels really give wrong numbers on this
 # GPU (none today). Such a config passes here only with the preflight's "gives wrong results" line.
@@ -98,19 +102,27 @@ PY
     *recompute=on*|*memory_limit=*) [ "$rc" = True ] && ok || bad "bench, $name: recompute $rc" ;;
     *) [ "$rc" = False ] && ok || bad "bench, $name: recompute $rc" ;;
   esac
+  case "$entry" in # more layers than the wavefront's pairs of streams: the wavefront, layers sharing them
+    *n_layers=12*)
+      wave=$(field "$tmp/bench$i.json" wavefront)
+      [ "$(field "$tmp/bench$i.json" wavefront_chunk)" != 0 ] && [[ "$wave" == *"pairs of streams"* ]] && ok \
+        || bad "bench, $name: wavefront $wave" ;;
+  esac
   echo "$name: train loss $(tail -1 "$tmp/rows$i.txt"), bench $(field "$tmp/bench$i.json" gpu_ms) ms a step," \
     "recompute $rc, lanes $(field "$tmp/bench$i.json" lanes), wavefront $(field "$tmp/bench$i.json" wavefront_chunk)" \
     | tee -a "$log"
 done
 
-# schedule = serial gives the same numbers as the default schedule: the parameters after 4 steps, bit for bit
+# schedule = serial gives the same numbers as the default schedule: the parameters after 4 steps, bit for bit,
+# at the default L = 3 and at L = 12 (layers sharing the wavefront's pairs of streams)
+for L in 3 12; do
 for s in auto serial; do
   "$bin" train "${base[@]}" --set max_steps=4 --set eval_interval=0 --set eval_batches=1 --set warmup_steps=1 \
-    --set checkpoint_interval=4 --set schedule=$s --set out_dir="$tmp/sched_$s" --sample-tokens 0 \
-    >"$tmp/sched_$s.log" 2>&1 || bad "schedule $s: $(tail -1 "$tmp/sched_$s.log")"
+    --set checkpoint_interval=4 --set schedule=$s --set n_layers=$L --set out_dir="$tmp/sched_${s}_$L" \
+    --sample-tokens 0 >"$tmp/sched_${s}_$L.log" 2>&1 || bad "schedule $s, L=$L: $(tail -1 "$tmp/sched_${s}_$L.log")"
 done
-python3 - "$tmp/sched_auto/checkpoint.safetensors" "$tmp/sched_serial/checkpoint.safetensors" \
-  >"$tmp/sched.txt" 2>&1 <<'PY' && ok || bad "schedule serial against the default: $(cat "$tmp/sched.txt")"
+python3 - "$tmp/sched_auto_$L/checkpoint.safetensors" "$tmp/sched_serial_$L/checkpoint.safetensors" \
+  >"$tmp/sched.txt" 2>&1 <<'PY' && ok || bad "schedule serial against the default, L=$L: $(cat "$tmp/sched.txt")"
 import json, struct, sys
 def tensors(path):
     raw = open(path, "rb").read()
@@ -124,5 +136,6 @@ diff = [k for k in a if a[k] != b[k]]
 assert not diff, f"{len(diff)} of {len(a)} tensors differ: {diff[:4]}"
 print(f"{len(a)} tensors the same")
 PY
-echo "schedule serial against the default schedule: $(cat "$tmp/sched.txt")" | tee -a "$log"
+echo "schedule serial against the default schedule, L=$L: $(cat "$tmp/sched.txt")" | tee -a "$log"
+done
 finish

@@ -211,7 +211,7 @@ Test(plan_gpu, default_config_with_clusters_takes_the_fastest_recurrence_and_the
     cr_expect_neq(q.eval_impl, GRU_IMPL_CLUSTER);
 }
 
-Test(plan_gpu, wavefront_off_by_key_and_for_the_per_step_loop)
+Test(plan_gpu, wavefront_off_by_key_and_where_the_per_step_loop_fills_the_gpu)
 {
     const gpu_caps c = caps_of(gpu_named("RTX 4090"));
     const char *off[] = { "wavefront=off", NULL };
@@ -220,16 +220,116 @@ Test(plan_gpu, wavefront_off_by_key_and_for_the_per_step_loop)
     cr_expect_eq(p.wave_chunk, 0);
     cr_expect(strstr(p.wave_why, "[gpu] wavefront") != NULL, "%s", p.wave_why);
     cr_expect_eq(p.wave_layers, 2);
+    /* the per-step loop: its GEMM at B=64, D=512 (12 tiles) leaves the 4090's 128 SMs to the other layers; at
+     * B=256, D=2048 (192 tiles) it fills them */
     const char *step[] = { "recurrence=per-step", NULL };
     const cc_config b = config_with(step);
     p = plan_of(&c, &b, 64, 512, 0);
     cr_expect_eq(p.impl, GRU_IMPL_PER_STEP);
+    cr_expect(p.wave_chunk > 0, "%s", p.wave_why);
+    const char *wide[] = { "recurrence=per-step", "d_model=2048", NULL };
+    const cc_config w = config_with(wide);
+    p = plan_of(&c, &w, 256, 512, 0);
+    cr_expect_eq(p.impl, GRU_IMPL_PER_STEP);
     cr_expect_eq(p.wave_chunk, 0, "%s", p.wave_why);
+    cr_expect(strstr(p.wave_why, "take the whole GPU") != NULL, "%s", p.wave_why);
     const char *four[] = { "n_layers=4", NULL };
     const cc_config d = config_with(four);
     p = plan_of(&c, &d, 64, 512, 0);
     cr_expect(p.wave_chunk > 0, "%s", p.wave_why);
     cr_expect_eq(p.wave_layers, 4, "under the wavefront each of L > 2 layers has its own gradient buffers");
+}
+
+/* Any number of layers takes the wavefront (the config allows up to
+ * CC_MAX_LAYERS): a lane has at most GPU_WAVE_STREAMS pairs of streams, and
+ * beyond that many layers consecutive layers share a pair, as few a pair as
+ * that allows; every layer keeps its own gradient buffers and, under
+ * recompute, its own set of window buffers, laid out so that no tensor of
+ * `work` reads bytes another wrote while its value lived. The cuBLASLt
+ * workspaces and the persistent kernels' scratch are the pairs', not the
+ * layers'. Planned on the H100's recorded answers (the cluster kernels) and
+ * on an sm_89 card (persistent grids, each pair's a share of the SMs). */
+Test(plan_gpu, wavefront_takes_any_number_of_layers_on_bounded_streams)
+{
+    static const int Ls[] = { 8, 9, 12, 16, 17, 32 };
+    static const char *const cards[] = { "H100", "RTX 4090" };
+    for (size_t g = 0; g < sizeof(cards) / sizeof(cards[0]); g++)
+        for (size_t i = 0; i < sizeof(Ls) / sizeof(Ls[0]); i++) {
+            const int L = Ls[i];
+            char layers[32];
+            snprintf(layers, sizeof(layers), "n_layers=%d", L);
+            const char *sets[] = { layers, NULL };
+            const cc_config cfg = config_with(sets);
+            const gpu_caps c = caps_of(gpu_named(cards[g]));
+            const gpu_step_plan p = plan_of(&c, &cfg, cfg.batch_size, cfg.seq_len, 0);
+            cr_assert_gt(p.wave_chunk, 0, "%s L=%d: %s", c.name, L, p.wave_why);
+            cr_expect_null(strstr(p.wave_why, "more layers"), "%s", p.wave_why);
+            const int group = (L + GPU_WAVE_STREAMS - 1) / GPU_WAVE_STREAMS;
+            cr_expect_eq(p.wave_group, group, "%s L=%d: %d layers a pair", c.name, L, p.wave_group);
+            cr_expect_eq(p.wave_streams, (L + group - 1) / group, "%s L=%d", c.name, L);
+            cr_expect_leq(p.wave_streams, GPU_WAVE_STREAMS);
+            cr_expect_eq(gpu_plan_wave_stream(&p, 0), 0);
+            cr_expect_eq(gpu_plan_wave_stream(&p, L - 1), p.wave_streams - 1, "%s L=%d: every pair used", c.name, L);
+            for (int l = 1; l < L; l++) { /* consecutive layers, a group a pair */
+                const int a = gpu_plan_wave_stream(&p, l - 1), b = gpu_plan_wave_stream(&p, l);
+                cr_expect(b == a || b == a + 1, "%s L=%d: layer %d on pair %d after %d", c.name, L, l, b, a);
+            }
+            cr_expect_eq(p.wave_layers, L, "%s L=%d: each layer its own gradient buffers", c.name, L);
+            const gpu_schedule_kind k = gpu_plan_kind(&p, cfg.seq_len);
+            cr_expect_eq(k.wave_shared, L > GPU_WAVE_STREAMS, "%s L=%d", c.name, L);
+            if (p.impl == GRU_IMPL_PERSISTENT) { /* at most a pair's grid at a time a pair */
+                const int at_once = p.rec_caps.sm_count / p.wave_caps.sm_count;
+                cr_expect(at_once >= 2 && at_once <= p.wave_streams, "%s L=%d: %d at once (%s)", c.name, L, at_once,
+                          p.wave_why);
+            }
+            if (L > GPU_WAVE_STREAMS)
+                cr_expect_not_null(strstr(p.wave_why, "pairs of streams"), "%s L=%d: %s", c.name, L, p.wave_why);
+        }
+    /* the workspaces are the pairs': 16 layers on 8 pairs hold what 8 layers on 8 do, 9 layers on 5 pairs less */
+    const gpu_caps c = caps_of(gpu_named("RTX 4090"));
+    const char *l8[] = { "n_layers=8", NULL }, *l9[] = { "n_layers=9", NULL }, *l16[] = { "n_layers=16", NULL };
+    const cc_config c8 = config_with(l8), c9 = config_with(l9), c16 = config_with(l16);
+    const gpu_step_plan p8 = plan_of(&c, &c8, 64, 512, 0), p9 = plan_of(&c, &c9, 64, 512, 0),
+                        p16 = plan_of(&c, &c16, 64, 512, 0);
+    cr_assert(p8.wave_chunk && p9.wave_chunk && p16.wave_chunk);
+    cr_expect_eq(p8.lanes, p16.lanes);
+    cr_expect_eq(p16.group_bytes[GPU_MEM_WORKSPACE], p8.group_bytes[GPU_MEM_WORKSPACE]);
+    cr_expect_lt(p9.group_bytes[GPU_MEM_WORKSPACE], p8.group_bytes[GPU_MEM_WORKSPACE]);
+    cr_expect_gt(p16.group_bytes[GPU_MEM_LAYERS], p8.group_bytes[GPU_MEM_LAYERS], "the layers' own buffers grow");
+}
+
+/* Recompute under the wavefront at more layers than pairs of streams:
+ * a set of window buffers a layer (the sets carry a layer's state between
+ * its windows), every tensor inside `work`, none read after another wrote
+ * its bytes in any program of the step. */
+Test(plan_gpu, recompute_wavefront_beyond_the_streams_keeps_a_set_a_layer)
+{
+    static const int Ls[] = { 9, 12, 32 };
+    static const char *const cards[] = { "H100", "RTX 4090" };
+    for (size_t i = 0; i < 2 * sizeof(Ls) / sizeof(Ls[0]); i++) {
+        const int L = Ls[i / 2];
+        char layers[32];
+        snprintf(layers, sizeof(layers), "n_layers=%d", L);
+        const char *sets[] = { layers, "recompute=on", NULL };
+        const cc_config cfg = config_with(sets);
+        const gpu_caps c = caps_of(gpu_named(cards[i % 2]));
+        const gpu_step_plan p = plan_of(&c, &cfg, cfg.batch_size, cfg.seq_len, 0);
+        cr_assert(p.recompute && p.wave_chunk, "%s L=%d: %s", c.name, L, p.wave_why);
+        cr_expect_gt(p.wave_group, 1);
+        cr_expect_eq(p.rc_sets, L, "a set a layer, not a pair");
+        const cc_dims d = cc_dims_from_config(&cfg);
+        gpu_work_part parts[GPU_WORK_MAX];
+        size_t total = 0;
+        const int n = gpu_plan_work(&p, &d, cfg.seq_len, parts, &total);
+        int top_set = 0;
+        for (int k = 0; k < n; k++) {
+            cr_expect_leq(parts[k].offset + parts[k].bytes, total, "%s (set %d)", parts[k].name, parts[k].set);
+            if (parts[k].set > top_set) top_set = parts[k].set;
+        }
+        cr_expect_eq(top_set, L - 1, "the last layer's set");
+        char why[256] = "";
+        cr_expect(gpu_plan_work_check(&p, &cfg, why, sizeof(why)), "%s L=%d: %s", c.name, L, why);
+    }
 }
 
 /* [gpu] recompute = auto: on exactly where the plan that keeps every
@@ -515,10 +615,12 @@ Test(plan_gpu, recompute_takes_the_wavefront_only_where_it_fits)
 
 /* The preflight's miniature (gpu_plan_miniature) of every plan the planner
  * makes here: on each recorded card, under each profile a user may set, at
- * the widths, vocabularies, batches and [gpu] keys of the GPU tests'
- * matrix (tests/preflight_matrix_gpu.sh), the miniature plans the run's
- * schedule kind, or the preflight would check another program than the
- * run's. Memory budgets that force recompute under auto included. */
+ * the widths, depths, vocabularies, batches and [gpu] keys of the GPU
+ * tests' matrix (tests/preflight_matrix_gpu.sh), the miniature plans the
+ * run's schedule kind, or the preflight would check another program than
+ * the run's. Memory budgets that force recompute under auto included; more
+ * layers than the wavefront's pairs of streams too (the miniature's three
+ * layers then share two pairs). */
 Test(plan_gpu, every_plans_miniature_plans_the_same_kind)
 {
     static const char *const profiles[] = { "native", "sm80", "sm86", "sm89", "sm90", "sm120" };
@@ -554,11 +656,14 @@ Test(plan_gpu, every_plans_miniature_plans_the_same_kind)
         { "wavefront_chunk=32", "recompute=on", NULL },
         { "n_layers=1", NULL },
         { "n_layers=6", "recompute=on", NULL },
+        { "n_layers=12", NULL },
+        { "n_layers=12", "recompute=on", NULL },
+        { "n_layers=17", NULL },
         { "seq_len=128", NULL },
         { "seq_len=128", "recompute=on", NULL },
     };
     static const size_t budgets[] = { 0, 2 * GIB };
-    int plans = 0, kinds_seen[3][2][2] = { { { 0 } } };
+    int plans = 0, kinds_seen[3][2][2] = { { { 0 } } }, shared_seen = 0;
     for (int g = 0; g < NGPUS; g++)
         for (size_t f = 0; f < sizeof(profiles) / sizeof(profiles[0]); f++)
             for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
@@ -591,6 +696,7 @@ Test(plan_gpu, every_plans_miniature_plans_the_same_kind)
                     if (q.wave_chunk) cr_expect_eq(q.wave_chunk, mini.gpu_wavefront_chunk, "%s: %s", c.name, q.wave_why);
                     cr_expect_eq(q.lanes, mini.gpu_lanes);
                     kinds_seen[a.impl][a.wave][a.recompute]++;
+                    shared_seen += a.wave_shared;
                     plans++;
                 }
             }
@@ -601,5 +707,6 @@ Test(plan_gpu, every_plans_miniature_plans_the_same_kind)
     for (int i = 0; i < 2; i++)
         for (int r = 0; r < 2; r++) cr_expect_gt(kinds_seen[i][1][r], 0, "%s under the wavefront, recompute %d",
                                                  gpu_gru_impl_name((gpu_gru_impl)i), r);
+    cr_expect_gt(shared_seen, 0, "no plan's layers shared the wavefront's streams");
     cr_log_info("%d plans and their miniatures", plans);
 }

@@ -72,6 +72,13 @@ typedef struct cc_config {
      * It reaches the GPU executor's plan with the config, so it is that
      * executor's alone (gpu_step_plan_for: gpu_plan_opts). */
     int rc_windows_forced;
+    /* Not a key: testing aid (the preflight's miniature, the ladder's model
+     * stage): under the wavefront a lane has at most this many pairs of
+     * streams, so that a few layers share them as more than
+     * GPU_WAVE_STREAMS layers do (0: GPU_WAVE_STREAMS; gpu_plan.h). The
+     * planner reads it from the config (gpu_plan_make), so every plan made
+     * from a miniature's config shares as the run does. */
+    int wave_streams_forced;
 } cc_config;
 
 /* Fill every key with its default. */

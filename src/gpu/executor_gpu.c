@@ -288,7 +288,7 @@ static void gpu_destroy(cc_executor *ex)
         cudaEventDestroy(ln->ev_ce_fork);
         cudaEventDestroy(ln->ev_ce_free);
         if (g->plan.recompute && !g->plan.wave_chunk) gpu_matmul_destroy(ln->rec_gemm[0]); /* else the wavefront's, below */
-        for (int k = 0; g->plan.wave_chunk && k < ex->lay.dims.L; k++) {
+        for (int k = 0; g->plan.wave_chunk && k < g->plan.wave_streams; k++) {
             gpu_scratch_destroy(ln->feed_sc[k]);
             cudaStreamDestroy(ln->feed[k]);
             gpu_matmul_destroy(ln->feed_gemm[k]);
@@ -363,9 +363,11 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
  * the side stream the bias sums (launch_colsum_f16_acc) over its rows; the
  * recurrence streams the persistent kernels at the lane's batch on the SMs
  * they choose by (rec_caps; under the wavefront wave_caps, rec_stream both);
- * a wavefront's feed stream the layer's norm backward over a chunk of the
- * lane's sequences. The recurrence streams run no reduction. */
-static void lane_scratch_create(gpu_impl *g, gpu_lane *ln, int B, int T, int D, int L)
+ * a wavefront's feed stream its layers' norm backward over a chunk of the
+ * lane's sequences (layers that share a pair of streams share its scratch,
+ * which every launch takes afresh). The recurrence streams run no
+ * reduction. */
+static void lane_scratch_create(gpu_impl *g, gpu_lane *ln, int B, int T, int D)
 {
     const int lane_B = B / g->plan.lanes, rows = (ln->index == 0 ? B : lane_B) * T;
     size_t own[SCRATCH_KINDS] = { 0 }, side[SCRATCH_KINDS] = { 0 }, rec[SCRATCH_KINDS] = { 0 };
@@ -384,7 +386,7 @@ static void lane_scratch_create(gpu_impl *g, gpu_lane *ln, int B, int T, int D, 
         if (g->plan.recompute)
             gpu_scratch_need(wave, SCRATCH_REDUCE, gpu_gru_weight_grads_scratch_bytes(lane_B * chunk, D));
         for (int k = 0; k < SCRATCH_KINDS; k++) gpu_scratch_need(rec, k, wave[k]);
-        for (int k = 0; k < L; k++) {
+        for (int k = 0; k < g->plan.wave_streams; k++) { /* a pair's scratch serves its layers in turn */
             ln->feed_sc[k] = gpu_scratch_create(feed);
             if (k > 0) ln->rec_sc[k] = gpu_scratch_create(wave);
         }
@@ -439,13 +441,13 @@ cc_executor *cc_gpu_executor_create_planned(const cc_config *cfg, int B, int T, 
         /* recompute's recurrence stream has a context of its own (its input GEMMs run beside it); under the
          * wavefront, the one made below */
         if (g->plan.recompute && !g->plan.wave_chunk) ln->rec_gemm[0] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
-        for (int k = 0; g->plan.wave_chunk && k < d.L; k++) {
+        for (int k = 0; g->plan.wave_chunk && k < g->plan.wave_streams; k++) { /* the wavefront's pairs */
             cudaCheck(cudaStreamCreateWithPriority(&ln->feed[k], cudaStreamDefault, lane_priority));
             ln->feed_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
             ln->rec_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE); /* the per-step loop's */
             if (k > 0) cudaCheck(cudaStreamCreateWithPriority(&ln->rec[k], cudaStreamDefault, highest));
         }
-        lane_scratch_create(g, ln, B, T, d.D, d.L);
+        lane_scratch_create(g, ln, B, T, d.D);
     }
     allocate_buffers(ex);
     g->dc = g->c; /* the guard's copy comes after the final norm's backward, the merge's last reader */

@@ -24,12 +24,17 @@
  * accumulates into its own buffer, added into the first in lane order
  * (deterministic). At most GPU_MAX_LANES (gpu_plan.h, where the plan
  * chooses them). */
-/* The wavefront (program_gpu.c) gives each layer of a lane its own pair of
+/* The wavefront (program_gpu.c) gives each layer of a lane a pair of
  * streams: a feed stream (the layer's norm and input GEMM forward, its
  * input gradient and norm backward, chunk by chunk) and a recurrence stream
- * (layer 0's is the lane's rec_stream); the lane's own stream runs the
- * context stream and the classifier beside them. Up to GPU_WAVE_MAX_LAYERS
- * layers (gpu_plan.h). */
+ * (pair 0's is the lane's rec_stream); the lane's own stream runs the
+ * context stream and the classifier beside them. A lane has at most
+ * GPU_WAVE_STREAMS pairs (gpu_plan.h): beyond that many layers,
+ * consecutive layers share a pair (plan.wave_group, gpu_plan_wave_stream),
+ * its GEMM contexts and kernel scratch, which serve one launch at a time
+ * on the pair's streams; the buffers that carry a layer's state from one
+ * chunk to the next (its gradient slots, window buffers and hprev16
+ * block) stay the layer's own. */
 
 typedef struct {
     cudaStream_t stream;       /* lane 0: the executor's main stream */
@@ -48,17 +53,18 @@ typedef struct {
     cudaEvent_t ev_ce_fork, ev_ce_free;
     int ce_pending;
     /* the wavefront's streams and GEMM contexts (one per stream: a context's
-     * workspace serves one stream at a time), by layer: a feed stream (the
-     * layer's input and its input gradient) and a recurrence stream (layer
-     * 0's is rec_stream); rec_gemm[0] also serves rec_stream under recompute */
-    cudaStream_t feed[GPU_WAVE_MAX_LAYERS], rec[GPU_WAVE_MAX_LAYERS];
-    gpu_matmul_ctx *feed_gemm[GPU_WAVE_MAX_LAYERS], *rec_gemm[GPU_WAVE_MAX_LAYERS];
+     * workspace serves one stream at a time), by pair (plan.wave_streams of
+     * them; layer l's: gpu_plan_wave_stream): a feed stream (the layers'
+     * input and their input gradient) and a recurrence stream (pair 0's is
+     * rec_stream); rec_gemm[0] also serves rec_stream under recompute */
+    cudaStream_t feed[GPU_WAVE_STREAMS], rec[GPU_WAVE_STREAMS];
+    gpu_matmul_ctx *feed_gemm[GPU_WAVE_STREAMS], *rec_gemm[GPU_WAVE_STREAMS];
     /* Each stream's kernel scratch (kernels.h: gpu_scratch), made at creation
      * for every call the stream makes (lane_scratch_create in
      * executor_gpu.c): the lane's stream's (sc), the side stream's
-     * (wgrad_sc), and by layer the wavefront's feed and recurrence streams'
+     * (wgrad_sc), and by pair the wavefront's feed and recurrence streams'
      * (rec_sc[0]: rec_stream's, also without the wavefront) */
-    gpu_scratch *sc, *wgrad_sc, *feed_sc[GPU_WAVE_MAX_LAYERS], *rec_sc[GPU_WAVE_MAX_LAYERS];
+    gpu_scratch *sc, *wgrad_sc, *feed_sc[GPU_WAVE_STREAMS], *rec_sc[GPU_WAVE_STREAMS];
     float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
     int index;  /* 0 .. plan.lanes − 1 */
     int b0, B;  /* sequences [b0, b0 + B) of the batch */
@@ -96,11 +102,13 @@ typedef struct {
      * layout: work_layout_gpu.c); the scheduler orders the accesses of those
      * that share as of any that overlap. */
     void *work;
-    /* by set (a layer's under the wavefront, else the one: plan.rc_sets) and turn; the input gradient
-     * lives within one operation: one a set */
-    float *win_gates[GPU_WAVE_MAX_LAYERS][2], *win_ghn[GPU_WAVE_MAX_LAYERS][2], *win_dtmp[GPU_WAVE_MAX_LAYERS];
-    uint16_t *win_a16[GPU_WAVE_MAX_LAYERS][2], *win_hp16[GPU_WAVE_MAX_LAYERS][2];
-    uint16_t *win_dgx16[GPU_WAVE_MAX_LAYERS][2], *win_dgh16[GPU_WAVE_MAX_LAYERS][2];
+    /* by set (a layer's under the wavefront, whatever pair of streams it
+     * runs on: the turns and the next window's dgh carry the layer's state
+     * between its windows; else the one: plan.rc_sets) and turn; the input
+     * gradient lives within one operation: one a set */
+    float *win_gates[CC_MAX_LAYERS][2], *win_ghn[CC_MAX_LAYERS][2], *win_dtmp[CC_MAX_LAYERS];
+    uint16_t *win_a16[CC_MAX_LAYERS][2], *win_hp16[CC_MAX_LAYERS][2];
+    uint16_t *win_dgx16[CC_MAX_LAYERS][2], *win_dgh16[CC_MAX_LAYERS][2];
     /* the step's programs (program_gpu.c), by what they were built for:
      * a training step of plan.lanes lanes with and without a gradient, and an
      * evaluation */
@@ -139,8 +147,9 @@ typedef struct {
     /* backward; dgx16/dgh16 (and the bias sums, the carry dhrec and the
      * per-step loop's gh) alternate between two buffers by layer parity so a
      * BPTT never overwrites what the weight-gradient stream still reads;
-     * under the wavefront, whose layers' recurrences overlap, one per layer
-     * (wave_layers; ops_layer_gpu.c, layer_slot) */
+     * under the wavefront, whose layers' recurrences overlap, one per layer,
+     * also where layers share a pair of streams (wave_layers; ops_layer_gpu.c,
+     * layer_slot) */
     float *du, *dtmp, *dhrec, *dc; /* dc: the context-stream guard's copy, over c (spent by then) */
     float *bias_part; /* the cluster BPTT's bias sums, by layer slot like dgx16 (gpu_gru_bptt) */
     uint16_t *dgx16, *dgh16, *d16, *dc16;

@@ -39,7 +39,9 @@ lane_ctx lane_part(const lane_ctx *c, int s0, int ns, int part_buffers)
 static int whole(const step_run *r) { return r->op->t0 == 0 && r->op->t1 == r->c.T; }
 static int window_buffers(const step_run *r) { return r->g->plan.recompute; }
 /* The window buffer of the op's window (recompute: two by turns), in the
- * op's layer's set under the wavefront (the layers run at once), else the one. */
+ * op's layer's set under the wavefront (the layers run at once; a set a
+ * layer, not a pair of streams: a BPTT reads the next window's dgh, its own
+ * layer's), else the one. */
 static int wbuf(const step_run *r) { return r->op->k & 1; }
 static int wset(const step_run *r) { return r->g->plan.rc_sets > 1 ? r->op->layer : 0; }
 /* The op's rows as a row window: all rows, or a time window of every sequence. */
@@ -58,14 +60,19 @@ static int op_M(const step_run *r) { return r->c.B * (r->op->t1 - r->op->t0); }
 
 /* Which of the per-layer buffer slots (gpu_impl.h) layer l uses: by parity
  * (the weight GEMMs of layer l+2 wait for it), or under the wavefront, where
- * the layers' recurrences overlap, its own. */
+ * the layers' recurrences overlap, its own, also where it shares a pair of
+ * streams with the layers beside it (gpu_plan_wave_stream): its gate
+ * gradients live until its weight GEMMs after its last chunk, and dhrec
+ * (the per-step loop's) and gh carry its state from one chunk to the next,
+ * so a slot by pair would hand a layer the other's. */
 static int layer_slot(const gpu_impl *g, int l) { return g->plan.wave_layers > 2 ? l : l & 1; }
 
 /* u^l's lane rows: its own block, or under recompute the one block that
  * holds u^l for each layer in turn (made in place from u^{l-1}). */
 static float *u_rows(const lane_ctx *c, int l) { return c->g->plan.recompute ? ROWS(c, c->g->u, c->D) : LROWS(c, c->g->u, l, c->D); }
 /* The FP16 h_{t-1}: a block a layer, or under recompute one block for all
- * (a layer's own under the wavefront). */
+ * (a layer's own under the wavefront: a chunk's first step reads the row
+ * the chunk before wrote). */
 static uint16_t *hprev_rows(const lane_ctx *c, int l)
 {
     const gpu_impl *g = c->g;

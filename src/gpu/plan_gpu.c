@@ -57,6 +57,17 @@ static int lanes_for(const cc_config *cfg, const gpu_caps *caps, gpu_gru_path pa
  * each chunk pays a launch and a reload of W_hh, while shorter chunks fill
  * the pipeline sooner; docs/design-notes.md). [gpu] wavefront_chunk sets it
  * and takes the wavefront wherever the kernels can. */
+/* Whether one per-step GEMM of the recurrence (h·W_hhᵀ: an output of the
+ * lane's B rows × 3D, in tiles of about 64 × 128) covers half the SMs or more;
+ * below that the layers' recurrences overlapped in the wavefront use the SMs
+ * one layer's step leaves idle (B=64: 36 tiles at D=1536, 48 at D=2048 for
+ * 132 SMs; the BPTT's B × D output fills still less). */
+static int per_step_fills(const gpu_step_plan *p, int D)
+{
+    const int tiles = ((p->lane_B + 63) / 64) * ((3 * D + 127) / 128);
+    return 2 * tiles >= p->caps.sm_count;
+}
+
 static int wave_chunk_for(const cc_config *cfg, const gpu_step_plan *p, int B, int T, int L, char *why, size_t len)
 {
     const int forced = cfg->gpu_wavefront_chunk > 0;
@@ -71,8 +82,9 @@ static int wave_chunk_for(const cc_config *cfg, const gpu_step_plan *p, int B, i
     char fill[96];
     snprintf(fill, sizeof(fill), "off: one layer's clusters fill the GPU already (%d of %d)", B / 8, resident);
     const char *off = strcmp(cfg->gpu_wavefront, "off") == 0 ? "off ([gpu] wavefront)"
-                      : p->impl == GRU_IMPL_PER_STEP ? "off: the per-step recurrence's GEMMs take the whole GPU at every step"
                       : forced ? NULL
+                      : p->impl == GRU_IMPL_PER_STEP && per_step_fills(p, cfg->d_model)
+                          ? "off: the per-step recurrence's GEMMs take the whole GPU at every step"
                       : L < 2 ? "off: one layer, nothing to run beside its recurrence"
                       : chunk < 32 ? "off: T too short for chunks of 32 steps"
                       : resident > 0 && B / 8 >= resident ? fill

@@ -3,10 +3,11 @@
  * programs (program_gpu.c) alike: the executor's device buffers
  * (gpu_plan_buffers, one row a buffer: what the executor allocates and
  * what the planner counts its bytes from), the layers with their own
- * gradient buffers, and whether the context stream runs in the
- * wavefront's chunks. Functions of the plan alone: of src/gpu this file
- * calls only the sizes of crossentropy.c and gru.c, which call none of
- * those above, so each of them calls it and none calls back. */
+ * gradient buffers, the wavefront's pair of streams of each layer, and
+ * whether the context stream runs in the wavefront's chunks. Functions of
+ * the plan alone: of src/gpu this file calls only the sizes of
+ * crossentropy.c and gru.c, which call none of those above, so each of
+ * them calls it and none calls back. */
 #include <stddef.h>
 #include "catchat/gpu_crossentropy.h"
 #include "catchat/gpu_gru.h"
@@ -24,6 +25,7 @@ int gpu_plan_wave_layers(const gpu_step_plan *p, const cc_dims *d)
     return p->wave_chunk && d->L > 2 ? d->L : 2;
 }
 
+int gpu_plan_wave_stream(const gpu_step_plan *p, int l) { return p->wave_group > 1 ? l / p->wave_group : l; }
 
 int gpu_plan_buffers(const gpu_step_plan *p, const cc_dims *d, size_t n, int B, int T, gpu_plan_buffer *t)
 {

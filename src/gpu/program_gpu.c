@@ -11,9 +11,14 @@
  * k needs only layer l-1's h there, and its recurrence on the chunk needs
  * that input and its own state at t0-1, which its chunk k-1 left: so layer
  * l runs chunk k while layer l-1 runs chunk k+1. The BPTT is the same top
- * down and in reverse time. Where the chunks are whole blocks of the
- * tensor-core attention, the context stream, classifier and loss run chunk
- * by chunk too, on the lane's stream, beside the recurrences. A chunk is
+ * down and in reverse time. Beyond GPU_WAVE_STREAMS layers, consecutive
+ * layers share a pair of streams (gpu_plan_wave_stream): on it their
+ * chunks run one after another in program order, a group of layers as one
+ * stage of the wavefront; every wait between streams still comes from the
+ * declarations, and each layer keeps its own buffers. Where the chunks are
+ * whole blocks of the tensor-core attention, the context stream,
+ * classifier and loss run chunk by chunk too, on the lane's stream, beside
+ * the recurrences. A chunk is
  * handed on between launches by an event, not by a counter that a running
  * kernel spins on: a kernel waiting inside for another kernel's progress
  * needs both resident at once, which nothing guarantees across streams
@@ -75,6 +80,10 @@ static int unit_of(step_program *p, cudaStream_t main, cudaStream_t s, gpu_matmu
     if (p->serial) s = main;
     for (int u = 0; u < p->nunits; u++)
         if (p->unit[u].stream == s && p->unit[u].gemm == gm && p->unit[u].sc == sc) return u;
+    if (p->nunits == STEP_MAX_UNITS) { /* the program's own error: more streams than a lane has */
+        fprintf(stderr, "catchat: the step's program needs more than %d streams\n", STEP_MAX_UNITS);
+        exit(1);
+    }
     int slot = 0;
     while (slot < p->nslots && p->slot_stream[slot] != s) slot++;
     if (slot == p->nslots) p->slot_stream[p->nslots++] = s;
@@ -103,11 +112,12 @@ static int u_side(builder *b, int i)
     return unit_of(b->p, b->main, ln->wgrad_stream, ln->gemm_wgrad, ln->wgrad_sc);
 }
 /* Layer after layer the recurrence stream's per-step GEMMs take the lane's context (under recompute,
- * whose input GEMMs run beside them, one of its own). */
+ * whose input GEMMs run beside them, one of its own); under the wavefront, layer l's pair's. */
 static int u_rec(builder *b, int i, int l)
 {
     gpu_lane *ln = &b->g->lane[i];
-    if (b->p->wave) return unit_of(b->p, b->main, ln->rec[l], ln->rec_gemm[l], ln->rec_sc[l]);
+    const int s = gpu_plan_wave_stream(&b->g->plan, l);
+    if (b->p->wave) return unit_of(b->p, b->main, ln->rec[s], ln->rec_gemm[s], ln->rec_sc[s]);
     return unit_of(b->p, b->main, ln->rec_stream, b->rc ? ln->rec_gemm[0] : ln->gemm, ln->rec_sc[0]);
 }
 /* A window's weight GEMMs under recompute: the lane's side stream, or in
@@ -122,7 +132,8 @@ static int u_wgrad(builder *b, int i, int l) { return b->p->wave ? u_rec(b, i, l
 static int u_feed(builder *b, int i, int l)
 {
     gpu_lane *ln = &b->g->lane[i];
-    return b->p->wave ? unit_of(b->p, b->main, ln->feed[l], ln->feed_gemm[l], ln->feed_sc[l]) : u_lane(b, i);
+    const int s = gpu_plan_wave_stream(&b->g->plan, l);
+    return b->p->wave ? unit_of(b->p, b->main, ln->feed[s], ln->feed_gemm[s], ln->feed_sc[s]) : u_lane(b, i);
 }
 
 #define ADD(kind, lane, layer, unit, k, t0, t1) program_add(b->p, (kind), (lane), (layer), (unit), (k), (t0), (t1), 0, b->B)

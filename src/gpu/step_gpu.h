@@ -103,7 +103,9 @@ typedef struct {
     int b_first, t_first; /* the batch sequence and step of ptr's first element (-1: report the flat index) */
 } step_scan;
 
-#define STEP_MAX_UNITS (GPU_MAX_LANES * (2 * GPU_WAVE_MAX_LAYERS + 2) + 1)
+/* a lane's own and side streams' units and, under the wavefront, its pairs' (a feed and a recurrence
+ * unit each, whatever the layers), and the NCCL stream's */
+#define STEP_MAX_UNITS (GPU_MAX_LANES * (2 * GPU_WAVE_STREAMS + 2) + 1)
 
 /* The program of one kind of step: its operations, accesses, waits, events. */
 typedef struct step_program {

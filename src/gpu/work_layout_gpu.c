@@ -96,7 +96,7 @@ typedef struct {
     int n;
 } paper;
 
-static void paper_lane(gpu_impl *g, gpu_lane *ln, int i, uintptr_t *token, size_t g32_each, int L, int D, int V)
+static void paper_lane(gpu_impl *g, gpu_lane *ln, int i, uintptr_t *token, size_t g32_each, int D, int V)
 {
 #define TOKEN(type) ((type)(*token += 16))
     ln->index = i;
@@ -107,7 +107,7 @@ static void paper_lane(gpu_impl *g, gpu_lane *ln, int i, uintptr_t *token, size_
     ln->gemm_wgrad = TOKEN(gpu_matmul_ctx *);
     ln->sc = TOKEN(gpu_scratch *);
     ln->wgrad_sc = TOKEN(gpu_scratch *);
-    for (int k = 0; k < L && k < GPU_WAVE_MAX_LAYERS; k++) {
+    for (int k = 0; k < g->plan.wave_streams; k++) { /* the wavefront's pairs, as the executor makes them */
         ln->feed[k] = TOKEN(cudaStream_t);
         ln->rec[k] = k == 0 ? ln->rec_stream : TOKEN(cudaStream_t);
         ln->feed_gemm[k] = TOKEN(gpu_matmul_ctx *);
@@ -155,7 +155,7 @@ static paper *paper_make(const gpu_step_plan *p, const cc_config *cfg, int B, in
     g->stream = (cudaStream_t)(token += 16);
     g->comm_stream = (cudaStream_t)(token += 16);
     const size_t g32_each = ex->lay.total + gpu_ce_pad_floats(d.V, d.D);
-    for (int i = 0; i < GPU_MAX_LANES; i++) paper_lane(g, &g->lane[i], i, &token, g32_each, d.L, d.D, d.V);
+    for (int i = 0; i < GPU_MAX_LANES; i++) paper_lane(g, &g->lane[i], i, &token, g32_each, d.D, d.V);
     return pp;
 }
 

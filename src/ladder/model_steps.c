@@ -1,7 +1,8 @@
 /* model (full step), three steps in a row: the same batch sequence trained
  * for three optimizer steps on the CPU and on the GPU under each schedule the
  * GPU step has (layer after layer, the wavefront, recompute, recompute under
- * the wavefront), each issued eagerly and replayed from a CUDA graph. Every
+ * the wavefront, each wavefront also with layers sharing pairs of streams),
+ * each issued eagerly and replayed from a CUDA graph. Every
  * step's loss and the weights after every step are held to the CPU's, so a
  * schedule or a replayed graph that reads a stale tensor, or a buffer shared
  * by two schedules' tensors, shows in the numbers and not only in speed. */
@@ -22,13 +23,17 @@ typedef struct {
     const char *name;
     const char *recompute; /* [gpu] recompute */
     int chunk;             /* [gpu] wavefront_chunk, 0: wavefront off */
+    int streams;           /* > 0: the wavefront's pairs of streams at most (cc_config.wave_streams_forced) */
 } schedule;
 
 static const schedule SCHEDULES[] = {
-    { "layer after layer", "off", 0 },
-    { "wavefront", "off", 64 },
-    { "recompute", "on", 0 },
-    { "recompute under the wavefront", "on", 32 }, /* chunks are the recompute windows: 32 divides T */
+    { "layer after layer", "off", 0, 0 },
+    { "wavefront", "off", 64, 0 },
+    { "recompute", "on", 0, 0 },
+    { "recompute under the wavefront", "on", 32, 0 }, /* chunks are the recompute windows: 32 divides T */
+    /* the three layers on two pairs of streams, as more than GPU_WAVE_STREAMS layers share them */
+    { "wavefront, layers sharing streams", "off", 64, 2 },
+    { "recompute under the wavefront, layers sharing streams", "on", 32, 2 },
 };
 
 /* The shape the default config's kernels run (head size 64 on tensor cores,
@@ -54,6 +59,7 @@ static void steps_config(const ladder_ctx *cx, cc_config *c, const schedule *s, 
     snprintf(c->gpu_recompute, sizeof(c->gpu_recompute), "%s", s->recompute);
     snprintf(c->gpu_wavefront, sizeof(c->gpu_wavefront), "%s", s->chunk ? "auto" : "off");
     c->gpu_wavefront_chunk = s->chunk;
+    c->wave_streams_forced = s->streams;
     snprintf(c->cuda_graph, sizeof(c->cuda_graph), "%s", graph ? "on" : "off");
 }
 
@@ -131,6 +137,11 @@ static void steps_case(const ladder_ctx *cx, stage *st, const schedule *s, int g
     cc_gpu_wavefront(gpu, &planned);
     snprintf(what, sizeof(what), "the steps ran %s%s", s->chunk ? "the wavefront" : "layer after layer", tag);
     check_plan(st, what, s->chunk ? ran == s->chunk && planned == s->chunk : ran == 0);
+    if (s->streams) {
+        const gpu_step_plan *p = cc_gpu_plan(gpu);
+        snprintf(what, sizeof(what), "the layers shared at most %d pairs of streams%s", s->streams, tag);
+        check_plan(st, what, p->wave_group > 1 && p->wave_streams <= s->streams);
+    }
     if (graph) { /* step 1 eager (the GEMM plans), step 2 captured, step 3 the same graph again */
         snprintf(what, sizeof(what), "step 3 replayed the captured graph%s", tag);
         check_plan(st, what, cc_gpu_graph_replays(gpu) >= 1);

@@ -29,6 +29,17 @@ static void wavefront_taken(const ladder_ctx *cx, stage *st, const cc_executor *
     }
     const int T = c->seq_len, chunk = c->gpu_wavefront_chunk < T ? c->gpu_wavefront_chunk : T;
     const int ran = cc_gpu_wavefront_ran(gpu, &top);
+    /* more layers than a lane's pairs of streams (GPU_WAVE_STREAMS, or the testing aid's fewer): consecutive
+     * layers share a pair */
+    const int most = c->wave_streams_forced > 0 && c->wave_streams_forced < GPU_WAVE_STREAMS ? c->wave_streams_forced
+                                                                                           : GPU_WAVE_STREAMS;
+    if (c->n_layers > most) {
+        const gpu_step_plan *p = cc_gpu_plan(gpu);
+        snprintf(what, sizeof(what), "%d layers on %d pairs of streams, %d a pair%s", c->n_layers, p->wave_streams,
+                 p->wave_group, tag);
+        check_plan(st, what,
+                   p->wave_group > 1 && p->wave_streams <= most && p->wave_streams * p->wave_group >= c->n_layers);
+    }
     const int tc = strcmp(c->gpu_attention, "fp32") != 0 &&
                    attention_tc_supported(cx->caps, c->d_model, c->n_heads, c->ctx_window);
     /* under recompute the context stream runs in parts of sequences, not in chunks */
@@ -200,10 +211,12 @@ static void wavefront_cases(const ladder_ctx *cx, stage *st)
     static const struct {
         int L, chunk, D, lanes, T, W;
         double guard; /* ctx_grad_clamp: the chunked context stream's guard path */
+        int per_step; /* the per-step loop's layers overlapped */
     } cases[] = {
-        { 2, 8, 64, 0, 0, 0, 0 },       { 2, 5, 64, 0, 0, 0, 0 },        { 1, 7, 64, 0, 0, 0, 0 },
-        { 3, 11, 64, 0, 0, 0, 0 },      { 4, 6, 64, 0, 0, 0, 0 },        { 3, 16, 128, 2, 40, 16, 0 },
-        { 2, 64, 128, 2, 160, 64, 0 },  { 3, 64, 128, 2, 200, 128, 0 },  { 2, 64, 128, 2, 160, 64, 2e-4 },
+        { 2, 8, 64, 0, 0, 0, 0, 0 },      { 2, 5, 64, 0, 0, 0, 0, 0 },       { 1, 7, 64, 0, 0, 0, 0, 0 },
+        { 3, 11, 64, 0, 0, 0, 0, 0 },     { 4, 6, 64, 0, 0, 0, 0, 0 },       { 3, 16, 128, 2, 40, 16, 0, 0 },
+        { 2, 64, 128, 2, 160, 64, 0, 0 }, { 3, 64, 128, 2, 200, 128, 0, 0 }, { 2, 64, 128, 2, 160, 64, 2e-4, 0 },
+        { 3, 5, 64, 0, 0, 0, 0, 1 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cc_config c;
@@ -219,10 +232,55 @@ static void wavefront_cases(const ladder_ctx *cx, stage *st)
             c.gpu_lanes = cases[i].lanes;
         }
         c.ctx_grad_clamp = cases[i].guard;
+        if (cases[i].per_step) snprintf(c.gpu_recurrence, sizeof(c.gpu_recurrence), "per-step");
         char tag[80];
-        snprintf(tag, sizeof(tag), " (wavefront L=%d T=%d W=%d chunk %d%s%s)", c.n_layers, c.seq_len, c.ctx_window,
-                 c.gpu_wavefront_chunk, cases[i].lanes ? ", 2 lanes" : "", c.ctx_grad_clamp > 0 ? ", ctx guard" : "");
+        snprintf(tag, sizeof(tag), " (wavefront L=%d T=%d W=%d chunk %d%s%s%s)", c.n_layers, c.seq_len, c.ctx_window,
+                 c.gpu_wavefront_chunk, cases[i].lanes ? ", 2 lanes" : "", c.ctx_grad_clamp > 0 ? ", ctx guard" : "",
+                 cases[i].per_step ? ", per-step" : "");
         full_step_check(cx, st, &c, tag, cases[i].lanes, 0);
+    }
+}
+
+/* More layers than a lane's pairs of streams under the wavefront
+ * (GPU_WAVE_STREAMS): consecutive layers share a pair, each with its own
+ * gradient buffers, carries and (under recompute) window buffers; each a
+ * full step against the CPU, run twice for the same bits. L = 12 (6 pairs
+ * of 2) and 9 (5 pairs, the last one layer's) on the tiny model with chunks
+ * that do and do not divide T, 12 on the default's kernels in 2 lanes with
+ * the context stream chunked, 12 under recompute (its windows the chunks,
+ * a set of window buffers a layer), and three layers on two pairs, the
+ * preflight's miniature of such a run (cc_config.wave_streams_forced). */
+static void shared_streams_cases(const ladder_ctx *cx, stage *st)
+{
+    static const struct {
+        int L, chunk, streams; /* streams > 0: at most this many pairs (the testing aid) */
+        int wide;              /* D=128, H=2, T=160, W=64, B=16 in 2 lanes */
+        const char *recompute;
+    } cases[] = {
+        { 12, 8, 0, 0, "off" }, { 9, 5, 0, 0, "off" }, { 3, 5, 2, 0, "off" },
+        { 12, 64, 0, 1, "off" }, { 12, 8, 0, 0, "on" }, { 3, 8, 2, 0, "on" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cc_config c;
+        small_config(cx, &c);
+        c.n_layers = cases[i].L;
+        c.gpu_wavefront_chunk = cases[i].chunk;
+        c.wave_streams_forced = cases[i].streams;
+        snprintf(c.gpu_recompute, sizeof(c.gpu_recompute), "%s", cases[i].recompute);
+        if (cases[i].wide) {
+            c.d_model = 128;
+            c.n_heads = 2;
+            c.seq_len = 160;
+            c.ctx_window = 64;
+            c.batch_size = 16;
+            c.gpu_lanes = 2;
+        }
+        char tag[120], pairs[32] = "";
+        if (cases[i].streams) snprintf(pairs, sizeof(pairs), ", at most %d pairs of streams", cases[i].streams);
+        snprintf(tag, sizeof(tag), " (wavefront L=%d T=%d chunk %d%s%s%s)", c.n_layers, c.seq_len,
+                 c.gpu_wavefront_chunk, cases[i].wide ? ", D=128 B=16, 2 lanes" : "",
+                 strcmp(c.gpu_recompute, "on") == 0 ? ", recompute" : "", pairs);
+        full_step_check(cx, st, &c, tag, cases[i].wide ? 2 : 0, 0);
     }
 }
 
@@ -346,6 +404,7 @@ static void run_model(const ladder_ctx *cx, stage *st)
     full_step_check(cx, st, &c, " (2 lanes)", 2, 0);
     accum_step_case(cx, st, cx->rng, 0);
     wavefront_cases(cx, st);
+    shared_streams_cases(cx, st);
     accum_step_case(cx, st, cx->rng, 8);
     recompute_cases(cx, st);
     vocab_cases(cx, st);
