@@ -18,7 +18,8 @@
 # tokens below V (bench points train at a file that does not exist, and says
 # so on stderr: expected).
 #
-# Environment: SHAPES (names from the list below, default all), STEPS/WARMUP
+# Environment: SHAPES (names from the list below, run in that order; default
+# all), STEPS/WARMUP
 # (catchat, 20/5), PT_STEPS/PT_WARMUP (PyTorch, 10/3), COMPILE (0), PYTHON
 # (python3), PT_TIMEOUT (seconds a PyTorch run may take, 240), EXTRA (more
 # --set key=value for catchat, e.g. "gpu.attention=tiled").
@@ -50,11 +51,15 @@ l6 512 6 8 128 512 64
 l12 512 12 8 128 512 64
 t1024 512 3 8 128 1024 32
 "
-want=${SHAPES:-}
+# the shapes to run, in the order SHAPES names them (default: all, as listed)
+if [ -n "${SHAPES:-}" ]; then
+    picked=$(for n in $SHAPES; do echo "$all_shapes" | awk -v n="$n" '$1 == n'; done)
+else
+    picked=$all_shapes
+fi
 printf "%-11s %10s %10s %7s  %-40s %s\n" shape catchat_ms pytorch_ms lead attention recurrence
-echo "$all_shapes" | while read -r name D L H W T B; do
+echo "$picked" | while read -r name D L H W T B; do
     [ -n "$name" ] || continue
-    if [ -n "$want" ] && ! echo " $want " | grep -q " $name "; then continue; fi
     sets=(--set model.d_model="$D" --set model.n_layers="$L" --set model.n_heads="$H" --set model.ctx_window="$W"
           --set model.seq_len="$T" --set train.batch_size="$B" --set data.train=/nonexistent/shapes.txt)
     for e in ${EXTRA:-}; do sets+=(--set "$e"); done
