@@ -511,12 +511,13 @@ static void launch_rows(Kernel k, size_t smem, int B, int q0, int q1, int H, cud
 // class): shared memory stays under 96 KB a block in every class, so every
 // sm_80+ part runs them all, the 99 KB ones too.
 template <int HM, int KBF, int KBB, int ST> struct flash_class {
-    static size_t smem_forward() { return (size_t)(FL_ROWS + 4 * KBF) * (HM + 8) * 2; }
-    static size_t smem_backward()
+    static constexpr size_t smem_forward() { return (size_t)(FL_ROWS + 4 * KBF) * (HM + 8) * 2; }
+    static constexpr size_t smem_backward()
     {
-        const size_t tiles = (size_t)(2 * FL_ROWS + 2 * ST * KBB) * (HM + 8) * 2;
-        return tiles + (FL_ROWS > 2 * ST * KBB ? FL_ROWS : 2 * ST * KBB) * 4; // δ (query side) or lse and δ (key side)
+        return (size_t)(2 * FL_ROWS + 2 * ST * KBB) * (HM + 8) * 2 +
+               (FL_ROWS > 2 * ST * KBB ? FL_ROWS : 2 * ST * KBB) * 4; // δ (query side) or lse and δ (key side)
     }
+    static_assert(smem_forward() <= 96 * 1024 && smem_backward() <= 96 * 1024, "a class must fit 99 KB parts");
     static void smem(size_t *bytes) { *bytes = smem_forward() > smem_backward() ? smem_forward() : smem_backward(); }
     static void forward(float *o32, __half *o16, float *lse, const __half *qkv, int B, int T, int D, int H, int W, int q0,
                         int q1, cudaStream_t s)

@@ -429,10 +429,41 @@ Test(plan_gpu, device_bytes_add_up_from_the_buffer_table)
             cr_expect_eq(t[GPU_BUF_GATES].bytes == 0, p.recompute);
             cr_expect_eq(t[GPU_BUF_QKV16].bytes > 0, p.attn_tc && !p.recompute);
             cr_expect_eq(t[GPU_BUF_QKV].bytes > 0, !p.attn_tc);
-            cr_expect_eq(p.attn_tc,
+            cr_expect_eq(p.attn_tc != ATTN_FP32,
                          strcmp(cfg.gpu_attention, "fp32") != 0 && attention_tc_supported(&c, d.D, d.H, d.W),
                          "%s: tensor cores unless [gpu] attention = fp32, where the kernels fit", c.name);
         }
+}
+
+/* The attention kernel by shape on every recorded card: the band kernel at
+ * head sizes 64, 128, 256 with W <= 129, the tiled one at every other head
+ * size up to 256 and every window (its shared memory fits 99 KB parts),
+ * FP32 above 256 or when the key asks; `tiled` forces the tiled kernel. */
+Test(plan_gpu, attention_kernel_by_head_size_and_window)
+{
+    static const struct { const char *sets[4]; int kernel; } cases[] = {
+        { { NULL }, ATTN_TC_BANDED },                                   /* D=512 H=8 W=128 */
+        { { "d_model=768", NULL }, ATTN_TC_TILED },                     /* head size 96 */
+        { { "d_model=1536", NULL }, ATTN_TC_TILED },                    /* 192 */
+        { { "d_model=1792", NULL }, ATTN_TC_TILED },                    /* 224 */
+        { { "d_model=2048", NULL }, ATTN_TC_BANDED },                   /* 256 */
+        { { "ctx_window=512", NULL }, ATTN_TC_TILED },
+        { { "ctx_window=129", NULL }, ATTN_TC_BANDED },
+        { { "ctx_window=130", NULL }, ATTN_TC_TILED },
+        { { "n_heads=16", NULL }, ATTN_TC_TILED },                      /* 32 */
+        { { "d_model=4096", NULL }, ATTN_FP32 },                        /* 512: over 256 */
+        { { "attention=tiled", NULL }, ATTN_TC_TILED },
+        { { "attention=fp32", NULL }, ATTN_FP32 },
+        { { "d_model=520", "n_heads=13", NULL }, ATTN_TC_TILED },       /* 40: padded inside */
+    };
+    for (int k = 0; k < NGPUS; k++) {
+        const gpu_caps c = caps_of(&GPUS[k]);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            const cc_config cfg = config_with(cases[i].sets);
+            const gpu_step_plan p = plan_of(&c, &cfg, 8, 256, 0);
+            cr_expect_eq(p.attn_tc, cases[i].kernel, "%s, case %zu: %s", c.name, i, attention_kernel_name(p.attn_tc));
+        }
+    }
 }
 
 static int meet(const gpu_work_part *a, const gpu_work_part *b)
