@@ -24,7 +24,7 @@
 # (python3), PT_TIMEOUT (seconds a PyTorch run may take, 240), EXTRA (more
 # --set key=value for catchat, e.g. "gpu.attention=tiled").
 set -u
-if [ $# -lt 1 ] || [ $# -gt 2 ]; then sed -n 13p "$0" | sed "s/^# *//" >&2; exit 2; fi
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then sed -n 11p "$0" | sed "s/^# *//" >&2; exit 2; fi
 out=$1 bin=${2:-build/catchat}
 case $out in /*) ;; *) out=$PWD/$out ;; esac
 case $bin in /*) ;; */*) bin=$PWD/$bin ;; *) bin=$(command -v "$bin" || echo "$bin") ;; esac

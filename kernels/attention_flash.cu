@@ -271,13 +271,15 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
     store_rows<HM>(o32, o16, o, inv, b, q0, T, D, j * hd, hd, lane);
 }
 
-// p[B,H,T,W] from q, k and the forward's lse, for checking only (the step
-// never asks): one thread a (query, window slot), the dot product in FP32.
-__global__ void attention_probs_flash(float *p, const float *lse, const __half *qkv, int T, int D, int H, int W, int hd)
+// p[B,H,T,W] of the queries [q0, q1) from q, k and the forward's lse, for
+// checking only (the step never asks): one thread a (query, window slot),
+// the dot product in FP32.
+__global__ void attention_probs_flash(float *p, const float *lse, const __half *qkv, int T, int D, int H, int W, int hd,
+                                      int q0, int q1)
 {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)H * T * W) return;
-    const int w = (int)(i % W), q = (int)(i / W % T), j = (int)(i / W / T), b = blockIdx.y, k = q - W + 1 + w;
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, n = (size_t)q1 - q0;
+    if (i >= (size_t)H * n * W) return;
+    const int w = (int)(i % W), q = q0 + (int)(i / W % n), j = (int)(i / W / n), b = blockIdx.y, k = q - W + 1 + w;
     const size_t head = ((size_t)b * H + j) * T, out = (head + q) * W + w;
     if (k < 0) {
         p[out] = 0.f;
@@ -577,10 +579,10 @@ extern "C" void launch_attention_forward_flash_window(float *o32, void *o16, flo
 {
     check_head(D, H);
     FLASH_DISPATCH(D / H, forward(o32, (__half *)o16, lse, (const __half *)qkv16, B, T, D, H, W, q0, q1, s));
-    if (p) { // checking only: every query's probabilities, from the lse just written
-        const size_t n = (size_t)H * T * W;
+    if (p) { // checking only: the window's queries' probabilities, from the lse just written
+        const size_t n = (size_t)H * (q1 - q0) * W;
         attention_probs_flash<<<dim3(ceil_div(n, 256), B), 256, 0, s>>>(p, lse, (const __half *)qkv16, T, D, H, W,
-                                                                      D / H);
+                                                                      D / H, q0, q1);
         LAUNCH_CHECK();
     }
 }

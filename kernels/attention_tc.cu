@@ -709,11 +709,26 @@ static void check_window(int T, int q0, int q1)
     }
 }
 
+// The band kernel only at the shapes it serves, the tiled one (its backward
+// with the forward's FP16 output, which its δ reads): anything else is the
+// caller's error.
+static void check_kernel(int kernel, int D, int H, int W, bool has_o16)
+{
+    const bool band = kernel == ATTN_TC_BANDED && H > 0 && D % H == 0 &&
+                      (D / H == HD || D / H == 2 * HD || D / H == 4 * HD) && W >= 1 && band_tiles(W) <= MAX_KT;
+    if (!band && !(kernel == ATTN_TC_TILED && has_o16)) {
+        fprintf(stderr, "catchat: attention_tc: kernel %d at head size %d/%d, window %d%s\n", kernel, D, H, W,
+                kernel == ATTN_TC_TILED ? " without the FP16 output o16" : " is not one it serves");
+        exit(1);
+    }
+}
+
 extern "C" void launch_attention_forward_tc_window(int kernel, float *o32, void *o16, float *p, float *lse,
                                                    const void *qkv16, int B, int T, int D, int H, int W, int q0, int q1,
                                                    cudaStream_t s)
 {
     check_window(T, q0, q1);
+    check_kernel(kernel, D, H, W, true);
     if (kernel == ATTN_TC_TILED) launch_attention_forward_flash_window(o32, o16, p, lse, qkv16, B, T, D, H, W, q0, q1, s);
     else if (D / H == HD) BAND_DISPATCH(forward(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, q0, q1, s))
     else BAND_DISPATCH(forward_wide(o32, (__half *)o16, p, lse, (const __half *)qkv16, B, T, D, H, W, q0, q1, s))
@@ -725,6 +740,7 @@ extern "C" void launch_attention_backward_tc_window(int kernel, float *dqkv, voi
                                                     int q1, cudaStream_t s)
 {
     check_window(T, q0, q1);
+    check_kernel(kernel, D, H, W, o16 != NULL);
     if (kernel == ATTN_TC_TILED)
         launch_attention_backward_flash_window(dqkv, dqkv16, delta, dout16, o16, lse, qkv16, B, T, D, H, W, q0, q1, s);
     else if (D / H == HD)

@@ -4,8 +4,9 @@
  * (relative L2 error), NaN failing. The ladder's full-step stage checks the
  * GPU against the FP32 reference at small widths; this checks the kernels a
  * wide model takes (D=2048 by default: the per-step recurrence on the
- * H100, the tiled or band attention at head size 256) against an exact
- * reference, at a size the double-precision CPU model runs in seconds.
+ * H100, the band attention at head size 256; with --set ctx_window=160 the
+ * tiled one) against an exact reference, at a size the double-precision
+ * CPU model runs in seconds.
  *
  *   fp64_parity_gpu [D=2048] [--set key=value]...
  *

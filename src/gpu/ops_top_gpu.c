@@ -26,6 +26,9 @@ static row_window chunk_rows(const step_run *r)
 static const float *uL_rows(const lane_ctx *c) { return c->g->plan.recompute ? ROWS(c, c->g->u, c->D) : LROWS(c, c->g->u, c->L, c->D); }
 /* The first step whose keys the queries of [t0, ·) read. */
 static int key_first(const step_run *r) { return r->op->t0 - r->c.W + 1 > 0 ? r->op->t0 - r->c.W + 1 : 0; }
+/* The last query (exclusive) whose window reaches the op's keys: the
+ * backward's key side reads their q and dO, which later chunks wrote. */
+static int query_last(const step_run *r) { return r->op->t1 + r->c.W - 1 < r->c.T ? r->op->t1 + r->c.W - 1 : r->c.T; }
 /* A lane's (or part's) per-query, per-head [B, H, T] tensor, whole. */
 static void use_heads(step_run *r, int write, const float *base)
 {
@@ -200,7 +203,8 @@ void op_top_attn(step_run *r)
         use_rows(r, ACC_DEFINE, TOPROWS(c, g->do16, D), D, 2, t0, t1);
         /* the tiled kernel's δ = Σ dO ⊙ O reads the forward's output */
         if (g->plan.attn_tc == ATTN_TC_TILED) use_rows(r, 0, TOPROWS(c, g->o16, D), D, 2, t0, t1);
-        use_rows(r, 0, TOPROWS(c, g->qkv16, 3 * D), 3 * D, 2, key_first(r), t1);
+        use_rows(r, 0, TOPROWS(c, g->qkv16, 3 * D), 3 * D, 2, key_first(r), query_last(r));
+        if (query_last(r) > t1) use_rows(r, 0, TOPROWS(c, g->do16, D), D, 2, t1, query_last(r));
         use_heads(r, 0, g->lse);
         use_heads(r, 1, g->delta);
         scan_rows(r, "attention_backward", "dqkv", -1, d16, 3 * D, 1, t0, t1, 0);

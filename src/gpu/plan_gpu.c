@@ -47,9 +47,9 @@ static int lanes_for(const cc_config *cfg, const gpu_caps *caps, gpu_gru_path pa
 
 /* The wavefront's chunk (program_gpu.c), 0 where the step runs layer after
  * layer, and why in either case. It needs recurrence kernels that run a
- * window of steps from the state the window before left (cluster and
- * persistent; the per-step loop's GEMMs take the whole GPU at every step,
- * which leaves nothing to run beside them), and it pays where one layer's
+ * window of steps from the state the window before left (every
+ * implementation does; the per-step loop only where its GEMMs leave SMs
+ * idle: per_step_fills), and it pays where one layer's
  * recurrence leaves SMs idle: at B=256 the lanes' clusters of one layer
  * already take every cluster slot, and the wavefront measured 6% slower
  * there. The chunk: a quarter of T, at most 128 steps, at least 32 (128
@@ -58,14 +58,15 @@ static int lanes_for(const cc_config *cfg, const gpu_caps *caps, gpu_gru_path pa
  * the pipeline sooner; docs/design-notes.md). [gpu] wavefront_chunk sets it
  * and takes the wavefront wherever the kernels can. */
 /* Whether one per-step GEMM of the recurrence (h·W_hhᵀ: an output of the
- * lane's B rows × 3D, in tiles of about 64 × 128) covers half the SMs or more;
+ * lane's B rows × 3D, in tiles of about 64 × 128) covers half the SMs its
+ * lane's recurrence plans for (the lanes' GEMMs run at once) or more;
  * below that the layers' recurrences overlapped in the wavefront use the SMs
  * one layer's step leaves idle (B=64: 36 tiles at D=1536, 48 at D=2048 for
  * 132 SMs; the BPTT's B × D output fills still less). */
 static int per_step_fills(const gpu_step_plan *p, int D)
 {
     const int tiles = ((p->lane_B + 63) / 64) * ((3 * D + 127) / 128);
-    return 2 * tiles >= p->caps.sm_count;
+    return 2 * tiles >= p->rec_caps.sm_count;
 }
 
 static int wave_chunk_for(const cc_config *cfg, const gpu_step_plan *p, int B, int T, int L, char *why, size_t len)
