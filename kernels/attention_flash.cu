@@ -35,14 +35,6 @@ static_assert(FL_ROWS == ATTENTION_TC_BLOCK, "a block owns one time block of the
 
 // ---- staging: rows of one head's columns into shared memory ----
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool pred)
-{
-    const uint32_t s = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(pred ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 // Where a head's columns sit: the tensor's row stride, the head's first column,
 // its hd columns (hdp padded), and whether rows are 16-byte aligned (hd % 8 == 0).
 struct head_cols {
@@ -87,6 +79,29 @@ __device__ __forceinline__ void zero_pad(__half *buf, int ld, int rows, int hd, 
     for (int i = threadIdx.x; i < rows * w; i += blockDim.x) buf[(i / w) * ld + hd + i % w] = __float2half(0.f);
 }
 
+// The tile pipeline: before tile `it` of `ntiles` is read, with two stages
+// the next tile is staged into the other buffer and this one waited for;
+// with one stage this tile is staged now (the prologue staged tile 0 into
+// buffer 0) and waited for. stage_tile(i, buf) issues tile i's copies.
+// Returns this tile's buffer; the caller's __syncthreads after its reads
+// frees the buffer for the next restage.
+template <int ST, typename Stage> __device__ __forceinline__ int tile_ready(int it, int ntiles, Stage stage_tile)
+{
+    if (ST == 2 && it + 1 < ntiles) {
+        stage_tile(it + 1, (it + 1) & 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+    } else {
+        if (ST == 1 && it > 0) {
+            stage_tile(it, 0);
+            cp_async_commit();
+        }
+        cp_async_wait<0>();
+    }
+    __syncthreads();
+    return ST == 2 ? it & 1 : 0;
+}
+
 // ---- warp-level products over runtime head columns ----
 
 // acc[2·nt + n] += A[16 rows at A] · B[rows r0 + 16nt ..]ᵀ over hdp columns (HM at most).
@@ -124,24 +139,6 @@ __device__ __forceinline__ void times(float out[HM / 8][4], const uint4 pa[NT], 
             mma16816(out[2 * m + 1], pa[kt], b[2], b[3]);
         }
     }
-}
-
-__device__ __forceinline__ uint4 afrag(const float v[2][4])
-{
-    return make_uint4(pack2f(v[0][0], v[0][1]), pack2f(v[0][2], v[0][3]), pack2f(v[1][0], v[1][1]),
-                      pack2f(v[1][2], v[1][3]));
-}
-
-__device__ __forceinline__ float quad_max(float v)
-{
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float v)
-{
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 // Rows q0 + g (+8) of a 16 × hdp accumulator, times rs[h], into columns
@@ -194,9 +191,12 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
     const head_cols hq = { 3 * D, j * hd, hd, vec }, hk = { 3 * D, D + j * hd, hd, vec }, hv = { 3 * D, 2 * D + j * hd, hd, vec };
     zero_pad(Qs, LD, FL_ROWS + 4 * KB, hd, hdp);
     const int kfirst = max(0, t0 - W + 1), kend = min(T, t0 + FL_ROWS), ntiles = (kend - kfirst + KB - 1) / KB;
+    auto stage_kv = [&](int i, int buf) {
+        stage(Ks + buf * KB * LD, LD, qkv, hk, b, kfirst + i * KB, KB, T);
+        stage(Vs + buf * KB * LD, LD, qkv, hv, b, kfirst + i * KB, KB, T);
+    };
     stage(Qs, LD, qkv, hq, b, t0, FL_ROWS, T);
-    stage(Ks, LD, qkv, hk, b, kfirst, KB, T);
-    stage(Vs, LD, qkv, hv, b, kfirst, KB, T);
+    stage_kv(0, 0);
     cp_async_commit();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
     const int q0 = t0 + 16 * warp;
@@ -205,16 +205,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
 #pragma unroll
     for (int n = 0; n < HM / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     for (int it = 0; it < ntiles; it++) {
-        const int kb = kfirst + it * KB, buf = it & 1;
-        if (it + 1 < ntiles) {
-            stage(Ks + (buf ^ 1) * KB * LD, LD, qkv, hk, b, kb + KB, KB, T);
-            stage(Vs + (buf ^ 1) * KB * LD, LD, qkv, hv, b, kb + KB, KB, T);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        const int kb = kfirst + it * KB, buf = tile_ready<2>(it, ntiles, stage_kv);
         if (q0 < T && kb <= q0 + 15 && kb + KB > q0 - W + 1) {
             const __half *Kt = Ks + buf * KB * LD, *Vt = Vs + buf * KB * LD;
             float s[2 * NT][4];
@@ -253,7 +244,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
             }
             uint4 pa[NT];
 #pragma unroll
-            for (int kt = 0; kt < NT; kt++) pa[kt] = afrag(&s[2 * kt]);
+            for (int kt = 0; kt < NT; kt++) pa[kt] = tile_afrag(&s[2 * kt]);
             times<HM, NT>(o, pa, Vt, LD, hdp, lane);
         }
         __syncthreads(); // the next iteration stages into the buffer just read
@@ -311,8 +302,11 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
     const int kfirst = max(0, t0 - W + 1), kend = min(T, t0 + FL_ROWS), ntiles = (kend - kfirst + KB - 1) / KB;
     stage(Qs, LD, qkv, hq, b, t0, FL_ROWS, T);
     stage(dOs, LD, dout, ho, b, t0, FL_ROWS, T);
-    stage(Ks, LD, qkv, hk, b, kfirst, KB, T);
-    stage(Vs, LD, qkv, hv, b, kfirst, KB, T);
+    auto stage_kv = [&](int i, int buf) {
+        stage(Ks + buf * KB * LD, LD, qkv, hk, b, kfirst + i * KB, KB, T);
+        stage(Vs + buf * KB * LD, LD, qkv, hv, b, kfirst + i * KB, KB, T);
+    };
+    stage_kv(0, 0);
     cp_async_commit();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
     // δ = Σ dO ⊙ O a query, in FP32 from the FP16 values, one warp a row
@@ -343,21 +337,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
         dl[h] = del_s[16 * warp + g + 8 * h];
     }
     for (int it = 0; it < ntiles; it++) {
-        const int kb = kfirst + it * KB, buf = ST == 2 ? it & 1 : 0;
-        if (ST == 2 && it + 1 < ntiles) {
-            stage(Ks + (buf ^ 1) * KB * LD, LD, qkv, hk, b, kb + KB, KB, T);
-            stage(Vs + (buf ^ 1) * KB * LD, LD, qkv, hv, b, kb + KB, KB, T);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            if (ST == 1 && it > 0) {
-                stage(Ks, LD, qkv, hk, b, kb, KB, T);
-                stage(Vs, LD, qkv, hv, b, kb, KB, T);
-                cp_async_commit();
-            }
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        const int kb = kfirst + it * KB, buf = tile_ready<ST>(it, ntiles, stage_kv);
         if (q0 < T && kb <= q0 + 15 && kb + KB > q0 - W + 1) {
             const __half *Kt = Ks + buf * KB * LD, *Vt = Vs + buf * KB * LD;
             float s[2 * NT][4], dp[2 * NT][4];
@@ -381,7 +361,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
                     }
             uint4 da[NT];
 #pragma unroll
-            for (int kt = 0; kt < NT; kt++) da[kt] = afrag(&dp[2 * kt]);
+            for (int kt = 0; kt < NT; kt++) da[kt] = tile_afrag(&dp[2 * kt]);
             times<HM, NT>(dq, da, Kt, LD, hdp, lane);
         }
         __syncthreads();
@@ -414,10 +394,14 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
     const int qend = min(T, kb0 + FL_ROWS + W - 1), ntiles = (qend - kb0 + KB - 1) / KB;
     stage(Ks, LD, qkv, hk, b, kb0, FL_ROWS, T);
     if (DK) stage(Vs, LD, qkv, hv, b, kb0, FL_ROWS, T);
-    stage(Qt, LD, qkv, hq, b, kb0, KB, T);
-    stage(dOt, LD, dout, ho, b, kb0, KB, T);
-    stage_vec(lse_s, lse + head, kb0, KB, T, FL_LOG2E);
-    if (DK) stage_vec(del_s, delta + head, kb0, KB, T, 1.f);
+    auto stage_q = [&](int i, int buf) { // the queries' q, dO, lse (base 2) and δ
+        const int qb = kb0 + i * KB;
+        stage(Qt + buf * KB * LD, LD, qkv, hq, b, qb, KB, T);
+        stage(dOt + buf * KB * LD, LD, dout, ho, b, qb, KB, T);
+        stage_vec(lse_s + buf * KB, lse + head, qb, KB, T, FL_LOG2E);
+        if (DK) stage_vec(del_s + buf * KB, delta + head, qb, KB, T, 1.f);
+    };
+    stage_q(0, 0);
     cp_async_commit();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
     const int k0 = kb0 + 16 * warp;
@@ -428,26 +412,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
 #pragma unroll
     for (int n = 0; n < (DV ? HM / 8 : 1); n++) dv[n][0] = dv[n][1] = dv[n][2] = dv[n][3] = 0.f;
     for (int it = 0; it < ntiles; it++) {
-        const int qb = kb0 + it * KB, buf = ST == 2 ? it & 1 : 0;
-        const bool next = it + 1 < ntiles;
-        if (ST == 2 && next) {
-            stage(Qt + (buf ^ 1) * KB * LD, LD, qkv, hq, b, qb + KB, KB, T);
-            stage(dOt + (buf ^ 1) * KB * LD, LD, dout, ho, b, qb + KB, KB, T);
-            stage_vec(lse_s + (buf ^ 1) * KB, lse + head, qb + KB, KB, T, FL_LOG2E);
-            if (DK) stage_vec(del_s + (buf ^ 1) * KB, delta + head, qb + KB, KB, T, 1.f);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            if (ST == 1 && it > 0) {
-                stage(Qt, LD, qkv, hq, b, qb, KB, T);
-                stage(dOt, LD, dout, ho, b, qb, KB, T);
-                stage_vec(lse_s, lse + head, qb, KB, T, FL_LOG2E);
-                if (DK) stage_vec(del_s, delta + head, qb, KB, T, 1.f);
-                cp_async_commit();
-            }
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        const int qb = kb0 + it * KB, buf = tile_ready<ST>(it, ntiles, stage_q);
         // the warp's keys k0 .. k0+15 are seen by queries k0 .. k0 + 15 + W − 1
         if (k0 < T && qb <= k0 + 15 + W - 1 && qb + KB > k0) {
             const __half *Qb = Qt + buf * KB * LD, *dOb = dOt + buf * KB * LD;
@@ -481,13 +446,13 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
             if (DV) {
                 uint4 pa[NT];
 #pragma unroll
-                for (int kt = 0; kt < NT; kt++) pa[kt] = afrag(&s[2 * kt]);
+                for (int kt = 0; kt < NT; kt++) pa[kt] = tile_afrag(&s[2 * kt]);
                 times<HM, NT>(dv, pa, dOb, LD, hdp, lane);
             }
             if (DK) {
                 uint4 da[NT];
 #pragma unroll
-                for (int kt = 0; kt < NT; kt++) da[kt] = afrag(&dp[2 * kt]);
+                for (int kt = 0; kt < NT; kt++) da[kt] = tile_afrag(&dp[2 * kt]);
                 times<HM, NT>(dk, da, Qb, LD, hdp, lane);
             }
         }

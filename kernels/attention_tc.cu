@@ -127,31 +127,12 @@ __device__ __forceinline__ void band_times(float out[8][4], const uint4 pa[KT], 
         }
 }
 
-// The A fragment of a 16×16 tile from accumulator-layout values (the C of its two n-tiles).
-__device__ __forceinline__ uint4 tile_afrag(const float v[2][4])
-{
-    return make_uint4(pack2f(v[0][0], v[0][1]), pack2f(v[0][2], v[0][3]), pack2f(v[1][0], v[1][1]),
-                      pack2f(v[1][2], v[1][3]));
-}
-
 // Element (n-tile n, row half h, column e) of a tile_afrag fragment, back in FP32.
 __device__ __forceinline__ float afrag_elem(const uint4 &a, int n, int h, int e)
 {
     const uint32_t w = n ? (h ? a.w : a.z) : (h ? a.y : a.x);
     const __half2 v = *(const __half2 *)&w;
     return e ? __high2float(v) : __low2float(v);
-}
-
-__device__ __forceinline__ float quad_max(float v)
-{
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float v)
-{
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 // Write a 16×64 accumulator tile (rows q0.., columns col0..) as FP32 and/or FP16 rows of stride ld.
@@ -613,10 +594,16 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     }
 }
 
+// The shapes the band kernels serve: head sizes 64, 128, 256 and W ≤ 129.
+static bool band_shape(int D, int H, int W)
+{
+    return H > 0 && D % H == 0 && (D / H == HD || D / H == 2 * HD || D / H == 4 * HD) && W >= 1 &&
+           band_tiles(W) <= MAX_KT;
+}
+
 static int banded_supported(const gpu_caps *caps, int D, int H, int W)
 {
-    if (D % H || (D / H != HD && D / H != 2 * HD && D / H != 4 * HD) || W < 1 || band_tiles(W) > MAX_KT) return 0;
-    return smem_backward(band_tiles(W)) <= (size_t)caps->smem_per_block_optin;
+    return band_shape(D, H, W) && smem_backward(band_tiles(W)) <= (size_t)caps->smem_per_block_optin;
 }
 
 extern "C" int attention_tc_kernel(const gpu_caps *caps, int D, int H, int W, int tiled)
@@ -714,9 +701,7 @@ static void check_window(int T, int q0, int q1)
 // caller's error.
 static void check_kernel(int kernel, int D, int H, int W, bool has_o16)
 {
-    const bool band = kernel == ATTN_TC_BANDED && H > 0 && D % H == 0 &&
-                      (D / H == HD || D / H == 2 * HD || D / H == 4 * HD) && W >= 1 && band_tiles(W) <= MAX_KT;
-    if (!band && !(kernel == ATTN_TC_TILED && has_o16)) {
+    if (!(kernel == ATTN_TC_BANDED && band_shape(D, H, W)) && !(kernel == ATTN_TC_TILED && has_o16)) {
         fprintf(stderr, "catchat: attention_tc: kernel %d at head size %d/%d, window %d%s\n", kernel, D, H, W,
                 kernel == ATTN_TC_TILED ? " without the FP16 output o16" : " is not one it serves");
         exit(1);

@@ -69,14 +69,6 @@ __host__ __device__ constexpr int gp_kr(int MT, int NT)
                                                       : 12 / MT;
 }
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
-{
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
 // One thread of the CTA, after a __syncthreads that follows every store the
 // peers read. The release is cumulative: the CTA's stores, ordered before it
 // by the barrier, are visible to whoever acquires the count (no separate

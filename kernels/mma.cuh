@@ -45,3 +45,34 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const __half *p)
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
+
+// The A fragment of a 16×16 tile from accumulator-layout values (the C of
+// its two n-tiles): how P and dS feed the next product without leaving the
+// registers.
+__device__ __forceinline__ uint4 tile_afrag(const float v[2][4])
+{
+    return make_uint4(pack2f(v[0][0], v[0][1]), pack2f(v[0][2], v[0][3]), pack2f(v[1][0], v[1][1]),
+                      pack2f(v[1][2], v[1][3]));
+}
+
+// Max and sum over the four lanes (lane & 3) that hold one accumulator row.
+__device__ __forceinline__ float quad_max(float v)
+{
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v)
+{
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// 16 bytes global → shared without registers (sm_80 on); !valid writes zeros.
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
