@@ -43,32 +43,35 @@ struct head_cols {
 };
 
 // Rows [base, base + rows) of the head's columns of a [B,T,·] FP16 tensor
-// into dst (row stride ld), zeros outside [0,T). Aligned heads go by
-// cp.async (waited for by the caller); others element by element.
+// into dst (row stride ld), zeros outside [0,lim), lim ≤ T: a tile that runs
+// past the rows its launch may read (its declared range: a wavefront chunk's
+// later rows hold another step's values, any bits at all) stages zeros
+// there, so no 0 · NaN reaches a product. Aligned heads go by cp.async
+// (waited for by the caller); others element by element.
 __device__ __forceinline__ void stage(__half *dst, int ld, const __half *__restrict__ src, head_cols h, int b, int base,
-                                      int rows, int T)
+                                      int rows, int T, int lim)
 {
     if (h.vec) {
         const int vpr = h.hd >> 3, n = rows * vpr;
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
             const int r = i / vpr, c = (i - r * vpr) * 8, t = base + r;
-            const bool ok = t >= 0 && t < T;
+            const bool ok = t >= 0 && t < lim;
             cp_async16(dst + r * ld + c, ok ? src + ((size_t)b * T + t) * h.stride + h.col0 + c : src, ok);
         }
     } else {
         const int n = rows * h.hd;
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
             const int r = i / h.hd, c = i - r * h.hd, t = base + r;
-            dst[r * ld + c] = t >= 0 && t < T ? src[((size_t)b * T + t) * h.stride + h.col0 + c] : __float2half(0.f);
+            dst[r * ld + c] = t >= 0 && t < lim ? src[((size_t)b * T + t) * h.stride + h.col0 + c] : __float2half(0.f);
         }
     }
 }
 
-// FP32 values of the rows [base, base + rows) of a per-head vector (lse, δ), 0 outside [0,T).
-__device__ __forceinline__ void stage_vec(float *dst, const float *src, int base, int rows, int T, float scale)
+// FP32 values of the rows [base, base + rows) of a per-head vector (lse, δ), 0 outside [0,lim).
+__device__ __forceinline__ void stage_vec(float *dst, const float *src, int base, int rows, int lim, float scale)
 {
     for (int r = threadIdx.x; r < rows; r += blockDim.x)
-        dst[r] = base + r < T ? __ldg(src + base + r) * scale : 0.f;
+        dst[r] = base + r < lim ? __ldg(src + base + r) * scale : 0.f;
 }
 
 // The zero columns [hd, hdp) of `rows` staged rows: written once, never staged over.
@@ -145,13 +148,13 @@ __device__ __forceinline__ void times(float out[HM / 8][4], const uint4 pa[NT], 
 // col0 .. col0 + hd of [B,T,ld] FP32 and/or FP16 tensors.
 template <int HM>
 __device__ __forceinline__ void store_rows(float *o32, __half *o16, const float acc[HM / 8][4], const float rs[2], int b,
-                                           int q0, int T, size_t ld, int col0, int hd, int lane)
+                                           int q0, int T, int lim, size_t ld, int col0, int hd, int lane)
 {
     const int g = lane >> 2, c2 = (lane & 3) * 2;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int q = q0 + g + 8 * h;
-        if (q >= T) continue;
+        if (q >= lim) continue;
         const size_t row = ((size_t)b * T + q) * ld + col0;
 #pragma unroll
         for (int n = 0; n < HM / 8; n++) {
@@ -181,7 +184,7 @@ __device__ __forceinline__ bool in_window(int q, int k, int W, int T) { return k
 template <int HM, int KB>
 __global__ void __launch_bounds__(FL_WARPS * 32)
     attention_forward_flash(float *o32, __half *o16, float *lse, const __half *qkv, int T, int D, int H, int W, int hd,
-                            int qoff)
+                            int qoff, int qlim)
 {
     constexpr int LD = HM + 8, NT = KB / 16;
     extern __shared__ __align__(16) unsigned char sm[];
@@ -190,12 +193,13 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
     const bool vec = (hd & 7) == 0;
     const head_cols hq = { 3 * D, j * hd, hd, vec }, hk = { 3 * D, D + j * hd, hd, vec }, hv = { 3 * D, 2 * D + j * hd, hd, vec };
     zero_pad(Qs, LD, FL_ROWS + 4 * KB, hd, hdp);
-    const int kfirst = max(0, t0 - W + 1), kend = min(T, t0 + FL_ROWS), ntiles = (kend - kfirst + KB - 1) / KB;
+    // the launch's queries are [qoff, qlim); the block's see keys [kfirst, kend)
+    const int kfirst = max(0, t0 - W + 1), kend = min(qlim, t0 + FL_ROWS), ntiles = (kend - kfirst + KB - 1) / KB;
     auto stage_kv = [&](int i, int buf) {
-        stage(Ks + buf * KB * LD, LD, qkv, hk, b, kfirst + i * KB, KB, T);
-        stage(Vs + buf * KB * LD, LD, qkv, hv, b, kfirst + i * KB, KB, T);
+        stage(Ks + buf * KB * LD, LD, qkv, hk, b, kfirst + i * KB, KB, T, kend);
+        stage(Vs + buf * KB * LD, LD, qkv, hv, b, kfirst + i * KB, KB, T, kend);
     };
-    stage(Qs, LD, qkv, hq, b, t0, FL_ROWS, T);
+    stage(Qs, LD, qkv, hq, b, t0, FL_ROWS, T, qlim);
     stage_kv(0, 0);
     cp_async_commit();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
@@ -206,13 +210,13 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
     for (int n = 0; n < HM / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     for (int it = 0; it < ntiles; it++) {
         const int kb = kfirst + it * KB, buf = tile_ready<2>(it, ntiles, stage_kv);
-        if (q0 < T && kb <= q0 + 15 && kb + KB > q0 - W + 1) {
+        if (q0 < qlim && kb <= q0 + 15 && kb + KB > q0 - W + 1) {
             const __half *Kt = Ks + buf * KB * LD, *Vt = Vs + buf * KB * LD;
             float s[2 * NT][4];
 #pragma unroll
             for (int n = 0; n < 2 * NT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
             scores<HM, NT>(s, Qs + 16 * warp * LD, Kt, LD, hdp, lane);
-            const bool full = kb >= q0 + 16 - W && kb + KB <= q0 + 1 && kb + KB <= T;
+            const bool full = kb >= q0 + 16 - W && kb + KB <= q0 + 1 && kb + KB <= kend;
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int q = q0 + g + 8 * h;
@@ -222,7 +226,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
                         float &v = s[n][2 * h + e];
-                        v = full || in_window(q, kb + 8 * n + c2 + e, W, T) ? v * sc : -INFINITY;
+                        v = full || in_window(q, kb + 8 * n + c2 + e, W, qlim) ? v * sc : -INFINITY;
                         mx = fmaxf(mx, v);
                     }
                 const float mn = fmaxf(m[h], quad_max(mx));
@@ -249,7 +253,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
         }
         __syncthreads(); // the next iteration stages into the buffer just read
     }
-    if (q0 >= T) return;
+    if (q0 >= qlim) return;
     const size_t head = ((size_t)b * H + j) * T;
     float inv[2];
 #pragma unroll
@@ -257,9 +261,9 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
         const float lt = quad_sum(l[h]); // > 0: the query sees itself
         inv[h] = 1.f / lt;
         const int q = q0 + g + 8 * h;
-        if (q < T && (lane & 3) == 0) lse[head + q] = (m[h] + __log2f(lt)) * FL_LN2;
+        if (q < qlim && (lane & 3) == 0) lse[head + q] = (m[h] + __log2f(lt)) * FL_LN2;
     }
-    store_rows<HM>(o32, o16, o, inv, b, q0, T, D, j * hd, hd, lane);
+    store_rows<HM>(o32, o16, o, inv, b, q0, T, qlim, D, j * hd, hd, lane);
 }
 
 // p[B,H,T,W] of the queries [q0, q1) from q, k and the forward's lse, for
@@ -287,7 +291,8 @@ __global__ void attention_probs_flash(float *p, const float *lse, const __half *
 template <int HM, int KB, int ST>
 __global__ void __launch_bounds__(FL_WARPS * 32)
     attention_backward_query_flash(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const __half *o16,
-                                   const float *lse, const __half *qkv, int T, int D, int H, int W, int hd, int qoff)
+                                   const float *lse, const __half *qkv, int T, int D, int H, int W, int hd, int qoff,
+                                   int qlim)
 {
     constexpr int LD = HM + 8, NT = KB / 16;
     extern __shared__ __align__(16) unsigned char sm[];
@@ -299,12 +304,12 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
     const head_cols ho = { D, j * hd, hd, vec };
     const size_t head = ((size_t)b * H + j) * T;
     zero_pad(Qs, LD, 2 * FL_ROWS + 2 * ST * KB, hd, hdp);
-    const int kfirst = max(0, t0 - W + 1), kend = min(T, t0 + FL_ROWS), ntiles = (kend - kfirst + KB - 1) / KB;
-    stage(Qs, LD, qkv, hq, b, t0, FL_ROWS, T);
-    stage(dOs, LD, dout, ho, b, t0, FL_ROWS, T);
+    const int kfirst = max(0, t0 - W + 1), kend = min(qlim, t0 + FL_ROWS), ntiles = (kend - kfirst + KB - 1) / KB;
+    stage(Qs, LD, qkv, hq, b, t0, FL_ROWS, T, qlim);
+    stage(dOs, LD, dout, ho, b, t0, FL_ROWS, T, qlim);
     auto stage_kv = [&](int i, int buf) {
-        stage(Ks + buf * KB * LD, LD, qkv, hk, b, kfirst + i * KB, KB, T);
-        stage(Vs + buf * KB * LD, LD, qkv, hv, b, kfirst + i * KB, KB, T);
+        stage(Ks + buf * KB * LD, LD, qkv, hk, b, kfirst + i * KB, KB, T, kend);
+        stage(Vs + buf * KB * LD, LD, qkv, hv, b, kfirst + i * KB, KB, T, kend);
     };
     stage_kv(0, 0);
     cp_async_commit();
@@ -313,7 +318,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
     for (int r = warp; r < FL_ROWS; r += FL_WARPS) {
         const int q = t0 + r;
         float acc = 0.f;
-        if (q < T)
+        if (q < qlim)
             for (int c = lane; c < hd; c += 32) {
                 const size_t at = ((size_t)b * T + q) * D + j * hd + c;
                 acc += __half2float(dout[at]) * __half2float(o16[at]);
@@ -321,7 +326,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
         acc = warp_sum(acc);
         if (lane == 0) {
             del_s[r] = acc;
-            if (q < T) delta[head + q] = acc;
+            if (q < qlim) delta[head + q] = acc;
         }
     }
     const int q0 = t0 + 16 * warp;
@@ -333,12 +338,12 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int q = q0 + g + 8 * h;
-        lq[h] = q < T ? __ldg(lse + head + q) * FL_LOG2E : 0.f;
+        lq[h] = q < qlim ? __ldg(lse + head + q) * FL_LOG2E : 0.f;
         dl[h] = del_s[16 * warp + g + 8 * h];
     }
     for (int it = 0; it < ntiles; it++) {
         const int kb = kfirst + it * KB, buf = tile_ready<ST>(it, ntiles, stage_kv);
-        if (q0 < T && kb <= q0 + 15 && kb + KB > q0 - W + 1) {
+        if (q0 < qlim && kb <= q0 + 15 && kb + KB > q0 - W + 1) {
             const __half *Kt = Ks + buf * KB * LD, *Vt = Vs + buf * KB * LD;
             float s[2 * NT][4], dp[2 * NT][4];
 #pragma unroll
@@ -347,7 +352,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
                 for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.f;
             scores<HM, NT>(s, Qs + 16 * warp * LD, Kt, LD, hdp, lane);
             scores<HM, NT>(dp, dOs + 16 * warp * LD, Vt, LD, hdp, lane);
-            const bool full = kb >= q0 + 16 - W && kb + KB <= q0 + 1 && kb + KB <= T;
+            const bool full = kb >= q0 + 16 - W && kb + KB <= q0 + 1 && kb + KB <= kend;
 #pragma unroll
             for (int n = 0; n < 2 * NT; n++)
 #pragma unroll
@@ -355,7 +360,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
                         const int q = q0 + g + 8 * h;
-                        const bool ok = full || in_window(q, kb + 8 * n + c2 + e, W, T);
+                        const bool ok = full || in_window(q, kb + 8 * n + c2 + e, W, qlim);
                         const float pv = ok ? exp2f(s[n][2 * h + e] * sc2 - lq[h]) : 0.f;
                         dp[n][2 * h + e] = pv * (dp[n][2 * h + e] - dl[h]) * sc;
                     }
@@ -366,9 +371,9 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
         }
         __syncthreads();
     }
-    if (q0 >= T) return;
+    if (q0 >= qlim) return;
     const float one[2] = { 1.f, 1.f };
-    store_rows<HM>(dqkv, dqkv16, dq, one, b, q0, T, (size_t)3 * D, j * hd, hd, lane);
+    store_rows<HM>(dqkv, dqkv16, dq, one, b, q0, T, qlim, (size_t)3 * D, j * hd, hd, lane);
 }
 
 // ---- backward, key side ----
@@ -377,7 +382,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
 template <int HM, int KB, int ST, int MODE>
 __global__ void __launch_bounds__(FL_WARPS * 32)
     attention_backward_key_flash(float *dqkv, __half *dqkv16, const float *delta, const __half *dout, const float *lse,
-                                 const __half *qkv, int T, int D, int H, int W, int hd, int qoff)
+                                 const __half *qkv, int T, int D, int H, int W, int hd, int qoff, int qlim)
 {
     constexpr int LD = HM + 8, NT = KB / 16;
     constexpr bool DV = MODE != 2, DK = MODE != 1;
@@ -390,16 +395,17 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
     const head_cols ho = { D, j * hd, hd, vec };
     const size_t head = ((size_t)b * H + j) * T;
     zero_pad(Ks, LD, 2 * FL_ROWS + 2 * ST * KB, hd, hdp);
-    // the queries that see the block's keys: [kb0, kb0 + 64 + W − 1) ∩ [0,T)
-    const int qend = min(T, kb0 + FL_ROWS + W - 1), ntiles = (qend - kb0 + KB - 1) / KB;
-    stage(Ks, LD, qkv, hk, b, kb0, FL_ROWS, T);
-    if (DK) stage(Vs, LD, qkv, hv, b, kb0, FL_ROWS, T);
+    // the launch's keys are [qoff, qlim); the block's, [kb0, kend), are seen by the queries
+    // [kb0, kend + W − 1) ∩ [0,T) (the op declares the same: ops_top_gpu.c, query_last)
+    const int kend = min(qlim, kb0 + FL_ROWS), qend = min(T, kend + W - 1), ntiles = (qend - kb0 + KB - 1) / KB;
+    stage(Ks, LD, qkv, hk, b, kb0, FL_ROWS, T, kend);
+    if (DK) stage(Vs, LD, qkv, hv, b, kb0, FL_ROWS, T, kend);
     auto stage_q = [&](int i, int buf) { // the queries' q, dO, lse (base 2) and δ
         const int qb = kb0 + i * KB;
-        stage(Qt + buf * KB * LD, LD, qkv, hq, b, qb, KB, T);
-        stage(dOt + buf * KB * LD, LD, dout, ho, b, qb, KB, T);
-        stage_vec(lse_s + buf * KB, lse + head, qb, KB, T, FL_LOG2E);
-        if (DK) stage_vec(del_s + buf * KB, delta + head, qb, KB, T, 1.f);
+        stage(Qt + buf * KB * LD, LD, qkv, hq, b, qb, KB, T, qend);
+        stage(dOt + buf * KB * LD, LD, dout, ho, b, qb, KB, T, qend);
+        stage_vec(lse_s + buf * KB, lse + head, qb, KB, qend, FL_LOG2E);
+        if (DK) stage_vec(del_s + buf * KB, delta + head, qb, KB, qend, 1.f);
     };
     stage_q(0, 0);
     cp_async_commit();
@@ -414,7 +420,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
     for (int it = 0; it < ntiles; it++) {
         const int qb = kb0 + it * KB, buf = tile_ready<ST>(it, ntiles, stage_q);
         // the warp's keys k0 .. k0+15 are seen by queries k0 .. k0 + 15 + W − 1
-        if (k0 < T && qb <= k0 + 15 + W - 1 && qb + KB > k0) {
+        if (k0 < kend && qb <= k0 + 15 + W - 1 && qb + KB > k0) {
             const __half *Qb = Qt + buf * KB * LD, *dOb = dOt + buf * KB * LD;
             const float *ls = lse_s + buf * KB, *ds_ = del_s + buf * KB;
             float s[2 * NT][4], dp[DK ? 2 * NT : 1][4];
@@ -427,7 +433,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
                 scores<HM, NT>(dp, Vs + 16 * warp * LD, dOb, LD, hdp, lane);
             }
             // every (key, query) pair of the tile in the window: q ≥ k + 15, q ≤ k + W − 1 for all 16 keys
-            const bool full = qb >= k0 + 15 && qb + KB - 1 <= k0 + W - 1 && qb + KB <= T && k0 + 16 <= T;
+            const bool full = qb >= k0 + 15 && qb + KB - 1 <= k0 + W - 1 && qb + KB <= qend && k0 + 16 <= kend;
 #pragma unroll
             for (int n = 0; n < 2 * NT; n++)
 #pragma unroll
@@ -437,7 +443,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
                         const int k = k0 + g + 8 * h;
-                        const bool ok = full || (in_window(q, k, W, T) && k < T);
+                        const bool ok = full || (in_window(q, k, W, qend) && k < kend);
                         const float pv = ok ? exp2f(s[n][2 * h + e] * sc2 - lq) : 0.f;
                         s[n][2 * h + e] = pv;
                         if (DK) dp[n][2 * h + e] = pv * (dp[n][2 * h + e] - ds_[col]) * sc;
@@ -458,10 +464,10 @@ __global__ void __launch_bounds__(FL_WARPS * 32)
         }
         __syncthreads();
     }
-    if (k0 >= T) return;
+    if (k0 >= kend) return;
     const float one[2] = { 1.f, 1.f };
-    if (DK) store_rows<HM>(dqkv, dqkv16, dk, one, b, k0, T, (size_t)3 * D, D + j * hd, hd, lane);
-    if (DV) store_rows<HM>(dqkv, dqkv16, dv, one, b, k0, T, (size_t)3 * D, 2 * D + j * hd, hd, lane);
+    if (DK) store_rows<HM>(dqkv, dqkv16, dk, one, b, k0, T, kend, (size_t)3 * D, D + j * hd, hd, lane);
+    if (DV) store_rows<HM>(dqkv, dqkv16, dv, one, b, k0, T, kend, (size_t)3 * D, 2 * D + j * hd, hd, lane);
 }
 
 // ---- launchers ----
@@ -470,7 +476,7 @@ template <typename Kernel, typename... Args>
 static void launch_rows(Kernel k, size_t smem, int B, int q0, int q1, int H, cudaStream_t s, Args... args)
 {
     cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    k<<<dim3(ceil_div(q1 - q0, FL_ROWS), H, B), FL_WARPS * 32, smem, s>>>(args..., q0);
+    k<<<dim3(ceil_div(q1 - q0, FL_ROWS), H, B), FL_WARPS * 32, smem, s>>>(args..., q0, q1);
     LAUNCH_CHECK();
 }
 

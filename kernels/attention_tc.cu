@@ -35,13 +35,15 @@ static __host__ __device__ int band_tiles(int W) { return (W + 15 + 15) / 16; }
 // Rows a block stages: warp w reads rows [16w, 16w + 16·KT).
 static __host__ __device__ int staged_rows(int KT) { return 16 * (ATT_WARPS - 1) + 16 * KT; }
 
-// rows [base, base+rows) of a [B,T,·] FP16 tensor's head-j columns (col0 + j·HD), zeros outside [0,T).
+// rows [base, base+rows) of a [B,T,·] FP16 tensor's head-j columns (col0 + j·HD), zeros outside [0,lim),
+// lim ≤ T: past the rows the launch may read (a wavefront chunk's later rows hold another step's values,
+// any bits at all) it stages zeros, so no 0 · NaN reaches a product.
 // 16-byte loads, STAGE_BATCH of them in flight per thread before any store: a
 // load-store loop would wait one memory latency per vector (the compiler
 // cannot move a global load above a store through a generic pointer).
 #define STAGE_BATCH 4
 __device__ __forceinline__ void stage_rows(__half *dst, const __half *__restrict__ src, int row_stride, int col0, int b,
-                                           int base, int rows, int T)
+                                           int base, int rows, int T, int lim)
 {
     constexpr int VPR = HD / 8; // 16-byte vectors per row
     const int nvec = rows * VPR;
@@ -50,7 +52,7 @@ __device__ __forceinline__ void stage_rows(__half *dst, const __half *__restrict
 #pragma unroll
         for (int u = 0; u < STAGE_BATCH; u++) {
             const int i = i0 + u * blockDim.x, t = base + i / VPR;
-            const bool ok = i < nvec && t >= 0 && t < T;
+            const bool ok = i < nvec && t >= 0 && t < lim;
             v[u] = ok ? __ldg((const uint4 *)(src + ((size_t)b * T + t) * row_stride + col0 + (i % VPR) * 8))
                       : make_uint4(0u, 0u, 0u, 0u);
         }
@@ -271,15 +273,16 @@ __device__ __forceinline__ void key_tile_grads(float s[2][4], float dp[2][4], in
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     attention_forward_mma(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int T, int D, int H, int W,
-                          int qoff)
+                          int qoff, int qlim)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
     __half *Q = (__half *)sm, *K = Q + QB * LDH, *V = K + RS * LDH;
     const int t0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
-    stage_rows(Q, qkv, 3 * D, j * HD, b, t0, QB, T);
-    stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T);
-    stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T);
+    const int kend = min(qlim, t0 + QB); // the block's keys end with its last query: rows past it stage as zeros
+    stage_rows(Q, qkv, 3 * D, j * HD, b, t0, QB, T, qlim);
+    stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T, kend);
+    stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T, kend);
     __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int q0 = t0 + 16 * warp;
@@ -302,16 +305,17 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     attention_backward_query_mma(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
-                                 const __half *qkv, int T, int D, int H, int W, int qoff)
+                                 const __half *qkv, int T, int D, int H, int W, int qoff, int qlim)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
     __half *Q = (__half *)sm, *dO = Q + QB * LDH, *K = dO + QB * LDH, *V = K + RS * LDH;
     const int t0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
-    stage_rows(Q, qkv, 3 * D, j * HD, b, t0, QB, T);
-    stage_rows(dO, dout, D, j * HD, b, t0, QB, T);
-    stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T);
-    stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T);
+    const int kend = min(qlim, t0 + QB); // the block's keys end with its last query: rows past it stage as zeros
+    stage_rows(Q, qkv, 3 * D, j * HD, b, t0, QB, T, qlim);
+    stage_rows(dO, dout, D, j * HD, b, t0, QB, T, qlim);
+    stage_rows(K, qkv, 3 * D, D + j * HD, b, t0 - W + 1, RS, T, kend);
+    stage_rows(V, qkv, 3 * D, 2 * D + j * HD, b, t0 - W + 1, RS, T, kend);
     __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
     const int q0 = t0 + 16 * warp;
@@ -360,20 +364,22 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
     attention_backward_key_mma(float *dqkv, __half *dqkv16, const float *delta, const __half *dout, const float *lse,
-                               const __half *qkv, int T, int D, int H, int W, int qoff)
+                               const __half *qkv, int T, int D, int H, int W, int qoff, int qlim)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT);
     __half *Ks = (__half *)sm, *Vs = Ks + QB * LDH, *Q = Vs + QB * LDH, *dO = Q + RS * LDH;
     float *lse_s = (float *)(dO + RS * LDH), *delta_s = lse_s + RS;
     const int kb0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    // the block's keys [kb0, kend) are seen by queries up to qend (ops_top_gpu.c declares the same); past them, zeros
+    const int kend = min(qlim, kb0 + QB), qend = min(T, kend + W - 1);
     const size_t head = ((size_t)b * H + j) * T;
-    stage_rows(Ks, qkv, 3 * D, D + j * HD, b, kb0, QB, T);
-    stage_rows(Vs, qkv, 3 * D, 2 * D + j * HD, b, kb0, QB, T);
-    stage_rows(Q, qkv, 3 * D, j * HD, b, kb0, RS, T);
-    stage_rows(dO, dout, D, j * HD, b, kb0, RS, T);
+    stage_rows(Ks, qkv, 3 * D, D + j * HD, b, kb0, QB, T, kend);
+    stage_rows(Vs, qkv, 3 * D, 2 * D + j * HD, b, kb0, QB, T, kend);
+    stage_rows(Q, qkv, 3 * D, j * HD, b, kb0, RS, T, qend);
+    stage_rows(dO, dout, D, j * HD, b, kb0, RS, T, qend);
     for (int r = threadIdx.x; r < RS; r += blockDim.x) {
-        const bool in = kb0 + r < T; // queries past the end are masked below
+        const bool in = kb0 + r < qend; // queries past the end are masked below
         lse_s[r] = in ? __ldg(lse + head + kb0 + r) : 0.f;
         delta_s[r] = in ? __ldg(delta + head + kb0 + r) : 0.f;
     }
@@ -415,12 +421,13 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB)
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     attention_forward_mma_wide(float *o32, __half *o16, float *p, float *lse, const __half *qkv, int T, int D, int H,
-                               int W, int nch, int qoff)
+                               int W, int nch, int qoff, int qlim)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT), hd = HD * nch;
     __half *Q = (__half *)sm, *K = Q + QB * LDH, *V = K + RS * LDH;
     const int t0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const int kend = min(qlim, t0 + QB); // the block's keys end with its last query: rows past it stage as zeros
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int q0 = t0 + 16 * warp;
     const bool active = q0 < T; // inactive warps still stage and meet the barriers
@@ -429,9 +436,9 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     for (int n = 0; n < 2 * KT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
     for (int c = 0; c < nch; c++) {
         if (c) __syncthreads();
-        stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, t0, QB, T);
-        stage_rows(K, qkv, 3 * D, D + j * hd + c * HD, b, t0 - W + 1, RS, T);
-        if (c == nch - 1) stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T);
+        stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, t0, QB, T, qlim);
+        stage_rows(K, qkv, 3 * D, D + j * hd + c * HD, b, t0 - W + 1, RS, T, kend);
+        if (c == nch - 1) stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T, kend);
         __syncthreads();
         if (active) {
             band_scores_acc<KT>(s, Q + 16 * warp * LDH, K, 16 * warp, lane);
@@ -448,7 +455,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     for (int c = nch - 1; c >= 0; c--) {
         if (c < nch - 1) {
             __syncthreads();
-            stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T);
+            stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T, kend);
             __syncthreads();
         }
         if (active) {
@@ -462,12 +469,13 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
 template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     attention_backward_query_mma_wide(float *dqkv, __half *dqkv16, float *delta, const __half *dout, const float *lse,
-                                      const __half *qkv, int T, int D, int H, int W, int nch, int qoff)
+                                      const __half *qkv, int T, int D, int H, int W, int nch, int qoff, int qlim)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT), hd = HD * nch;
     __half *Q = (__half *)sm, *dO = Q + QB * LDH, *K = dO + QB * LDH, *V = K + RS * LDH;
     const int t0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    const int kend = min(qlim, t0 + QB); // the block's keys end with its last query: rows past it stage as zeros
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
     const int q0 = t0 + 16 * warp;
     const bool active = q0 < T;
@@ -478,10 +486,10 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
         for (int e = 0; e < 4; e++) d[n][e] = sb[n][e] = 0.f;
     for (int c = 0; c < nch; c++) {
         if (c) __syncthreads();
-        stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, t0, QB, T);
-        stage_rows(dO, dout, D, j * hd + c * HD, b, t0, QB, T);
-        stage_rows(K, qkv, 3 * D, D + j * hd + c * HD, b, t0 - W + 1, RS, T);
-        stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T);
+        stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, t0, QB, T, qlim);
+        stage_rows(dO, dout, D, j * hd + c * HD, b, t0, QB, T, qlim);
+        stage_rows(K, qkv, 3 * D, D + j * hd + c * HD, b, t0 - W + 1, RS, T, kend);
+        stage_rows(V, qkv, 3 * D, 2 * D + j * hd + c * HD, b, t0 - W + 1, RS, T, kend);
         __syncthreads();
         if (active) {
             band_scores_acc<KT>(d, dO + 16 * warp * LDH, V, 16 * warp, lane);
@@ -519,7 +527,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     for (int c = nch - 1; c >= 0; c--) {
         if (c < nch - 1) {
             __syncthreads();
-            stage_rows(K, qkv, 3 * D, D + j * hd + c * HD, b, t0 - W + 1, RS, T);
+            stage_rows(K, qkv, 3 * D, D + j * hd + c * HD, b, t0 - W + 1, RS, T, kend);
             __syncthreads();
         }
         if (active) {
@@ -534,16 +542,18 @@ template <int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     attention_backward_key_mma_wide(float *dqkv, __half *dqkv16, const float *delta, const __half *dout,
                                     const float *lse, const __half *qkv, int T, int D, int H, int W, int nch,
-                                    int qoff)
+                                    int qoff, int qlim)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     const int RS = staged_rows(KT), hd = HD * nch;
     __half *Ks = (__half *)sm, *Vs = Ks + QB * LDH, *Q = Vs + QB * LDH, *dO = Q + RS * LDH;
     float *lse_s = (float *)(dO + RS * LDH), *delta_s = lse_s + RS;
     const int kb0 = qoff + blockIdx.x * QB, j = blockIdx.y, b = blockIdx.z;
+    // the block's keys [kb0, kend) are seen by queries up to qend (ops_top_gpu.c declares the same); past them, zeros
+    const int kend = min(qlim, kb0 + QB), qend = min(T, kend + W - 1);
     const size_t head = ((size_t)b * H + j) * T;
     for (int r = threadIdx.x; r < RS; r += blockDim.x) {
-        const bool in = kb0 + r < T;
+        const bool in = kb0 + r < qend;
         lse_s[r] = in ? __ldg(lse + head + kb0 + r) : 0.f;
         delta_s[r] = in ? __ldg(delta + head + kb0 + r) : 0.f;
     }
@@ -557,10 +567,10 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
         for (int e = 0; e < 4; e++) sb[n][e] = dp[n][e] = 0.f;
     for (int c = 0; c < nch; c++) {
         if (c) __syncthreads();
-        stage_rows(Ks, qkv, 3 * D, D + j * hd + c * HD, b, kb0, QB, T);
-        stage_rows(Vs, qkv, 3 * D, 2 * D + j * hd + c * HD, b, kb0, QB, T);
-        stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, kb0, RS, T);
-        stage_rows(dO, dout, D, j * hd + c * HD, b, kb0, RS, T);
+        stage_rows(Ks, qkv, 3 * D, D + j * hd + c * HD, b, kb0, QB, T, kend);
+        stage_rows(Vs, qkv, 3 * D, 2 * D + j * hd + c * HD, b, kb0, QB, T, kend);
+        stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, kb0, RS, T, qend);
+        stage_rows(dO, dout, D, j * hd + c * HD, b, kb0, RS, T, qend);
         __syncthreads();
         if (active) {
             band_scores_acc<KT>(sb, Ks + 16 * warp * LDH, Q, 16 * warp, lane);
@@ -580,8 +590,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_MINB_WIDE)
     for (int c = nch - 1; c >= 0; c--) {
         if (c < nch - 1) {
             __syncthreads();
-            stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, kb0, RS, T);
-            stage_rows(dO, dout, D, j * hd + c * HD, b, kb0, RS, T);
+            stage_rows(Q, qkv, 3 * D, j * hd + c * HD, b, kb0, RS, T, qend);
+            stage_rows(dO, dout, D, j * hd + c * HD, b, kb0, RS, T, qend);
             __syncthreads();
         }
         if (active) {
@@ -631,7 +641,7 @@ template <typename Kernel, typename... Args>
 static void launch_band(Kernel k, size_t smem, int B, int q0, int q1, int H, cudaStream_t s, Args... args)
 {
     cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    k<<<dim3(ceil_div(q1 - q0, QB), H, B), ATT_WARPS * 32, smem, s>>>(args..., q0);
+    k<<<dim3(ceil_div(q1 - q0, QB), H, B), ATT_WARPS * 32, smem, s>>>(args..., q0, q1);
     LAUNCH_CHECK();
 }
 

@@ -371,8 +371,9 @@ void launch_attention_backward_tc(int kernel, float *dqkv, void *dqkv16, float *
 /* The same on the queries (forward, the backward's dq and δ) and keys (dk,
  * dv) of a time window [q0, q1) of every sequence; q0 a multiple of
  * ATTENTION_TC_BLOCK, q1 too or T. The forward reads k, v from q0 - W + 1
- * on; the backward's keys read the queries up to q1 + W - 2 (their dO, lse
- * and delta), so windows after this one run their backward first. */
+ * on and no row from q1 on; the backward's keys read the queries up to
+ * q1 + W - 2 (their dO, lse and delta) and nothing past them, so windows
+ * after this one run their backward first. */
 #define ATTENTION_TC_BLOCK 64
 void launch_attention_forward_tc_window(int kernel, float *o32, void *o16, float *p, float *lse, const void *qkv16,
                                         int B, int T, int D, int H, int W, int q0, int q1, cudaStream_t s);

@@ -38,11 +38,25 @@ static void ref_attention_lse(float *lse, const float *qkv, int B, int T, int D,
 }
 
 
+/* src's [B,T,width] FP16 rows into dst, with rows [from, T) of each sequence
+ * NaN: what a wavefront chunk's launch finds past the rows it may read
+ * (another step's values, or any bits at all). */
+static void *poisoned_rows(void *dst, const void *src, int B, int T, int width, int from)
+{
+    const size_t row = (size_t)width * 2;
+    cudaCheck(cudaMemcpy(dst, src, row * B * T, cudaMemcpyDeviceToDevice));
+    if (from < T) cudaCheck(cudaMemset2D((char *)dst + row * from, row * T, 0xff, row * (T - from), B));
+    return dst;
+}
+
 /* The tensor-core kernels again in time windows of ATTENTION_TC_BLOCK
  * queries, as the wavefront runs them (the forward in time order, the
  * backward from the last window), into fresh buffers: o (FP32, and FP16 as
  * the step keeps it, against a whole launch that writes it), lse and the
- * FP16 dqkv must be the whole launch's bit for bit. */
+ * FP16 dqkv must be the whole launch's bit for bit. Each window's launch
+ * sees NaN in every row past those its op declares (ops_top_gpu.c): the
+ * forward's q, k, v from its last query on, the backward's q, k, v and dO
+ * from the last query that sees its keys (t1 + W − 1) on. */
 static void window_check(stage *st, int kernel, const void *dq16, const void *ddo16, const float *whole_o,
                          const float *whole_lse, const float *whole_d16, int B, int T, int D, int H, int W)
 {
@@ -50,22 +64,28 @@ static void window_check(stage *st, int kernel, const void *dq16, const void *dd
     const size_t MD = (size_t)B * T * D, PH = (size_t)B * H * T;
     float *o = dev_f32(NULL, MD), *lse = dev_f32(NULL, PH), *delta = dev_f32(NULL, PH), *lse1 = dev_f32(NULL, PH);
     void *d16 = dev_f16(NULL, 3 * MD), *o16 = dev_f16(NULL, MD), *o16_whole = dev_f16(NULL, MD);
+    void *pq16 = dev_f16(NULL, 3 * MD), *pdo16 = dev_f16(NULL, MD);
     launch_attention_forward_tc(kernel, NULL, o16_whole, NULL, lse1, dq16, B, T, D, H, W, 0);
-    for (int t0 = 0; t0 < T; t0 += C)
-        launch_attention_forward_tc_window(kernel, o, o16, NULL, lse, dq16, B, T, D, H, W, t0, t0 + C < T ? t0 + C : T,
-                                           0);
-    for (int t0 = (T - 1) / C * C; t0 >= 0; t0 -= C)
-        launch_attention_backward_tc_window(kernel, NULL, d16, delta, ddo16, o16, lse, dq16, B, T, D, H, W, t0,
-                                            t0 + C < T ? t0 + C : T, 0);
+    for (int t0 = 0; t0 < T; t0 += C) {
+        const int t1 = t0 + C < T ? t0 + C : T;
+        launch_attention_forward_tc_window(kernel, o, o16, NULL, lse, poisoned_rows(pq16, dq16, B, T, 3 * D, t1), B,
+                                           T, D, H, W, t0, t1, 0);
+    }
+    for (int t0 = (T - 1) / C * C; t0 >= 0; t0 -= C) {
+        const int t1 = t0 + C < T ? t0 + C : T, last = t1 + W - 1 < T ? t1 + W - 1 : T;
+        launch_attention_backward_tc_window(kernel, NULL, d16, delta, poisoned_rows(pdo16, ddo16, B, T, D, last), o16,
+                                            lse, poisoned_rows(pq16, dq16, B, T, 3 * D, last), B, T, D, H, W, t0, t1,
+                                            0);
+    }
     float *go = get_f32(o, MD), *gl = get_f32(lse, PH), *gd = get_f16(d16, 3 * MD);
     float *go16 = get_f16(o16, MD), *gw16 = get_f16(o16_whole, MD);
-    char what[96];
-    snprintf(what, sizeof(what), "windows of %d: o, lse, dqkv FP16 bit for bit (%s, hd %d, T %d, W %d)", C,
-             kernel == ATTN_TC_TILED ? "tiled" : "band", D / H, T, W);
+    char what[112];
+    snprintf(what, sizeof(what), "windows of %d, NaN past their rows: o, lse, dqkv FP16 bit for bit (%s, hd %d, T %d, W %d)",
+             C, kernel == ATTN_TC_TILED ? "tiled" : "band", D / H, T, W);
     check_flag(st, what, memcmp(go, whole_o, 4 * MD) == 0 && memcmp(go16, gw16, 4 * MD) == 0 &&
                              memcmp(gl, whole_lse, 4 * PH) == 0 && memcmp(gd, whole_d16, 12 * MD) == 0);
     FREE_ALL(go, gl, gd, go16, gw16);
-    DFREE_ALL(o, lse, delta, d16, o16, o16_whole, lse1);
+    DFREE_ALL(o, lse, delta, d16, o16, o16_whole, lse1, pq16, pdo16);
 }
 
 /* One case: B sequences of T tokens, H heads of D / H, window W, on the
