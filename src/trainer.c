@@ -470,7 +470,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
             if (r.lead)
                 fprintf(stderr, "catchat: stopped by %s after step %ld; checkpoint written. Resume with:\n"
                                 "  %s train --resume %s/%s\n",
-                        res->stopped_by == SIGINT ? "SIGINT" : res->stopped_by == SIGTERM ? "SIGTERM" : "a signal",
+                        cc_signal_name(res->stopped_by),
                         st.step, o->prog ? o->prog : "catchat", cfg->out_dir, CC_CHECKPOINT_NAME);
             break;
         }

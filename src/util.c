@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -228,4 +229,9 @@ int cc_hex_decode(const char *hex, char *out, size_t cap)
     }
     out[n / 2] = 0;
     return 0;
+}
+
+const char *cc_signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
 }

@@ -65,8 +65,8 @@ in_write() { for _ in $(seq 400); do [ -e "$1/checkpoint.safetensors.tmp.$2" ] &
 # steps_past DIR N: wait (up to 30 s) until DIR's telemetry has a step after N
 steps_past() { for _ in $(seq 300); do [ "$(tail -1 "$1/telemetry.csv" 2>/dev/null | cut -d, -f1)" -gt "$2" ] 2>/dev/null && return; sleep 0.1; done; }
 
-# ---- 1. SIGINT / SIGTERM: the step in flight finishes, a checkpoint is written, 130/143 ----
-for sig in INT TERM; do
+# ---- 1. SIGINT / SIGTERM / SIGHUP / SIGUSR1: the step in flight finishes, a checkpoint is written, 128 + N ----
+for sig in INT TERM HUP USR1; do
   out="$tmp/sig_$sig"
   "$bin" train "${tiny[@]}" --set max_steps=100000 --set checkpoint_interval=0 --set eval_interval=0 \
     --set out_dir="$out" >"$tmp/sig.out" 2>"$tmp/sig.err" &
@@ -76,7 +76,7 @@ for sig in INT TERM; do
   watchdog $pid
   wait $pid
   rc=$?
-  want=$([ $sig = INT ] && echo 130 || echo 143)
+  want=$((128 + $(kill -l $sig)))
   if [ $rc -ne "$want" ]; then bad "SIG$sig: exit $rc, want $want: $(cat "$tmp/sig.err")"
   elif [ ! -f "$out/checkpoint.safetensors" ]; then bad "SIG$sig: no checkpoint"
   elif ! grep -qF "$bin train --resume $out/checkpoint.safetensors" "$tmp/sig.err"; then # the program as run
@@ -103,6 +103,7 @@ pid=$!
 steps_past "$out" 4 # training, past the step it resumed
 kill -INT $pid
 in_write "$out" $pid
+sleep 1.2 # a second request: a signal within a second of the first is the same one
 kill -INT $pid
 t0=$(date +%s)
 watchdog $pid
@@ -300,24 +301,26 @@ pid=$!
 for _ in $(seq 100); do [ -s "$tmp/sig3/telemetry.csv" ] && break; sleep 0.1; done
 kill -INT $pid
 in_write "$tmp/sig3" $pid # the first checkpoint's
+sleep 1.2
 kill -INT $pid
 watchdog $pid
 wait $pid
 rc=$?
 if [ $rc -ne 130 ]; then bad "second SIGINT before a checkpoint: exit $rc"
 elif [ "$(grep -c . "$tmp/sig3.err")" -ne 2 ] ||
-     ! grep -q "^catchat: SIGINT: stopping after the step in flight, with a checkpoint (another Ctrl-C stops at once)$" "$tmp/sig3.err" ||
+     ! grep -q "^catchat: SIGINT: stopping after the step in flight, with a checkpoint (another Ctrl-C, a second or more later, stops at once)$" "$tmp/sig3.err" ||
      ! grep -q "second SIGINT: stopped at once; nothing was saved (no checkpoint had been written yet)" "$tmp/sig3.err"; then
   bad "second SIGINT before a checkpoint: $(cat "$tmp/sig3.err")"
 else ok; fi
 # after a checkpoint: the second SIGINT names it and its step
-CATCHAT_TEST_WRITE_DELAY_US=100000 "$bin" train "${tiny[@]}" --set out_dir="$tmp/sig4" --set max_steps=100000 \
+CATCHAT_TEST_WRITE_DELAY_US=200000 "$bin" train "${tiny[@]}" --set out_dir="$tmp/sig4" --set max_steps=100000 \
   --set checkpoint_interval=2 --set eval_interval=0 >/dev/null 2>"$tmp/sig4.err" &
 pid=$!
 for _ in $(seq 200); do [ -f "$tmp/sig4/checkpoint.safetensors" ] && break; sleep 0.1; done
 steps_past "$tmp/sig4" 2 # past the first checkpoint's write, into the steps after it
 kill -INT $pid
 in_write "$tmp/sig4" $pid # the stop's checkpoint (or a periodic one: the message names what is saved)
+sleep 1.2
 kill -INT $pid
 watchdog $pid
 wait $pid
@@ -498,14 +501,15 @@ grep -q "note: $tmp/cut/telemetry.csv ends at step 3 and a torn row, the run res
 [ "$(cut -d, -f1 "$tmp/cut/telemetry.csv" | tr '\n' ' ')" = "step 1 2 3 7 8 " ] || bad "cut telemetry rows: $(cut -d, -f1 "$tmp/cut/telemetry.csv" | tr '\n' ' ')"
 
 # ---- 30. no room for the checkpoint: the error says what is on disk (RLIMIT_FSIZE stands in for a full disk) ----
-(ulimit -f 200; trap '' XFSZ; exec "$bin" train "${tiny[@]}" --set out_dir="$tmp/full" --set max_steps=2 \
+(ulimit -f 200; exec "$bin" train "${tiny[@]}" --set out_dir="$tmp/full" --set max_steps=2 \
   --set eval_interval=0) >/dev/null 2>"$tmp/err" && bad "a checkpoint past the size limit: exit 0"
 grep -q "cannot write '$tmp/full/checkpoint\(_best\)\?.safetensors.tmp.[0-9]*': File too large (there was no earlier '$tmp/full/checkpoint\(_best\)\?.safetensors': nothing is saved)" \
   "$tmp/err" || bad "no room, first checkpoint: $(cat "$tmp/err")"
-(ulimit -f 200; trap '' XFSZ; exec "$bin" train --resume "$tmp/cut/checkpoint.safetensors" --set max_steps=9 --quiet \
+(ulimit -f 200; exec "$bin" train --resume "$tmp/cut/checkpoint.safetensors" --set max_steps=9 --quiet \
   --sample-tokens 0) >/dev/null 2>"$tmp/err" && bad "a resumed checkpoint past the size limit: exit 0"
 grep -q "File too large (the earlier '$tmp/cut/checkpoint\(_best\)\?.safetensors' is kept, unchanged)" "$tmp/err" ||
   bad "no room, a later checkpoint: $(cat "$tmp/err")"
+ls "$tmp/full" "$tmp/cut" | grep -q '\.tmp\.' && bad "a file past the size limit left its temporary file" || ok
 
 # ---- 31. the GPU-sized default planned on the CPU says how long it would take, before the first step ----
 "$bin" train --set device=cpu --set train="$tmp/train.txt" --set val="$tmp/val.txt" --set out_dir="$tmp/big" --quiet \
@@ -525,5 +529,45 @@ grep -q "^catchat train: paused (--steps) after step 2 " "$tmp/out" && grep -q "
 "$bin" train --resume "$tmp/pause/checkpoint.safetensors" --quiet --sample-tokens 0 >"$tmp/out" 2>&1 || bad "resume, quiet"
 grep -q "^resumed from $tmp/pause/checkpoint.safetensors at step 2" "$tmp/out" || bad "--quiet hid the resume line: $(cat "$tmp/out")"
 grep -q "^catchat train: done after step 6 " "$tmp/out" || bad "the resumed run's end: $(cat "$tmp/out")"
+
+# ---- 33. signals that come together are one request; output that goes away; SIGHUP under nohup ----
+# timeout(1) signals its child, then its process group: two SIGTERMs at once, one stop with a checkpoint
+timeout --preserve-status -s TERM 4 "$bin" train "${tiny[@]}" --set out_dir="$tmp/tmo" --set max_steps=100000 \
+  --set checkpoint_interval=0 --set eval_interval=0 >/dev/null 2>"$tmp/tmo.err"
+rc=$?
+[ $rc -eq 143 ] && [ -f "$tmp/tmo/checkpoint.safetensors" ] && ! grep -q "stopped at once" "$tmp/tmo.err" && ok ||
+  bad "timeout -s TERM: exit $rc: $(cat "$tmp/tmo.err")"
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/twice" --set max_steps=100000 --set checkpoint_interval=0 \
+  --set eval_interval=0 >/dev/null 2>"$tmp/twice.err" &
+pid=$!
+steps_past "$tmp/twice" 2
+kill -TERM $pid; kill -TERM $pid; kill -TERM $pid
+watchdog $pid
+wait $pid
+rc=$?
+[ $rc -eq 143 ] && [ -f "$tmp/twice/checkpoint.safetensors" ] && [ "$(grep -c "SIGTERM: stopping" "$tmp/twice.err")" -eq 1 ] &&
+  ! grep -q "stopped at once" "$tmp/twice.err" && ok || bad "three SIGTERMs at once: exit $rc: $(cat "$tmp/twice.err")"
+# train piped into head: the run goes on to its end and saves (no SIGPIPE death at the first step;
+# not --quiet: a line a step, so the writes after head has gone fail)
+"$bin" train --config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt" \
+  --sample-tokens 0 --set out_dir="$tmp/pipe" --set max_steps=12 --set eval_interval=0 2>&1 | head -c 10 >/dev/null
+rc=${PIPESTATUS[0]}
+[ $rc -eq 0 ] && [ "$(tail -1 "$tmp/pipe/telemetry.csv" | cut -d, -f1)" = 12 ] && [ -f "$tmp/pipe/checkpoint.safetensors" ] &&
+  ok || bad "train | head: exit $rc"
+# SIGHUP ignored at start (nohup) stays ignored: the run goes on; SIGTERM still stops it
+(trap '' HUP; exec "$bin" train "${tiny[@]}" --set out_dir="$tmp/nohup" --set max_steps=100000 \
+  --set checkpoint_interval=0 --set eval_interval=0) >/dev/null 2>"$tmp/nohup.err" &
+pid=$!
+steps_past "$tmp/nohup" 2
+kill -HUP $pid
+sleep 1
+last=$(tail -1 "$tmp/nohup/telemetry.csv" | cut -d, -f1)
+steps_past "$tmp/nohup" "$last"
+kill -0 $pid 2>/dev/null && ok || bad "SIGHUP ignored at start: the run did not go on"
+kill -TERM $pid
+watchdog $pid
+wait $pid
+rc=$?
+[ $rc -eq 143 ] && ! grep -q SIGHUP "$tmp/nohup.err" && ok || bad "nohup run, then SIGTERM: exit $rc: $(cat "$tmp/nohup.err")"
 
 finish

@@ -16,6 +16,11 @@ int cc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Set by the fuzz harnesses: errors are still returned, not printed. */
 extern int cc_error_quiet;
 
+/* The name of a signal that stops a run ("SIGINT", "SIGTERM", "SIGHUP",
+ * "SIGUSR1"; "a signal" for any other): a constant string, safe in a
+ * signal handler. */
+const char *cc_signal_name(int sig);
+
 /* Checked allocation: exits with a one-line message naming the size. */
 void *cc_malloc(size_t bytes);
 void *cc_calloc(size_t count, size_t size);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "cli/cli.h"
 #include "catchat/checkpoint.h"
 #include "catchat/dist.h"
@@ -25,9 +26,11 @@ static const char *HELP =
     "Trains the model described by the config on [data] train, evaluating on [data] val.\n"
     "Writes <out_dir>/telemetry.csv (one row per step), <out_dir>/checkpoint.safetensors\n"
     "(every checkpoint_interval steps and at the end) and <out_dir>/sample.txt.\n"
-    "SIGINT (Ctrl-C) or SIGTERM finishes the step in flight, writes the checkpoint and exits\n"
-    "130 or 143; a second one exits at once, saying which checkpoint is saved (the last one\n"
-    "stays intact). Progress: on a terminal one line rewritten in place each step, the fields\n"
+    "SIGINT (Ctrl-C), SIGTERM, SIGHUP (a closed terminal) or SIGUSR1 (Slurm's\n"
+    "--signal) finishes the step in flight, writes the checkpoint and exits 128 + the\n"
+    "signal's number (130, 143, 129, 138). Signals within a second of the first are\n"
+    "the same request; a later one exits at once, saying which checkpoint is saved (the\n"
+    "last one stays intact). SIGHUP ignored at start (nohup) stays ignored. Progress: on a terminal one line rewritten in place each step, the fields\n"
     "that do not fit its width left off from the end (eval steps stay on screen); otherwise\n"
     "(a log file, CI) a line per step with every field.\n\n"
     "  --config F          INI file (configs/*.ini); every key has a default\n"
@@ -70,11 +73,17 @@ static const char *HELP =
     "                      (gru_forward, gru_backward, attention, model, grad_reduce, adamw), so the\n"
     "                      run is refused; nothing is remembered\n";
 
-/* First SIGINT/SIGTERM: remember it; the trainer stops after the step in
- * flight. A second: one line on what is saved, then the default action, at
- * once. The line is put together from parts made before the run, with
- * write(2) only: nothing else is safe in a handler. */
+/* First stop signal (SIGINT, SIGTERM, SIGHUP, SIGUSR1): remember it; the
+ * trainer stops after the step in flight. Signals that arrive together are
+ * that one request: timeout(1) signals its child and then its process group
+ * (two SIGTERMs microseconds apart), and a job system may repeat one. Only a
+ * signal STOP_AGAIN_NS or more after the first, a deliberate second Ctrl-C,
+ * is a second request: one line on what is saved, then the default action,
+ * at once. The line is put together from parts made before the run, with
+ * write(2) and clock_gettime(2) only: nothing else is safe in a handler. */
+#define STOP_AGAIN_NS 1000000000LL
 static volatile sig_atomic_t stop_signal = 0;
+static struct timespec stop_at; /* when the first stop signal came (the handlers block each other) */
 static volatile sig_atomic_t saved_step = 0; /* the trainer's last checkpoint of this invocation, 0: none */
 static char saved_path[CC_PATH_MAX + 64];
 static volatile sig_atomic_t resumed_step = -1; /* the step of the checkpoint resumed, -1: none */
@@ -91,10 +100,20 @@ static void say_long(long v)
     (void)w;
 }
 
+static long long ns_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)(now.tv_sec - t0->tv_sec) * 1000000000LL + (now.tv_nsec - t0->tv_nsec);
+}
+
 static void on_stop_signal(int sig)
 {
     if (stop_signal) {
-        say(sig == SIGINT ? "\ncatchat: a second SIGINT: stopped at once; " : "\ncatchat: a second signal: stopped at once; ");
+        if (ns_since(&stop_at) < STOP_AGAIN_NS) return; /* the same request, sent again at once */
+        say("\ncatchat: a second ");
+        say(sig == stop_signal ? cc_signal_name(sig) : "signal");
+        say(": stopped at once; ");
         if (saved_step > 0) {
             say("the checkpoint of step ");
             say_long(saved_step);
@@ -112,26 +131,36 @@ static void on_stop_signal(int sig)
         raise(sig);
         return;
     }
+    clock_gettime(CLOCK_MONOTONIC, &stop_at);
     stop_signal = sig;
-    say(sig == SIGINT ? "\ncatchat: SIGINT: stopping after the step in flight, with a checkpoint (another Ctrl-C stops at once)\n"
-                      : "\ncatchat: SIGTERM: stopping after the step in flight, with a checkpoint\n");
+    say("\ncatchat: ");
+    say(cc_signal_name(sig));
+    say(sig == SIGINT ? ": stopping after the step in flight, with a checkpoint (another Ctrl-C, a second or more "
+                        "later, stops at once)\n"
+                      : ": stopping after the step in flight, with a checkpoint\n");
 }
 
+/* A signal ignored at start (a background job of a script: SIGINT; nohup:
+ * SIGHUP) stays ignored, as shells and Python do; SIGTERM and SIGUSR1 are
+ * always stop requests. */
 static void catch_stop_signals(void)
 {
+    const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGUSR1 };
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    /* A SIGINT ignored at start (a background job of a script, nohup) stays
-     * ignored, as shells and Python do; SIGTERM is always a stop request. */
-    struct sigaction old;
-    if (sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, NULL);
-    else
-        fprintf(stderr, "catchat: note: SIGINT is ignored in this process (a script's background job, nohup): "
-                        "Ctrl-C will not stop it; 'kill %ld' (SIGTERM) stops it after the step, with a checkpoint\n",
-                (long)getpid());
-    sigaction(SIGTERM, &sa, NULL);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) sigaddset(&sa.sa_mask, sigs[i]);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        struct sigaction old;
+        const int inherited_ignore = (sigs[i] == SIGINT || sigs[i] == SIGHUP) && sigaction(sigs[i], NULL, &old) == 0 &&
+                                     old.sa_handler == SIG_IGN;
+        if (!inherited_ignore) sigaction(sigs[i], &sa, NULL);
+        else if (sigs[i] == SIGINT)
+            fprintf(stderr, "catchat: note: SIGINT is ignored in this process (a script's background job, nohup): "
+                            "Ctrl-C will not stop it; 'kill %ld' (SIGTERM) stops it after the step, with a checkpoint\n",
+                    (long)getpid());
+    }
 }
 
 

@@ -1,5 +1,6 @@
 /* catchat: one program, git-style subcommands. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,13 @@ int main(int argc, char **argv)
      * queues two of them would share one and wait on each other. 32 is the
      * most CUDA takes. Read when CUDA starts. */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    /* Output that goes away (train piped into head) and a file past the
+     * size limit (ulimit -f) are errors of a write, not the end of the
+     * process: a failed write is reported where it happens (a checkpoint's
+     * is the disk-full path, the earlier file kept), and a run whose
+     * terminal output is gone trains on. */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;
