@@ -4,7 +4,7 @@ version 1, token count; then uint16 tokens), the layout other C trainers use,
 plus a vocabulary file that `catchat sample` decodes with.
 
    scripts/prepare.py INPUT OUT_PREFIX [--tokenizer bytes|gpt2|PATH/tokenizer.json | --train-tokenizer N]
-                      [--val-fraction 0.05] [--shard-tokens 100000000]
+                      [--val-fraction 0.05] [--shard-tokens 100000000] [--replace] [--allow-binary]
 
 INPUT is a file, or a folder whose *.txt files (sorted by name, each ending
 in a newline) are read as one text.
@@ -35,8 +35,18 @@ last --val-fraction of its bytes (bytes) or of its characters (the others).
 least 1, --train-tokenizer an integer from 257 to 65535 (ids are uint16 in the
 shards; 256 would be the bytes alone), and both splits must come out
 non-empty; a bad value, or an input too short for both splits, is one line on
-stderr naming the option, a non-zero exit, and no file written."""
-import argparse, glob, json, os, re, struct, sys
+stderr naming the option, a non-zero exit, and no file written.
+
+Nothing is lost: every file goes to a temporary name and is renamed into
+place only when all of them are written, so a failure (a full disk, a
+file-size limit, Ctrl-C: one line, exit 130) leaves OUT_PREFIX as it was.
+A prefix that already has shards is refused unless --replace is given; then
+every earlier file of the prefix (shards, .vocab, .tokenizer.json) is
+replaced or removed, so no shard of an earlier, longer run stays behind for a
+PREFIX_train_*.bin glob to pick up. An input that looks like a binary file
+(a NUL byte, or more than half of its bytes not UTF-8 text: catchat's own
+rule for text data) is refused unless --allow-binary is given."""
+import argparse, glob, json, os, re, signal, struct, sys
 
 MAGIC, VERSION = 20240520, 1
 
@@ -158,6 +168,31 @@ def write_shard(path, tokens):
         f.write(header + struct.pack(f"<{len(tokens)}H", *tokens))
 
 
+# Bytes that are not UTF-8 text: a byte of an invalid sequence (one escaped
+# character each) or a control byte other than whitespace and escape.
+ODD_BYTES = re.compile("[\udc80-\udcff\x00-\x08\x0e-\x1a\x1c-\x1f]")
+
+
+def binary_reason(data):
+    """Why bytes read as text look like a binary file (an executable, an archive, raw numbers), or None:
+    a NUL byte, which text never holds, or more than half of the bytes not UTF-8 text. The rule catchat
+    applies to text data (src/data.c, looks_binary), so the two take or refuse the same files."""
+    nul = data.find(b"\0")
+    if nul >= 0:
+        return f"it holds NUL bytes, the first at byte {nul}"
+    odd = len(ODD_BYTES.findall(data.decode("utf-8", errors="surrogateescape")))
+    if odd * 2 <= len(data):
+        return None
+    return f"{100 * odd / len(data):.0f}% of its bytes are not UTF-8 text"
+
+
+def prefix_files(prefix):
+    """The files an earlier run wrote at this prefix: its shards, vocabulary and tokenizer."""
+    shards = sorted(glob.glob(glob.escape(prefix) + "_train_*.bin") + glob.glob(glob.escape(prefix) + "_val_*.bin"))
+    extra = [f for f in (prefix + ".vocab", prefix + ".tokenizer.json") if os.path.exists(f)]
+    return shards, extra
+
+
 def usage_error(message):
     print(f"prepare: {message}", file=sys.stderr)
     sys.exit(2)
@@ -173,10 +208,14 @@ def main():
                     "the input's training split, write it as OUT_PREFIX.tokenizer.json and tokenize with it")
     ap.add_argument("--val-fraction", type=float, default=0.05, help="tail of the input held out, 0 < F < 1")
     ap.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard file, at least 1")
+    ap.add_argument("--replace", action="store_true", help="OUT_PREFIX has shards of an earlier run: replace "
+                    "all of its files (shards, .vocab, .tokenizer.json) with this run's")
+    ap.add_argument("--allow-binary", action="store_true", help="read an input that looks like a binary file "
+                    "(a NUL byte, or over half its bytes not UTF-8 text) as bytes anyway")
     ap.error = usage_error  # one line, for argparse's own complaints (a non-number) too
     a = ap.parse_args()
     if not 0 < a.val_fraction < 1:  # also refuses nan
-        ap.error(f"--val-fraction must lie strictly between 0 and 1 (got {a.val_fraction:g})")
+        ap.error(f"--val-fraction must lie strictly between 0 and 1 (got {a.val_fraction!r})")
     if a.shard_tokens < 1:
         ap.error(f"--shard-tokens must be at least 1 (got {a.shard_tokens})")
     bpe_size = None
@@ -211,6 +250,14 @@ def main():
                 data = f.read()
     except OSError as e:
         sys.exit(f"prepare: {e.filename or a.input}: {e.strerror}")
+    why = None if a.allow_binary else binary_reason(data)
+    if why:
+        sys.exit(f"prepare: {a.input}: looks like a binary file, not text ({why}): pass --allow-binary to "
+                 f"tokenize its bytes anyway")
+    old_shards, old_extra = prefix_files(a.out_prefix)
+    if old_shards and not a.replace:
+        sys.exit(f"prepare: {a.out_prefix} already has {len(old_shards)} shard(s) ({os.path.basename(old_shards[0])} "
+                 f"...): pass --replace to replace all of that prefix's files, or choose another OUT_PREFIX")
     what = "--train-tokenizer" if bpe_size else f"--tokenizer {tokenizer}"
     if bpe_size or tokenizer != "bytes":
         try:  # the text tokenizers: strict UTF-8, no silent U+FFFD
@@ -233,10 +280,18 @@ def main():
     splits = (("train", encode(data[:cut])), ("val", encode(data[cut:])))
     for split, toks in splits:
         if not toks:
-            sys.exit(f"prepare: {a.input}: too short for --val-fraction {a.val_fraction:g}: the {split} split "
+            sys.exit(f"prepare: {a.input}: too short for --val-fraction {a.val_fraction!r}: the {split} split "
                      f"would have no tokens ({len(data)} {'characters' if isinstance(data, str) else 'bytes'} in all)")
         if max(toks) >= 65536:
             sys.exit(f"prepare: token id {max(toks)} does not fit the uint16 shard format")
+    temps, written, said = [], set(), []
+
+    def staged(final):  # where a file is written before it is renamed to final
+        tmp = f"{final}.tmp.{os.getpid()}"
+        temps.append((final, tmp))
+        written.add(final)
+        return tmp
+
     try:
         # OUT_PREFIX may name a folder not made yet (data/mine/train): made here, after every
         # check, so a refused input leaves nothing behind
@@ -248,19 +303,43 @@ def main():
         for split, toks in splits:
             for k in range(0, len(toks), a.shard_tokens):
                 path = f"{a.out_prefix}_{split}_{k // a.shard_tokens:03d}.bin"
-                write_shard(path, toks[k:k + a.shard_tokens])
-                print(f"{path}: {len(toks[k:k + a.shard_tokens])} tokens")
-        with open(f"{a.out_prefix}.vocab", "w") as f:
+                write_shard(staged(path), toks[k:k + a.shard_tokens])
+                said.append(f"{path}: {len(toks[k:k + a.shard_tokens])} tokens")
+        with open(staged(f"{a.out_prefix}.vocab"), "w") as f:
             for b in vocab:
                 f.write(b.hex() + "\n")
         if trained:
             # beside the shards, named by their prefix: two corpora in one folder keep their own
-            trained.save(f"{a.out_prefix}.tokenizer.json")
-            print(f"{a.out_prefix}.tokenizer.json: the BPE ({len(vocab)} tokens; --tokenizer for more text)")
+            trained.save(staged(f"{a.out_prefix}.tokenizer.json"))
+            said.append(f"{a.out_prefix}.tokenizer.json: the BPE ({len(vocab)} tokens; --tokenizer for more text)")
+        # every file is whole: into place, then the earlier run's files this one did not replace
+        for final, tmp in temps:
+            os.replace(tmp, final)
+        temps.clear()
+        for f in old_shards + old_extra:
+            if f not in written:
+                os.remove(f)
     except OSError as e:  # a file where the folder should be, no permission, a full disk: one line
-        sys.exit(f"prepare: {e.filename or a.out_prefix}: {e.strerror}")
+        where = temps[-1][0] if temps and not e.filename else (e.filename or a.out_prefix)
+        where = where[:-len(f".tmp.{os.getpid()}")] if where.endswith(f".tmp.{os.getpid()}") else where
+        sys.exit(f"prepare: cannot write {where}: {e.strerror} (nothing of this run was kept; {a.out_prefix}'s files "
+                 f"are as they were)")
+    finally:
+        for _, tmp in temps:  # a failure, Ctrl-C included: nothing of this run stays
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+    for line in said:
+        print(line)
     print(f"{a.out_prefix}.vocab: set [model] vocab_size = {len(vocab)}")
 
 
 if __name__ == "__main__":
-    main()
+    if hasattr(signal, "SIGXFSZ"):  # past a file-size limit a write fails (one line, the prefix as it was)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        main()
+    except KeyboardInterrupt:  # one line, not a traceback; main's cleanup has run
+        print("prepare: interrupted: OUT_PREFIX is as it was", file=sys.stderr)
+        sys.exit(130)

@@ -6,7 +6,10 @@
 #      --val-fraction values, and an input too short for both splits, give one
 #      line naming the option and a non-zero exit, and write nothing; an
 #      OUT_PREFIX in a folder not made yet makes it, and one that cannot be
-#      made is one line and exit 1.
+#      made is one line and exit 1; nothing is lost: a prefix with shards is
+#      refused unless --replace (then all of its files are replaced), a failed
+#      or interrupted run leaves the prefix as it was, an executable is refused
+#      as catchat refuses it.
 #   B. scripts/install_deps.sh puts the Python side into one interpreter (a venv
 #      on /usr/bin/python3 with its site packages, where Debian's python3-torch
 #      lives) whatever `python3` is first on PATH, keeps it when it is right,
@@ -279,6 +282,45 @@ want = [x for V in (256, 8192) for x in [("catchat", "chunked", V, 1, False), ("
 print("ok" if got == want else got)' "$tmp/vt.jsonl" 2>&1)
   if [ "$got" = ok ]; then ok; else bad "E4 vocab_table.sh with a stand-in catchat: $got"; fi
 else bad "E4 vocab_table.sh: exit $?: $(tail -1 "$tmp/err")"; fi
+
+# ------------------------------------------------ A: prepare.py loses nothing
+# prefix_state PREFIX: every file of the prefix with its checksum, for "as it was"
+prefix_state() { (cd "$(dirname "$1")" && ls -A | grep "^$(basename "$1")" | xargs -r cksum); }
+"$py" -c "
+import random; random.seed(2); w='the cat sat on a mat and the dog ran far it was good'.split()
+open('$tmp/corpus.txt', 'w').write(' '.join(random.choice(w) for _ in range(20000)))"
+mkdir -p "$tmp/pl"
+prep "$tmp/corpus.txt" "$tmp/pl/x" --shard-tokens 20000 >/dev/null 2>"$tmp/err" || bad "A13 setup: $(cat "$tmp/err")"
+before=$(prefix_state "$tmp/pl/x")
+# A13: a prefix with shards is refused (one line, nothing changed); --replace replaces all, fewer shards too
+prep "$tmp/corpus.txt" "$tmp/pl/x" --shard-tokens 50000 >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "already has 5 shard(s) .*pass --replace" "$tmp/err" &&
+  [ "$(prefix_state "$tmp/pl/x")" = "$before" ] && ok || bad "A13 a prefix with shards: exit $rc: $(cat "$tmp/err")"
+prep "$tmp/corpus.txt" "$tmp/pl/x" --shard-tokens 50000 --replace >/dev/null 2>"$tmp/err" || bad "A13 --replace: $(cat "$tmp/err")"
+[ "$(ls "$tmp/pl" | tr '\n' ' ')" = "x.vocab x_train_000.bin x_train_001.bin x_val_000.bin " ] && ok ||
+  bad "A13 --replace left: $(ls "$tmp/pl" | tr '\n' ' ')"
+before=$(prefix_state "$tmp/pl/x")
+# A14: past a file-size limit (a full disk): one line naming the file, the prefix as it was, no temporary file
+(ulimit -f 20; prep "$tmp/corpus.txt" "$tmp/pl/x" --shard-tokens 50000 --replace) >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "cannot write $tmp/pl/x_train_000.bin: File too large" "$tmp/err" &&
+  [ "$(prefix_state "$tmp/pl/x")" = "$before" ] && ok || bad "A14 a file-size limit: exit $rc: $(cat "$tmp/err"; ls "$tmp/pl")"
+# A15: Ctrl-C: one line, exit 130, the prefix as it was (job control on: a background job keeps SIGINT)
+"$py" -c "open('$tmp/big.txt', 'w').write('abc def ghi\n' * 3000000)"
+# (the signal goes to the job's process group, as Ctrl-C does, while the shards are being written)
+(set -m; prep "$tmp/big.txt" "$tmp/pl/x" --replace --shard-tokens 20000 >/dev/null 2>"$tmp/err" & p=$!
+ for _ in $(seq 3000); do ls "$tmp/pl" | grep -q '\.tmp\.' && break; sleep 0.01; done; kill -INT -- -$p; wait $p
+ echo $? >"$tmp/rc")
+[ "$(cat "$tmp/rc")" -eq 130 ] && [ "$(cat "$tmp/err")" = "prepare: interrupted: OUT_PREFIX is as it was" ] &&
+  [ "$(prefix_state "$tmp/pl/x")" = "$before" ] && ! ls "$tmp/pl" | grep -q '\.tmp\.' && ok || bad "A15 Ctrl-C: exit $(cat "$tmp/rc"): $(head -3 "$tmp/err")"
+# A16: an executable is refused as catchat refuses it (one rule); --allow-binary reads its bytes
+expect_refusal "A16 an executable" "looks like a binary file, not text (it holds NUL bytes" "$(command -v ls)" "$tmp/r"
+prep "$(command -v ls)" "$tmp/r_bin" --allow-binary >/dev/null 2>"$tmp/err" && ok || bad "A16 --allow-binary: $(cat "$tmp/err")"
+rm -f "$tmp"/r_bin*
+# A17: the value given is the value said
+expect_refusal "A17 --val-fraction 0.9999999" "too short for --val-fraction 0.9999999:" "$tmp/small.txt" "$tmp/r" \
+  --val-fraction 0.9999999
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]
