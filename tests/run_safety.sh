@@ -291,6 +291,8 @@ import re, sys
 t = sys.stdin.read(); usage = t.split('\n\n')[0]
 miss = set(re.findall(r'^\s+(--[a-z-]+)', t, re.M)) - set(re.findall(r'--[a-z-]+', usage))
 sys.exit(f'$c usage lacks {sorted(miss)}' if miss else 0)" || bad "usage line of $c"
+  # -h is --help in every command, as 'catchat -h' is
+  "$bin" $c -h >"$tmp/h" 2>"$tmp/err" && cmp -s "$tmp/h" <("$bin" $c --help) || bad "$c -h: $(cat "$tmp/err")"
 done
 ok
 

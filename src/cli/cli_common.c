@@ -150,7 +150,7 @@ void cli_parser_init(cli_parser *p, const char *cmd, const char *help, const str
 int cli_next_opt(cli_parser *p, int argc, char **argv)
 {
     for (;;) {
-        const int c = getopt_long(argc, argv, "", p->all, NULL);
+        const int c = getopt_long(argc, argv, "h", p->all, NULL); /* -h: --help, as 'catchat -h' */
         switch (c) {
         case -1:
             if (optind < argc) {
@@ -168,6 +168,7 @@ int cli_next_opt(cli_parser *p, int argc, char **argv)
                 return -1;
             }
             break;
+        case 'h':
         case OPT_HELP_ID:
             fputs(p->help, stdout);
             p->status = 0;
