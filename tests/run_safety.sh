@@ -273,6 +273,14 @@ expect_error "duplicate key" "dup.ini:4: \[train\] lr is set twice (first at lin
 "$bin" train "${tiny[@]}" --set "lr = 1e-3" --set " max_steps= 1" --set out_dir="$tmp/trim" >/dev/null 2>"$tmp/err" ||
   bad "--set with blanks: $(cat "$tmp/err")"
 expect_error "lr=0" "lr = 0 is below lr_min = 0.0002" "$bin" train "${tiny[@]}" --set lr=0
+# keys that span each other: broken by a --set, the command line's error (2); by the file, the file's (1)
+"$bin" train "${tiny[@]}" --set n_heads=3 --set out_dir="$tmp/nh" >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] && ok || bad "--set n_heads=3 (does not divide d_model): exit $rc, want 2"
+printf '[model]\nd_model = 64\nn_heads = 3\n' >"$tmp/nh.ini"
+"$bin" train --config "$tmp/nh.ini" --set train="$tmp/train.txt" --set out_dir="$tmp/nh" >/dev/null 2>&1
+rc=$?
+[ $rc -eq 1 ] && ok || bad "a config whose n_heads does not divide d_model: exit $rc, want 1"
 expect_error "eval --bogus" "unknown option '--bogus'" "$bin" eval --bogus
 expect_error "option without value" "option '--ckpt' needs a value" "$bin" eval --ckpt
 printf 'just some text, not a checkpoint at all\n' >"$tmp/some.txt"

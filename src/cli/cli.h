@@ -66,6 +66,10 @@ typedef enum {
  * and, once a process, says the config's notes (cc_config_notes; a policy other
  * than CKPT_MODEL_WINS is a training run). */
 int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckpt, cli_ckpt_model policy);
+/* cli_resolve_config's answer where the --set values broke keys that fit each other without them. */
+#define CLI_BAD_COMMAND_LINE (-2)
+/* The exit status of a failed cli_resolve_config: 2 for a bad command line, else 1. */
+static inline int cli_config_status(int rc) { return rc == CLI_BAD_COMMAND_LINE ? 2 : 1; }
 /* Whether a --set of `a` names [section] key ("key=…" or "section.key=…"). */
 int cli_sets_key(const cli_config_args *a, const char *section, const char *key);
 /* After cli_resolve_config: when [data] KEY (train or val) came from the

@@ -40,6 +40,7 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
      * once everything is applied, so --set can mend a file's pair */
     if (a->config_path && cc_config_load_unchecked(cfg, a->config_path) != 0) return -1;
     if (cli_apply_env(cfg) != 0) return -1;
+    const cc_config before_sets = *cfg; /* a value type: fixed arrays only */
     for (int i = 0; i < a->nsets; i++)
         if (cc_config_set_arg(cfg, a->sets[i]) != 0) return -1;
     if (has_stored) {
@@ -68,8 +69,16 @@ int cli_resolve_config(cc_config *cfg, const cli_config_args *a, const char *ckp
             fprintf(stderr, "catchat: warning: starting from %s with other [model] keys than it was trained "
                             "with: %s\n", ckpt, diff);
     }
-    if (cc_config_validate(cfg, a->nsets ? "config and --set" : a->config_path ? a->config_path : "config") != 0)
-        return -1;
+    if (cc_config_validate(cfg, a->nsets ? "config and --set" : a->config_path ? a->config_path : "config") != 0) {
+        /* keys that fit each other without the --set values: the command line broke the pair (exit 2, as
+         * any bad --set); a pair the file breaks too is the file's (exit 1) */
+        cc_config without = before_sets;
+        if (has_stored && policy == CKPT_MODEL_WINS) cc_config_copy_section(&without, &stored, "model");
+        cc_error_quiet++;
+        const int file_fits = a->nsets && cc_config_validate(&without, "config") == 0;
+        cc_error_quiet--;
+        return file_fits ? CLI_BAD_COMMAND_LINE : -1;
+    }
     /* the data loader's errors say where a [data] path came from */
     char why[CC_ORIGIN_MAX];
     cc_config_path_origin(cfg, "data", "train", why, sizeof(why));

@@ -50,7 +50,8 @@ int cmd_audit(int argc, char **argv)
         (o.plant && cli_check_choice("audit", "--plant", o.plant, "unscale|token-scale")))
         return 2;
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, o.ckpt, CKPT_MODEL_WINS) != 0) return 1;
+    int rcfg;
+    if ((rcfg = cli_resolve_config(&cfg, &ca, o.ckpt, CKPT_MODEL_WINS)) != 0) return cli_config_status(rcfg);
     cc_audit_verdict verdict;
     if (cc_audit(&cfg, &o, &verdict, stdout) != 0) return 1;
     return verdict == AUDIT_AGREE ? 0 : 3;

@@ -66,7 +66,8 @@ int cmd_bench(int argc, char **argv)
     cc_preflight_opts po;
     if (cli_preflight_opts(&po, &ca, "bench", o.json)) return 2;
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_WINS) != 0) return 1;
+    int rcfg;
+    if ((rcfg = cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_WINS)) != 0) return cli_config_status(rcfg);
     gpu_step_plan plan;
     if (cli_plan_and_preflight(&cfg, &po, &plan) != 0) return 1;
     o.plan = po.plan;

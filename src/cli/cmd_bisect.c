@@ -48,7 +48,8 @@ int cmd_bisect(int argc, char **argv)
     }
     if (c < 0) return parser.status;
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_WINS) != 0) return 1;
+    int rcfg;
+    if ((rcfg = cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_WINS)) != 0) return cli_config_status(rcfg);
     cc_bisect_result res[CC_BISECT_MAX];
     return cc_bisect(&cfg, lengths, n, steps, res, stdout) == 0 ? 0 : 1;
 }

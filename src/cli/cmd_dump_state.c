@@ -78,7 +78,8 @@ int cmd_dump_state(int argc, char **argv)
     cc_preflight_opts po;
     if (cli_preflight_opts(&po, &ca, "dump-state", 0)) return 2;
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
+    int rcfg;
+    if ((rcfg = cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS)) != 0) return cli_config_status(rcfg);
     if (device && cc_config_set(&cfg, "run", "device", device, "--device") != 0) return 2;
     const char *inputs[] = { ckpt, ca.config_path, cfg.train };
     const char *names[] = { "--ckpt", "--config", "[data] train" };

@@ -54,7 +54,8 @@ int cmd_eval(int argc, char **argv)
     cc_preflight_opts po;
     if (cli_preflight_opts(&po, &ca, "eval", json)) return 2;
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
+    int rcfg;
+    if ((rcfg = cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS)) != 0) return cli_config_status(rcfg);
     if (!data && cli_check_stored_data(&ca, ckpt, &cfg, "val", "pass --data FILE to score another file") != 0)
         return 1;
     if (!data) data = cfg.val;

@@ -135,7 +135,8 @@ int cmd_sample(int argc, char **argv)
     if (ids_text && !ids_text[strspn(ids_text, ",")])
         return cli_usage_error("sample", "--prompt-ids: no ids (expected a comma-separated list such as 84,104)");
     cc_config cfg;
-    if (cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS) != 0) return 1;
+    int rcfg;
+    if ((rcfg = cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS)) != 0) return cli_config_status(rcfg);
     /* ids typed on the command line: one outside the model's vocabulary is
      * a wrong argument (exit 2), said before the weights are read */
     int ids[4096], n_ids = 0;

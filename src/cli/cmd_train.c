@@ -268,7 +268,8 @@ int cmd_train(int argc, char **argv)
     char auto_path[CC_PATH_MAX + 64];
     if (o.resume && strcmp(o.resume, "auto") == 0) {
         /* the config names out_dir; its checkpoint, if any, is the one to resume */
-        if (cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_MUST_MATCH) != 0) return 1;
+        int rcfg;
+        if ((rcfg = cli_resolve_config(&cfg, &ca, NULL, CKPT_MODEL_MUST_MATCH)) != 0) return cli_config_status(rcfg);
         snprintf(auto_path, sizeof(auto_path), "%s/%s", cfg.out_dir, CC_CHECKPOINT_NAME);
         struct stat st;
         o.resume = stat(auto_path, &st) == 0 ? auto_path : NULL;
@@ -278,9 +279,9 @@ int cmd_train(int argc, char **argv)
         if (o.new_data && !o.resume) o.new_data = 0; /* nothing to resume: the data is new anyway */
     }
     const int resume_named = o.resume && o.resume != auto_path;
-    if (cli_resolve_config(&cfg, &ca, o.resume ? o.resume : o.init_ckpt,
-                           o.resume ? CKPT_MODEL_MUST_MATCH : CKPT_MODEL_MAY_DIFFER) != 0)
-        return 1;
+    const int rres = cli_resolve_config(&cfg, &ca, o.resume ? o.resume : o.init_ckpt,
+                                        o.resume ? CKPT_MODEL_MUST_MATCH : CKPT_MODEL_MAY_DIFFER);
+    if (rres != 0) return cli_config_status(rres);
     if (resume_named && !cli_sets_key(&ca, "run", "out_dir")) {
         /* --resume CKPT continues that run where its checkpoint is, wherever
          * that folder is now; a config's out_dir names where new runs go */
