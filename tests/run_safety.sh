@@ -286,6 +286,16 @@ expect_error "option without value" "option '--ckpt' needs a value" "$bin" eval 
 printf 'just some text, not a checkpoint at all\n' >"$tmp/some.txt"
 expect_error "not safetensors" "not a safetensors file" "$bin" eval --ckpt "$tmp/some.txt"
 
+expect_error "--sample-prompt ''" "train: --sample-prompt is empty: give the sample's first text, or --sample-tokens 0" \
+  "$bin" train "${tiny[@]}" --set out_dir="$tmp/nosample" --sample-prompt ''
+[ -e "$tmp/nosample" ] && bad "--sample-prompt '': out_dir written" || ok
+# eval --json on a checkpoint path that is not UTF-8: the JSON result, the path's bad byte as U+FFFD
+cp "$tmp/trim/checkpoint.safetensors" "$tmp/$(printf 'ck\xff').safetensors"
+"$bin" eval --ckpt "$tmp/$(printf 'ck\xff').safetensors" --data "$tmp/val.txt" --batches 1 --json >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['ckpt'].endswith('ck\ufffd.safetensors') and r['loss'] > 0" "$tmp/out" &&
+  ok || bad "eval --json, a path that is not UTF-8: exit $rc: $(cat "$tmp/out" "$tmp/err")"
+
 # ---- 17. help and version ----
 "$bin" help train | head -1 | grep -q "^usage: catchat train" || bad "help train"
 expect_error "help foo" "no command or topic 'foo'" "$bin" help foo

@@ -29,6 +29,27 @@ static const char *HELP =
     "  --json         print one JSON object instead of text\n"
     CLI_PREFLIGHT_HELP(" ", "                 ");
 
+/* A copy of `text` that is valid UTF-8: every byte of an invalid sequence becomes U+FFFD. */
+static char *utf8_or_replaced(const char *text)
+{
+    const size_t n = strlen(text);
+    char *out = cc_malloc(3 * n + 1), *w = out;
+    for (size_t i = 0; i < n;) {
+        const size_t k = cc_utf8_seq_len((const unsigned char *)text + i, n - i);
+        if (k == 0) {
+            memcpy(w, "\xEF\xBF\xBD", 3);
+            w += 3;
+            i++;
+        } else {
+            memcpy(w, text + i, k);
+            w += k;
+            i += k;
+        }
+    }
+    *w = 0;
+    return out;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -85,13 +106,19 @@ int cmd_eval(int argc, char **argv)
                 cc_error("eval: the loss of %s on %s is not finite (%s over %ld tokens): the weights give "
                          "non-finite logits", ckpt, data, isnan(ev.loss) ? "NaN" : "Inf", ev.scored);
             } else if (json) {
-                json_t *o = json_pack("{s:s,s:s,s:f,s:f,s:f,s:I,s:s}", "ckpt", ckpt, "data", data,
+                /* JSON strings are UTF-8: a path that is not (a Latin-1 file name) goes with U+FFFD
+                 * for each byte that is not */
+                char *ck = utf8_or_replaced(ckpt), *dt = utf8_or_replaced(data);
+                json_t *o = json_pack("{s:s,s:s,s:f,s:f,s:f,s:I,s:s}", "ckpt", ck, "data", dt,
                                       "loss", ev.loss, "top1", ev.top1, "top5", ev.top5,
                                       "tokens", (json_int_t)ev.scored, "device", ex->name);
                 char *s = o ? json_dumps(o, JSON_REAL_PRECISION(10)) : NULL;
                 if (s) printf("%s\n", s);
                 else cc_error("eval: the result could not be written as JSON");
+                if (!s) ev.scored = 0; /* no result said: not a success */
                 free(s);
+                free(ck);
+                free(dt);
                 json_decref(o);
             } else {
                 printf("eval %s on %s: loss %.6f | top-1 %.2f%% | top-5 %.2f%% | %ld tokens scored (%s)\n",

@@ -236,7 +236,13 @@ int cmd_train(int argc, char **argv)
         case 'i': o.init_ckpt = optarg; break;
         case 'n': if (cli_parse_long("--steps", optarg, 1, 1L << 40, &v)) return 2; o.stop_after = v; break;
         case 'q': o.quiet = 1; break;
-        case 'p': o.sample_prompt = optarg; break;
+        case 'p':
+            /* an empty prompt gives the sampler nothing to start from: said, not a silent no-sample */
+            if (!*optarg)
+                return cli_usage_error("train", "--sample-prompt is empty: give the sample's first text, or "
+                                                "--sample-tokens 0 for no sample");
+            o.sample_prompt = optarg;
+            break;
         case 't': if (cli_parse_long("--sample-tokens", optarg, 0, 1 << 24, &v)) return 2; o.sample_tokens = (int)v; break;
         case 'F': o.check_finite = 1; break;
         case 'D': o.dist_mode = optarg; break;
