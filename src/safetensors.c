@@ -485,7 +485,7 @@ int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const
     FILE *fp = fopen(tmp, "wb");
     if (!fp) {
         free(text);
-        return cc_error("cannot write '%s': %s", tmp, strerror(errno));
+        return cc_error("cannot write '%s': %s", path, strerror(errno));
     }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
@@ -509,12 +509,12 @@ int cc_st_write(const char *path, const cc_st_entry *e, int n, const char *const
     if (rc != 0) {
         const int err = errno;
         unlink(tmp);
-        /* say what is on disk now: the earlier file, untouched, or nothing at all */
+        /* say what is on disk now: the earlier file, untouched, or none; the temporary name is
+         * catchat's own business (removed above), the file is the user's */
         struct stat before;
         if (stat(path, &before) == 0)
-            return cc_error("cannot write '%s': %s (the earlier '%s' is kept, unchanged)", tmp, strerror(err), path);
-        return cc_error("cannot write '%s': %s (there was no earlier '%s': nothing is saved)", tmp, strerror(err),
-                        path);
+            return cc_error("cannot write '%s': %s (the earlier one is kept, unchanged)", path, strerror(err));
+        return cc_error("cannot write '%s': %s (there was no earlier one to keep)", path, strerror(err));
     }
     if (rename(tmp, path) != 0) {
         cc_error("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));

@@ -26,7 +26,7 @@ int cc_csv_truncate_after(const char *path, const char *header, long keep_step, 
     FILE *out = fopen(tmp, "w");
     if (!out) {
         fclose(in);
-        return cc_error("cannot write '%s': %s", tmp, strerror(errno));
+        return cc_error("cannot rewrite '%s': %s", path, strerror(errno));
     }
     char line[1 << 16];
     int first = 1;

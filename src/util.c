@@ -150,7 +150,7 @@ int cc_copy_file(const char *from, const char *to)
     FILE *out = fopen(tmp, "wb");
     if (!out) {
         fclose(in);
-        return cc_error("cannot write '%s': %s", tmp, strerror(errno));
+        return cc_error("cannot write '%s': %s", to, strerror(errno));
     }
     char buf[1 << 16];
     size_t n;
