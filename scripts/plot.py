@@ -3,12 +3,9 @@
 top-1/top-5, the learning rate ([train] lr_schedule), gradient norm (before
 and after clipping), loss scale and tokens/s against the step, as one PNG.
    scripts/plot.py runs/x/telemetry.csv [-o out.png] [--title TEXT]"""
-import argparse, csv
+import argparse, sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import telemetry_csv
 
 
 def main():
@@ -17,9 +14,14 @@ def main():
     ap.add_argument("-o", "--out", default=None)
     ap.add_argument("--title", default=None)
     a = ap.parse_args()
-    rows = list(csv.DictReader(open(a.csv)))
-    if not rows:
-        raise SystemExit(f"{a.csv}: no rows")
+    rows = telemetry_csv.read(a.csv, "plot")
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("plot: matplotlib is not installed (scripts/install_deps.sh puts it into .venv: "
+                 ".venv/bin/python scripts/plot.py ...)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     col = lambda k: [float(r[k]) for r in rows]
     step = col("step")
     ev = [r for r in rows if r["eval_loss"]]

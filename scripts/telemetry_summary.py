@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Summarise a catchat telemetry CSV: first/last loss, eval rows, throughput.
    scripts/telemetry_summary.py runs/x/telemetry.csv [--markdown]"""
-import csv, statistics, sys
+import statistics, sys
+
+import telemetry_csv
 
 
 def main():
-    path = sys.argv[1]
+    args = [x for x in sys.argv[1:] if x != "--markdown"]
+    if len(args) != 1:
+        sys.exit("usage: scripts/telemetry_summary.py runs/x/telemetry.csv [--markdown]")
+    path = args[0]
     md = "--markdown" in sys.argv
-    rows = list(csv.DictReader(open(path)))
-    if not rows:
-        sys.exit(f"{path}: no rows")
+    rows = telemetry_csv.read(path, "telemetry_summary")
     losses = [float(r["loss"]) for r in rows]
     finite = all(l == l and abs(l) != float("inf") for l in losses)
     skipped = sum(int(r["skipped"]) for r in rows)

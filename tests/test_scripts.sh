@@ -18,7 +18,8 @@
 #      (and, where torch is there, are honoured).
 #   C. scripts/prepare_data.sh writes its corpus files readable by others (0666
 #      less the umask), not mktemp's 0600.
-#   D. scripts/plot.py draws a telemetry CSV, the learning rate included.
+#   D. scripts/plot.py draws a telemetry CSV, the learning rate included; it and
+#      scripts/telemetry_summary.py say in one line what is wrong with a file.
 #   E. bench/pytorch_model.py without a CUDA device prints a skip line per
 #      variant (loss, V) and exits 0; bench/vocab_table.sh tags every line.
 #   tests/test_scripts.sh [REPO_ROOT]      (exit 77 = skipped: no Python at all)
@@ -243,6 +244,17 @@ if "$py" -c "import matplotlib" 2>/dev/null; then
   if "$py" "$root/scripts/plot.py" "$tmp/nolr.csv" -o "$tmp/nolr.png" >/dev/null 2>&1; then bad "D plot.py without an lr column: exit 0"
   else ok; fi
 else skip "D plot.py: no matplotlib"; fi
+# D2: plot.py and telemetry_summary.py on a missing file, another CSV or an empty one: one line, exit 1
+printf 'a,b\n1,2\n' >"$tmp/other.csv"
+echo "step,tokens,loss,running_loss,lr,loss_scale,grad_norm,grad_norm_clipped,skipped,step_ms,tok_per_s,seq_per_s,eval_loss,eval_top1,eval_top5" >"$tmp/empty.csv"
+for s in plot telemetry_summary; do
+  for f in "$tmp/missing.csv:No such file or directory" "$tmp/other.csv:not a catchat telemetry CSV" "$tmp/empty.csv:no rows"; do
+    "$py" "$root/scripts/$s.py" "${f%%:*}" >/dev/null 2>"$tmp/err"
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^$s: ${f%%:*}: ${f#*:}" "$tmp/err"; then ok
+    else bad "D2 $s.py on $(basename "${f%%:*}"): exit $rc: $(head -3 "$tmp/err" | tr '\n' '|')"; fi
+  done
+done
 
 # ------------------------------------- E: the PyTorch comparison without a GPU
 # bench/pytorch_model.py with no CUDA device (hidden here, so that a GPU machine
