@@ -296,6 +296,11 @@ rc=$?
 [ $rc -eq 0 ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['ckpt'].endswith('ck\ufffd.safetensors') and r['loss'] > 0" "$tmp/out" &&
   ok || bad "eval --json, a path that is not UTF-8: exit $rc: $(cat "$tmp/out" "$tmp/err")"
 
+# an option is named as the user wrote it, not as the config key it sets (no GPU seen: CUDA_VISIBLE_DEVICES empty)
+CUDA_VISIBLE_DEVICES= expect_error "dump-state --device gpu without a GPU" \
+  "dump-state: --device gpu, but no CUDA device is visible .*: use --device cpu" \
+  "$bin" dump-state --ckpt "$tmp/trim/checkpoint.safetensors" --device gpu --out "$tmp/ds.safetensors"
+
 # ---- 17. help and version ----
 "$bin" help train | head -1 | grep -q "^usage: catchat train" || bad "help train"
 expect_error "help foo" "no command or topic 'foo'" "$bin" help foo

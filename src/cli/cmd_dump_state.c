@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "cli/cli.h"
+#include "catchat/device.h"
 #include "catchat/gpu_plan.h"
 #include "catchat/preflight.h"
 #include "catchat/run_dir.h"
@@ -81,6 +82,11 @@ int cmd_dump_state(int argc, char **argv)
     int rcfg;
     if ((rcfg = cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS)) != 0) return cli_config_status(rcfg);
     if (device && cc_config_set(&cfg, "run", "device", device, "--device") != 0) return 2;
+    /* the option, not the config key it sets, is what the user wrote: said by its name */
+    if (device && strcmp(device, "gpu") == 0 && cc_gpu_count() == 0) {
+        cc_error("dump-state: --device gpu, but no CUDA device is visible (no driver or no GPU): use --device cpu");
+        return 1;
+    }
     const char *inputs[] = { ckpt, ca.config_path, cfg.train };
     const char *names[] = { "--ckpt", "--config", "[data] train" };
     if (cc_refuse_output_over_input("--out", out, inputs, names, 3) != 0) return 1;
