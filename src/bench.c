@@ -78,6 +78,7 @@ static double time_steps(cc_executor *ex, const cc_config *cfg, const int *x, co
  * CPU, 85 s a step on 2 cores) no step starts after a minute. */
 #define CPU_STEPS_ALONE 3
 #define CPU_BUDGET_MS 60e3
+#define CPU_NOTE_S 5.0 /* CPU steps expected to take longer than this are said before they run */
 
 /* The attention kernel the plan chose and why, in words. */
 static void attention_said(char *buf, size_t len, const gpu_step_plan *p, const cc_config *cfg)
@@ -145,6 +146,15 @@ int cc_bench(const cc_config *cfg, const cc_bench_opts *o, FILE *out)
             free(x);
             free(y);
             return -1;
+        }
+        /* a CPU step of a GPU-sized config takes a minute: said before, not after a silence */
+        const double each_s = cc_cpu_step_estimate_s(cfg);
+        if (each_s * cpu_asked >= CPU_NOTE_S) {
+            char each[32];
+            if (each_s < 60) snprintf(each, sizeof(each), "%.0f s", each_s);
+            else cc_format_duration(each, sizeof(each), each_s);
+            fprintf(stderr, "catchat bench: timing the CPU reference: %d step%s of about %s%s (--cpu-steps 0 "
+                    "skips it)\n", cpu_asked, cpu_asked == 1 ? "" : "s", each, cpu_asked == 1 ? "" : " each");
         }
         double dummy;
         cpu_ms = time_steps(ex, cfg, x, y, cpu_asked, o->cpu_steps < 0 ? CPU_BUDGET_MS : 0, &dummy, &cpu_ran);

@@ -25,8 +25,9 @@ int cc_bisect(const cc_config *cfg, const int *lengths, int n, long steps, cc_bi
     int *xf = cc_malloc(sizeof(int) * B * Tmax), *yf = cc_malloc(sizeof(int) * B * Tmax);
     int *x = cc_malloc(sizeof(int) * B * Tmax), *y = cc_malloc(sizeof(int) * B * Tmax);
     int rc = 0, shortest = 0;
-    fprintf(out, "catchat bisect: D=%d L=%d W=%d B=%d, %ld steps per length, seed %llu\n", cfg->d_model,
-            cfg->n_layers, cfg->ctx_window, B, steps, (unsigned long long)cfg->seed);
+    fprintf(out, "catchat bisect: D=%d L=%d W=%d B=%d, %ld step%s per length, seed %llu\n", cfg->d_model,
+            cfg->n_layers, cfg->ctx_window, B, steps, steps == 1 ? "" : "s", (unsigned long long)cfg->seed);
+    fflush(out); /* said before the first length's steps, however long they take (a pipe buffers) */
     for (int li = 0; li < n && rc == 0; li++) {
         const int T = lengths[li];
         cc_config c = *cfg;
@@ -68,8 +69,8 @@ int cc_bisect(const cc_config *cfg, const int *lengths, int n, long steps, cc_bi
             fprintf(out, "seq_len %5d: NON-FINITE at step %ld, first in %s\n", T, r->nonfinite_step, desc);
             if (!shortest || T < shortest) shortest = T;
         } else {
-            fprintf(out, "seq_len %5d: finite through %ld steps (loss %.4f -> %.4f, %.1f ms/step incl. checks)\n", T,
-                    r->steps_done, r->first_loss, r->last_loss, r->ms_per_step);
+            fprintf(out, "seq_len %5d: finite through %ld step%s (loss %.4f -> %.4f, %.1f ms/step incl. checks)\n", T,
+                    r->steps_done, r->steps_done == 1 ? "" : "s", r->first_loss, r->last_loss, r->ms_per_step);
         }
         fflush(out);
         ex->ops->destroy(ex);

@@ -301,6 +301,19 @@ CUDA_VISIBLE_DEVICES= expect_error "dump-state --device gpu without a GPU" \
   "dump-state: --device gpu, but no CUDA device is visible .*: use --device cpu" \
   "$bin" dump-state --ckpt "$tmp/trim/checkpoint.safetensors" --device gpu --out "$tmp/ds.safetensors"
 
+# a long CPU reference step is said before it runs; bisect's first line comes before its first length's steps
+# (the default config: a CPU step of about a minute, stopped once it is said)
+CUDA_VISIBLE_DEVICES= "$bin" bench --config "$root/configs/default.ini" --set train="$tmp/train.txt" --set val="$tmp/val.txt" \
+  --cpu-steps 1 >/dev/null 2>"$tmp/bench.err" &
+benchpid=$!
+for _ in $(seq 300); do grep -q "timing the CPU" "$tmp/bench.err" && break; sleep 0.1; done
+kill -9 $benchpid; wait $benchpid 2>/dev/null
+grep -q "^catchat bench: timing the CPU reference: 1 step of about [0-9][0-9a-z .]* (--cpu-steps 0 skips it)$" "$tmp/bench.err" && ok ||
+  bad "bench --cpu-steps 1 said nothing before its CPU step: $(cat "$tmp/bench.err")"
+"$bin" bisect --config "$root/configs/tiny.ini" --set train="$tmp/train.txt" --lengths 16 --steps 1 >"$tmp/out" 2>&1 ||
+  bad "bisect: $(cat "$tmp/out")"
+grep -q "1 step per length" "$tmp/out" && grep -q "finite through 1 step (" "$tmp/out" && ok || bad "bisect, one step: $(cat "$tmp/out")"
+
 # ---- 17. help and version ----
 "$bin" help train | head -1 | grep -q "^usage: catchat train" || bad "help train"
 expect_error "help foo" "no command or topic 'foo'" "$bin" help foo
