@@ -314,6 +314,13 @@ grep -q "^catchat bench: timing the CPU reference: 1 step of about [0-9][0-9a-z 
   bad "bisect: $(cat "$tmp/out")"
 grep -q "1 step per length" "$tmp/out" && grep -q "finite through 1 step (" "$tmp/out" && ok || bad "bisect, one step: $(cat "$tmp/out")"
 
+# --force deletes only catchat's files: a telemetry.csv of the user's own stays, and the run is refused
+mkdir -p "$tmp/usercsv" && printf 'epoch,my_metric\n1,0.5\n' >"$tmp/usercsv/telemetry.csv"
+expect_error "--force over a telemetry.csv catchat did not write" \
+  "usercsv/telemetry.csv is not catchat's (its first line is not catchat's header): --force deletes only what catchat wrote" \
+  "$bin" train "${tiny[@]}" --set out_dir="$tmp/usercsv" --set max_steps=1 --force
+[ "$(head -1 "$tmp/usercsv/telemetry.csv")" = "epoch,my_metric" ] && ok || bad "--force replaced the user's telemetry.csv"
+
 # ---- 17. help and version ----
 "$bin" help train | head -1 | grep -q "^usage: catchat train" || bad "help train"
 expect_error "help foo" "no command or topic 'foo'" "$bin" help foo
@@ -384,11 +391,11 @@ grep -q "note: SIGINT is ignored in this process .*Ctrl-C will not stop it; 'kil
 ! grep -q "SIGINT is ignored" "$tmp/err" || bad "SIGINT not ignored, but said so"
 
 # ---- 20. --resume auto never removes logs without --force ----
-mkdir -p "$tmp/auto_logs" && printf 'step\n1\n' >"$tmp/auto_logs/telemetry.csv"
+mkdir -p "$tmp/auto_logs" && printf 'step,tokens,loss,running_loss\n1\n' >"$tmp/auto_logs/telemetry.csv"
 expect_error "--resume auto over logs" \
   "holds the logs of an earlier run (telemetry.csv) but no checkpoint for --resume auto to resume: pass --force" \
   "$bin" train "${tiny[@]}" --set max_steps=2 --set out_dir="$tmp/auto_logs" --resume auto
-[ "$(cat "$tmp/auto_logs/telemetry.csv")" = "$(printf 'step\n1')" ] || bad "--resume auto replaced the logs"
+[ "$(cat "$tmp/auto_logs/telemetry.csv")" = "$(printf 'step,tokens,loss,running_loss\n1')" ] || bad "--resume auto replaced the logs"
 { "$bin" train "${tiny[@]}" --set max_steps=2 --set out_dir="$tmp/auto_logs" --resume auto --force >/dev/null 2>"$tmp/err" &&
   [ -f "$tmp/auto_logs/checkpoint.safetensors" ]; } || bad "--resume auto --force: $(cat "$tmp/err")"
 
