@@ -183,6 +183,14 @@ int cc_run_dir_prepare(const cc_config *cfg, const cc_run_intent *in)
         if (info.checkpoint_step >= 0) snprintf(at, sizeof(at), " at step %ld", info.checkpoint_step);
         return cc_error("%s holds a run%s: --resume it, or pass --force to start over", cfg->out_dir, at);
     }
+    char best[CC_PATH_MAX + 64];
+    snprintf(best, sizeof(best), "%s/%s", cfg->out_dir, CC_CHECKPOINT_BEST_NAME);
+    struct stat bst;
+    if (!in->resume && !in->force && info.first_log[0] && stat(best, &bst) == 0)
+        /* a run whose last checkpoint could not be written (a full disk) kept its best one: offered, not
+         * left to --force, which would delete it */
+        return cc_error("%s holds an earlier run's %s but no %s: --resume %s goes on from it; --force deletes it "
+                        "and starts over", cfg->out_dir, CC_CHECKPOINT_BEST_NAME, CC_CHECKPOINT_NAME, best);
     if (!in->resume && !in->force && info.first_log[0])
         return cc_error("%s holds the logs of an earlier run (%s) but no checkpoint%s: pass --force to start over, "
                         "or choose another [run] out_dir", cfg->out_dir, info.first_log,

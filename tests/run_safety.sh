@@ -321,6 +321,16 @@ expect_error "--force over a telemetry.csv catchat did not write" \
   "$bin" train "${tiny[@]}" --set out_dir="$tmp/usercsv" --set max_steps=1 --force
 [ "$(head -1 "$tmp/usercsv/telemetry.csv")" = "epoch,my_metric" ] && ok || bad "--force replaced the user's telemetry.csv"
 
+# a run whose last checkpoint was not written (a full disk) but whose best one was: offered for --resume
+"$bin" train "${tiny[@]}" --set out_dir="$tmp/bestonly" --set max_steps=4 --set eval_interval=2 >/dev/null 2>&1 ||
+  bad "best-only setup"
+rm -f "$tmp/bestonly/checkpoint.safetensors"
+expect_error "a folder with only the best checkpoint" \
+  "bestonly holds an earlier run's checkpoint_best.safetensors but no checkpoint.safetensors: --resume $tmp/bestonly/checkpoint_best.safetensors goes on from it" \
+  "$bin" train "${tiny[@]}" --set out_dir="$tmp/bestonly" --set max_steps=6
+"$bin" train --resume "$tmp/bestonly/checkpoint_best.safetensors" --set max_steps=6 --quiet --sample-tokens 0 >/dev/null 2>"$tmp/err" &&
+  [ -f "$tmp/bestonly/checkpoint.safetensors" ] && ok || bad "--resume of the best checkpoint: $(cat "$tmp/err")"
+
 # ---- 17. help and version ----
 "$bin" help train | head -1 | grep -q "^usage: catchat train" || bad "help train"
 expect_error "help foo" "no command or topic 'foo'" "$bin" help foo
