@@ -18,12 +18,6 @@
 namespace cg = cooperative_groups;
 #define CK(x) do { cudaError_t e_ = (x); if (e_) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); return 1; } } while (0)
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define PROBE_SM90_BODY 0
-#else
-#define PROBE_SM90_BODY 1
-#endif
-
 #define CHUNK (32 * 1024) // bytes of one stage
 #define STAGES 4
 #define PIECE 4096 // bytes one bulk copy moves
@@ -31,17 +25,14 @@ namespace cg = cooperative_groups;
 
 __device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity)
 {
-#if PROBE_SM90_BODY
     asm volatile("{\n\t.reg .pred p;\nW_%=:\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n\t"
                  "@!p bra W_%=;\n}" ::"r"(bar), "r"(parity) : "memory");
-#endif
 }
 
 // src: M bytes; every CTA gathers them, STEPS times. bad: chunks whose first
 // word differs from the source (checked at the first step).
 __global__ void gather_kernel(const unsigned char *src, int M, int steps, int C, unsigned *bad)
 {
-#if PROBE_SM90_BODY
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) unsigned long long bars[STAGES];
     cg::cluster_group cl = cg::this_cluster();
@@ -88,7 +79,6 @@ __global__ void gather_kernel(const unsigned char *src, int M, int steps, int C,
             if (C > 1) cl.sync(); else __syncthreads();
         }
     }
-#endif
 }
 
 int main(int argc, char **argv)
