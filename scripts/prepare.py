@@ -320,8 +320,9 @@ def main():
             if f not in written:
                 os.remove(f)
     except OSError as e:  # a file where the folder should be, no permission, a full disk: one line
-        where = temps[-1][0] if temps and not e.filename else (e.filename or a.out_prefix)
-        where = where[:-len(f".tmp.{os.getpid()}")] if where.endswith(f".tmp.{os.getpid()}") else where
+        # the file it was meant for: a write error names none (the one being written), an open error the temporary
+        where = {tmp: final for final, tmp in temps}.get(e.filename, e.filename) or \
+            (temps[-1][0] if temps else a.out_prefix)
         sys.exit(f"prepare: cannot write {where}: {e.strerror} (nothing of this run was kept; {a.out_prefix}'s files "
                  f"are as they were)")
     finally:

@@ -147,20 +147,6 @@ int cc_refuse_output_over_input(const char *what, const char *output, const char
     return 0;
 }
 
-/* Whether the CSV log `name` in dir, where it exists, is one catchat wrote: its first line starts with
- * catchat's header (`head`). --force deletes catchat's files only: a telemetry.csv of the user's own,
- * another tool's output, stays and is said. */
-static int log_is_ours(const char *dir, const char *name, const char *head)
-{
-    char path[CC_PATH_MAX + 64], line[64] = "";
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "r");
-    if (!f) return 1;
-    const int empty = !fgets(line, sizeof(line), f);
-    fclose(f);
-    return empty || strncmp(line, head, strlen(head)) == 0;
-}
-
 int cc_run_dir_prepare(const cc_config *cfg, const cc_run_intent *in)
 {
     char own[CC_PATH_MAX + 64];
@@ -195,11 +181,15 @@ int cc_run_dir_prepare(const cc_config *cfg, const cc_run_intent *in)
         return cc_error("%s holds the logs of an earlier run (%s) but no checkpoint%s: pass --force to start over, "
                         "or choose another [run] out_dir", cfg->out_dir, info.first_log,
                         in->resume_auto ? " for --resume auto to resume" : "");
-    static const char *const logs[][2] = { { "telemetry.csv", "step,tokens,loss," }, { "grad_norms.csv", "step," } };
-    for (int i = 0; i < 2 && !resuming_own && in->force; i++)
-        if (!log_is_ours(cfg->out_dir, logs[i][0], logs[i][1]))
-            return cc_error("%s/%s is not catchat's (its first line is not catchat's header): --force deletes only "
-                            "what catchat wrote; move it, or choose another [run] out_dir", cfg->out_dir, logs[i][0]);
+    /* --force deletes catchat's files only: a CSV of the user's own under a log's name stays, and is said */
+    for (int i = 0; i < 2 && !resuming_own && in->force; i++) {
+        const char *name = i ? "grad_norms.csv" : "telemetry.csv";
+        char log[CC_PATH_MAX + 64];
+        snprintf(log, sizeof(log), "%s/%s", cfg->out_dir, name);
+        if (!(i ? cc_csv_starts_with(log, "step,") : cc_telemetry_file_is_ours(log)))
+            return cc_error("%s is not catchat's (its first line is not catchat's header): --force deletes only "
+                            "what catchat wrote; move it, or choose another [run] out_dir", log);
+    }
     if ((!resuming_own && in->force && cc_run_dir_clear(cfg->out_dir) != 0) || cc_mkdir_p(cfg->out_dir) != 0) return -1;
     cc_run_dir_clear_temporaries(cfg->out_dir);
     /* a resumed run continues its logs from the checkpoint's step: nothing twice (telemetry.csv: when opened) */

@@ -93,3 +93,22 @@ void cc_telemetry_close(cc_telemetry *t)
     if (t->f) fclose(t->f);
     t->f = NULL;
 }
+
+int cc_csv_starts_with(const char *path, const char *head)
+{
+    char line[256] = "";
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    const int empty = !fgets(line, sizeof(line), f);
+    fclose(f);
+    return empty || strncmp(line, head, strlen(head)) == 0;
+}
+
+int cc_telemetry_file_is_ours(const char *path)
+{
+    /* the leading columns every catchat telemetry.csv has had: step, tokens, loss */
+    char head[32];
+    const char *third = strchr(strchr(strchr(HEADER, ',') + 1, ',') + 1, ',');
+    snprintf(head, sizeof(head), "%.*s", (int)(third - HEADER + 1), HEADER);
+    return cc_csv_starts_with(path, head);
+}

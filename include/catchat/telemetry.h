@@ -23,6 +23,11 @@ typedef struct cc_telemetry { FILE *f; } cc_telemetry;
 int cc_telemetry_open(cc_telemetry *t, const char *path, long resume_step);
 int cc_telemetry_write(cc_telemetry *t, const cc_telemetry_row *r);
 void cc_telemetry_close(cc_telemetry *t);
+/* Whether the CSV at `path` is missing, empty, or its first line starts with
+ * `head`; cc_telemetry_file_is_ours: with the telemetry header's leading
+ * columns (--force deletes catchat's files only). */
+int cc_csv_starts_with(const char *path, const char *head);
+int cc_telemetry_file_is_ours(const char *path);
 /* What cc_csv_truncate_after found. */
 typedef struct cc_csv_kept {
     int found;      /* the file was there */

@@ -29,27 +29,6 @@ static const char *HELP =
     "  --json         print one JSON object instead of text\n"
     CLI_PREFLIGHT_HELP(" ", "                 ");
 
-/* A copy of `text` that is valid UTF-8: every byte of an invalid sequence becomes U+FFFD. */
-static char *utf8_or_replaced(const char *text)
-{
-    const size_t n = strlen(text);
-    char *out = cc_malloc(3 * n + 1), *w = out;
-    for (size_t i = 0; i < n;) {
-        const size_t k = cc_utf8_seq_len((const unsigned char *)text + i, n - i);
-        if (k == 0) {
-            memcpy(w, "\xEF\xBF\xBD", 3);
-            w += 3;
-            i++;
-        } else {
-            memcpy(w, text + i, k);
-            w += k;
-            i += k;
-        }
-    }
-    *w = 0;
-    return out;
-}
-
 int cmd_eval(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -108,7 +87,7 @@ int cmd_eval(int argc, char **argv)
             } else if (json) {
                 /* JSON strings are UTF-8: a path that is not (a Latin-1 file name) goes with U+FFFD
                  * for each byte that is not */
-                char *ck = utf8_or_replaced(ckpt), *dt = utf8_or_replaced(data);
+                char *ck = cc_valid_utf8(ckpt, strlen(ckpt)), *dt = cc_valid_utf8(data, strlen(data));
                 json_t *o = json_pack("{s:s,s:s,s:f,s:f,s:f,s:I,s:s}", "ckpt", ck, "data", dt,
                                       "loss", ev.loss, "top1", ev.top1, "top5", ev.top5,
                                       "tokens", (json_int_t)ev.scored, "device", ex->name);
