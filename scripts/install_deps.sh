@@ -17,7 +17,7 @@ venv=${CATCHAT_VENV:-$root/.venv}
 base=/usr/bin/python3  # the interpreter Debian's python3-* packages install for
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
-pkgs=(libcriterion-dev libinih-dev libjansson-dev libxxhash-dev pkg-config fortunes clang python3-torch python3-venv)
+pkgs=(libcriterion-dev libinih-dev libjansson-dev libxxhash-dev libpcre2-dev pkg-config fortunes clang python3-torch python3-venv)
 need=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then

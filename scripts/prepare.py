@@ -46,7 +46,9 @@ replaced or removed, so no shard of an earlier, longer run stays behind for a
 PREFIX_train_*.bin glob to pick up. An input that looks like a binary file
 (a NUL byte, or more than half of its bytes not UTF-8 text: catchat's own
 rule for text data) is refused unless --allow-binary is given."""
-import argparse, glob, json, os, re, signal, struct, sys
+import argparse, glob, json, os, re, shutil, signal, struct, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # xxh64.py beside it
 
 MAGIC, VERSION = 20240520, 1
 
@@ -128,29 +130,31 @@ def train_bpe(text, n):
     return tok
 
 
-def first_line(e):
+def first_line(e, limit=100):
     """An exception as a short clause of a one-line error (a network error's text runs to lines of its own)."""
     text = (str(e).strip().splitlines() or [""])[0]
     text = f"{type(e).__name__}: {text}" if text else type(e).__name__
-    return text if len(text) <= 100 else text[:97] + "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def load_tokenizer(name):
     if name == "bytes":
         return list, [bytes([i]) for i in range(256)]  # the input is bytes here: one token per byte
     if name == "gpt2":
-        offline = "offline, train a BPE on this text instead with --train-tokenizer N (or use --tokenizer bytes)"
+        # the first line says what is wrong, the indented ones what to do (an 80-column terminal)
+        offline = "  offline, train a BPE on this text instead with --train-tokenizer N\n  (or use --tokenizer bytes)"
         try:
             import tiktoken
         except ImportError:
-            sys.exit(f"prepare: --tokenizer gpt2 needs tiktoken, which scripts/install_deps.sh does not install "
-                     f"(.venv/bin/python -m pip install tiktoken), and its encoding files from the network; {offline}")
+            sys.exit("prepare: --tokenizer gpt2 needs tiktoken, which is not installed\n"
+                     "  .venv/bin/python -m pip install tiktoken (scripts/install_deps.sh does not);\n"
+                     f"  it fetches its encoding files from the network\n{offline}")
         import socket
         socket.setdefaulttimeout(30)  # its download has no timeout of its own: a dead network would hang here
         try:
             enc = tiktoken.get_encoding("gpt2")
         except Exception as e:  # no network, a proxy, a half-written cache
-            sys.exit(f"prepare: --tokenizer gpt2: its encoding files cannot be had ({first_line(e)}); {offline}")
+            sys.exit(f"prepare: --tokenizer gpt2: its encoding files cannot be had\n  ({first_line(e, 76)})\n{offline}")
         return (lambda s: enc.encode_ordinary(s)), [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)]
     tk = need_tokenizers(f"--tokenizer {name}")
     if not os.path.isfile(name):
@@ -162,8 +166,29 @@ def load_tokenizer(name):
     return hf_tokenizer(tok)
 
 
-def write_shard(path, tokens):
-    header = struct.pack("<3i", MAGIC, VERSION, len(tokens)) + bytes(4 * 253)
+# The tokenizer's identity in header ints the layout leaves reserved (int 3: this
+# mark, 4: its token count, 5 and 6: its fingerprint's low and high halves), so
+# catchat knows what the ids mean and other C trainers read the shard as before.
+TOKENIZER_MARK = 0x4B544343  # "CCTK"
+
+
+def fingerprint(vocab):
+    """The tokenizer's identity as catchat computes it (cc_vocab_fingerprint):
+    XXH64 over every token in id order, as its byte count (uint32 LE) and its
+    bytes; never 0. None where no xxh64 can be had (the shards then carry none)."""
+    from xxh64 import Xxh64, XxhashMissing
+    try:
+        h = Xxh64()
+        for b in vocab:
+            h.update(struct.pack("<I", len(b)) + b)
+        return int(h.hexdigest(), 16) or 1
+    except XxhashMissing:
+        return None
+
+
+def write_shard(path, tokens, vocab_len, vocab_id):
+    marked = [TOKENIZER_MARK, vocab_len, vocab_id & 0xFFFFFFFF, vocab_id >> 32] if vocab_id else [0, 0, 0, 0]
+    header = struct.pack("<3i4I", MAGIC, VERSION, len(tokens), *marked) + bytes(4 * 249)
     with open(path, "wb") as f:
         f.write(header + struct.pack(f"<{len(tokens)}H", *tokens))
 
@@ -284,6 +309,10 @@ def main():
                      f"would have no tokens ({len(data)} {'characters' if isinstance(data, str) else 'bytes'} in all)")
         if max(toks) >= 65536:
             sys.exit(f"prepare: token id {max(toks)} does not fit the uint16 shard format")
+    vocab_id = fingerprint(vocab)
+    if vocab_id is None:
+        print("prepare: note: no xxhash (pip install xxhash) nor libxxhash: the shards do not name their tokenizer",
+              file=sys.stderr)
     temps, written, said = [], set(), []
 
     def staged(final):  # where a file is written before it is renamed to final
@@ -303,7 +332,7 @@ def main():
         for split, toks in splits:
             for k in range(0, len(toks), a.shard_tokens):
                 path = f"{a.out_prefix}_{split}_{k // a.shard_tokens:03d}.bin"
-                write_shard(staged(path), toks[k:k + a.shard_tokens])
+                write_shard(staged(path), toks[k:k + a.shard_tokens], len(vocab), vocab_id)
                 said.append(f"{path}: {len(toks[k:k + a.shard_tokens])} tokens")
         with open(staged(f"{a.out_prefix}.vocab"), "w") as f:
             for b in vocab:
@@ -312,6 +341,9 @@ def main():
             # beside the shards, named by their prefix: two corpora in one folder keep their own
             trained.save(staged(f"{a.out_prefix}.tokenizer.json"))
             said.append(f"{a.out_prefix}.tokenizer.json: the BPE ({len(vocab)} tokens; --tokenizer for more text)")
+        elif tokenizer not in ("bytes", "gpt2"):
+            # a copy beside the shards: a run's checkpoints carry it, and `catchat sample` encodes with its merges
+            shutil.copyfile(tokenizer, staged(f"{a.out_prefix}.tokenizer.json"))
         # every file is whole: into place, then the earlier run's files this one did not replace
         for final, tmp in temps:
             os.replace(tmp, final)

@@ -13,10 +13,12 @@
 #include <string.h>
 #include "catchat/run_dir.h"
 #include "catchat/safetensors.h"
+#include "catchat/tokenizer.h"
 #include "catchat/util.h"
 #include "catchat/version.h"
 
 #define N_META 15
+#define N_TOKENIZER_META 3
 
 /* start_dir as metadata text: the folder itself where it is UTF-8 (metadata is
  * JSON); else "hex:" and its bytes in hex, which no absolute folder starts with. */
@@ -65,11 +67,11 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
     /* format, config, version and the folder the run started in (the config's relative paths are
      * relative to it); then the run state, when there is one */
     char cwd[CC_PATH_MAX];
-    const char *keys[N_META] = { "format", "config", "catchat_version", "start_dir", "step", "applied_steps",
+    const char *keys[N_META + N_TOKENIZER_META] = { "format", "config", "catchat_version", "start_dir", "step", "applied_steps",
                                  "skipped_steps", "loss_scale", "scale_growth_count", "data_pos", "rng_state",
                                  "running_loss", "eval_track", "schedule", "data_digest" };
     char vals[N_META][256];
-    const char *valp[N_META];
+    const char *valp[N_META + N_TOKENIZER_META];
     for (int i = 0; i < N_META; i++) valp[i] = vals[i];
     valp[0] = "catchat-v1";
     valp[1] = cfg_json;
@@ -96,7 +98,11 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
         snprintf(vals[14], 256, "%016" PRIx64 ",%016" PRIx64, state->train_digest, state->val_digest);
         n_meta = N_META;
     }
+    char *tok_owned[2] = { NULL, NULL };
+    if (state && state->tokenizer) n_meta += cc_tokenizer_meta(state->tokenizer, keys + n_meta, valp + n_meta, tok_owned);
     int rc = cc_st_write(path, e, n, keys, valp, n_meta);
+    free(tok_owned[0]);
+    free(tok_owned[1]);
     free(cfg_json);
     free(e);
     free(names);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include "catchat/rng.h"
 #include "catchat/util.h"
+#include "catchat/vocab.h"
 
 static uint32_t le32(const uint8_t *p)
 {
@@ -28,6 +29,10 @@ static int load_shard(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_si
     if (payload != (size_t)count * 2)
         return cc_error("%s: shard header says %u tokens but the file holds %zu bytes of tokens",
                         t->path, count, payload);
+    if (le32(buf + 12) == CC_SHARD_TOKENIZER_MARK) {
+        t->tokenizer_size = (int)le32(buf + 16);
+        t->tokenizer_id = (uint64_t)le32(buf + 24) << 32 | le32(buf + 20);
+    }
     t->n = count;
     t->tok = cc_malloc(sizeof(uint16_t) * (count ? count : 1));
     const uint8_t *p = buf + CC_SHARD_HEADER_INTS * 4;
@@ -42,6 +47,8 @@ static int load_shard(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_si
 
 static int load_text(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_size)
 {
+    t->tokenizer_id = cc_vocab_bytes_id();
+    t->tokenizer_size = 256;
     t->n = len;
     t->tok = cc_malloc(sizeof(uint16_t) * (len ? len : 1));
     for (size_t i = 0; i < len; i++) {
@@ -260,6 +267,13 @@ int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char
         for (int i = 1; i < n && rc == 0; i++) {
             cc_tokens one;
             if ((rc = load_one(&one, files[i], path, vocab_size, format)) != 0) break;
+            if (one.tokenizer_id != t->tokenizer_id) { /* ids that mean other things cannot be one dataset */
+                char a[96], b[96];
+                rc = cc_error("%s: ids of %s, %s: of %s: a dataset's files must share one tokenizer", files[i], cc_tokenizer_describe(one.tokenizer_id, a, sizeof(a)), files[0],
+                              cc_tokenizer_describe(t->tokenizer_id, b, sizeof(b)));
+                cc_tokens_free(&one);
+                break;
+            }
             t->tok = cc_realloc(t->tok, sizeof(uint16_t) * (t->n + one.n));
             memcpy(t->tok + t->n, one.tok, sizeof(uint16_t) * one.n);
             t->n += one.n;

@@ -9,7 +9,6 @@
 #include "catchat/text_escape.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
-#include "catchat/vocab.h"
 
 int cc_progress_log_row(cc_telemetry *tel, cc_tfevents *tfe, const cc_telemetry_row *row, const cc_run_progress *pr)
 {
@@ -144,27 +143,18 @@ void cc_progress_print(cc_progress *p, const cc_telemetry_row *row, long max_ste
     fflush(stdout);
 }
 
-void cc_progress_sample(const cc_progress *pg, cc_executor *ex, const cc_config *cfg, cc_tfevents *tfe,
-                        const char *prompt, int tokens, long step)
+void cc_progress_sample(const cc_progress *pg, cc_executor *ex, const cc_config *cfg,
+                        const struct cc_tokenizer *tokenizer, cc_tfevents *tfe, const char *prompt, int tokens,
+                        long step)
 {
     float *p = cc_malloc(sizeof(float) * ex->lay.total);
     ex->ops->get_params(ex, p);
     char path[CC_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/sample.txt", cfg->out_dir);
+    /* the prompt encoded and the ids written through the run's tokenizer, as
+     * `catchat sample` does with the checkpoint */
     cc_sample_opts so = { .prompt = prompt, .tokens = tokens, .temperature = 0.8, .top_k = 40,
-                          .seed = cfg->seed };
-    /* Shards with prepare.py's vocabulary beside them (a BPE's): the prompt
-     * is encoded and the ids written through it, as `catchat sample` does;
-     * as bytes the prompt would be other tokens and the text <id>s. */
-    cc_vocab vocab;
-    char vocab_path[CC_PATH_MAX];
-    int have_vocab = cc_vocab_beside_data(cfg->train, vocab_path, sizeof(vocab_path)) &&
-                     cc_vocab_load(&vocab, vocab_path) == 0;
-    if (have_vocab && vocab.n > ex->lay.dims.V) { /* not this model's vocabulary */
-        cc_vocab_free(&vocab);
-        have_vocab = 0;
-    }
-    if (have_vocab) so.vocab = &vocab;
+                          .seed = cfg->seed, .tokenizer = tokenizer };
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
@@ -189,5 +179,4 @@ void cc_progress_sample(const cc_progress *pg, cc_executor *ex, const cc_config 
     }
     free(text);
     free(p);
-    if (have_vocab) cc_vocab_free(&vocab);
 }

@@ -62,8 +62,8 @@ static int try_lock(cc_run_lock *lk, const char *path)
             char holder[400];
             read_holder(fd, holder, sizeof(holder));
             close(fd);
-            return cc_error("%s is in use by another catchat run (%s; lock file %s): wait for it to end, or choose "
-                            "another [run] out_dir", lk->dir, holder, path);
+            return cc_error("%s is in use by another catchat run\n  %s\n  lock file %s\n"
+                            "  wait for it to end, or choose another [run] out_dir", lk->dir, holder, path);
         }
         /* some network file systems refuse locks: the run is not worth losing over that */
         fprintf(stderr, "catchat: note: cannot lock %s (%s): another run started in this folder would not be "

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "catchat/rng.h"
 #include "catchat/train.h"
+#include "catchat/tokenizer.h"
 #include "catchat/util.h"
 #include "catchat/vocab.h"
 
@@ -29,28 +30,48 @@ static void text_add(text_buf *t, const char *bytes, size_t n)
     t->buf[t->n] = 0;
 }
 
-/* Token `token` as text: its vocabulary bytes, the byte itself, or <id>. */
-static void emit(FILE *out, text_buf *text, int token, const cc_vocab *vocab)
+/* Token `token` as text: its vocabulary bytes, the byte itself, or <id>
+ * (tmp holds the last two). */
+static const char *token_text(int token, const cc_vocab *vocab, char *tmp, size_t cap, size_t *n)
+{
+    if (vocab && token < vocab->n) {
+        *n = (size_t)vocab->len[token];
+        return (const char *)vocab->bytes[token];
+    }
+    if (!vocab && token < 256) {
+        tmp[0] = (char)token;
+        *n = 1;
+        return tmp;
+    }
+    *n = (size_t)snprintf(tmp, cap, "<%d>", token); /* an id the vocabulary does not cover */
+    return tmp;
+}
+
+/* Token `token` written out and kept in text, its first `skip` bytes left
+ * out of text (and of out too, with skip_out). */
+static void emit_from(FILE *out, text_buf *text, int token, const cc_vocab *vocab, size_t skip, int skip_out)
 {
     char tmp[32];
-    const char *b;
     size_t n;
-    if (vocab && token < vocab->n) {
-        b = (const char *)vocab->bytes[token];
-        n = (size_t)vocab->len[token];
-    } else if (!vocab && token < 256) {
-        tmp[0] = (char)token;
-        b = tmp;
-        n = 1;
-    } else {
-        n = (size_t)snprintf(tmp, sizeof(tmp), "<%d>", token); /* an id the vocabulary does not cover */
-        b = tmp;
-    }
-    text_add(text, b, n);
+    const char *b = token_text(token, vocab, tmp, sizeof(tmp), &n);
+    if (skip > n) skip = n;
+    text_add(text, b + skip, n - skip);
     if (out) {
-        fwrite(b, 1, n, out);
+        if (skip_out) fwrite(b + skip, 1, n - skip, out);
+        else fwrite(b, 1, n, out);
         fflush(out);
     }
+}
+
+static void emit(FILE *out, text_buf *text, int token, const cc_vocab *vocab) { emit_from(out, text, token, vocab, 0, 0); }
+
+/* Healing's rule for the first generated token: only tokens that begin with
+ * the taken-back token's bytes stay possible. */
+static void keep_heal_matches(float *logits, int V, const cc_vocab *vocab, const uint8_t *heal, size_t heal_len)
+{
+    for (int v = 0; v < V; v++)
+        if (v >= vocab->n || (size_t)vocab->len[v] < heal_len || memcmp(vocab->bytes[v], heal, heal_len) != 0)
+            logits[v] = -INFINITY;
 }
 
 /* Repetition penalty (CTRL): every token already in the context is made
@@ -151,19 +172,15 @@ static int ends_with_text(const text_buf *t, size_t from, const char *stop)
 int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o, FILE *out)
 {
     const int V = lay->dims.V;
+    const cc_tokenizer *tz = o->tokenizer;
+    const cc_vocab *vocab = tz && !cc_tokenizer_is_bytes(tz) ? &tz->vocab : NULL;
     int *ids = NULL, n_ids = 0;
     if (o->prompt_ids) {
         n_ids = o->n_prompt_ids;
         ids = cc_malloc(sizeof(int) * (n_ids ? n_ids : 1));
         memcpy(ids, o->prompt_ids, sizeof(int) * n_ids);
-    } else if (o->vocab) {
-        const int cap = (int)strlen(o->prompt) + 1;
-        ids = cc_malloc(sizeof(int) * cap);
-        n_ids = cc_vocab_encode(o->vocab, o->prompt, ids, cap);
-        if (n_ids < 0) {
-            free(ids);
-            return cc_error("sample: the prompt has bytes no token of the vocabulary covers; use --prompt-ids");
-        }
+    } else if (tz) {
+        if (cc_tokenizer_encode(tz, o->prompt, &ids, &n_ids) != 0) return -1;
     } else {
         n_ids = (int)strlen(o->prompt);
         ids = cc_malloc(sizeof(int) * (n_ids ? n_ids : 1));
@@ -172,6 +189,16 @@ int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o
     if (n_ids == 0) {
         free(ids);
         return cc_error("sample: the prompt is empty");
+    }
+    /* healing (train.h): the last token of an encoded prompt is taken back
+     * when another token is left to start from */
+    const uint8_t *heal = NULL;
+    size_t heal_len = 0;
+    const int last = ids[n_ids - 1];
+    if (!o->prompt_ids && vocab && o->tokens > 0 && n_ids >= 2 && last >= 0 && last < vocab->n && last < V && vocab->len[last] > 0) {
+        heal = vocab->bytes[last];
+        heal_len = (size_t)vocab->len[last];
+        n_ids--;
     }
     cpu_decoder dec;
     cpu_decoder_init(&dec, &lay->dims);
@@ -189,10 +216,11 @@ int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o
     for (int i = 0; i < n_ids; i++) {
         const int tok = ids[i];
         if (tok < 0 || tok >= V) { rc = cc_error("sample: prompt token %d is not below vocab_size %d", tok, V); break; }
-        emit(o->no_echo ? NULL : stream, &prompt_text, tok, o->vocab);
+        emit(o->no_echo ? NULL : stream, &prompt_text, tok, vocab);
         seen[tok] = 1;
         cpu_decoder_step(&dec, lay, params, tok, logits);
     }
+    if (heal) text_add(&prompt_text, (const char *)heal, heal_len); /* the prompt as given, for --json */
     for (int i = 0; rc == 0 && i < o->tokens; i++) {
         for (int v = 0; v < V; v++)
             if (!isfinite(logits[v])) {
@@ -203,12 +231,15 @@ int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o
         if (rc) break;
         memcpy(scored, logits, sizeof(float) * V);
         penalize(scored, V, seen, o->repetition_penalty);
+        if (heal && i == 0) keep_heal_matches(scored, V, vocab, heal, heal_len);
         const int tok = pick(scored, V, o, &rng, work, pairs);
         json_array_append_new(gen_ids, json_integer(tok));
         /* a softmax over V: only --json reports it */
         if (o->json) json_array_append_new(logprobs, json_real(log_prob(logits, V, tok)));
         seen[tok] = 1;
-        emit(stream, &text, tok, o->vocab);
+        /* the first token re-makes the healed bytes: echoed, they complete the prompt; the text after the
+         * prompt (--no-echo, --json, --stop) starts past them */
+        emit_from(stream, &text, tok, vocab, i == 0 ? heal_len : 0, o->no_echo);
         if (o->stop && ends_with_text(&text, 0, o->stop)) {
             reason = "stop";
             break;

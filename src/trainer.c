@@ -18,6 +18,7 @@
 #include "catchat/safetensors.h"
 #include "catchat/telemetry.h"
 #include "catchat/tfevents.h"
+#include "catchat/tokenizer.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
 
@@ -26,6 +27,7 @@
 typedef struct {
     cc_dist dist;
     cc_tokens train_tok, val_tok;
+    cc_tokenizer tokenizer; /* what the ids mean: carried by every checkpoint */
     cc_loader train, val;
     cc_executor *ex;
     int *x, *y;
@@ -54,6 +56,7 @@ static void run_free(run_ctx *r)
     cc_loader_free(&r->val);
     cc_tokens_free(&r->train_tok);
     cc_tokens_free(&r->val_tok);
+    cc_tokenizer_free(&r->tokenizer);
     free(r->x);
     free(r->y);
     cc_run_lock_release(&r->lock); /* last: every file of the run is closed */
@@ -203,6 +206,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
         cc_tokens_load_as(&r->train_tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0 ||
         cc_tokens_load_as(&r->val_tok, cfg->val, cfg->vocab_size, cfg->data_format) != 0 ||
+        cc_tokenizer_for_run(&r->tokenizer, cfg, &r->train_tok, &r->val_tok, r->lead) != 0 ||
         cc_loader_init(&r->train, &r->train_tok, B, T, 1, cfg->seed) != 0 ||
         cc_loader_init(&r->val, &r->val_tok, B, T, 0, cfg->seed) != 0)
         return -1;
@@ -218,8 +222,13 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     memset(st, 0, sizeof(*st));
     cc_scaler_init(&st->scaler, cfg);
     cc_rng_seed(&st->rng, cfg->seed);
-    if ((o->resume || o->init_ckpt) && cc_checkpoint_restore(ex, o->resume ? o->resume : o->init_ckpt, o->resume != NULL, st) != 0)
+    const char *from = o->resume ? o->resume : o->init_ckpt;
+    /* a model of other ids would go on as if each id still meant its old token */
+    if (from && (cc_tokenizer_check_checkpoint(from, o->resume ? "--resume" : "--init", r->tokenizer.id,
+                                               cfg->train) != 0 ||
+                 cc_checkpoint_restore(ex, from, o->resume != NULL, st) != 0))
         return -1;
+    st->tokenizer = &r->tokenizer;
     char resumed_how[512] = "";
     if (o->resume && (cc_resume_same_data(cfg, o->resume, o->new_data, st, &r->train_tok, &r->val_tok, resumed_how, sizeof(resumed_how)) != 0))
         return -1;
@@ -489,7 +498,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     res->best_eval = st.best_eval;
     res->best_step = st.best_step;
     if (rc == 0 && !res->stopped_by && r.lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0)
-        cc_progress_sample(&r.prog, ex, cfg, &r.tfe, o->sample_prompt, o->sample_tokens, st.step);
+        cc_progress_sample(&r.prog, ex, cfg, &r.tokenizer, &r.tfe, o->sample_prompt, o->sample_tokens, st.step);
     cc_telemetry_close(&r.tel);
     cc_tfevents_close(&r.tfe);
     if (r.lead && rc == 0 && !res->stopped_by) { /* the summary, --quiet too */
@@ -497,16 +506,17 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         cc_format_duration(took, sizeof(took), (cc_now_ms() - t_start) * 1e-3);
         /* --steps N ends a run short of max_steps: not "done", and how to go on */
         const int short_of_max = !early && st.step < cfg->max_steps;
-        printf("catchat train: %s after step %ld (%ld step%s in %s), last loss %.4f",
+        /* a short first line, then a line each (an 80-column terminal: the paths on lines of their own) */
+        printf("catchat train: %s after step %ld (%ld step%s in %s)\n",
                early ? "stopped early" : short_of_max ? "paused (--steps)" : "done", st.step, res->steps_run,
-               res->steps_run == 1 ? "" : "s", took, res->last_loss);
-        if (st.best_step > 0)
-            printf("; best eval loss %.4f at step %ld: %s/%s", st.best_eval, st.best_step, cfg->out_dir,
-                   CC_CHECKPOINT_BEST_NAME);
-        printf("; checkpoint %s/%s\n", cfg->out_dir, CC_CHECKPOINT_NAME);
+               res->steps_run == 1 ? "" : "s", took);
+        printf("  last loss %.4f", res->last_loss);
+        if (st.best_step > 0) printf("; best eval loss %.4f at step %ld", st.best_eval, st.best_step);
+        printf("\n  checkpoint       %s/%s\n", cfg->out_dir, CC_CHECKPOINT_NAME);
+        if (st.best_step > 0) printf("  best checkpoint  %s/%s\n", cfg->out_dir, CC_CHECKPOINT_BEST_NAME);
         if (short_of_max)
-            printf("catchat train: max_steps %ld not reached; go on with: %s train --resume %s/%s\n", cfg->max_steps,
-                   o->prog ? o->prog : "catchat", cfg->out_dir, CC_CHECKPOINT_NAME);
+            printf("catchat train: max_steps %ld not reached; go on with:\n  %s train --resume %s/%s\n",
+                   cfg->max_steps, o->prog ? o->prog : "catchat", cfg->out_dir, CC_CHECKPOINT_NAME);
         fflush(stdout);
     }
     r.dist.finished = rc == 0; /* the others see this rank end as planned, not lost */

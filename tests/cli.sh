@@ -38,12 +38,13 @@ sets=(--set train="$tmp/train.txt" --set val="$tmp/val.txt" --set out_dir="$tmp/
 [ "$(wc -l <"$tmp/run/telemetry.csv")" -eq 9 ] || bad "telemetry rows"
 # progress into a log: a line per step, then the summary
 [ "$(grep -c '^step [0-9]*/8 | loss .* | epoch ' "$tmp/train.log")" -eq 8 ] || bad "a log holds a progress line per step"
-grep -q '^catchat train: done after step 8 .*checkpoint ' "$tmp/train.log" || bad "no summary line in the log"
+grep -a -A3 '^catchat train: done after step 8 ' "$tmp/train.log" | grep -q "^  checkpoint  .*/checkpoint.safetensors$" ||
+  bad "no summary in the log"
 # --quiet: the summary only (and on the CPU the preflight has nothing to check or say)
 "$bin" train --config "$root/configs/tiny.ini" "${sets[@]}" --set max_steps=3 --force --quiet --sample-tokens 0 \
   --set device=cpu --preflight always \
   >"$tmp/quiet.log" 2>&1 || bad "quiet train"
-{ [ "$(wc -l <"$tmp/quiet.log")" -eq 1 ] && grep -q '^catchat train: done after step 3 ' "$tmp/quiet.log"; } \
+{ head -1 "$tmp/quiet.log" | grep -q '^catchat train: done after step 3 ' && ! tail -n +2 "$tmp/quiet.log" | grep -q -v '^  '; } \
   || bad "--quiet printed: $(head -3 "$tmp/quiet.log")"
 # on a terminal: one line rewritten in place (carriage returns, no line per step)
 if command -v script >/dev/null 2>&1; then

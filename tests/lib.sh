@@ -25,6 +25,18 @@ expect_error() {
   ok
 }
 
+# expect_error_lines "what" PATTERN CMD...: as expect_error, but the error's first line (holding PATTERN)
+# may go on in lines indented by two spaces (the details, the advice).
+expect_error_lines() {
+  local what=$1 pattern=$2; shift 2
+  timeout -k 5 120 "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ $rc -eq 0 ]; then bad "$what: exit 0"; return; fi
+  if tail -n +2 "$tmp/err" | grep -q -v '^  '; then bad "$what: more than one error: $(cat "$tmp/err")"; return; fi
+  if ! head -1 "$tmp/err" | grep -q -- "$pattern"; then bad "$what: '$(cat "$tmp/err")' lacks '$pattern'"; return; fi
+  ok
+}
+
 # make_corpus DIR [TRAIN_BYTES VAL_BYTES]: train.txt (30 kB) and val.txt (4 kB) of generated sentences.
 make_corpus() {
   python3 - "$1" "${2:-30000}" "${3:-4000}" <<'PY'

@@ -436,8 +436,8 @@ if ! "$bin" train --resume "$tmp/run_a/checkpoint.safetensors" --set val="$tmp/v
     --set eval_interval=2 --new-data --sample-tokens 0 >"$tmp/out" 2>"$tmp/err"; then bad "--new-data: $(cat "$tmp/err")"
 elif ! grep -q "resumed from .* at step 6; --new-data: other validation data (\[data\] val), a new best-eval record" "$tmp/out"; then
   bad "--new-data resume line: $(grep resumed "$tmp/out")"
-elif ! grep -q "best eval loss [0-9.]* at step 8:" "$tmp/out"; then
-  bad "--new-data: the best-eval record is not the new validation set's (step 8): $(grep 'done after' "$tmp/out")"
+elif ! grep -q "best eval loss [0-9.]* at step 8$" "$tmp/out"; then
+  bad "--new-data: the best-eval record is not the new validation set's (step 8): $(grep -A1 'done after' "$tmp/out")"
 elif cmp -s "$tmp/best_before.safetensors" "$tmp/run_a/checkpoint_best.safetensors"; then
   bad "--new-data: checkpoint_best was not written on the new validation set"
 else ok; fi
@@ -513,11 +513,14 @@ holder=$!
 watchdog $holder
 for _ in $(seq 300); do [ -f "$tmp/lock/checkpoint.safetensors" ] && break; sleep 0.1; done
 [ -f "$tmp/lock/checkpoint.safetensors" ] || bad "the lock holder wrote no checkpoint in 30 s: $(cat "$tmp/lock.err")"
-expect_error "a second run, --resume auto, same out_dir" "$tmp/lock is in use by another catchat run (pid $holder on $(uname -n), started 20" \
+expect_error_lines "a second run, --resume auto, same out_dir" "^catchat: $tmp/lock is in use by another catchat run$" \
   "$bin" train "${tiny[@]}" --set out_dir="$tmp/lock" --resume auto --set max_steps=100000
+grep -q "^  pid $holder on $(uname -n), started 20" "$tmp/err" && grep -q "^  lock file $tmp/lock/catchat.lock$" "$tmp/err" &&
+  ok || bad "the refusal does not name the holder and the lock file: $(cat "$tmp/err")"
 rows_before=$(wc -l <"$tmp/lock/telemetry.csv")
-expect_error "a second run, --force, same out_dir" "$tmp/lock is in use by another catchat run (pid $holder on" \
+expect_error_lines "a second run, --force, same out_dir" "^catchat: $tmp/lock is in use by another catchat run$" \
   "$bin" train "${tiny[@]}" --set out_dir="$tmp/lock" --force
+grep -q "^  pid $holder on" "$tmp/err" && ok || bad "--force refusal without the holder: $(cat "$tmp/err")"
 # --force would have deleted the running run's telemetry: it only grows
 [ "$(wc -l <"$tmp/lock/telemetry.csv" 2>/dev/null || echo 0)" -ge "$rows_before" ] ||
   bad "a refused --force deleted the running run's telemetry"
@@ -580,7 +583,8 @@ grep -q "note: on the CPU" "$tmp/err" && bad "a short CPU run got the duration n
 
 # ---- 32. --quiet keeps the resume line; --steps short of max_steps is not "done" ----
 "$bin" train "${tiny[@]}" --set out_dir="$tmp/pause" --set max_steps=6 --steps 2 >"$tmp/out" 2>&1 || bad "pause run"
-grep -q "^catchat train: paused (--steps) after step 2 " "$tmp/out" && grep -q "max_steps 6 not reached; go on with: .* train --resume $tmp/pause/checkpoint.safetensors" "$tmp/out" ||
+grep -q "^catchat train: paused (--steps) after step 2 " "$tmp/out" && grep -q "max_steps 6 not reached; go on with:$" "$tmp/out" &&
+  grep -q "^  .* train --resume $tmp/pause/checkpoint.safetensors$" "$tmp/out" ||
   bad "--steps 2 of 6: $(cat "$tmp/out")"
 "$bin" train --resume "$tmp/pause/checkpoint.safetensors" --quiet --sample-tokens 0 >"$tmp/out" 2>&1 || bad "resume, quiet"
 grep -q "^resumed from $tmp/pause/checkpoint.safetensors at step 2" "$tmp/out" || bad "--quiet hid the resume line: $(cat "$tmp/out")"

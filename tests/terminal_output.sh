@@ -2,10 +2,12 @@
 # What a user reads at the terminal: the eval step's line at 80 (and 40)
 # columns while a log keeps every field; a sample's control bytes shown as
 # escapes on a terminal and kept raw into a pipe or a file (catchat sample
-# and train's end-of-run sample); bench's CPU median; and the one-line
+# and train's end-of-run sample); bench's CPU median; the one-line
 # errors and exit statuses (0 ok, 1 a file, 2 the command line) of a
 # prompt id the model lacks, an empty prompt file, a truncated checkpoint
-# and a text file given as --vocab.
+# and a text file given as --vocab; and, within 80 columns, every command's
+# --help, train's end-of-run summary and the refusal of a run whose out_dir
+# another run holds.
 #   tests/terminal_output.sh path/to/catchat
 set -u
 source "$(dirname "$0")/lib.sh" "$1"
@@ -198,5 +200,47 @@ grep -q "^CPU reference: [0-9.]* ms per step (median of 3 steps, same batch)" "$
 "$bin" bench --config "$tmp/small.ini" --cpu-steps 1 >"$tmp/bench.out" 2>&1 || bad "bench --cpu-steps 1"
 grep -q "^CPU reference: [0-9.]* ms per step (1 step, same batch)" "$tmp/bench.out" && ok ||
   bad "bench --cpu-steps 1: $(grep CPU "$tmp/bench.out")"
+
+# ---- 9. 80 columns: every command's --help, the end-of-run summary, a refused run's lock message ----
+# fits80 WHAT FILE: FILE has text and no line over 80 columns (characters, not bytes)
+fits80() {
+  local wide
+  wide=$(python3 -c '
+import sys
+for n, l in enumerate(open(sys.argv[1], encoding="utf-8", errors="replace").read().split("\n"), 1):
+    if len(l) > 80: print(f"line {n} ({len(l)} columns): {l}")' "$2")
+  [ -s "$2" ] && [ -z "$wide" ] && ok || bad "$1 over 80 columns: ${wide:-(no output)}"
+}
+"$bin" --help >"$tmp/help" && fits80 "catchat --help" "$tmp/help" || bad "catchat --help exit"
+"$bin" -h >"$tmp/help" && fits80 "catchat -h" "$tmp/help" || bad "catchat -h exit"
+for c in train sample eval bench ladder dump-state bisect audit version; do
+  "$bin" $c --help >"$tmp/help" && fits80 "catchat $c --help" "$tmp/help" || bad "catchat $c --help exit"
+done
+# the summary of section 3's run: a first line, then indented ones (the best checkpoint's among them)
+awk '/^catchat train: done after step 6 / { on = 1; print; next } on && /^  / { print; next } { on = 0 }' \
+  "$tmp/log.out" >"$tmp/summary"
+[ "$(wc -l <"$tmp/summary")" -ge 3 ] && grep -q "^  best checkpoint  $tmp/log/checkpoint_best.safetensors$" "$tmp/summary" &&
+  ok || bad "the end-of-run summary: $(tail -5 "$tmp/log.out")"
+fits80 "the end-of-run summary" "$tmp/summary"
+# a run refused because another holds the out_dir's lock (held here as catchat holds it: flock, its line)
+mkdir -p "$tmp/held"
+python3 -c '
+import fcntl, os, sys, time
+f = open(sys.argv[1], "a+")
+fcntl.flock(f, fcntl.LOCK_EX)
+f.truncate(0)
+f.write("pid %d on %s, started 2026-01-01 00:00:00 UTC\n" % (os.getpid(), os.uname().nodename))
+f.flush()
+open(sys.argv[2], "w").close()
+time.sleep(120)' "$tmp/held/catchat.lock" "$tmp/held.ready" &
+holder=$!
+for _ in $(seq 100); do [ -f "$tmp/held.ready" ] && break; sleep 0.1; done
+"$bin" train --config "$tmp/small.ini" --set out_dir="$tmp/held" >/dev/null 2>"$tmp/lock.err"
+rc=$?
+kill "$holder"; wait "$holder" 2>/dev/null
+[ $rc -eq 1 ] && [ "$(head -1 "$tmp/lock.err")" = "catchat: $tmp/held is in use by another catchat run" ] &&
+  grep -q "^  pid $holder on " "$tmp/lock.err" && ! tail -n +2 "$tmp/lock.err" | grep -q -v '^  ' && ok ||
+  bad "the lock refusal: exit $rc: $(cat "$tmp/lock.err")"
+fits80 "the lock refusal" "$tmp/lock.err"
 
 finish

@@ -9,7 +9,8 @@
 #      made is one line and exit 1; nothing is lost: a prefix with shards is
 #      refused unless --replace (then all of its files are replaced), a failed
 #      or interrupted run leaves the prefix as it was, an executable is refused
-#      as catchat refuses it.
+#      as catchat refuses it; --tokenizer gpt2 without tiktoken or its encoding
+#      files says so in lines that fit an 80-column terminal.
 #   B. scripts/install_deps.sh puts the Python side into one interpreter (a venv
 #      on /usr/bin/python3 with its site packages, where Debian's python3-torch
 #      lives) whatever `python3` is first on PATH, keeps it when it is right,
@@ -333,6 +334,21 @@ rm -f "$tmp"/r_bin*
 # A17: the value given is the value said
 expect_refusal "A17 --val-fraction 0.9999999" "too short for --val-fraction 0.9999999:" "$tmp/small.txt" "$tmp/r" \
   --val-fraction 0.9999999
+# A18: --tokenizer gpt2 without tiktoken, or without its encoding files (a stand-in tiktoken either way): a
+# first line naming the option, what to do on indented lines, every line within 80 columns, nothing written
+mkdir -p "$tmp/no_tt/tiktoken" "$tmp/offline_tt/tiktoken"
+echo 'raise ImportError("no tiktoken here")' >"$tmp/no_tt/tiktoken/__init__.py"
+printf 'def get_encoding(name):\n    raise ConnectionError("%s")\n' "$(printf 'no network %.0s' $(seq 20))" \
+  >"$tmp/offline_tt/tiktoken/__init__.py"
+for case in "no_tt:prepare: --tokenizer gpt2 needs tiktoken" "offline_tt:prepare: --tokenizer gpt2: its encoding files cannot be had"; do
+  rm -f "$tmp"/r_*
+  PYTHONPATH="$tmp/${case%%:*}" prep "$tmp/small.txt" "$tmp/r_gpt2" --tokenizer gpt2 >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 0 ] && head -1 "$tmp/err" | grep -q "^${case#*:}" && ! tail -n +2 "$tmp/err" | grep -q -v '^  ' &&
+     grep -q -- "--train-tokenizer N" "$tmp/err" && ! ls "$tmp"/r_* >/dev/null 2>&1 &&
+     "$py" -c "import sys; sys.exit(max(len(l) for l in open(sys.argv[1], encoding='utf-8').read().split('\n')) > 80)" "$tmp/err"
+  then ok; else bad "A18 --tokenizer gpt2 (${case%%:*}): exit $rc: $(cat "$tmp/err")"; fi
+done
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

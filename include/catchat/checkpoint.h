@@ -31,6 +31,9 @@ typedef struct cc_run_state {
     /* What the run trains and evaluates on: digests of the token streams
      * (XXH3 of the tokens; 0: unknown), so a resume on other data is seen. */
     uint64_t train_digest, val_digest;
+    /* The tokenizer of those tokens, which every checkpoint carries (NULL:
+     * none; not read back by a load: see cc_tokenizer_from_checkpoint). */
+    const struct cc_tokenizer *tokenizer;
 } cc_run_state;
 
 /* m and v may be NULL (weights only); state may be NULL. */

@@ -14,11 +14,23 @@
 #define CC_SHARD_MAGIC 20240520
 #define CC_SHARD_VERSION 1
 #define CC_SHARD_HEADER_INTS 256
+/* The tokenizer a shard's ids come from, in header ints the layout leaves
+ * reserved (so other C trainers read the shard as before): int 3 holds this
+ * mark, int 4 the tokenizer's token count, ints 5 and 6 the low and high
+ * halves of its fingerprint (cc_vocab_fingerprint). scripts/prepare.py
+ * writes them; a shard without the mark was made elsewhere: its tokenizer is
+ * unknown. */
+#define CC_SHARD_TOKENIZER_MARK 0x4b544343u /* "CCTK" */
 
 typedef struct cc_tokens {
     uint16_t *tok;
     size_t n;
     int is_shard;
+    /* The tokenizer its ids come from (cc_vocab_fingerprint; text: the byte
+     * tokenizer's; 0: unknown, a shard made elsewhere), and for a shard
+     * that names one, its token count. Every file of a dataset has the same. */
+    uint64_t tokenizer_id;
+    int tokenizer_size;
     char path[1024];
     /* Several files read as one dataset: file i's tokens end at file_end[i]
      * (nfiles = 1 for a single file; windows never cross a file's end). */

@@ -35,9 +35,11 @@ void cc_progress_print(cc_progress *p, const cc_telemetry_row *row, long max_ste
                        const cc_run_progress *pr);
 /* Ends a progress line left open in place, before anything else is printed. */
 void cc_progress_break(cc_progress *p);
-/* The sample at the end of a run: <out_dir>/sample.txt, TensorBoard's text
+struct cc_tokenizer;
+/* The sample at the end of a run, through the run's tokenizer: <out_dir>/sample.txt, TensorBoard's text
  * tab (tag "sample", at `step`) and stdout unless quiet. */
-void cc_progress_sample(const cc_progress *pg, cc_executor *ex, const cc_config *cfg, cc_tfevents *tfe,
-                        const char *prompt, int tokens, long step);
+void cc_progress_sample(const cc_progress *pg, cc_executor *ex, const cc_config *cfg,
+                        const struct cc_tokenizer *tokenizer, cc_tfevents *tfe, const char *prompt, int tokens,
+                        long step);
 
 #endif

@@ -77,14 +77,20 @@ struct gpu_step_plan;
 int cc_dump_state(const cc_config *cfg, const char *ckpt, const char *out_path, const struct gpu_step_plan *plan);
 
 /* Sampling helpers */
+struct cc_tokenizer;
 typedef struct cc_sample_opts {
     const char *prompt;
     int tokens;
     double temperature; /* 0 = greedy */
     int top_k;          /* 0 = all */
     uint64_t seed;
-    const struct cc_vocab *vocab; /* decode ids with this vocabulary (NULL: ids are bytes) */
-    const int *prompt_ids;        /* exact prompt ids instead of `prompt` (NULL: encode the text) */
+    /* encodes the prompt and decodes ids (NULL, or one without tokens: ids
+     * are bytes). A prompt encoded with multi-byte tokens is healed: its last
+     * token is taken back and the first generated token must begin with that
+     * token's text, so a prompt that ends inside a token (a trailing space)
+     * goes on as training text did, not from a split it never saw. */
+    const struct cc_tokenizer *tokenizer;
+    const int *prompt_ids;        /* exact prompt ids instead of `prompt` (NULL: encode the text; never healed) */
     int n_prompt_ids;
     double top_p;                 /* nucleus: the fewest tokens whose probability reaches top_p (0 or 1: off) */
     double repetition_penalty;    /* > 1: logits of tokens already in the context divided (positive) or

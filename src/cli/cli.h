@@ -26,9 +26,10 @@ enum { OPT_CONFIG = 1000, OPT_SET, OPT_HELP_ID, OPT_PREFLIGHT };
 /* Its help lines, in the subcommand's columns: PAD follows "--preflight MODE"
  * up to the descriptions' column, INDENT starts the continued lines. */
 #define CLI_PREFLIGHT_HELP(PAD, INDENT)                                                                     \
-    "  --preflight MODE" PAD "auto (default), always or never: before the first GPU step, check this\n"    \
-    INDENT "run's kernels against the CPU reference on this GPU (docs/gpus.md); auto skips\n"              \
-    INDENT "a check that passed before on the same GPU, driver, build and kernel path\n"
+    "  --preflight MODE" PAD "auto (default), always or never: before the first GPU\n"                      \
+    INDENT "step, check this run's kernels against the CPU reference\n"                                     \
+    INDENT "on this GPU (docs/gpus.md); auto skips a check that passed\n"                                   \
+    INDENT "before on the same GPU, driver, build and kernel path\n"
 
 #define CLI_MAX_OPTS 32
 

@@ -9,11 +9,13 @@
 #include "catchat/util.h"
 
 static const char *HELP =
-    "usage: catchat bisect [--config F] [--set key=value]... [--lengths 64,128,256,512] [--steps N]\n\n"
-    "Length bisect: trains the same initial weights (the config's seed) on the same batches\n"
-    "with the sequences capped at each length, checking every stage for non-finite values\n"
-    "(as train --check-finite). For each length it reports \"finite through N steps\" or the\n"
-    "first step that went non-finite and where: stage, layer, timestep, tensor.\n\n"
+    "usage: catchat bisect [--config F] [--set key=value]...\n"
+    "                      [--lengths 64,128,256,512] [--steps N]\n\n"
+    "Length bisect: trains the same initial weights (the config's seed) on the same\n"
+    "batches with the sequences capped at each length, checking every stage for\n"
+    "non-finite values (as train --check-finite). For each length it reports \"finite\n"
+    "through N steps\" or the first step that went non-finite and where: stage, layer,\n"
+    "timestep, tensor.\n\n"
     "  --lengths L,...   caps to try (default 64,128,256,512)\n"
     "  --steps N         steps per length (default 50)\n";
 

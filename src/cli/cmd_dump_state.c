@@ -14,19 +14,22 @@
 #include "catchat/util.h"
 
 static const char *HELP =
-    "usage: catchat dump-state --config F --ckpt CKPT --out S.safetensors [--device cpu|gpu]\n"
-    "                          [--set key=value]... [--preflight MODE] [--force]\n\n"
+    "usage: catchat dump-state --config F --ckpt CKPT --out S.safetensors\n"
+    "                          [--device cpu|gpu] [--set key=value]...\n"
+    "                          [--preflight MODE] [--force]\n\n"
     "Runs one forward and backward pass on the first batch of the config's training\n"
     "data, with its loss_scale and grad_h_clamp, and writes x, y (I32 [B,T]), loss\n"
-    "(F64 [1]) and grad.<name> (F32, unscaled) for every parameter. No optimizer step;\n"
-    "the checkpoint is not changed.\n\n"
+    "(F64 [1]) and grad.<name> (F32, unscaled) for every parameter. No optimizer\n"
+    "step; the checkpoint is not changed.\n\n"
     "  --config F          the config (the [model] keys stored in CKPT win)\n"
     "  --set key=value     override one key, repeatable\n"
-    "  --ckpt CKPT         the weights (without it: the config's seeded initialisation)\n"
+    "  --ckpt CKPT         the weights (without it: the config's seeded\n"
+    "                      initialisation)\n"
     "  --out S.safetensors where to write the batch, the loss and the gradients\n"
     "  --device cpu|gpu    the executor (default: the config's [run] device)\n"
-    "  --force             write over --out although it holds something other than an earlier\n"
-    "                      dump-state output (a checkpoint, any other file); refused without it\n"
+    "  --force             write over --out although it holds something other than an\n"
+    "                      earlier dump-state output (a checkpoint, any other file);\n"
+    "                      refused without it\n"
     CLI_PREFLIGHT_HELP("    ", "                      ");
 
 /* An earlier dump-state output may be replaced; anything else at --out (a

@@ -11,6 +11,7 @@
 #include "catchat/executor.h"
 #include "catchat/gpu_plan.h"
 #include "catchat/preflight.h"
+#include "catchat/tokenizer.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
 
@@ -18,14 +19,16 @@ static const char *HELP =
     "usage: catchat eval --ckpt CKPT [--data FILE] [--config F] [--set key=value]...\n"
     "                    [--batches N] [--json] [--preflight MODE]\n\n"
     "Loss (nats per token), top-1 and top-5 accuracy of a checkpoint on a data file\n"
-    "(default: the config's [data] val). The [model] keys stored in the checkpoint are\n"
-    "used (a note names any the config would change). Batches of batch_size x seq_len\n"
-    "windows; each window of the file is scored at most once, and the tokens scored are\n"
-    "reported. A loss that is not finite is an error (exit 1), never a result.\n\n"
+    "(default: the config's [data] val). The [model] keys stored in the checkpoint\n"
+    "are used (a note names any the config would change). Batches of batch_size x\n"
+    "seq_len windows; each window of the file is scored at most once, and the tokens\n"
+    "scored are reported. A loss that is not finite is an error (exit 1), never a\n"
+    "result.\n\n"
     "  --ckpt CKPT    safetensors file with the model tensors (F32, F16 or BF16)\n"
     "  --data FILE    text file or .bin shard to score\n"
-    "  --batches N    batches of batch_size to score (default: the config's eval_batches x\n"
-    "                 grad_accum, as training evaluates; at most the file)\n"
+    "  --batches N    batches of batch_size to score (default: the config's\n"
+    "                 eval_batches x grad_accum, as training evaluates; at most the\n"
+    "                 file)\n"
     "  --json         print one JSON object instead of text\n"
     CLI_PREFLIGHT_HELP(" ", "                 ");
 
@@ -58,11 +61,16 @@ int cmd_eval(int argc, char **argv)
     if ((rcfg = cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS)) != 0) return cli_config_status(rcfg);
     if (!data && cli_check_stored_data(&ca, ckpt, &cfg, "val", "pass --data FILE to score another file") != 0)
         return 1;
+    const int data_given = data != NULL;
     if (!data) data = cfg.val;
     if (!batches) batches = cfg.eval_batches * cfg.grad_accum; /* batches of batch_size, as training evaluates */
     cc_tokens tok;
     cc_loader ld;
     if (cc_tokens_load_as(&tok, data, cfg.vocab_size, cfg.data_format) != 0) return 1;
+    if (cc_tokenizer_check_checkpoint(ckpt, "--ckpt", tok.tokenizer_id, data) != 0) {
+        cc_tokens_free(&tok);
+        return 1;
+    }
     if (cc_loader_init(&ld, &tok, cfg.batch_size, cfg.seq_len, 0, cfg.seed) != 0) {
         cc_tokens_free(&tok);
         return 1;
@@ -74,7 +82,13 @@ int cmd_eval(int argc, char **argv)
                           : NULL;
     if (ex) {
         float *p = cc_calloc(ex->lay.total, sizeof(float));
-        if (cc_checkpoint_load(ckpt, &ex->lay, p, NULL, NULL, NULL, NULL, NULL) == 0) {
+        cc_run_state st;
+        int has_state = 0;
+        if (cc_checkpoint_load(ckpt, &ex->lay, p, NULL, NULL, NULL, &st, &has_state) == 0) {
+            /* the run's own val file, re-made since (another tokenization, other text): a loss not to compare */
+            if (!data_given && has_state && st.val_digest && st.val_digest != cc_tokens_digest(&tok))
+                fprintf(stderr, "catchat: note: %s holds other tokens than the run validated on (their digest "
+                                "differs): this loss does not compare with the run's eval_loss\n", data);
             ex->ops->set_params(ex, p);
             cc_eval_result ev;
             cc_evaluate(ex, &ld, batches, &ev);

@@ -8,55 +8,72 @@
 #include "cli/cli.h"
 #include "catchat/checkpoint.h"
 #include "catchat/text_escape.h"
+#include "catchat/tokenizer.h"
 #include "catchat/train.h"
 #include "catchat/util.h"
 #include "catchat/vocab.h"
 
 static const char *HELP =
-    "usage: catchat sample --ckpt CKPT [--prompt TEXT | --prompt-file F | --prompt-ids L] [--tokens N]\n"
-    "                      [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]\n"
-    "                      [--stop TEXT] [--no-echo] [--json] [--seed N] [--vocab FILE]\n"
-    "                      [--config F] [--set key=value]... [--preflight MODE]\n\n"
-    "Streams the prompt and a continuation to stdout, one token at a time, with constant\n"
-    "memory per token (one GRU state per layer and a ring of the last ctx_window keys\n"
-    "and values). It decodes on the CPU, on every core (OMP_NUM_THREADS=N for fewer): at\n"
-    "d_model 512, 3 layers and a vocabulary of 50257, 210 tokens/s on 2 cores of a 2.6 GHz\n"
-    "AMD EPYC, bound by reading the classifier's vocab_size x d_model weights once per token.\n"
-    "On a terminal, control bytes other than newline and tab (an undertrained model writes\n"
-    "ESC, NUL, CR...) and bytes that are not UTF-8 are shown as escapes such as \\x1b; into\n"
-    "a file or a pipe every byte is written as it is.\n\n"
+    "usage: catchat sample --ckpt CKPT\n"
+    "                      [--prompt TEXT | --prompt-file F | --prompt-ids L]\n"
+    "                      [--tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+    "                      [--repetition-penalty R] [--stop TEXT] [--no-echo]\n"
+    "                      [--json] [--seed N] [--vocab FILE] [--config F]\n"
+    "                      [--set key=value]... [--preflight MODE]\n\n"
+    "Streams the prompt and a continuation to stdout, one token at a time, with\n"
+    "constant memory per token (one GRU state per layer and a ring of the last\n"
+    "ctx_window keys and values). It decodes on the CPU, on every core\n"
+    "(OMP_NUM_THREADS=N for fewer): at d_model 512, 3 layers and a vocabulary of\n"
+    "50257, 210 tokens/s on 2 cores of a 2.6 GHz AMD EPYC, bound by reading the\n"
+    "classifier's vocab_size x d_model weights once per token.\n"
+    "On a terminal, control bytes other than newline and tab (an undertrained model\n"
+    "writes ESC, NUL, CR...) and bytes that are not UTF-8 are shown as escapes such\n"
+    "as \\x1b; into a file or a pipe every byte is written as it is.\n\n"
     "  --prompt TEXT      bytes to start from (default \"The \")\n"
     "  --prompt-file F    the prompt is the whole file F (- reads standard input)\n"
     "  --tokens N         tokens to generate (default 200)\n"
     "  --temperature T    softmax temperature; 0 = greedy argmax (default 0.8)\n"
     "  --top-k K          sample among the K most likely tokens; 0 = all (default 40)\n"
-    "  --top-p P          then among the most likely tokens whose probability reaches P\n"
-    "                     (nucleus sampling); 1 = off (default 1)\n"
-    "  --repetition-penalty R  tokens already in the prompt or output are made less likely:\n"
-    "                     positive logits divided by R, negative ones multiplied; 1 = off (default 1)\n"
+    "  --top-p P          then among the most likely tokens whose probability reaches\n"
+    "                     P (nucleus sampling); 1 = off (default 1)\n"
+    "  --repetition-penalty R  tokens already in the prompt or output are made less\n"
+    "                     likely: positive logits divided by R, negative ones\n"
+    "                     multiplied; 1 = off (default 1)\n"
     "  --stop TEXT        stop once the generated text ends with TEXT (it is written)\n"
     "  --no-echo          write only the continuation, not the prompt\n"
-    "  --json             one JSON object at the end instead of streamed text: prompt, text,\n"
-    "                     prompt_tokens, tokens (ids), logprobs (each generated token's log-probability\n"
-    "                     under the model, before temperature and penalties), stop_reason (stop|length)\n"
+    "  --json             one JSON object at the end instead of streamed text:\n"
+    "                     prompt, text (after the prompt), prompt_tokens (the ids\n"
+    "                     fed), tokens (the ids generated), logprobs (each\n"
+    "                     generated token's log-probability under the model, before\n"
+    "                     temperature and penalties), stop_reason (stop|length)\n"
     "  --seed N           sampling seed (default 1)\n"
-    "  --vocab FILE       token vocabulary (scripts/prepare.py's .vocab) to decode ids with and to\n"
-    "                     encode the prompt; default: the one prepare.py wrote beside the run's\n"
-    "                     training shards (PREFIX.vocab for PREFIX_train_*.bin; a line on stderr\n"
-    "                     names it), else ids are bytes and ids past 255 print as <id>.\n"
-    "                     The prompt is encoded by greedy longest match, not by the tokenizer's\n"
-    "                     merges: with a BPE it can split text otherwise than training did;\n"
-    "                     --prompt-ids gives the tokenizer's own ids\n"
-    "  --prompt-ids L     exact prompt token ids, comma-separated, instead of --prompt\n"
-    "  --preflight MODE   auto|always|never, as train takes it; sampling decodes on the CPU\n"
-    "                     (the reference's own decoder), so it has no GPU kernel to check\n\n"
-    "Exit status: 0; 1 when a file fails (the checkpoint, --vocab, --prompt-file: missing,\n"
-    "damaged or empty); 2 when the command line is wrong (an unknown option, a value out of\n"
-    "range, a --prompt-ids id the model does not have).\n";
+    "  --vocab FILE       token vocabulary (scripts/prepare.py's .vocab) to decode\n"
+    "                     ids with; default: the tokenizer the checkpoint carries.\n"
+    "                     Refused when it is not the checkpoint's tokenizer or has\n"
+    "                     more tokens than the model. A checkpoint of an earlier\n"
+    "                     catchat carries none: then the .vocab beside the run's\n"
+    "                     training shards is used (a line on stderr names it)\n"
+    "  --prompt-ids L     exact prompt token ids, comma-separated, instead of\n"
+    "                     --prompt (never healed)\n"
+    "  --preflight MODE   auto|always|never, as train takes it; sampling decodes on\n"
+    "                     the CPU (the reference's own decoder), so it has no GPU\n"
+    "                     kernel to check\n\n"
+    "The prompt is encoded with the tokenizer's merges (a BPE's tokenizer.json, which\n"
+    "checkpoints carry), giving the ids the tokenizer itself gives; with a .vocab\n"
+    "alone, by greedy longest match (a note says so). It is healed: its last token\n"
+    "is taken back and the first generated token must begin with that token's\n"
+    "text, so a prompt that ends inside a token (\"The \": The + a lone space) goes\n"
+    "on as the training text did. --json's prompt_tokens then lack that token, and\n"
+    "prompt + text is always the decode of prompt_tokens + tokens.\n"
+    "\n"
+    "Exit status: 0; 1 when a file fails (the checkpoint, --vocab, --prompt-file:\n"
+    "missing, damaged or empty); 2 when the command line is wrong (an unknown option,\n"
+    "a value out of range, a --prompt-ids id the model does not have).\n";
 
-/* Without --vocab: the .vocab scripts/prepare.py wrote beside the shards the
- * checkpoint's run trained on (its stored [data] train, else val), so a BPE
- * model prints text without the user naming the file again. Where there is
+/* A checkpoint without a tokenizer (an earlier catchat's), no --vocab: the
+ * .vocab scripts/prepare.py wrote beside the shards the checkpoint's run
+ * trained on (its stored [data] train, else val), so a BPE model prints text
+ * without the user naming the file again. Where there is
  * none, one line says what was looked for and that ids print as they are
  * (found is empty then); a run on raw text is byte-level, its ids are the
  * bytes, and nothing is said. */
@@ -80,6 +97,79 @@ static int find_vocab(const char *ckpt, const cc_config *cfg, char *found, size_
         fprintf(stderr, "catchat: note: the run's training data (%s) is not scripts/prepare.py's shards, so there "
                         "is no vocabulary beside it: ids print as bytes below 256, <id> above (--vocab FILE)\n",
                 c->train);
+    return 0;
+}
+
+/* --vocab FILE in place of the checkpoint's tokens: refused when it is not
+ * the tokenizer the checkpoint names, or has more tokens than the model. */
+static int take_vocab_file(cc_tokenizer *tz, int carried, const cc_config *cfg, const char *path)
+{
+    cc_vocab given;
+    if (cc_vocab_load(&given, path) != 0) return -1;
+    const uint64_t fp = cc_vocab_fingerprint(&given);
+    char a[96], b[96];
+    if (carried && tz->id && fp != tz->id) {
+        cc_vocab_free(&given);
+        return cc_error("--vocab %s: %s, not the model's %s (the checkpoint carries its own: leave --vocab out)", path, cc_tokenizer_describe(fp, a, sizeof(a)),
+                        cc_tokenizer_describe(tz->id, b, sizeof(b)));
+    }
+    if (given.n > cfg->vocab_size) {
+        const int n = given.n;
+        cc_vocab_free(&given);
+        return cc_error("--vocab %s has %d tokens, more than the model's vocab_size %d: it is another tokenizer's",
+                        path, n, cfg->vocab_size);
+    }
+    if (fp == tz->id && tz->vocab.n) { /* the tokenizer the checkpoint carries already, merges and all */
+        cc_vocab_free(&given);
+        return 0;
+    }
+    const uint64_t id = tz->id;
+    cc_tokenizer_free(tz);
+    tz->id = id;
+    tz->vocab = given;
+    if (given.n < cfg->vocab_size)
+        fprintf(stderr, "catchat: %s has %d tokens, the model %d: ids past it print as <id>\n", path, given.n,
+                cfg->vocab_size);
+    return 0;
+}
+
+/* The tokenizer to encode the prompt and decode ids with: the one the
+ * checkpoint carries; --vocab FILE where given (and fitting); for a
+ * checkpoint of a catchat that stored none, the .vocab beside its run's data. */
+static int take_tokenizer(cc_tokenizer *tz, const char *ckpt, const cc_config *cfg, const char *vocab_path)
+{
+    const int carried = cc_tokenizer_from_checkpoint(tz, ckpt);
+    if (carried < 0) return -1;
+    char found[CC_PATH_MAX], a[96];
+    if (!vocab_path && !carried) {
+        if (find_vocab(ckpt, cfg, found, sizeof(found)) != 0) return -1;
+        if (!*found) return 0;
+        cc_vocab v;
+        if (cc_vocab_load(&v, found) != 0) return -1;
+        if (v.n > cfg->vocab_size) { /* not the vocabulary the model trained with */
+            fprintf(stderr, "catchat: note: %s, beside the run's training data, has %d tokens, more than the model's "
+                            "vocab_size %d: not used; ids print as bytes below 256, <id> above (--vocab FILE)\n",
+                    found, v.n, cfg->vocab_size);
+            cc_vocab_free(&v);
+            return 0;
+        }
+        fprintf(stderr, "catchat: note: decoding with %s, the vocabulary beside the run's training data "
+                        "(--vocab FILE for another)\n", found);
+        if (v.n < cfg->vocab_size)
+            fprintf(stderr, "catchat: %s has %d tokens, the model %d: ids past it print as <id>\n", found, v.n,
+                    cfg->vocab_size);
+        tz->vocab = v;
+        return 0;
+    }
+    if (vocab_path) {
+        if (take_vocab_file(tz, carried, cfg, vocab_path) != 0) {
+            cc_tokenizer_free(tz);
+            return -1;
+        }
+    } else if (tz->id && tz->id != cc_vocab_bytes_id() && !tz->vocab.n)
+        fprintf(stderr, "catchat: note: the checkpoint names %s but holds none of its tokens (its run had no .vocab "
+                        "beside the shards): ids print as bytes below 256, <id> above (--vocab FILE)\n",
+                cc_tokenizer_describe(tz->id, a, sizeof(a)));
     return 0;
 }
 
@@ -159,28 +249,13 @@ int cmd_sample(int argc, char **argv)
         so.prompt_ids = ids;
         so.n_prompt_ids = n_ids;
     }
-    cc_vocab vocab;
-    char found[CC_PATH_MAX];
-    if (!vocab_path && find_vocab(ckpt, &cfg, found, sizeof(found)) != 0) return 1;
-    if (!vocab_path && *found) vocab_path = found;
-    if (vocab_path) {
-        if (cc_vocab_load(&vocab, vocab_path) != 0) return 1;
-        if (vocab_path == found && vocab.n > cfg.vocab_size) { /* not the vocabulary the model trained with */
-            fprintf(stderr, "catchat: note: %s, beside the run's training data, has %d tokens, more than the model's "
-                            "vocab_size %d: not used; ids print as bytes below 256, <id> above (--vocab FILE)\n",
-                    found, vocab.n, cfg.vocab_size);
-            cc_vocab_free(&vocab);
-            vocab_path = NULL;
-        } else {
-            if (vocab_path == found)
-                fprintf(stderr, "catchat: note: decoding with %s, the vocabulary beside the run's training data "
-                                "(--vocab FILE for another)\n", found);
-            if (vocab.n < cfg.vocab_size)
-                fprintf(stderr, "catchat: %s has %d tokens, the model %d: ids past it print as <id>\n", vocab_path,
-                        vocab.n, cfg.vocab_size);
-            so.vocab = &vocab;
-        }
-    }
+    cc_tokenizer tz;
+    if (take_tokenizer(&tz, ckpt, &cfg, vocab_path) != 0) return 1;
+    so.tokenizer = &tz;
+    if (!ids_text && tz.vocab.n && !tz.bpe)
+        fprintf(stderr, "catchat: note: the tokenizer's merges are not known (no tokenizer.json came with it): "
+                        "the prompt is matched greedily, which can split it otherwise than the tokenizer "
+                        "(--prompt-ids for exact ids)\n");
     char *file_prompt = NULL;
     if (prompt_file) { /* the whole file (or standard input) as the prompt */
         size_t len = 0;
@@ -191,20 +266,20 @@ int cmd_sample(int argc, char **argv)
             while ((got = fread(file_prompt + len, 1, cap - len - 1, stdin)) > 0)
                 if ((len += got) + 1 >= cap) file_prompt = cc_realloc(file_prompt, cap *= 2);
         } else if (!(file_prompt = (char *)cc_read_file_what(prompt_file, "prompt file", &len))) {
-            if (vocab_path) cc_vocab_free(&vocab);
+            cc_tokenizer_free(&tz);
             return 1;
         }
         file_prompt[len] = 0;
         if (len == 0) { /* a file, not the command line: exit 1 */
             free(file_prompt);
-            if (vocab_path) cc_vocab_free(&vocab);
+            cc_tokenizer_free(&tz);
             fprintf(stderr, "catchat: %s: the prompt file is empty: the model needs at least one token to start "
                             "from\n", strcmp(prompt_file, "-") == 0 ? "standard input" : prompt_file);
             return 1;
         }
         if (strlen(file_prompt) != len) {
             free(file_prompt);
-            if (vocab_path) cc_vocab_free(&vocab);
+            cc_tokenizer_free(&tz);
             fprintf(stderr, "catchat: %s: the prompt holds a NUL byte; use --prompt-ids for such ids\n", prompt_file);
             return 1;
         }
@@ -224,6 +299,6 @@ int cmd_sample(int argc, char **argv)
     if (rc == 0) putchar('\n');
     free(p);
     free(file_prompt);
-    if (vocab_path) cc_vocab_free(&vocab);
+    cc_tokenizer_free(&tz);
     return rc == 0 ? 0 : 1;
 }

@@ -13,7 +13,7 @@ static const struct {
     cli_cmd_fn fn;
     const char *summary;
 } COMMANDS[] = {
-    { "train", cmd_train, "train a model from a config (CPU or GPU), with telemetry and checkpoints" },
+    { "train", cmd_train, "train a model from a config (CPU or GPU): telemetry, checkpoints" },
     { "eval", cmd_eval, "loss, top-1 and top-5 of a checkpoint on a data file" },
     { "sample", cmd_sample, "generate text from a checkpoint, streaming" },
     { "ladder", cmd_ladder, "the 11-stage GPU-vs-CPU parity ladder" },
@@ -31,8 +31,9 @@ static void usage(FILE *f)
                "sliding-window attention context stream) on the CPU reference or an NVIDIA GPU.\n\n"
                "commands:\n");
     for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-11s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
-    fprintf(f, "\n'catchat help <command>' is '<command> --help'; 'catchat help config' prints every\n"
-               "config key with its default; 'catchat --version' names the build and its libraries.\n");
+    fprintf(f, "\n'catchat help <command>' is '<command> --help'; 'catchat help config' prints\n"
+               "every config key with its default; 'catchat --version' names the build and\n"
+               "its libraries.\n");
 }
 
 /* `catchat help config`: the config reference as Markdown, generated from the
