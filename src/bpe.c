@@ -15,9 +15,14 @@
 #include "catchat/util.h"
 
 /* GPT-2's word pattern: contractions, letters, digits, other symbols (each
- * with one leading space), then runs of whitespace. */
-static const char WORD_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+ * with one leading space), then runs of whitespace. Whitespace is spelled
+ * out as Unicode's White_Space, which is what `tokenizers` (Oniguruma) takes
+ * \s for: PCRE2's \s also takes U+180E. Letters and digits are PCRE2's
+ * Unicode tables (10.42: Unicode 14), so a character assigned later may
+ * split otherwise than in a newer `tokenizers`. */
+#define WS "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+static const char WORD_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS
+                                   "]+(?![^" WS "])|[" WS "]+";
 
 typedef struct {
     uint64_t key; /* left id << 32 | right id, + 1 so that 0 marks an empty slot */
@@ -31,7 +36,13 @@ struct cc_bpe {
     pair_slot *pairs;
     size_t pair_mask;
     int byte_id[256];
-    int *added; /* added tokens (special ones such as <|endoftext|>): matched whole in the text */
+    /* added tokens (special ones such as <|endoftext|>): their text is matched whole in the prompt, as
+     * `tokenizers` does, though a special one's id decodes to no bytes (prepare.py's .vocab) */
+    struct added_token {
+        int id;
+        char *text;
+        size_t len;
+    } *added;
     int n_added;
     int add_prefix_space, ignore_merges;
     pcre2_code *words;
@@ -149,8 +160,10 @@ cc_bpe *cc_bpe_parse(const char *json_text, size_t len, const cc_vocab *vocab, c
         return refuse(b, root, why, cap, "its pre-tokenizer is %s, not GPT-2's ByteLevel", pre_type ? pre_type : "missing");
     if (!json_is_null(json_object_get(root, "normalizer")) && json_object_get(root, "normalizer"))
         return refuse(b, root, why, cap, "it has a normalizer%s, which catchat does not apply", "");
-    if (json_is_string(json_object_get(model, "continuing_subword_prefix")) ||
-        json_is_string(json_object_get(model, "end_of_word_suffix")))
+    /* GPT-2's own file writes both as "": no mark */
+    const char *cont = json_string_value(json_object_get(model, "continuing_subword_prefix")),
+               *eow = json_string_value(json_object_get(model, "end_of_word_suffix"));
+    if ((cont && *cont) || (eow && *eow))
         return refuse(b, root, why, cap, "its BPE marks word pieces%s, which a byte-level BPE does not", "");
     b->add_prefix_space = flag(pre, "add_prefix_space");
     b->ignore_merges = flag(model, "ignore_merges");
@@ -165,13 +178,14 @@ cc_bpe *cc_bpe_parse(const char *json_text, size_t len, const cc_vocab *vocab, c
         while (b->token_slots[i]) i = (i + 1) & b->token_mask;
         b->token_slots[i] = id + 1;
     }
-    uint8_t *buf = cc_malloc(4096);
+    uint8_t *buf = cc_malloc(4096), *covered = cc_calloc((size_t)vocab->n, 1);
     const char *text;
     json_t *idv;
     char bad[96] = "";
     json_object_foreach(tokens, text, idv) {
         const json_int_t id = json_integer_value(idv);
         const int n = token_bytes(text, buf, 4096);
+        if (json_is_integer(idv) && id >= 0 && id < vocab->n) covered[id] = 1;
         if (json_is_integer(idv) && id >= 0 && id < vocab->n && vocab->len[id] == 0)
             continue; /* a special token (<|endoftext|>), which prepare.py writes as no bytes */
         if (!json_is_integer(idv) || id < 0 || id >= vocab->n || n < 0 || n != vocab->len[id] ||
@@ -180,6 +194,16 @@ cc_bpe *cc_bpe_parse(const char *json_text, size_t len, const cc_vocab *vocab, c
             break;
         }
     }
+    json_t *added = json_object_get(root, "added_tokens"), *a;
+    size_t k;
+    json_array_foreach(added, k, a) {
+        const json_int_t id = json_integer_value(json_object_get(a, "id"));
+        if (id >= 0 && id < vocab->n) covered[id] = 1;
+    }
+    /* every token of the vocabulary is the file's: a tokenizer.json of a smaller tokenizer is another one */
+    for (int id = 0; id < vocab->n && !*bad; id++)
+        if (!covered[id] && vocab->len[id] > 0) snprintf(bad, sizeof(bad), "vocabulary lacks token %d, which", id);
+    free(covered);
     if (*bad) {
         free(buf);
         return refuse(b, root, why, cap, "its %s is not the vocabulary's", bad);
@@ -216,12 +240,16 @@ cc_bpe *cc_bpe_parse(const char *json_text, size_t len, const cc_vocab *vocab, c
     free(buf);
     if (*bad) return refuse(b, root, why, cap, "its %s does not join two of its tokens into a third", bad);
 
-    json_t *added = json_object_get(root, "added_tokens"), *a;
-    size_t k;
-    b->added = cc_malloc(sizeof(int) * (json_array_size(added) + 1));
+    b->added = cc_calloc(json_array_size(added) + 1, sizeof(*b->added));
     json_array_foreach(added, k, a) {
         const json_int_t id = json_integer_value(json_object_get(a, "id"));
-        if (id >= 0 && id < vocab->n && vocab->len[id] > 0) b->added[b->n_added++] = (int)id;
+        const char *content = json_string_value(json_object_get(a, "content"));
+        if (id < 0 || id >= vocab->n || !content || !*content) continue;
+        struct added_token *t = &b->added[b->n_added++];
+        t->id = (int)id;
+        t->len = strlen(content);
+        t->text = cc_malloc(t->len + 1);
+        memcpy(t->text, content, t->len + 1);
     }
     json_decref(root);
 
@@ -242,6 +270,7 @@ void cc_bpe_free(cc_bpe *b)
     if (!b) return;
     free(b->token_slots);
     free(b->pairs);
+    for (int i = 0; i < b->n_added; i++) free(b->added[i].text);
     free(b->added);
     if (b->match) pcre2_match_data_free(b->match);
     if (b->words) pcre2_code_free(b->words);
@@ -325,7 +354,7 @@ int cc_bpe_encode(const cc_bpe *b, const char *text, size_t len, int **ids, int 
     for (size_t i = 0; i < len;) {
         const size_t k = cc_utf8_seq_len((const unsigned char *)text + i, len - i);
         if (k == 0 || text[i] == 0)
-            return cc_error("the prompt is not UTF-8 text (byte %zu), which a BPE encodes: give --prompt-ids", i);
+            return cc_error("the prompt is not UTF-8 text (byte %zu), and a BPE encodes text", i);
         i += k;
     }
     id_list out = { 0 };
@@ -333,23 +362,22 @@ int cc_bpe_encode(const cc_bpe *b, const char *text, size_t len, int **ids, int 
     while (pos < len) {
         /* the earliest added token in the rest (the longest where two start together) */
         size_t at = len;
-        int found = -1;
+        const struct added_token *found = NULL;
         for (int a = 0; a < b->n_added; a++) {
-            const int id = b->added[a];
-            const size_t tl = (size_t)b->vocab->len[id];
-            for (size_t i = pos; i + tl <= len && i <= at; i++)
-                if (memcmp(text + i, b->vocab->bytes[id], tl) == 0) {
-                    if (i < at || (found >= 0 && tl > (size_t)b->vocab->len[found])) {
+            const struct added_token *t = &b->added[a];
+            for (size_t i = pos; i + t->len <= len && i <= at; i++)
+                if (memcmp(text + i, t->text, t->len) == 0) {
+                    if (i < at || (found && t->len > found->len)) {
                         at = i;
-                        found = id;
+                        found = t;
                     }
                     break;
                 }
         }
         encode_words(b, text + pos, at - pos, &out);
-        if (found < 0) break;
-        push(&out, found);
-        pos = at + (size_t)b->vocab->len[found];
+        if (!found) break;
+        push(&out, found->id);
+        pos = at + found->len;
     }
     *ids = out.v ? out.v : cc_malloc(sizeof(int));
     *n = out.n;

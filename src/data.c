@@ -32,6 +32,9 @@ static int load_shard(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_si
     if (le32(buf + 12) == CC_SHARD_TOKENIZER_MARK) {
         t->tokenizer_size = (int)le32(buf + 16);
         t->tokenizer_id = (uint64_t)le32(buf + 24) << 32 | le32(buf + 20);
+        if (t->tokenizer_size > vocab_size) /* ids the model could never predict, whether or not they occur */
+            return cc_error("%s: its tokenizer has %d tokens, more than the model's vocab_size %d (a run on it: "
+                            "set [model] vocab_size = %d)", t->path, t->tokenizer_size, vocab_size, t->tokenizer_size);
     }
     t->n = count;
     t->tok = cc_malloc(sizeof(uint16_t) * (count ? count : 1));
@@ -269,7 +272,7 @@ int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char
             if ((rc = load_one(&one, files[i], path, vocab_size, format)) != 0) break;
             if (one.tokenizer_id != t->tokenizer_id) { /* ids that mean other things cannot be one dataset */
                 char a[96], b[96];
-                rc = cc_error("%s: ids of %s, %s: of %s: a dataset's files must share one tokenizer", files[i], cc_tokenizer_describe(one.tokenizer_id, a, sizeof(a)), files[0],
+                rc = cc_error("%s holds ids of %s, %s of %s: a dataset's files must share one tokenizer", files[i], cc_tokenizer_describe(one.tokenizer_id, a, sizeof(a)), files[0],
                               cc_tokenizer_describe(t->tokenizer_id, b, sizeof(b)));
                 cc_tokens_free(&one);
                 break;

@@ -206,6 +206,7 @@ int cc_sample(const cc_layout *lay, const float *params, const cc_sample_opts *o
           *scored = cc_malloc(sizeof(float) * V);
     double *pairs = cc_malloc(sizeof(double) * 2 * V);
     unsigned char *seen = cc_calloc((size_t)V, 1);
+    if (heal) seen[last] = 1; /* the taken-back token is in the prompt, for the repetition penalty */
     FILE *stream = o->json ? NULL : out;
     text_buf prompt_text = { 0 }, text = { 0 };
     json_t *gen_ids = json_array(), *logprobs = json_array();

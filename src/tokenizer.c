@@ -71,15 +71,21 @@ int cc_tokenizer_for_run(cc_tokenizer *t, const cc_config *cfg, const cc_tokens 
         cc_vocab_free(&t->vocab);
         return 0;
     }
-    if (cc_file_beside_data(spec, ".tokenizer.json", path, sizeof(path))) {
-        size_t len;
-        char *text = (char *)cc_read_file_what(path, "tokenizer", &len);
-        if (!text) {
-            cc_tokenizer_free(t);
-            return -1;
-        }
-        take_json(t, text, len, path, say);
+    if (cc_tokenizer_merges_beside_data(t, spec, say) != 0) {
+        cc_tokenizer_free(t);
+        return -1;
     }
+    return 0;
+}
+
+int cc_tokenizer_merges_beside_data(cc_tokenizer *t, const char *data, int say)
+{
+    char path[CC_PATH_MAX];
+    if (!t->vocab.n || !cc_file_beside_data(data, ".tokenizer.json", path, sizeof(path))) return 0;
+    size_t len;
+    char *text = (char *)cc_read_file_what(path, "tokenizer", &len);
+    if (!text) return -1;
+    take_json(t, text, len, path, say);
     return 0;
 }
 
@@ -93,7 +99,7 @@ static int parse_id(const char *s, uint64_t *id)
     return 0;
 }
 
-int cc_tokenizer_from_checkpoint(cc_tokenizer *t, const char *path)
+int cc_tokenizer_from_checkpoint(cc_tokenizer *t, const char *path, int say)
 {
     memset(t, 0, sizeof(*t));
     cc_st_file f;
@@ -106,11 +112,15 @@ int cc_tokenizer_from_checkpoint(cc_tokenizer *t, const char *path)
     if (id && parse_id(id, &t->id) != 0) rc = cc_error("%s: metadata 'tokenizer' = '%.40s' is not bytes, unknown "
                                                        "or 16 hex digits", path, id);
     else if (id && vocab && cc_vocab_parse(&t->vocab, vocab, strlen(vocab), name) != 0) rc = -1;
+    else if (id && vocab && t->id && cc_vocab_fingerprint(&t->vocab) != t->id)
+        rc = cc_error("%s: its tokenizer_vocab is not the tokenizer its metadata names (%.16s): the file is "
+                      "damaged", path, id);
     else if (id && vocab && json) {
         const size_t len = strlen(json);
         char *copy = cc_malloc(len + 1);
         memcpy(copy, json, len + 1);
-        take_json(t, copy, len, path, 0);
+        snprintf(name, sizeof(name), "%s (its tokenizer_json)", path);
+        take_json(t, copy, len, name, say);
     }
     cc_st_close(&f);
     if (rc < 0) cc_tokenizer_free(t);
@@ -120,17 +130,18 @@ int cc_tokenizer_from_checkpoint(cc_tokenizer *t, const char *path)
 int cc_tokenizer_check_checkpoint(const char *ckpt, const char *ckpt_role, uint64_t other, const char *what)
 {
     cc_tokenizer t;
-    const int has = cc_tokenizer_from_checkpoint(&t, ckpt);
+    const int has = cc_tokenizer_from_checkpoint(&t, ckpt, 0);
     if (has < 0) return -1;
     const uint64_t mine = t.id;
     cc_tokenizer_free(&t);
     char a[96], b[96];
     if (has && (!mine) != (!other)) /* one side made elsewhere: nothing to compare, and said so */
-        fprintf(stderr, "catchat: note: %s: ids of %s, the model of %s: of %s: whether they mean the same tokens "
-                        "is not known\n", what, cc_tokenizer_describe(other, b, sizeof(b)), ckpt,
+        fprintf(stderr, "catchat: note: %s holds ids of %s; the model of %s was trained on %s: cannot tell "
+                        "whether they match\n", what, cc_tokenizer_describe(other, b, sizeof(b)), ckpt,
                 cc_tokenizer_describe(mine, a, sizeof(a)));
     if (!has || !mine || !other || mine == other) return 0;
-    return cc_error("%s: ids of %s, but the model of %s %s was trained on ids of %s", what,
+    return cc_error("%s: ids of %s, but the model of %s %s was trained on ids of %s (data made with the "
+                    "model's tokenizer: scripts/prepare.py --tokenizer with its tokenizer.json)", what,
                     cc_tokenizer_describe(other, b, sizeof(b)), ckpt_role, ckpt, cc_tokenizer_describe(mine, a, sizeof(a)));
 }
 

@@ -222,6 +222,18 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     memset(st, 0, sizeof(*st));
     cc_scaler_init(&st->scaler, cfg);
     cc_rng_seed(&st->rng, cfg->seed);
+    if (r->lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
+        /* the end's sample prompt through the run's tokenizer, before any step: not a failure after the run */
+        int *ids = NULL, n;
+        const int quiet = cc_error_quiet;
+        cc_error_quiet = 1; /* one line, this one, naming the option */
+        const int bad = cc_tokenizer_encode(&r->tokenizer, o->sample_prompt, &ids, &n) != 0;
+        cc_error_quiet = quiet;
+        free(ids);
+        if (bad)
+            return cc_error("--sample-prompt: the run's tokenizer cannot encode it (%s)",
+                            r->tokenizer.bpe ? "not UTF-8 text" : "bytes no token covers");
+    }
     const char *from = o->resume ? o->resume : o->init_ckpt;
     /* a model of other ids would go on as if each id still meant its old token */
     if (from && (cc_tokenizer_check_checkpoint(from, o->resume ? "--resume" : "--init", r->tokenizer.id,

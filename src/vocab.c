@@ -146,7 +146,7 @@ uint64_t cc_vocab_bytes_id(void)
 
 const char *cc_tokenizer_describe(uint64_t id, char *buf, size_t cap)
 {
-    if (id == cc_vocab_bytes_id()) snprintf(buf, cap, "the byte tokenizer");
+    if (id == cc_vocab_bytes_id()) snprintf(buf, cap, "the byte tokenizer (raw text)");
     else if (id == 0) snprintf(buf, cap, "an unknown tokenizer");
     else snprintf(buf, cap, "tokenizer %016" PRIx64, id);
     return buf;

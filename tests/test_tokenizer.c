@@ -105,12 +105,13 @@ static void byte_char(int byte, char *out)
     else snprintf(out, 4, "%c%c", 0xc0 | c >> 6, 0x80 | (c & 0x3f));
 }
 
-/* The bytes' 256 tokens, then "he" 256, " t" 257, " th" 258, "the" 259, " the" 260, "ll" 261. */
-static const char *const EXTRA[] = { "he", " t", " th", "the", " the", "ll" };
+/* The bytes' 256 tokens, then "he" 256, " t" 257, " th" 258, "the" 259, " the" 260, "ll" 261, "\r\n" 262,
+ * and the special token <|endoftext|> 263, which prepare.py's .vocab writes as no bytes. */
+static const char *const EXTRA[] = { "he", " t", " th", "the", " the", "ll", "\r\n" };
 /* Merges by rank, as token texts. " the" is a token, but h+e (rank 0) comes before " th" can form, so the
  * word " the" ends as " t" + "he": greedy longest match would say " the". */
 static const char *const MERGES[][2] = { { "h", "e" }, { " ", "t" }, { " t", "h" }, { "t", "he" }, { " th", "e" },
-                                         { "l", "l" } };
+                                         { "l", "l" }, { "\r", "\n" } };
 
 static void json_token(char *out, const char *bytes)
 {
@@ -121,8 +122,11 @@ static void json_token(char *out, const char *bytes)
 static cc_bpe *small_bpe(cc_vocab *v, const char *pre_type)
 {
     char *json = malloc(1 << 16), tok[64], tok2[64];
+    /* GPT-2's own file writes an empty prefix and suffix: no mark */
     size_t n = (size_t)sprintf(json, "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"%s\",\"add_prefix_space\":false,"
-                                     "\"use_regex\":true},\"added_tokens\":[],\"model\":{\"type\":\"BPE\",\"vocab\":{",
+                                     "\"use_regex\":true},\"added_tokens\":[{\"id\":263,\"content\":\"<|endoftext|>\","
+                                     "\"special\":true}],\"model\":{\"type\":\"BPE\",\"continuing_subword_prefix\":\"\","
+                                     "\"end_of_word_suffix\":\"\",\"vocab\":{",
                                pre_type);
     char hex[4096] = "";
     for (int b = 0; b < 256; b++) {
@@ -133,14 +137,15 @@ static cc_bpe *small_bpe(cc_vocab *v, const char *pre_type)
         n += (size_t)sprintf(json + n, "%s\"%s\":%d", b ? "," : "", tok, b);
         sprintf(hex + strlen(hex), "%02x\n", b);
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         json_token(tok, EXTRA[i]);
         n += (size_t)sprintf(json + n, ",\"%s\":%d", tok, 256 + i);
         for (const char *p = EXTRA[i]; *p; p++) sprintf(hex + strlen(hex), "%02x", (unsigned char)*p);
         strcat(hex, "\n");
     }
-    n += (size_t)sprintf(json + n, "},\"merges\":[");
-    for (int i = 0; i < 6; i++) {
+    n += (size_t)sprintf(json + n, ",\"<|endoftext|>\":263},\"merges\":[");
+    strcat(hex, "\n");
+    for (int i = 0; i < 7; i++) {
         json_token(tok, MERGES[i][0]);
         json_token(tok2, MERGES[i][1]);
         n += (size_t)sprintf(json + n, "%s[\"%s\",\"%s\"]", i ? "," : "", tok, tok2);
@@ -176,6 +181,13 @@ Test(tokenizer, bpe_applies_merges_by_rank_within_words)
     expect_ids(b, "the  the1", (int[]){ 259, ' ', 257, 256, '1' }, 5);
     /* no merge crosses a word boundary: "t" ends one word, "he" begins none */
     expect_ids(b, "t.he", (int[]){ 't', '.', 256 }, 3);
+    /* a special token's text is matched whole, between words */
+    expect_ids(b, "the<|endoftext|>the", (int[]){ 259, 263, 259 }, 3);
+    /* whitespace is Unicode's White_Space, as `tokenizers` has it. U+180E is not: "\r\n" before it is a run
+     * of whitespace before a word, so its last character goes alone ("\r", "\n", then U+180E), where a
+     * \s that took U+180E would see one run and join \r+\n. Before a space the run stays whole. */
+    expect_ids(b, "\r\n\xe1\xa0\x8e", (int[]){ '\r', '\n', 0xe1, 0xa0, 0x8e }, 5);
+    expect_ids(b, "\r\n", (int[]){ 262 }, 1);
     int *ids, n;
     cr_expect_neq(cc_bpe_encode(b, "\xff", 1, &ids, &n), 0, "text that is not UTF-8 is refused");
     cc_bpe_free(b);

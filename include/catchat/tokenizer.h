@@ -33,8 +33,14 @@ int cc_tokenizer_for_run(cc_tokenizer *t, const cc_config *cfg, const cc_tokens 
                          int say);
 
 /* The tokenizer a checkpoint carries: 1 when it has one, 0 when it predates
- * them (no "tokenizer" metadata: t is empty, id unknown), -1 on error (said). */
-int cc_tokenizer_from_checkpoint(cc_tokenizer *t, const char *path);
+ * them (no "tokenizer" metadata: t is empty, id unknown), -1 on error (said:
+ * a tokenizer_vocab that is not the tokenizer named). With `say`, a note
+ * tells why a tokenizer_json it carries cannot encode prompts. */
+int cc_tokenizer_from_checkpoint(cc_tokenizer *t, const char *path, int say);
+/* The merges of the PREFIX.tokenizer.json beside a run's data (a checkpoint
+ * of an earlier catchat, which carries no tokenizer), when they are t's
+ * vocabulary's: 0, or -1 (said) when the file cannot be read. */
+int cc_tokenizer_merges_beside_data(cc_tokenizer *t, const char *data, int say);
 
 /* A checkpoint's tokens against another source's: refused in one line when
  * both identities are known and differ, a note when one is unknown. `what`

@@ -63,8 +63,9 @@ static const char *HELP =
     "alone, by greedy longest match (a note says so). It is healed: its last token\n"
     "is taken back and the first generated token must begin with that token's\n"
     "text, so a prompt that ends inside a token (\"The \": The + a lone space) goes\n"
-    "on as the training text did. --json's prompt_tokens then lack that token, and\n"
-    "prompt + text is always the decode of prompt_tokens + tokens.\n"
+    "on as the training text did (a prompt of one token is not healed). --json's\n"
+    "prompt_tokens then lack that token; prompt + text is always the decode of\n"
+    "prompt_tokens + tokens.\n"
     "\n"
     "Exit status: 0; 1 when a file fails (the checkpoint, --vocab, --prompt-file:\n"
     "missing, damaged or empty); 2 when the command line is wrong (an unknown option,\n"
@@ -119,7 +120,7 @@ static int take_vocab_file(cc_tokenizer *tz, int carried, const cc_config *cfg, 
         return cc_error("--vocab %s has %d tokens, more than the model's vocab_size %d: it is another tokenizer's",
                         path, n, cfg->vocab_size);
     }
-    if (fp == tz->id && tz->vocab.n) { /* the tokenizer the checkpoint carries already, merges and all */
+    if (tz->vocab.n && fp == cc_vocab_fingerprint(&tz->vocab)) { /* the one the checkpoint carries, merges and all */
         cc_vocab_free(&given);
         return 0;
     }
@@ -138,7 +139,7 @@ static int take_vocab_file(cc_tokenizer *tz, int carried, const cc_config *cfg, 
  * checkpoint of a catchat that stored none, the .vocab beside its run's data. */
 static int take_tokenizer(cc_tokenizer *tz, const char *ckpt, const cc_config *cfg, const char *vocab_path)
 {
-    const int carried = cc_tokenizer_from_checkpoint(tz, ckpt);
+    const int carried = cc_tokenizer_from_checkpoint(tz, ckpt, 1);
     if (carried < 0) return -1;
     char found[CC_PATH_MAX], a[96];
     if (!vocab_path && !carried) {
@@ -159,7 +160,11 @@ static int take_tokenizer(cc_tokenizer *tz, const char *ckpt, const cc_config *c
             fprintf(stderr, "catchat: %s has %d tokens, the model %d: ids past it print as <id>\n", found, v.n,
                     cfg->vocab_size);
         tz->vocab = v;
-        return 0;
+        /* and the merges beside it, where prepare.py wrote them */
+        cc_config run;
+        cc_config_defaults(&run);
+        const char *data = cc_checkpoint_read_config(ckpt, &run) > 0 ? run.train : cfg->train;
+        return cc_tokenizer_merges_beside_data(tz, data, 1);
     }
     if (vocab_path) {
         if (take_vocab_file(tz, carried, cfg, vocab_path) != 0) {
@@ -253,9 +258,8 @@ int cmd_sample(int argc, char **argv)
     if (take_tokenizer(&tz, ckpt, &cfg, vocab_path) != 0) return 1;
     so.tokenizer = &tz;
     if (!ids_text && tz.vocab.n && !tz.bpe)
-        fprintf(stderr, "catchat: note: the tokenizer's merges are not known (no tokenizer.json came with it): "
-                        "the prompt is matched greedily, which can split it otherwise than the tokenizer "
-                        "(--prompt-ids for exact ids)\n");
+        fprintf(stderr, "catchat: note: no usable tokenizer.json came with the tokenizer: the prompt is matched "
+                        "greedily, which can split it otherwise (--prompt-ids for exact ids)\n");
     char *file_prompt = NULL;
     if (prompt_file) { /* the whole file (or standard input) as the prompt */
         size_t len = 0;
