@@ -13,9 +13,10 @@ command -v "$cc" >/dev/null || { echo "fuzz: no clang (apt-get install clang)" >
 flags=(-O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root/include" -I"$root/src"
        -I/usr/local/cuda/include)
 srcs=("$root"/src/util.c "$root"/src/config.c "$root"/src/safetensors.c "$root"/src/data.c "$root"/src/rng.c
-      "$root"/src/layout.c "$root"/src/checkpoint.c "$root"/src/version.c "$root"/src/cli/cli_common.c "$root"/src/cli/cli_env.c)
+      "$root"/src/layout.c "$root"/src/checkpoint.c "$root"/src/version.c "$root"/src/cli/cli_common.c "$root"/src/cli/cli_env.c
+      "$root"/src/vocab.c "$root"/src/tokenizer.c "$root"/src/bpe.c "$root"/src/text_escape.c)
 for h in $harnesses; do
-  "$cc" "${flags[@]}" "$root/tests/fuzz/fuzz_$h.c" "${srcs[@]}" -linih -ljansson -lxxhash -lm -o "$out/fuzz_$h"
+  "$cc" "${flags[@]}" "$root/tests/fuzz/fuzz_$h.c" "${srcs[@]}" -linih -ljansson -lxxhash -lpcre2-8 -lm -o "$out/fuzz_$h"
 done
 status=0
 for h in $harnesses; do
