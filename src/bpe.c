@@ -245,6 +245,10 @@ cc_bpe *cc_bpe_parse(const char *json_text, size_t len, const cc_vocab *vocab, c
         const json_int_t id = json_integer_value(json_object_get(a, "id"));
         const char *content = json_string_value(json_object_get(a, "content"));
         if (id < 0 || id >= vocab->n || !content || !*content) continue;
+        /* a special token's id decodes to no bytes (prepare.py's .vocab); any other must decode to its text */
+        if (vocab->len[id] > 0 && ((size_t)vocab->len[id] != strlen(content) ||
+                                   memcmp(vocab->bytes[id], content, strlen(content)) != 0))
+            return refuse(b, root, why, cap, "its added token '%.40s' is not the vocabulary's", content);
         struct added_token *t = &b->added[b->n_added++];
         t->id = (int)id;
         t->len = strlen(content);

@@ -61,5 +61,23 @@ put("text", "english.txt", "The quick brown fox jumps over the lazy dog.\n" * 4)
 put("text", "high_bytes.txt", bytes(range(256)))
 put("text", "short.txt", "ab")
 
+# a byte-level BPE (GPT-2's byte-to-character table) over the bytes and "he", " t", "the" (fuzz_bpe.c's vocabulary)
+printable = [*range(0x21, 0x7f), *range(0xa1, 0xad), *range(0xae, 0x100)]
+chars, extra = {}, 256
+for b in range(256):
+    chars[b] = chr(b) if b in printable else chr(extra)
+    extra += b not in printable
+word = lambda bs: "".join(chars[b] for b in bs)
+bpe_vocab = {word([b]): b for b in range(256)}
+bpe_vocab.update({word(b"he"): 256, word(b" t"): 257, word(b"the"): 258})
+tokenizer = {"normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+             "added_tokens": [{"id": 256, "content": "he", "special": False}],
+             "model": {"type": "BPE", "ignore_merges": False, "vocab": bpe_vocab,
+                       "merges": [[word(b"h"), word(b"e")], [word(b" "), word(b"t")], [word(b"t"), word(b"he")]]}}
+put("bpe", "tokenizer.json", json.dumps(tokenizer, ensure_ascii=False))
+put("bpe", "old_merges.json", json.dumps({**tokenizer, "model": {**tokenizer["model"], "merges": [
+    word(b"h") + " " + word(b"e"), word(b" ") + " " + word(b"t")]}}, ensure_ascii=False))
+put("bpe", "not_bpe.json", json.dumps({**tokenizer, "model": {"type": "WordPiece"}}))
+
 put("cli", "sets", "lr=1e-3\ntrain.lr=3\nseed=18446744073709551615\nloss_scale=dynamic\n")
 put("cli", "hostile", "1e999\nnan\n-0\n=\nlr\n.=\nmodel.=4\n99999999999999999999999\n")

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Build the libFuzzer harnesses (clang, ASan + UBSan) and run each for a
 # bounded time on a working copy of its seed corpus. Exit non-zero on a finding.
-#   tests/fuzz/run.sh SECONDS [harness ...]     (harnesses: ini safetensors shard text cli)
+#   tests/fuzz/run.sh SECONDS [harness ...]     (harnesses: ini safetensors shard text cli bpe)
 set -euo pipefail
 secs=${1:-30}; shift || true
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${FUZZ_BUILD:-$root/build-fuzz}
 mkdir -p "$out"
-harnesses=${*:-ini safetensors shard text cli}
+harnesses=${*:-ini safetensors shard text cli bpe}
 cc=${CC_FUZZ:-clang}
 command -v "$cc" >/dev/null || { echo "fuzz: no clang (apt-get install clang)" >&2; exit 1; }
 flags=(-O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root/include" -I"$root/src"
