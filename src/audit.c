@@ -102,11 +102,20 @@ int cc_audit(const cc_config *cfg, const cc_audit_opts *o, cc_audit_verdict *ver
         return cc_error("audit: %s has %zu tokens, fewer than --length %d + 1", cfg->val, tok.n, T);
     }
     int *x = cc_malloc(sizeof(int) * T), *y = cc_malloc(sizeof(int) * T);
-    for (int t = 0; t < T; t++) {
-        x[t] = tok.tok[t];
-        y[t] = tok.tok[t + 1];
+    int bad = 0;
+    for (int t = 0; t <= T && !bad; t++) { /* the ids as a batch reads them: checked */
+        const uint32_t id = cc_tokens_at(&tok, (size_t)t);
+        if ((bad = id >= (uint32_t)cfg->vocab_size))
+            cc_error("%s: token %d has id %u >= vocab_size %d", cfg->val, t, id, cfg->vocab_size);
+        if (t < T) x[t] = (int)id;
+        if (t > 0) y[t - 1] = (int)id;
     }
     cc_tokens_free(&tok);
+    if (bad) {
+        free(x);
+        free(y);
+        return -1;
+    }
     cc_dims d = cc_dims_from_config(cfg);
     cc_layout lay;
     cc_layout_build(&lay, &d);

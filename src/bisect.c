@@ -44,7 +44,10 @@ int cc_bisect(const cc_config *cfg, const int *lengths, int n, long steps, cc_bi
         cc_opt_counts oc = { 0, 0 };
         const double t0 = cc_now_ms();
         for (long s = 0; s < steps; s++) {
-            cc_loader_batch(&ld, (uint64_t)s, xf, yf);
+            if (cc_loader_batch(&ld, (uint64_t)s, xf, yf) != 0) { /* an id past vocab_size: said */
+                rc = -1;
+                break;
+            }
             for (int b = 0; b < B; b++) { /* cap: the first T positions of each window */
                 memcpy(x + (size_t)b * T, xf + (size_t)b * Tmax, sizeof(int) * T);
                 memcpy(y + (size_t)b * T, yf + (size_t)b * Tmax, sizeof(int) * T);
@@ -63,6 +66,10 @@ int cc_bisect(const cc_config *cfg, const int *lengths, int n, long steps, cc_bi
             r->steps_done = s + 1;
         }
         r->ms_per_step = r->steps_done ? (cc_now_ms() - t0) / (double)r->steps_done : 0;
+        if (rc != 0) { /* the data, said: no line for this length */
+            ex->ops->destroy(ex);
+            break;
+        }
         if (r->nonfinite_step) {
             char desc[256];
             cc_finite_describe(&r->where, desc, sizeof(desc));

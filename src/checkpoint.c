@@ -17,7 +17,7 @@
 #include "catchat/util.h"
 #include "catchat/version.h"
 
-#define N_META 15
+#define N_META 16
 #define N_TOKENIZER_META 3
 
 /* start_dir as metadata text: the folder itself where it is UTF-8 (metadata is
@@ -69,7 +69,8 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
     char cwd[CC_PATH_MAX];
     const char *keys[N_META + N_TOKENIZER_META] = { "format", "config", "catchat_version", "start_dir", "step", "applied_steps",
                                  "skipped_steps", "loss_scale", "scale_growth_count", "data_pos", "rng_state",
-                                 "running_loss", "eval_track", "schedule", "data_digest" };
+                                 "running_loss", "eval_track", "schedule", "data_sample_digest",
+                                                       "data_order" };
     char vals[N_META][256];
     const char *valp[N_META + N_TOKENIZER_META];
     for (int i = 0; i < N_META; i++) valp[i] = vals[i];
@@ -96,6 +97,7 @@ int cc_checkpoint_save(const char *path, const cc_config *cfg, const cc_layout *
         snprintf(vals[13], 256, "%ld,%ld,%.17g", state->sched_max_steps, state->lr_seg.from_step,
                  state->lr_seg.from_lr);
         snprintf(vals[14], 256, "%016" PRIx64 ",%016" PRIx64, state->train_digest, state->val_digest);
+        snprintf(vals[15], 256, "%s", state->data_order == CC_ORDER_FEISTEL ? "feistel" : "shuffled_array");
         n_meta = N_META;
     }
     char *tok_owned[2] = { NULL, NULL };
@@ -262,15 +264,22 @@ static int load_state(const cc_st_file *f, cc_run_state *st)
                      &st->last_train, &st->rise_from_eval, &st->rise_from_train) != 7)
         return cc_error("%s: metadata 'eval_track' invalid", f->path);
     /* both absent before catchat 0.8: the schedule's plan and the data are unknown */
-    const char *sc = cc_st_meta(f, "schedule"), *dd = cc_st_meta(f, "data_digest");
+    /* data_sample_digest (cc_tokens_digest); an earlier catchat's data_digest hashed every token, another
+     * number for the same data, so it is not compared: unknown */
+    const char *sc = cc_st_meta(f, "schedule"), *dd = cc_st_meta(f, "data_sample_digest");
     st->sched_max_steps = 0;
     st->lr_seg = (cc_lr_segment){ 0, 0 };
     st->train_digest = st->val_digest = 0;
     if (sc && (sscanf(sc, "%ld,%ld,%lf", &st->sched_max_steps, &st->lr_seg.from_step, &st->lr_seg.from_lr) != 3 ||
                st->sched_max_steps < 0 || st->lr_seg.from_step < 0 || !(st->lr_seg.from_lr >= 0)))
         return cc_error("%s: metadata 'schedule' = '%s' invalid", f->path, sc);
+    /* the order of windows: absent before the keyed permutation, whose runs go on with the array's */
+    const char *order = cc_st_meta(f, "data_order");
+    if (order && strcmp(order, "feistel") != 0 && strcmp(order, "shuffled_array") != 0)
+        return cc_error("%s: metadata 'data_order' = '%.40s' is neither feistel nor shuffled_array", f->path, order);
+    st->data_order = order && strcmp(order, "feistel") == 0 ? CC_ORDER_FEISTEL : CC_ORDER_SHUFFLED_ARRAY;
     if (dd && sscanf(dd, "%" SCNx64 ",%" SCNx64, &st->train_digest, &st->val_digest) != 2)
-        return cc_error("%s: metadata 'data_digest' = '%s' invalid", f->path, dd);
+        return cc_error("%s: metadata 'data_sample_digest' = '%s' invalid", f->path, dd);
     return 0;
 }
 

@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "catchat/rng.h"
 #include "catchat/util.h"
 #include "catchat/vocab.h"
@@ -18,7 +21,9 @@ static uint32_t le32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static int load_shard(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_size)
+/* A shard's header (its tokens are not read: they are checked where a batch
+ * reads them) into file f. */
+static int load_shard(cc_tokens *t, cc_token_file *f, const uint8_t *buf, size_t len, int vocab_size)
 {
     if (len < CC_SHARD_HEADER_INTS * 4)
         return cc_error("%s: shard header truncated (%zu bytes, need 1024)", t->path, len);
@@ -36,30 +41,28 @@ static int load_shard(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_si
             return cc_error("%s: its tokenizer has %d tokens, more than the model's vocab_size %d (a run on it: "
                             "set [model] vocab_size = %d)", t->path, t->tokenizer_size, vocab_size, t->tokenizer_size);
     }
-    t->n = count;
-    t->tok = cc_malloc(sizeof(uint16_t) * (count ? count : 1));
-    const uint8_t *p = buf + CC_SHARD_HEADER_INTS * 4;
-    for (size_t i = 0; i < count; i++) {
-        t->tok[i] = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-        if (t->tok[i] >= vocab_size)
-            return cc_error("%s: token %zu has id %u >= vocab_size %d", t->path, i, t->tok[i],
-                            vocab_size);
-    }
+    f->bytes = buf + CC_SHARD_HEADER_INTS * 4;
+    f->width = 2;
+    f->offset = CC_SHARD_HEADER_INTS * 4;
+    f->n = t->n = count;
     return 0;
 }
 
-static int load_text(cc_tokens *t, const uint8_t *buf, size_t len, int vocab_size)
+/* Text: its bytes are its tokens, each checked here (the binary-file rule
+ * reads them all anyway). */
+static int load_text(cc_tokens *t, cc_token_file *f, const uint8_t *buf, size_t len, int vocab_size)
 {
     t->tokenizer_id = cc_vocab_bytes_id();
     t->tokenizer_size = 256;
-    t->n = len;
-    t->tok = cc_malloc(sizeof(uint16_t) * (len ? len : 1));
-    for (size_t i = 0; i < len; i++) {
-        t->tok[i] = buf[i];
-        if (buf[i] >= vocab_size)
-            return cc_error("%s: byte %zu has value %u >= vocab_size %d (byte tokenizer)",
-                            t->path, i, buf[i], vocab_size);
-    }
+    if (vocab_size < 256)
+        for (size_t i = 0; i < len; i++)
+            if (buf[i] >= vocab_size)
+                return cc_error("%s: byte %zu has value %u >= vocab_size %d (byte tokenizer)", t->path, i, buf[i],
+                                vocab_size);
+    f->bytes = buf;
+    f->width = 1;
+    f->offset = 0;
+    f->n = t->n = len;
     return 0;
 }
 
@@ -107,11 +110,13 @@ static int ends_with(const char *s, const char *tail)
     return n >= m && strcmp(s + n - m, tail) == 0;
 }
 
-int cc_tokens_from_bytes_as(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size,
-                            const char *format)
+/* The tokens of one file whose bytes are buf (mapped, or owned by f), by
+ * format; t is set up for that one file. */
+static int tokens_of(cc_tokens *t, cc_token_file *f, const uint8_t *buf, size_t len, const char *name, int vocab_size,
+                     const char *format)
 {
-    memset(t, 0, sizeof(*t));
     snprintf(t->path, sizeof(t->path), "%s", name);
+    t->vocab_size = vocab_size;
     const int magic = len >= 4 && le32(buf) == CC_SHARD_MAGIC;
     if (strcmp(format, "text") == 0) t->is_shard = 0;
     else if (magic) t->is_shard = 1;
@@ -138,14 +143,42 @@ int cc_tokens_from_bytes_as(cc_tokens *t, const uint8_t *buf, size_t len, const 
             fprintf(stderr, "catchat: warning: %s looks like a binary file (%s); read as text because [data] "
                             "format = text\n", name, why);
     }
-    int rc = t->is_shard ? load_shard(t, buf, len, vocab_size) : load_text(t, buf, len, vocab_size);
-    if (rc != 0) {
-        cc_tokens_free(t);
-        return rc;
-    }
+    return t->is_shard ? load_shard(t, f, buf, len, vocab_size) : load_text(t, f, buf, len, vocab_size);
+}
+
+/* A dataset of one file, f's record moved into it. */
+static void one_file(cc_tokens *t, cc_token_file *f, const char *name)
+{
+    f->path = cc_malloc(strlen(name) + 1);
+    strcpy(f->path, name);
+    t->files = cc_malloc(sizeof(cc_token_file));
+    t->files[0] = *f;
     t->nfiles = 1;
     t->file_end = cc_malloc(sizeof(size_t));
     t->file_end[0] = t->n;
+}
+
+static void file_release(cc_token_file *f)
+{
+    if (f->map) munmap(f->map, f->map_len);
+    free(f->owned);
+    free(f->path);
+    memset(f, 0, sizeof(*f));
+}
+
+int cc_tokens_from_bytes_as(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size,
+                            const char *format)
+{
+    memset(t, 0, sizeof(*t));
+    cc_token_file f = { 0 };
+    f.owned = cc_malloc(len ? len : 1); /* the caller's bytes may go: a copy */
+    if (len) memcpy(f.owned, buf, len);
+    if (tokens_of(t, &f, f.owned, len, name, vocab_size, format) != 0) {
+        file_release(&f);
+        memset(t, 0, sizeof(*t));
+        return -1;
+    }
+    one_file(t, &f, name);
     return 0;
 }
 
@@ -231,30 +264,42 @@ void cc_data_files_free(char **files, int n)
     free(files);
 }
 
-/* Load one file of the value `spec`. */
+/* Load one file of the value `spec`: mapped read-only, not read. */
 static int load_one(cc_tokens *t, const char *path, const char *spec, int vocab_size, const char *format)
 {
     char why[600];
+    memset(t, 0, sizeof(*t));
+    const int fd = open(path, O_RDONLY);
     /* a file that cannot be opened is said with where its path came from
      * (which file and line, --set or the default) and the folder it was
      * taken from: the usual surprise is a relative path read from elsewhere */
-    if (*origin_of(spec, why, sizeof(why))) {
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            memset(t, 0, sizeof(*t));
-            return cc_error("cannot open data file '%s'%s: %s", path, why, strerror(errno));
-        }
-        fclose(f);
+    if (fd < 0) return cc_error("cannot open data file '%s'%s: %s", path, origin_of(spec, why, sizeof(why)), strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return cc_error("data file '%s' is %s, not a regular file", path, S_ISDIR(st.st_mode) ? "a directory" : "special");
     }
-    size_t len;
-    uint8_t *buf = cc_read_file_what(path, "data file", &len);
-    if (!buf) {
+    cc_token_file f = { 0 };
+    f.map_len = (size_t)st.st_size;
+    const uint8_t *buf = (const uint8_t *)"";
+    if (f.map_len) {
+        f.map = mmap(NULL, f.map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (f.map == MAP_FAILED) {
+            const int e = errno;
+            close(fd);
+            return cc_error("cannot map data file '%s': %s", path, strerror(e));
+        }
+        buf = f.map;
+    }
+    close(fd);
+    if (tokens_of(t, &f, buf, f.map_len, path, vocab_size, format) != 0) {
+        file_release(&f);
         memset(t, 0, sizeof(*t));
         return -1;
     }
-    int rc = cc_tokens_from_bytes_as(t, buf, len, path, vocab_size, format);
-    free(buf);
-    return rc;
+    if (f.map) posix_madvise(f.map, f.map_len, POSIX_MADV_RANDOM); /* windows are read in a shuffled order */
+    one_file(t, &f, path);
+    return 0;
 }
 
 int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char *format)
@@ -264,26 +309,28 @@ int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char
     memset(t, 0, sizeof(*t));
     if (cc_data_files(path, &files, &n) != 0) return -1;
     int rc = load_one(t, files[0], path, vocab_size, format);
-    if (rc == 0 && n > 1) { /* the rest appended in order; the dataset is named by the spec */
+    if (rc == 0 && n > 1) { /* the rest after it, in order; the dataset is named by the spec */
         snprintf(t->path, sizeof(t->path), "%s", path);
         t->file_end = cc_realloc(t->file_end, sizeof(size_t) * (size_t)n);
+        t->files = cc_realloc(t->files, sizeof(cc_token_file) * (size_t)n);
         for (int i = 1; i < n && rc == 0; i++) {
             cc_tokens one;
             if ((rc = load_one(&one, files[i], path, vocab_size, format)) != 0) break;
             if (one.tokenizer_id != t->tokenizer_id) { /* ids that mean other things cannot be one dataset */
                 char a[96], b[96];
-                rc = cc_error("%s holds ids of %s, %s of %s: a dataset's files must share one tokenizer", files[i], cc_tokenizer_describe(one.tokenizer_id, a, sizeof(a)), files[0],
+                rc = cc_error("%s holds ids of %s, %s of %s: a dataset's files must share one tokenizer", files[i],
+                              cc_tokenizer_describe(one.tokenizer_id, a, sizeof(a)), files[0],
                               cc_tokenizer_describe(t->tokenizer_id, b, sizeof(b)));
                 cc_tokens_free(&one);
                 break;
             }
-            t->tok = cc_realloc(t->tok, sizeof(uint16_t) * (t->n + one.n));
-            memcpy(t->tok + t->n, one.tok, sizeof(uint16_t) * one.n);
+            t->files[i] = one.files[0]; /* the file's record moves; one's arrays go */
+            free(one.files);
+            free(one.file_end);
             t->n += one.n;
             t->file_end[i] = t->n;
             t->nfiles = i + 1;
             t->is_shard = t->is_shard && one.is_shard;
-            cc_tokens_free(&one);
         }
     }
     cc_data_files_free(files, n);
@@ -298,12 +345,55 @@ int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size)
 
 void cc_tokens_free(cc_tokens *t)
 {
-    free(t->tok);
+    for (int i = 0; i < t->nfiles; i++) file_release(&t->files[i]);
+    free(t->files);
     free(t->file_end);
-    t->tok = NULL;
+    t->files = NULL;
     t->file_end = NULL;
     t->n = 0;
     t->nfiles = 0;
+}
+
+static uint32_t file_token(const cc_token_file *f, size_t i)
+{
+    const uint8_t *p = f->bytes + i * (size_t)f->width;
+    return f->width == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 : p[0];
+}
+
+/* The file holding token i of the dataset: the first whose end lies past it. */
+static int file_of(const cc_tokens *t, size_t i)
+{
+    int lo = 0, hi = t->nfiles - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (t->file_end[mid] > i) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+uint32_t cc_tokens_at(const cc_tokens *t, size_t i)
+{
+    const int f = file_of(t, i);
+    return file_token(&t->files[f], i - (f > 0 ? t->file_end[f - 1] : 0));
+}
+
+/* The error for token k of file f, id `id`. */
+static int bad_id(const cc_tokens *t, int f, size_t k, uint32_t id)
+{
+    const cc_token_file *file = &t->files[f];
+    return cc_error("%s: token %zu (byte %zu) has id %u >= vocab_size %d", file->path, k,
+                    file->offset + k * (size_t)file->width, id, t->vocab_size);
+}
+
+int cc_tokens_check(const cc_tokens *t)
+{
+    for (int f = 0; f < t->nfiles; f++)
+        for (size_t k = 0; k < t->files[f].n; k++) {
+            const uint32_t id = file_token(&t->files[f], k);
+            if (id >= (uint32_t)t->vocab_size) return bad_id(t, f, k, id);
+        }
+    return 0;
 }
 
 int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffle, uint64_t seed)
@@ -326,10 +416,8 @@ int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffl
         ld->win_end[f] = ld->nwin;
         begin = end;
     }
-    if (ld->nwin == 0 || ld->nwin > UINT32_MAX) {
-        const size_t nwin = ld->nwin;
+    if (ld->nwin == 0) {
         cc_loader_free(ld);
-        if (nwin > UINT32_MAX) return cc_error("%s: too many windows", src->path);
         if (nf > 1) return cc_error("%s: no file holds a window of seq_len+1 = %d tokens", src->path, T + 1);
         return cc_error("%s: %zu tokens is shorter than one window of seq_len+1 = %d tokens", src->path, src->n,
                         T + 1);
@@ -338,8 +426,15 @@ int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffl
         if (ld->win_end[f] == (f ? ld->win_end[f - 1] : 0))
             fprintf(stderr, "catchat: %s: file %d of %d is shorter than one window of seq_len+1 = %d tokens: "
                             "not used\n", src->path, f + 1, nf, T + 1);
-    if (shuffle) ld->perm = cc_malloc(sizeof(uint32_t) * ld->nwin);
+    ld->order = CC_ORDER_FEISTEL;
+    for (ld->half = 1; ld->half < 32 && (1ULL << (2 * ld->half)) < (uint64_t)ld->nwin; ld->half++) {}
     return 0;
+}
+
+void cc_loader_set_order(cc_loader *ld, int order)
+{
+    ld->order = order;
+    ld->perm_epoch = -1;
 }
 
 void cc_loader_free(cc_loader *ld)
@@ -350,26 +445,57 @@ void cc_loader_free(cc_loader *ld)
     ld->win_end = NULL;
 }
 
-/* First token of window k: its file's start plus its index in the file times T. */
-static size_t window_start(const cc_loader *ld, size_t k)
+/* Window k: its file and its first token there (its index in the file times T). */
+static int window_start(const cc_loader *ld, size_t k, size_t *first)
 {
-    const int nf = ld->src->nfiles > 0 ? ld->src->nfiles : 1;
+    const int nf = ld->src->nfiles;
     int lo = 0, hi = nf - 1; /* the first file whose windows end past k */
     while (lo < hi) {
         const int mid = (lo + hi) / 2;
         if (ld->win_end[mid] > k) hi = mid;
         else lo = mid + 1;
     }
-    const size_t file_begin = lo > 0 ? ld->src->file_end[lo - 1] : 0, first_win = lo > 0 ? ld->win_end[lo - 1] : 0;
-    return file_begin + (k - first_win) * (size_t)ld->T;
+    *first = (k - (lo > 0 ? ld->win_end[lo - 1] : 0)) * (size_t)ld->T;
+    return lo;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL; /* splitmix64's finaliser */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Position i of an epoch's order: a six-round Feistel network keyed by the
+ * seed and the epoch permutes [0, 4^half), which holds nwin and at most four
+ * times it; applied again until the index lands below nwin (cycle-walking),
+ * it permutes [0, nwin) itself. */
+static size_t feistel_window(const cc_loader *ld, uint64_t epoch, uint64_t i)
+{
+    const uint64_t mask = (1ULL << ld->half) - 1, key = mix64(ld->seed ^ (0x5bd1e995ULL * (epoch + 1)));
+    uint64_t x = i;
+    do {
+        uint64_t l = x >> ld->half, r = x & mask;
+        for (uint64_t round = 0; round < 6; round++) {
+            const uint64_t f = mix64(key ^ (round * 0x632be59bd9b4e019ULL) ^ r) & mask;
+            const uint64_t nl = r;
+            r = l ^ f;
+            l = nl;
+        }
+        x = l << ld->half | r;
+    } while (x >= ld->nwin);
+    return (size_t)x;
 }
 
 /* Window visited at global position `w` (counting windows, not batches). */
 static size_t window_at(cc_loader *ld, uint64_t w)
 {
     if (!ld->shuffle) return (size_t)(w % ld->nwin);
-    const long epoch = (long)(w / ld->nwin);
-    if (epoch != ld->perm_epoch) {
+    const uint64_t epoch = w / ld->nwin;
+    if (ld->order == CC_ORDER_FEISTEL) return feistel_window(ld, epoch, w % ld->nwin);
+    if ((long)epoch != ld->perm_epoch) { /* an earlier run's order: the whole permutation, once an epoch */
+        if (!ld->perm) ld->perm = cc_malloc(sizeof(uint32_t) * ld->nwin);
         cc_rng rng;
         cc_rng_seed(&rng, ld->seed ^ (0x5bd1e995ULL * (uint64_t)(epoch + 1)));
         for (size_t i = 0; i < ld->nwin; i++) ld->perm[i] = (uint32_t)i;
@@ -379,25 +505,36 @@ static size_t window_at(cc_loader *ld, uint64_t w)
             ld->perm[i] = ld->perm[j];
             ld->perm[j] = tmp;
         }
-        ld->perm_epoch = epoch;
+        ld->perm_epoch = (long)epoch;
     }
     return ld->perm[w % ld->nwin];
 }
 
-void cc_loader_batch(cc_loader *ld, uint64_t index, int *x, int *y) { cc_loader_batch_part(ld, index, 0, 1, x, y); }
+int cc_loader_batch(cc_loader *ld, uint64_t index, int *x, int *y) { return cc_loader_batch_part(ld, index, 0, 1, x, y); }
 
-void cc_loader_batch_part(cc_loader *ld, uint64_t index, int part, int nparts, int *x, int *y)
+int cc_loader_batch_part(cc_loader *ld, uint64_t index, int part, int nparts, int *x, int *y)
 {
     const int T = ld->T;
+    const uint32_t vocab = (uint32_t)ld->src->vocab_size;
     const uint64_t first = (index * (uint64_t)nparts + (uint64_t)part) * (uint64_t)ld->B;
+    int rc = 0;
     for (int b = 0; b < ld->B; b++) {
-        const size_t start = window_start(ld, window_at(ld, first + (uint64_t)b));
-        const uint16_t *w = ld->src->tok + start;
-        for (int t = 0; t < T; t++) {
-            x[(size_t)b * T + t] = w[t];
-            y[(size_t)b * T + t] = w[t + 1];
+        size_t start;
+        const int f = window_start(ld, window_at(ld, first + (uint64_t)b), &start);
+        const cc_token_file *file = &ld->src->files[f];
+        /* each id checked as it is read: a shard is mapped, not checked at load; a bad one is said once and
+         * given as 0 */
+        for (int t = 0; t <= T; t++) {
+            uint32_t id = file_token(file, start + (size_t)t);
+            if (id >= vocab) {
+                if (rc == 0) rc = bad_id(ld->src, f, start + (size_t)t, id);
+                id = 0;
+            }
+            if (t < T) x[(size_t)b * T + t] = (int)id;
+            if (t > 0) y[(size_t)b * T + t - 1] = (int)id;
         }
     }
+    return rc;
 }
 
 int cc_data_check_split(const char *train, const char *val)
@@ -423,6 +560,32 @@ int cc_data_check_split(const char *train, const char *val)
 
 uint64_t cc_tokens_digest(const cc_tokens *t)
 {
-    const uint64_t d = XXH3_64bits(t->tok, t->n * sizeof(t->tok[0]));
+    enum { WHOLE = 256 << 10, PIECES = 64, PIECE = 4 << 10 }; /* bytes */
+    XXH3_state_t *hs = XXH3_createState();
+    if (!hs) abort();
+    XXH3_64bits_reset(hs);
+    for (int f = 0; f < t->nfiles; f++) {
+        const cc_token_file *file = &t->files[f];
+        const uint64_t n = file->n;
+        XXH3_64bits_update(hs, &n, sizeof(n));
+        const size_t bytes = file->n * (size_t)file->width;
+        if (bytes <= WHOLE) {
+            /* tokens as uint16 whatever the file's width, so text and a bytes shard of it agree */
+            for (size_t k = 0; k < file->n; k++) {
+                const uint16_t id = (uint16_t)file_token(file, k);
+                XXH3_64bits_update(hs, &id, sizeof(id));
+            }
+            continue;
+        }
+        for (int p = 0; p < PIECES; p++) { /* spread over the file, the last ending at its end */
+            const size_t at = (bytes - PIECE) / (PIECES - 1) * (size_t)p / (size_t)file->width * (size_t)file->width;
+            for (size_t k = at / (size_t)file->width; k < (at + PIECE) / (size_t)file->width; k++) {
+                const uint16_t id = (uint16_t)file_token(file, k);
+                XXH3_64bits_update(hs, &id, sizeof(id));
+            }
+        }
+    }
+    const uint64_t d = XXH3_64bits_digest(hs);
+    XXH3_freeState(hs);
     return d ? d : 1; /* 0 means "unknown" in a checkpoint */
 }

@@ -30,8 +30,10 @@ int cc_dump_state(const cc_config *cfg, const char *ckpt, const char *out_path, 
         if (rc == 0) ex->ops->set_params(ex, p);
     }
     if (rc == 0) {
+        rc = cc_loader_batch(&ld, 0, x, y); /* an id past vocab_size: said */
+    }
+    if (rc == 0) {
         const double S = cfg->loss_scale_dynamic ? cfg->init_scale : cfg->loss_scale;
-        cc_loader_batch(&ld, 0, x, y);
         double loss = ex->ops->forward_backward(ex, x, y, S);
         ex->ops->get_grads(ex, g);
         for (size_t i = 0; i < n; i++) g[i] = (float)(g[i] / ex->grad_unit);

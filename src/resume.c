@@ -59,7 +59,10 @@ int cc_resume_same_data(const cc_config *cfg, const char *resume, int new_data, 
         st->rising = 0;
         st->last_eval = st->last_train = 0;
     }
-    if (train_differs) st->data_pos = 0;
+    if (train_differs) { /* other windows from their start: in the order of new runs */
+        st->data_pos = 0;
+        st->data_order = CC_ORDER_FEISTEL;
+    }
     snprintf(how, cap, "; --new-data: other %s%s%s", which, val_differs ? ", a new best-eval record" : "",
              train_differs ? ", read from its start" : "");
     return 0;

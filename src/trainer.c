@@ -22,6 +22,7 @@
 #include "catchat/train.h"
 #include "catchat/util.h"
 
+#define DATA_ERROR 2 /* train_step: a batch held an id past vocab_size (said) */
 #define RUNNING_ALPHA 0.05 /* running_loss is an EMA with this weight on the newest step */
 
 typedef struct {
@@ -220,6 +221,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
         ex->dist = &r->dist;
     }
     memset(st, 0, sizeof(*st));
+    st->data_order = CC_ORDER_FEISTEL; /* a resumed run's checkpoint says its own */
     cc_scaler_init(&st->scaler, cfg);
     cc_rng_seed(&st->rng, cfg->seed);
     if (r->lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
@@ -245,6 +247,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     if (o->resume && (cc_resume_same_data(cfg, o->resume, o->new_data, st, &r->train_tok, &r->val_tok, resumed_how, sizeof(resumed_how)) != 0))
         return -1;
     if (o->resume) cc_resume_replan_schedule(cfg, st, resumed_how, sizeof(resumed_how));
+    cc_loader_set_order(&r->train, st->data_order);
     st->sched_max_steps = cfg->max_steps;
     if (r->lead && strcmp(ex->name, "cpu") == 0) say_cpu_duration(cfg, o, st->step);
     st->train_digest = cc_tokens_digest(&r->train_tok);
@@ -380,7 +383,11 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
     const size_t BT = (size_t)B * T;
     long n_step = 0;
     for (int k = 0; k < A; k++) {
-        cc_loader_batch_part(&r->train, st->data_pos + (uint64_t)k, r->dist.rank, world, r->x + k * BT, r->y + k * BT);
+        /* an id past vocab_size (a damaged shard: ids are checked where they are read) stops the run before
+         * this step, with a checkpoint of the steps before it */
+        if (cc_loader_batch_part(&r->train, st->data_pos + (uint64_t)k, r->dist.rank, world, r->x + k * BT,
+                                 r->y + k * BT) != 0)
+            return DATA_ERROR;
         n_step += scored_in(r->y + k * BT, BT);
     }
     st->data_pos += (uint64_t)A;
@@ -431,7 +438,8 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
                                0 };
     if ((cfg->eval_interval > 0 && st->step % cfg->eval_interval == 0) || st->step == cfg->max_steps) {
         cc_eval_result ev;
-        cc_evaluate(ex, &r->val, cfg->eval_batches * cfg->grad_accum, &ev); /* batches of the step's size */
+        if (cc_evaluate(ex, &r->val, cfg->eval_batches * cfg->grad_accum, &ev) != 0) /* batches of the step's size */
+            return DATA_ERROR;
         row->has_eval = 1;
         row->eval_loss = res->eval_loss = ev.loss;
         row->eval_top1 = res->eval_top1 = ev.top1;
@@ -466,7 +474,16 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     int early = 0;
     while (st.step < end) {
         cc_telemetry_row row;
-        if (train_step(&r, cfg, o, &st, res, &row) != 0) { rc = -1; break; }
+        const int stepped = train_step(&r, cfg, o, &st, res, &row);
+        if (stepped == DATA_ERROR) { /* said; the steps taken are kept */
+            cc_progress_break(&r.prog);
+            if (r.lead && cc_checkpoint_save_run(cfg, ex, &st, CC_CHECKPOINT_NAME) == 0)
+                fprintf(stderr, "  the run stopped after step %ld; checkpoint %s/%s written (catchat data check "
+                                "FILES lists every bad id)\n", st.step, cfg->out_dir, CC_CHECKPOINT_NAME);
+            rc = -1;
+            break;
+        }
+        if (stepped != 0) { rc = -1; break; }
         if (row.has_eval && (early = track_eval(&r, cfg, &st, &row)) < 0) { rc = -1; break; }
         const cc_run_progress pr = { (double)st.data_pos * windows_per_batch / (double)r.train.nwin,
                                   (cc_now_ms() - t_start) * 1e-3, st.rising };

@@ -213,7 +213,7 @@ for n, l in enumerate(open(sys.argv[1], encoding="utf-8", errors="replace").read
 }
 "$bin" --help >"$tmp/help" && fits80 "catchat --help" "$tmp/help" || bad "catchat --help exit"
 "$bin" -h >"$tmp/help" && fits80 "catchat -h" "$tmp/help" || bad "catchat -h exit"
-for c in train sample eval bench ladder dump-state bisect audit version; do
+for c in train sample eval data bench ladder dump-state bisect audit version; do
   "$bin" $c --help >"$tmp/help" && fits80 "catchat $c --help" "$tmp/help" || bad "catchat $c --help exit"
 done
 # the summary of section 3's run: a first line, then indented ones (the best checkpoint's among them)

@@ -45,6 +45,9 @@ Test(checkpoint, round_trip_with_state)
     st.last_train = 1.7;
     st.rise_from_eval = 1.99;
     st.rise_from_train = 1.8;
+    st.train_digest = 0x1234;
+    st.val_digest = 0x5678;
+    st.data_order = CC_ORDER_FEISTEL;
     cc_rng_seed(&st.rng, 77);
     char path[512];
     th_tmp_path(path, sizeof(path), "ck.safetensors");
@@ -73,6 +76,15 @@ Test(checkpoint, round_trip_with_state)
     cr_expect_eq(st2.rise_from_eval, st.rise_from_eval);
     cr_expect_eq(st2.rise_from_train, st.rise_from_train);
     cr_expect_eq(memcmp(&st.rng, &st2.rng, sizeof(st.rng)), 0);
+    cr_expect_eq(st2.train_digest, 0x1234);
+    cr_expect_eq(st2.val_digest, 0x5678);
+    cr_expect_eq(st2.data_order, CC_ORDER_FEISTEL);
+    /* a checkpoint from before the keyed order: its run goes on with the Fisher-Yates array */
+    st.data_order = CC_ORDER_SHUFFLED_ARRAY;
+    cr_assert_eq(cc_checkpoint_save(path, &c, &lay, p, m, v, &st), 0);
+    st2.data_order = CC_ORDER_FEISTEL;
+    cr_assert_eq(cc_checkpoint_load(path, &lay, p2, m2, v2, &hm, &st2, &hs), 0);
+    cr_expect_eq(st2.data_order, CC_ORDER_SHUFFLED_ARRAY);
     cc_config c2;
     cc_config_defaults(&c2);
     cr_expect_eq(cc_checkpoint_read_config(path, &c2), 1);

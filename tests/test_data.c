@@ -33,7 +33,7 @@ Test(data, text_and_shard_by_content, .init = cr_redirect_stderr)
     cr_assert_eq(cc_tokens_load(&t, p1, 1000), 0);
     cr_expect(t.is_shard);
     cr_expect_eq(t.n, 100);
-    cr_expect_eq(memcmp(t.tok, tok, sizeof(tok)), 0);
+    for (int i = 0; i < 100; i++) cr_expect_eq(cc_tokens_at(&t, (size_t)i), tok[i]);
     cc_tokens_free(&t);
     /* a .bin name promises a shard: without the magic it is read as text only when asked */
     snprintf(p2, sizeof(p2), "%s/text.bin", dir);
@@ -42,7 +42,7 @@ Test(data, text_and_shard_by_content, .init = cr_redirect_stderr)
     cr_assert_eq(cc_tokens_load_as(&t, p2, 256, "text"), 0);
     cr_expect(!t.is_shard);
     cr_expect_eq(t.n, 5);
-    cr_expect_eq(t.tok[1], 'e');
+    cr_expect_eq(cc_tokens_at(&t, 1), 'e');
     cc_tokens_free(&t);
     snprintf(p2, sizeof(p2), "%s/text.txt", dir);
     th_write_file(p2, "hello", 5);
@@ -90,8 +90,21 @@ Test(data, bad_files_are_errors, .init = cr_redirect_stderr)
     cr_expect_neq(cc_tokens_load(&t, p, 1000), 0);
     write_shard(p, tok, 10, 10, CC_SHARD_MAGIC, 7); /* version */
     cr_expect_neq(cc_tokens_load(&t, p, 1000), 0);
-    write_shard(p, tok, 10, 10, CC_SHARD_MAGIC, 1); /* id 300 >= vocab 256 */
-    cr_expect_neq(cc_tokens_load(&t, p, 256), 0);
+    /* id 300 >= vocab 256: a shard loads unread; the batch that reads the id and a whole check fail */
+    write_shard(p, tok, 10, 10, CC_SHARD_MAGIC, 1);
+    cr_assert_eq(cc_tokens_load(&t, p, 256), 0);
+    cr_expect_neq(cc_tokens_check(&t), 0);
+    cc_loader bad;
+    cr_assert_eq(cc_loader_init(&bad, &t, 1, 9, 0, 1), 0); /* one window: all 10 tokens */
+    int bx[9], by[9];
+    cr_expect_neq(cc_loader_batch(&bad, 0, bx, by), 0, "the window holding id 300");
+    cr_expect_eq(by[8], 0, "a bad id is given as 0");
+    cc_loader_free(&bad);
+    cc_tokens_free(&t);
+    write_shard(p, tok, 9, 9, CC_SHARD_MAGIC, 1); /* without it: sound */
+    cr_assert_eq(cc_tokens_load(&t, p, 256), 0);
+    cr_expect_eq(cc_tokens_check(&t), 0);
+    cc_tokens_free(&t);
     th_write_file(p, "\x88\xd8\x34\x01\x01", 5); /* magic, then nothing: truncated header */
     cr_expect_neq(cc_tokens_load(&t, p, 256), 0);
     cr_expect_neq(cc_tokens_load(&t, "/nonexistent/file", 256), 0);
@@ -105,46 +118,65 @@ Test(data, bad_files_are_errors, .init = cr_redirect_stderr)
     cr_expect_neq(cc_data_check_split(p, p), 0);
 }
 
+/* Both orders (the keyed permutation, and the array an earlier run resumes
+ * with): reproducible from the seed, another for another seed, every window
+ * once an epoch, batch rows the windows themselves (y = x moved one on). The
+ * shard's ids are their positions, so a row names its window. */
 Test(data, batches_reproducible_and_cover_an_epoch)
 {
     char dir[256], p[512];
     th_tmpdir(dir, sizeof(dir));
-    snprintf(p, sizeof(p), "%s/t.txt", dir);
-    th_write_text(p, 8 * 40 + 1, 1); /* exactly 40 windows of T=8 */
+    snprintf(p, sizeof(p), "%s/t.bin", dir);
+    uint16_t ids[8 * 40 + 1];
+    for (int i = 0; i < 8 * 40 + 1; i++) ids[i] = (uint16_t)i; /* exactly 40 windows of T=8 */
+    write_shard(p, ids, 8 * 40 + 1, 8 * 40 + 1, CC_SHARD_MAGIC, 1);
     cc_tokens t;
-    cr_assert_eq(cc_tokens_load(&t, p, 256), 0);
-    cc_loader a, b, c;
-    cc_loader_init(&a, &t, 4, 8, 1, 42);
-    cc_loader_init(&b, &t, 4, 8, 1, 42);
-    cc_loader_init(&c, &t, 4, 8, 1, 43);
-    cr_assert_eq(a.nwin, 40);
-    int xa[32], ya[32], xb[32], yb[32], xc[32], yc[32];
-    int differs = 0, seen[40] = { 0 };
-    for (int i = 0; i < 10; i++) { /* one epoch: 10 batches of 4 windows */
-        cc_loader_batch(&a, (uint64_t)i, xa, ya);
-        cc_loader_batch(&b, (uint64_t)i, xb, yb);
-        cc_loader_batch(&c, (uint64_t)i, xc, yc);
-        cr_expect_eq(memcmp(xa, xb, sizeof(xa)), 0);
-        differs |= memcmp(xa, xc, sizeof(xa)) != 0;
-        for (int w = 0; w < 4; w++) { /* batch rows are the permuted windows, y = x shifted */
-            const uint32_t win = a.perm[(size_t)i * 4 + w];
-            for (int k = 0; k < 8; k++) {
-                cr_expect_eq(xa[w * 8 + k], t.tok[win * 8 + k]);
-                cr_expect_eq(ya[w * 8 + k], t.tok[win * 8 + k + 1]);
+    cr_assert_eq(cc_tokens_load(&t, p, 1000), 0);
+    for (int order = 0; order < 2; order++) {
+        cc_loader a, b, c;
+        cc_loader_init(&a, &t, 4, 8, 1, 42);
+        cc_loader_init(&b, &t, 4, 8, 1, 42);
+        cc_loader_init(&c, &t, 4, 8, 1, 43);
+        cc_loader_set_order(&a, order);
+        cc_loader_set_order(&b, order);
+        cc_loader_set_order(&c, order);
+        cr_assert_eq(a.nwin, 40);
+        int xa[32], ya[32], xb[32], yb[32], xc[32], yc[32];
+        int differs = 0, seen[40] = { 0 };
+        for (int e = 0; e < 2; e++) { /* two epochs: each a permutation, the two different */
+            int epoch_seen[40] = { 0 }, first[4];
+            for (int i = 0; i < 10; i++) { /* one epoch: 10 batches of 4 windows */
+                cr_expect_eq(cc_loader_batch(&a, (uint64_t)(e * 10 + i), xa, ya), 0);
+                cc_loader_batch(&b, (uint64_t)(e * 10 + i), xb, yb);
+                cc_loader_batch(&c, (uint64_t)(e * 10 + i), xc, yc);
+                cr_expect_eq(memcmp(xa, xb, sizeof(xa)), 0);
+                differs |= memcmp(xa, xc, sizeof(xa)) != 0;
+                for (int w = 0; w < 4; w++) {
+                    const int win = xa[w * 8] / 8;
+                    cr_assert(win >= 0 && win < 40 && xa[w * 8] % 8 == 0, "row %d starts at id %d", w, xa[w * 8]);
+                    for (int k = 0; k < 8; k++) {
+                        cr_expect_eq(xa[w * 8 + k], win * 8 + k);
+                        cr_expect_eq(ya[w * 8 + k], win * 8 + k + 1);
+                    }
+                    epoch_seen[win]++;
+                    if (i == 0) first[w] = win;
+                }
             }
+            for (int s = 0; s < 40; s++) cr_expect_eq(epoch_seen[s], 1, "order %d: window %d seen %d times", order, s, epoch_seen[s]);
+            if (e == 0) memcpy(seen, first, sizeof(first));
+            else cr_expect(memcmp(seen, first, sizeof(first)) != 0, "order %d: two epochs began alike", order);
         }
-        for (int w = 0; w < 4; w++) seen[a.perm[(size_t)i * 4 + w]]++;
+        cr_expect(differs, "order %d: different seeds gave the same order", order);
+        /* out-of-order access (a resume) gives the same batch */
+        cc_loader_batch(&a, 3, xa, ya);
+        cc_loader_batch(&b, 17, xb, yb);
+        cc_loader_batch(&b, 3, xb, yb);
+        cr_expect_eq(memcmp(xa, xb, sizeof(xa)), 0);
+        cr_expect(order == CC_ORDER_SHUFFLED_ARRAY || !a.perm, "the keyed order holds no array");
+        cc_loader_free(&a);
+        cc_loader_free(&b);
+        cc_loader_free(&c);
     }
-    for (int s = 0; s < 40; s++) cr_expect_eq(seen[s], 1, "window %d seen %d times", s, seen[s]);
-    cr_expect(differs, "different seeds gave the same order");
-    /* out-of-order access (a resume) gives the same batch */
-    cc_loader_batch(&a, 3, xa, ya);
-    cc_loader_batch(&b, 17, xb, yb);
-    cc_loader_batch(&b, 3, xb, yb);
-    cr_expect_eq(memcmp(xa, xb, sizeof(xa)), 0);
-    cc_loader_free(&a);
-    cc_loader_free(&b);
-    cc_loader_free(&c);
     cc_tokens_free(&t);
 }
 
@@ -177,9 +209,9 @@ Test(data, several_files_as_one_dataset)
     cr_expect_eq(t.n, 136);
     cr_expect_eq(t.file_end[0], 30);
     cr_expect_eq(t.file_end[1], 75);
-    cr_expect_eq(t.tok[0], 'a');
-    cr_expect_eq(t.tok[30], 'b');
-    cr_expect_eq(t.tok[75], 'c');
+    cr_expect_eq(cc_tokens_at(&t, 0), 'a');
+    cr_expect_eq(cc_tokens_at(&t, 30), 'b');
+    cr_expect_eq(cc_tokens_at(&t, 75), 'c');
     const int T = 8, B = 1;
     cc_loader ld;
     cr_assert_eq(cc_loader_init(&ld, &t, B, T, 1, 5), 0);
@@ -198,8 +230,8 @@ Test(data, several_files_as_one_dataset)
     snprintf(spec, sizeof(spec), "%s/part_c.txt,%s/part_a.txt", dir, dir);
     cr_assert_eq(cc_tokens_load(&t, spec, 256), 0);
     cr_expect_eq(t.nfiles, 2);
-    cr_expect_eq(t.tok[0], 'c');
-    cr_expect_eq(t.tok[61], 'a');
+    cr_expect_eq(cc_tokens_at(&t, 0), 'c');
+    cr_expect_eq(cc_tokens_at(&t, 61), 'a');
     cc_tokens_free(&t);
 }
 
@@ -219,8 +251,8 @@ Test(data, shards_through_a_glob)
     cr_assert_eq(cc_tokens_load(&t, spec, 1024), 0);
     cr_expect(t.is_shard);
     cr_expect_eq(t.n, 40);
-    cr_expect_eq(t.tok[0], 0);
-    cr_expect_eq(t.tok[20], 100);
+    cr_expect_eq(cc_tokens_at(&t, 0), 0);
+    cr_expect_eq(cc_tokens_at(&t, 20), 100);
     cc_tokens_free(&t);
 }
 

@@ -5,6 +5,7 @@
 #define CATCHAT_CHECKPOINT_H
 
 #include "catchat/config.h"
+#include "catchat/data.h"
 #include "catchat/executor.h"
 #include "catchat/layout.h"
 #include "catchat/optim.h"
@@ -31,6 +32,8 @@ typedef struct cc_run_state {
     /* What the run trains and evaluates on: digests of the token streams
      * (XXH3 of the tokens; 0: unknown), so a resume on other data is seen. */
     uint64_t train_digest, val_digest;
+    /* The order its training windows are visited in (data.h: CC_ORDER_*). */
+    int data_order;
     /* The tokenizer of those tokens, which every checkpoint carries (NULL:
      * none; not read back by a load: see cc_tokenizer_from_checkpoint). */
     const struct cc_tokenizer *tokenizer;

@@ -67,7 +67,8 @@ typedef struct cc_train_result {
 
 int cc_train(const cc_config *cfg, const cc_train_opts *opts, cc_train_result *res);
 
-/* Mean loss, top-1 and top-5 over `batches` validation batches. */
+/* Mean loss, top-1 and top-5 over `batches` validation batches; -1 (said)
+ * when a batch holds an id past vocab_size. */
 typedef struct cc_eval_result { double loss, top1, top5; long scored; } cc_eval_result;
 int cc_evaluate(cc_executor *ex, cc_loader *val, long batches, cc_eval_result *out);
 

@@ -118,6 +118,7 @@ int cmd_dump_state(int argc, char **argv);
 int cmd_ladder(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_bisect(int argc, char **argv);
+int cmd_data(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 /* --version: version, git revision, compiled GPU architectures, CUDA runtime
  * and driver, cuBLASLt and NCCL versions, one per line. */

@@ -91,8 +91,9 @@ int cmd_eval(int argc, char **argv)
                                 "differs): this loss does not compare with the run's eval_loss\n", data);
             ex->ops->set_params(ex, p);
             cc_eval_result ev;
-            cc_evaluate(ex, &ld, batches, &ev);
-            if (ev.scored == 0) {
+            if (cc_evaluate(ex, &ld, batches, &ev) != 0) {
+                ev.scored = 0; /* an id past vocab_size, said: no result */
+            } else if (ev.scored == 0) {
                 cc_error("eval: %s has no token to score", data);
             } else if (!isfinite(ev.loss)) {
                 /* never a number that looks like a result: NaN logits are no prediction */

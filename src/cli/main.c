@@ -20,6 +20,7 @@ static const struct {
     { "bench", cmd_bench, "time a training step and its parts" },
     { "bisect", cmd_bisect, "length bisect: the shortest sequence length that goes non-finite" },
     { "audit", cmd_audit, "CPU/GPU tensor-by-tensor norm audit of one long sequence" },
+    { "data", cmd_data, "data check: every token of a dataset against vocab_size" },
     { "dump-state", cmd_dump_state, "one batch's loss and every gradient, as safetensors" },
 };
 #define NCOMMANDS ((int)(sizeof(COMMANDS) / sizeof(COMMANDS[0])))

@@ -22,7 +22,7 @@ static void check_tokens(const cc_tokens *t, const uint8_t *buf, size_t len)
         len != CC_SHARD_HEADER_INTS * 4 + 2 * (size_t)count)
         abort();
     for (size_t i = 0; i < t->n; i++)
-        if (t->tok[i] >= VOCAB) abort();
+        (void)cc_tokens_at(t, i); /* every token readable; ids are checked where a batch reads them */
 }
 
 static void check_batch(const int *x, const int *y)

@@ -22,7 +22,7 @@ static void check_tokens(const cc_tokens *t, const unsigned char *data, size_t s
 {
     if (t->n != size) abort();
     for (size_t i = 0; i < size; i++)
-        if (t->tok[i] != data[i]) abort();
+        if (cc_tokens_at(t, i) != data[i]) abort();
 }
 
 static void check_batch(const int *x, const int *y, int vocab)
