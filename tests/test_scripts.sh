@@ -10,7 +10,12 @@
 #      refused unless --replace (then all of its files are replaced), a failed
 #      or interrupted run leaves the prefix as it was, an executable is refused
 #      as catchat refuses it; --tokenizer gpt2 without tiktoken or its encoding
-#      files says so in lines that fit an 80-column terminal.
+#      files says so in lines that fit an 80-column terminal; it streams: a
+#      glob of files is read as a folder is, --tokenizer-sample takes a size
+#      (one line and exit 2 otherwise), a binary file late in the input is
+#      refused with the prefix as it was, and a corpus larger than the memory
+#      a `ulimit -v` leaves (too small to hold it as the earlier whole-file
+#      reader did) is prepared, every byte a token, and catchat trains on it.
 #   B. scripts/install_deps.sh puts the Python side into one interpreter (a venv
 #      on /usr/bin/python3 with its site packages, where Debian's python3-torch
 #      lives) whatever `python3` is first on PATH, keeps it when it is right,
@@ -23,7 +28,8 @@
 #      scripts/telemetry_summary.py say in one line what is wrong with a file.
 #   E. bench/pytorch_model.py without a CUDA device prints a skip line per
 #      variant (loss, V) and exits 0; bench/vocab_table.sh tags every line.
-#   tests/test_scripts.sh [REPO_ROOT]      (exit 77 = skipped: no Python at all)
+#   tests/test_scripts.sh [REPO_ROOT [CATCHAT]]   (exit 77 = skipped: no Python at all)
+# CATCHAT (default REPO_ROOT/build/catchat where it is built) trains on the large corpus's shards.
 # The Python it runs the scripts with is the project's one: REPO/.venv/bin/python
 # (what install_deps.sh makes) where it exists, else python3.
 set -u
@@ -349,6 +355,81 @@ for case in "no_tt:prepare: --tokenizer gpt2 needs tiktoken" "offline_tt:prepare
      "$py" -c "import sys; sys.exit(max(len(l) for l in open(sys.argv[1], encoding='utf-8').read().split('\n')) > 80)" "$tmp/err"
   then ok; else bad "A18 --tokenizer gpt2 (${case%%:*}): exit $rc: $(cat "$tmp/err")"; fi
 done
+
+# A19: a glob (quoted: prepare.py expands it) is read as a folder is: the files it matches in name order,
+# each ending in a newline; one that matches nothing is one line naming it
+printf 'gamma' >"$tmp/folder/d.txt"
+if prep "$tmp/folder/[abd].txt" "$tmp/g" --val-fraction 0.25 >/dev/null 2>"$tmp/err"; then
+  got=$(shard_tokens "$tmp"/g_train_*.bin "$tmp"/g_val_*.bin)
+  want=$("$py" -c 'print(list(b"first\nalpha\ngamma\n"))')
+  [ "$got" = "$want" ] && ok || bad "A19 glob: $got (want $want)"
+else bad "A19 prepare.py on a glob failed: $(tail -1 "$tmp/err")"; fi
+expect_refusal "A19 a glob matching nothing" "nothing\*.txt: no file matches the pattern" "$tmp/nothing*.txt" "$tmp/r"
+# A20: --tokenizer-sample takes a size (K, M, G, T) and only with --train-tokenizer: else one line, exit 2
+for v in x 0 -5 1.5G 10Q ""; do
+  prep "$tmp/small.txt" "$tmp/r" --train-tokenizer 300 --tokenizer-sample "$v" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "--tokenizer-sample must be a size" "$tmp/err" &&
+    ! ls "$tmp"/r_* >/dev/null 2>&1 && ok || bad "A20 --tokenizer-sample '$v': exit $rc: $(cat "$tmp/err")"
+done
+prep "$tmp/small.txt" "$tmp/r" --tokenizer-sample 500M >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "--tokenizer-sample goes with --train-tokenizer" "$tmp/err" &&
+  ok || bad "A20 --tokenizer-sample without --train-tokenizer: exit $rc: $(cat "$tmp/err")"
+# A21: the binary rule is each file's, applied as it is read: a NUL 20 MB into the second file of a folder,
+# after shards were written, is refused naming that file and the byte in it; the prefix stays as it was
+mkdir -p "$tmp/late"
+"$py" -c "
+open('$tmp/late/a.txt', 'w').write('some text\n' * 100000)
+open('$tmp/late/b.txt', 'wb').write(b'more text\n' * 2000000 + b'\0tail\n')"
+before=$(prefix_state "$tmp/pl/x")
+prep "$tmp/late" "$tmp/pl/x" --replace --shard-tokens 1000000 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(cat "$tmp/err")" = "prepare: $tmp/late/b.txt: looks like a binary file, not text (it holds NUL bytes, the first at byte 20000000): pass --allow-binary to tokenize its bytes anyway" ] &&
+  [ "$(prefix_state "$tmp/pl/x")" = "$before" ] && ! ls "$tmp/pl" | grep -q '\.tmp\.' && ok ||
+  bad "A21 a NUL late in the input: exit $rc: $(head -3 "$tmp/err")"
+rm -rf "$tmp/late"
+# A22: larger than memory. ~300 MB of text under a 1 GB address-space limit (ulimit -v), which cannot hold it
+# as a list of tokens, as the whole-file reader did (checked here: reading it into one fails under the same
+# limit); prepare.py streams it, every byte a token, and catchat trains 2 steps on the shards.
+"$py" - "$tmp/large.txt" <<'PY'
+import random, sys
+rng = random.Random(7)
+words = "the cat sat on a mat and a dog ran far it was good when we went to see what they said".split()
+block = "".join(" ".join(rng.choice(words) for _ in range(rng.randrange(3, 14))) + f" {i}\n" for i in range(20000)).encode()
+with open(sys.argv[1], "wb") as f:
+    n = k = 0
+    while n < 300_000_000:  # the block again and again, each time from another line on
+        b = f"part {k}\n".encode() + block[(k * 7919) % len(block):]
+        f.write(b)
+        n, k = n + len(b), k + 1
+PY
+large=$(stat -c %s "$tmp/large.txt")
+limit=1000000  # KB
+if (ulimit -v $limit; OPENBLAS_NUM_THREADS=1 "$py" -c 'import sys; list(open(sys.argv[1], "rb").read())' "$tmp/large.txt") 2>/dev/null; then
+  bad "A22 the whole corpus fits in memory under ulimit -v $limit: the check proves nothing"
+fi
+if (ulimit -v $limit; prep "$tmp/large.txt" "$tmp/lg/x" --shard-tokens 100000000) >"$tmp/out" 2>"$tmp/err"; then
+  got=$("$py" - "$tmp"/lg/x_train_*.bin "$tmp"/lg/x_val_*.bin <<'PY'
+import os, struct, sys
+n = 0
+for p in sys.argv[1:]:
+    with open(p, "rb") as f:
+        magic, ver, count = struct.unpack("<3i", f.read(12))
+    assert (magic, ver) == (20240520, 1) and 1024 + 2 * count == os.path.getsize(p), p
+    n += count
+print(n, len(sys.argv) - 1)
+PY
+)
+  [ "$got" = "$large 4" ] && ok || bad "A22 $large bytes under ulimit -v $limit: '$got' (want '$large 4': tokens, shards)"
+  catchat=${2:-$root/build/catchat}
+  if [ -x "$catchat" ]; then
+    "$catchat" train --config "$root/configs/tiny.ini" --set max_steps=2 --quiet --set "train=$tmp/lg/x_train_*.bin" \
+      --set "val=$tmp/lg/x_val_*.bin" --set out_dir="$tmp/lg/run" --set device=cpu >"$tmp/out" 2>&1 &&
+      [ -s "$tmp/lg/run/checkpoint.safetensors" ] && ok || bad "A22 catchat train on the large shards: $(tail -2 "$tmp/out" | tr '\n' '|')"
+  else skip "A22 training on the large shards: no catchat at $catchat"; fi
+else bad "A22 prepare.py under ulimit -v $limit: $(tail -2 "$tmp/err" | tr '\n' '|')"; fi
+rm -rf "$tmp/large.txt" "$tmp/lg"
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]
