@@ -49,7 +49,7 @@ last --val-fraction of its bytes, taken from the files' sizes before
 anything is read (for the text tokenizers the cut moves on to the next
 character's first byte, so a character is never split; on ASCII that is the
 last --val-fraction of the characters, as before). --val-fraction must lie
-strictly between 0 and 1, --shard-tokens must be at least 1,
+strictly between 0 and 1, --shard-tokens from 1 to 2147483647,
 --train-tokenizer an integer from 257 to 65535 (ids are uint16 in the shards;
 256 would be the bytes alone), --tokenizer-sample a size of at least 1 byte
 and only with --train-tokenizer, and both splits must come out non-empty; a
@@ -274,19 +274,20 @@ class Shards:
         self.f, self.index, self.count, self.total, self.marks = None, 0, 0, 0, (0, None)
 
     def write(self, ids):
-        while len(ids):
+        at = 0  # an offset into ids, not slices of what is left: small shards would copy the rest again and again
+        while at < len(ids):
             if self.f is None:
                 self.path = f"{self.prefix}_{self.split}_{self.index:03d}.bin"
                 self.f = open(self.staged(self.path), "wb")
                 self.f.write(bytes(1024))  # the header, once the count is known
                 self.count = 0
-            part = ids[:self.per - self.count]
+            part = ids[at:at + self.per - self.count]
             if sys.byteorder != "little":
                 part.byteswap()  # the shards are little-endian
             self.f.write(part)
             self.count += len(part)
             self.total += len(part)
-            ids = ids[len(part):]
+            at += len(part)
             if self.count == self.per:
                 self.close()
 
@@ -551,8 +552,8 @@ def main():
     a = ap.parse_args()
     if not 0 < a.val_fraction < 1:  # also refuses nan
         ap.error(f"--val-fraction must lie strictly between 0 and 1 (got {a.val_fraction!r})")
-    if a.shard_tokens < 1:
-        ap.error(f"--shard-tokens must be at least 1 (got {a.shard_tokens})")
+    if not 1 <= a.shard_tokens <= 2**31 - 1:  # the header's count is an int32
+        ap.error(f"--shard-tokens must lie between 1 and 2147483647 (got {a.shard_tokens})")
     bpe_size, sample_size = None, 1 << 30
     if a.tokenizer_sample is not None:
         sample_size = parse_size(a.tokenizer_sample)
@@ -719,11 +720,25 @@ def main():
     print(f"{a.out_prefix}.vocab: set [model] vocab_size = {len(vocab)}")
 
 
+def stop_on(sig, frame):
+    """SIGTERM and SIGHUP (a job's end, a closed terminal) end the run as Ctrl-C does: main's cleanup
+    removes the temporary files, and the prefix is as it was."""
+    global stopped_by
+    stopped_by = sig
+    raise KeyboardInterrupt
+
+
+stopped_by = signal.SIGINT
+
 if __name__ == "__main__":
     if hasattr(signal, "SIGXFSZ"):  # past a file-size limit a write fails (one line, the prefix as it was)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) != signal.SIG_IGN:
+            signal.signal(getattr(signal, name), stop_on)
     try:
         main()
     except KeyboardInterrupt:  # one line, not a traceback; main's cleanup has run
-        print("prepare: interrupted: OUT_PREFIX is as it was", file=sys.stderr)
-        sys.exit(130)
+        what = "" if stopped_by == signal.SIGINT else f" by {signal.Signals(stopped_by).name}"
+        print(f"prepare: interrupted{what}: OUT_PREFIX is as it was", file=sys.stderr)
+        sys.exit(128 + stopped_by)

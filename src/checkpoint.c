@@ -264,9 +264,13 @@ static int load_state(const cc_st_file *f, cc_run_state *st)
                      &st->last_train, &st->rise_from_eval, &st->rise_from_train) != 7)
         return cc_error("%s: metadata 'eval_track' invalid", f->path);
     /* both absent before catchat 0.8: the schedule's plan and the data are unknown */
-    /* data_sample_digest (cc_tokens_digest); an earlier catchat's data_digest hashed every token, another
-     * number for the same data, so it is not compared: unknown */
-    const char *sc = cc_st_meta(f, "schedule"), *dd = cc_st_meta(f, "data_sample_digest");
+    /* data_sample_digest (cc_tokens_digest); an earlier catchat's data_digest hashed every token: kept as
+     * that kind, which a resume compares with one pass over the data (cc_tokens_digest_all) */
+    const char *sc = cc_st_meta(f, "schedule"), *dd = cc_st_meta(f, "data_sample_digest"),
+               *dd_all = cc_st_meta(f, "data_digest");
+    st->digest_all = !dd && dd_all;
+    const char *dd_key = dd ? "data_sample_digest" : "data_digest";
+    if (!dd) dd = dd_all;
     st->sched_max_steps = 0;
     st->lr_seg = (cc_lr_segment){ 0, 0 };
     st->train_digest = st->val_digest = 0;
@@ -279,7 +283,7 @@ static int load_state(const cc_st_file *f, cc_run_state *st)
         return cc_error("%s: metadata 'data_order' = '%.40s' is neither feistel nor shuffled_array", f->path, order);
     st->data_order = order && strcmp(order, "feistel") == 0 ? CC_ORDER_FEISTEL : CC_ORDER_SHUFFLED_ARRAY;
     if (dd && sscanf(dd, "%" SCNx64 ",%" SCNx64, &st->train_digest, &st->val_digest) != 2)
-        return cc_error("%s: metadata 'data_sample_digest' = '%s' invalid", f->path, dd);
+        return cc_error("%s: metadata '%s' = '%s' invalid", f->path, dd_key, dd);
     return 0;
 }
 

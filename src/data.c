@@ -264,7 +264,12 @@ void cc_data_files_free(char **files, int n)
     free(files);
 }
 
-/* Load one file of the value `spec`: mapped read-only, not read. */
+#define SMALL_FILE (1u << 20) /* bytes: read, not mapped, below it */
+
+/* Load one file of the value `spec`: mapped read-only, not read (a small
+ * one is read). A mapped file changed under a run (truncated, rewritten in
+ * place) ends it with SIGBUS: replace a dataset's files by renaming new ones
+ * over them, as scripts/prepare.py does. */
 static int load_one(cc_tokens *t, const char *path, const char *spec, int vocab_size, const char *format)
 {
     char why[600];
@@ -274,25 +279,41 @@ static int load_one(cc_tokens *t, const char *path, const char *spec, int vocab_
      * (which file and line, --set or the default) and the folder it was
      * taken from: the usual surprise is a relative path read from elsewhere */
     if (fd < 0) return cc_error("cannot open data file '%s'%s: %s", path, origin_of(spec, why, sizeof(why)), strerror(errno));
-    struct stat st;
+    struct stat st = { 0 };
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const int e = errno;
         close(fd);
-        return cc_error("data file '%s' is %s, not a regular file", path, S_ISDIR(st.st_mode) ? "a directory" : "special");
+        if (!S_ISREG(st.st_mode) && st.st_mode)
+            return cc_error("data file '%s' is %s, not a regular file", path,
+                            S_ISDIR(st.st_mode) ? "a directory" : "a special file (a device, a FIFO)");
+        return cc_error("cannot read data file '%s': %s", path, strerror(e));
     }
     cc_token_file f = { 0 };
     f.map_len = (size_t)st.st_size;
     const uint8_t *buf = (const uint8_t *)"";
-    if (f.map_len) {
+    /* a large file is mapped; a small one (a map each would soon count against the process's limit of
+     * maps in a glob of many) or one whose filesystem cannot map is read */
+    if (f.map_len >= SMALL_FILE) {
         f.map = mmap(NULL, f.map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (f.map == MAP_FAILED) {
-            const int e = errno;
+        if (f.map == MAP_FAILED) f.map = NULL;
+        else buf = f.map;
+    }
+    if (f.map_len && !f.map) {
+        f.owned = cc_malloc(f.map_len);
+        size_t got = 0;
+        ssize_t n = 0;
+        while (got < f.map_len && (n = read(fd, f.owned + got, f.map_len - got)) > 0) got += (size_t)n;
+        if (got < f.map_len) {
+            const int e = n < 0 ? errno : EIO;
             close(fd);
-            return cc_error("cannot map data file '%s': %s", path, strerror(e));
+            file_release(&f);
+            return cc_error("cannot read data file '%s': %s", path, strerror(e));
         }
-        buf = f.map;
+        buf = f.owned;
+        f.map_len = 0;
     }
     close(fd);
-    if (tokens_of(t, &f, buf, f.map_len, path, vocab_size, format) != 0) {
+    if (tokens_of(t, &f, buf, (size_t)st.st_size, path, vocab_size, format) != 0) {
         file_release(&f);
         memset(t, 0, sizeof(*t));
         return -1;
@@ -388,11 +409,14 @@ static int bad_id(const cc_tokens *t, int f, size_t k, uint32_t id)
 
 int cc_tokens_check(const cc_tokens *t)
 {
-    for (int f = 0; f < t->nfiles; f++)
+    for (int f = 0; f < t->nfiles; f++) {
+        if (t->files[f].map) /* one pass in order: read ahead, as the batches' random advice does not */
+            posix_madvise(t->files[f].map, t->files[f].map_len, POSIX_MADV_SEQUENTIAL);
         for (size_t k = 0; k < t->files[f].n; k++) {
             const uint32_t id = file_token(&t->files[f], k);
             if (id >= (uint32_t)t->vocab_size) return bad_id(t, f, k, id);
         }
+    }
     return 0;
 }
 
@@ -558,34 +582,48 @@ int cc_data_check_split(const char *train, const char *val)
     return rc;
 }
 
+/* Tokens [k, k + n) of a file into the digest, as uint16, through a small buffer. */
+static void digest_tokens(XXH3_state_t *hs, const cc_token_file *f, size_t k, size_t n)
+{
+    uint16_t buf[2048];
+    while (n > 0) {
+        const size_t m = n < 2048 ? n : 2048;
+        for (size_t i = 0; i < m; i++) buf[i] = (uint16_t)file_token(f, k + i);
+        XXH3_64bits_update(hs, buf, m * sizeof(uint16_t));
+        k += m;
+        n -= m;
+    }
+}
+
 uint64_t cc_tokens_digest(const cc_tokens *t)
 {
-    enum { WHOLE = 256 << 10, PIECES = 64, PIECE = 4 << 10 }; /* bytes */
+    enum { WHOLE = 128 << 10, PIECES = 64, PIECE = 2048 }; /* tokens */
     XXH3_state_t *hs = XXH3_createState();
     if (!hs) abort();
     XXH3_64bits_reset(hs);
+    XXH3_64bits_update(hs, &t->tokenizer_id, sizeof(t->tokenizer_id)); /* the same ids of another tokenizer differ */
     for (int f = 0; f < t->nfiles; f++) {
         const cc_token_file *file = &t->files[f];
         const uint64_t n = file->n;
         XXH3_64bits_update(hs, &n, sizeof(n));
-        const size_t bytes = file->n * (size_t)file->width;
-        if (bytes <= WHOLE) {
-            /* tokens as uint16 whatever the file's width, so text and a bytes shard of it agree */
-            for (size_t k = 0; k < file->n; k++) {
-                const uint16_t id = (uint16_t)file_token(file, k);
-                XXH3_64bits_update(hs, &id, sizeof(id));
-            }
-            continue;
-        }
-        for (int p = 0; p < PIECES; p++) { /* spread over the file, the last ending at its end */
-            const size_t at = (bytes - PIECE) / (PIECES - 1) * (size_t)p / (size_t)file->width * (size_t)file->width;
-            for (size_t k = at / (size_t)file->width; k < (at + PIECE) / (size_t)file->width; k++) {
-                const uint16_t id = (uint16_t)file_token(file, k);
-                XXH3_64bits_update(hs, &id, sizeof(id));
-            }
-        }
+        /* counted in tokens, so a text file and a bytes shard of it give one digest */
+        if (file->n <= WHOLE) digest_tokens(hs, file, 0, file->n);
+        else
+            for (uint64_t p = 0; p < PIECES; p++) /* spread over the file: the first at its start, the last at its end */
+                digest_tokens(hs, file, (size_t)((n - PIECE) * p / (PIECES - 1)), PIECE);
     }
     const uint64_t d = XXH3_64bits_digest(hs);
     XXH3_freeState(hs);
     return d ? d : 1; /* 0 means "unknown" in a checkpoint */
+}
+
+uint64_t cc_tokens_digest_all(const cc_tokens *t)
+{
+    XXH3_state_t *hs = XXH3_createState();
+    if (!hs) abort();
+    XXH3_64bits_reset(hs);
+    for (int f = 0; f < t->nfiles; f++) digest_tokens(hs, &t->files[f], 0, t->files[f].n);
+    const uint64_t d = XXH3_64bits_digest(hs);
+    XXH3_freeState(hs);
+    return d ? d : 1;
 }

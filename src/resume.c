@@ -39,8 +39,10 @@ int cc_resume_has_ended(const cc_config *cfg, const char *resume, int lead)
 int cc_resume_same_data(const cc_config *cfg, const char *resume, int new_data, cc_run_state *st, const cc_tokens *train,
                         const cc_tokens *val, char *how, size_t cap)
 {
-    const int train_differs = st->train_digest && st->train_digest != cc_tokens_digest(train);
-    const int val_differs = st->val_digest && st->val_digest != cc_tokens_digest(val);
+    /* an earlier catchat's checkpoint holds digests of every token: one pass over the data, this once */
+    uint64_t (*digest)(const cc_tokens *) = st->digest_all ? cc_tokens_digest_all : cc_tokens_digest;
+    const int train_differs = st->train_digest && st->train_digest != digest(train);
+    const int val_differs = st->val_digest && st->val_digest != digest(val);
     if (!train_differs && !val_differs) return 0;
     const char *which = train_differs && val_differs ? "training and validation data ([data] train, val)"
                         : train_differs              ? "training data ([data] train)"

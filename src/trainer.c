@@ -32,6 +32,7 @@ typedef struct {
     cc_loader train, val;
     cc_executor *ex;
     int *x, *y;
+    int *peer_x, *peer_y; /* under NCCL: another rank's part of a batch, read for its ids */
     cc_telemetry tel;
     cc_tfevents tfe;
     cc_finite_report check; /* --check-finite's record of this step */
@@ -60,6 +61,8 @@ static void run_free(run_ctx *r)
     cc_tokenizer_free(&r->tokenizer);
     free(r->x);
     free(r->y);
+    free(r->peer_x);
+    free(r->peer_y);
     cc_run_lock_release(&r->lock); /* last: every file of the run is closed */
 }
 
@@ -250,6 +253,7 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     cc_loader_set_order(&r->train, st->data_order);
     st->sched_max_steps = cfg->max_steps;
     if (r->lead && strcmp(ex->name, "cpu") == 0) say_cpu_duration(cfg, o, st->step);
+    st->digest_all = 0; /* this run's checkpoints hold the sampled digests */
     st->train_digest = cc_tokens_digest(&r->train_tok);
     st->val_digest = cc_tokens_digest(&r->val_tok);
     if (cc_run_dir_check_inputs(cfg, o->init_ckpt) != 0 || prepare_out_dir(cfg, o, st, r->lead, &r->dist) != 0) return -1;
@@ -264,6 +268,8 @@ static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc
     if (r->lead && (cc_telemetry_open(&r->tel, path, o->resume ? st->step : -1) != 0 ||
                     cc_tfevents_open(&r->tfe, cfg->out_dir) != 0))
         return -1;
+    r->peer_x = cc_malloc(sizeof(int) * B * T);
+    r->peer_y = cc_malloc(sizeof(int) * B * T);
     r->x = cc_malloc(sizeof(int) * B * T * cfg->grad_accum); /* every micro-batch of a step */
     r->y = cc_malloc(sizeof(int) * B * T * cfg->grad_accum);
     if (o->plant_nan && cc_layout_find(&ex->lay, o->plant_nan) < 0)
@@ -384,7 +390,18 @@ static int train_step(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, 
     long n_step = 0;
     for (int k = 0; k < A; k++) {
         /* an id past vocab_size (a damaged shard: ids are checked where they are read) stops the run before
-         * this step, with a checkpoint of the steps before it */
+         * this step, with a checkpoint of the steps before it. Under NCCL every rank reads every rank's part
+         * (the order is a pure function of the seed and the position), so all reach one verdict before any
+         * collective, and rank 0 alone says it. */
+        for (int part = 0; part < world; part++) {
+            if (part == r->dist.rank) continue;
+            const int quiet = cc_error_quiet;
+            cc_error_quiet = quiet || !r->lead;
+            const int bad = cc_loader_batch_part(&r->train, st->data_pos + (uint64_t)k, part, world, r->peer_x,
+                                                 r->peer_y) != 0;
+            cc_error_quiet = quiet;
+            if (bad) return DATA_ERROR;
+        }
         if (cc_loader_batch_part(&r->train, st->data_pos + (uint64_t)k, r->dist.rank, world, r->x + k * BT,
                                  r->y + k * BT) != 0)
             return DATA_ERROR;
@@ -475,11 +492,12 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
     while (st.step < end) {
         cc_telemetry_row row;
         const int stepped = train_step(&r, cfg, o, &st, res, &row);
-        if (stepped == DATA_ERROR) { /* said; the steps taken are kept */
+        if (stepped == DATA_ERROR) { /* said (every rank agrees on it); the steps taken are kept */
             cc_progress_break(&r.prog);
             if (r.lead && cc_checkpoint_save_run(cfg, ex, &st, CC_CHECKPOINT_NAME) == 0)
                 fprintf(stderr, "  the run stopped after step %ld; checkpoint %s/%s written (catchat data check "
-                                "FILES lists every bad id)\n", st.step, cfg->out_dir, CC_CHECKPOINT_NAME);
+                                "FILE finds a file's first bad id at once)\n", st.step, cfg->out_dir, CC_CHECKPOINT_NAME);
+            r.dist.finished = 1; /* an agreed stop: no rank takes another for lost while rank 0 writes */
             rc = -1;
             break;
         }
@@ -548,7 +566,7 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
                    cfg->max_steps, o->prog ? o->prog : "catchat", cfg->out_dir, CC_CHECKPOINT_NAME);
         fflush(stdout);
     }
-    r.dist.finished = rc == 0; /* the others see this rank end as planned, not lost */
+    r.dist.finished = rc == 0 || r.dist.finished; /* the others see this rank end as planned, not lost */
     run_free(&r);
     return rc;
 }

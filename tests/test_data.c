@@ -7,6 +7,7 @@
 #include <string.h>
 #include "catchat/data.h"
 #include "catchat/rng.h"
+#include "catchat/vocab.h"
 #include "helpers.h"
 
 static void write_shard(const char *path, const uint16_t *tok, uint32_t n, uint32_t claimed,
@@ -314,4 +315,66 @@ Test(data, binary_file_as_text_is_refused)
         cr_expect(rc == 0 && !*err, "text %d: rc %d, %s", k, rc, err);
         if (rc == 0) cc_tokens_free(&t);
     }
+}
+
+/* A shard of n ids whose header names the byte tokenizer, as prepare.py's --tokenizer bytes writes it. */
+static void write_bytes_shard(const char *path, const uint16_t *ids, uint32_t n)
+{
+    const uint64_t id = cc_vocab_bytes_id();
+    const uint32_t mark[4] = { CC_SHARD_TOKENIZER_MARK, 256, (uint32_t)id, (uint32_t)(id >> 32) };
+    size_t len = 1024 + 2 * (size_t)n;
+    uint8_t *buf = calloc(1, len);
+    const uint32_t hdr[3] = { CC_SHARD_MAGIC, 1, n };
+    memcpy(buf, hdr, sizeof(hdr));
+    memcpy(buf + 12, mark, sizeof(mark));
+    memcpy(buf + 1024, ids, 2 * (size_t)n);
+    th_write_file(path, buf, len);
+    free(buf);
+}
+
+/* The digest a resume compares: a text file and a shard of its bytes agree; a
+ * token changed inside a sampled piece, or one token more, is seen; the
+ * full-pass digest of earlier checkpoints sees any change. */
+Test(data, digest_samples_large_files)
+{
+    char dir[256], txt[512], bin[512];
+    th_tmpdir(dir, sizeof(dir));
+    enum { N = 300000 }; /* past the 128 Ki tokens hashed whole */
+    uint8_t *text = malloc(N);
+    uint16_t *ids = malloc(2 * N);
+    for (int i = 0; i < N; i++) ids[i] = text[i] = (uint8_t)("the cat sat on the mat\n"[i % 23]);
+    snprintf(txt, sizeof(txt), "%s/t.txt", dir);
+    snprintf(bin, sizeof(bin), "%s/t.bin", dir);
+    th_write_file(txt, text, N);
+    write_bytes_shard(bin, ids, N);
+    cc_tokens a, b;
+    cr_assert_eq(cc_tokens_load(&a, txt, 256), 0);
+    cr_assert_eq(cc_tokens_load(&b, bin, 256), 0);
+    cr_expect_eq(cc_tokens_digest(&a), cc_tokens_digest(&b), "text and its bytes as a shard");
+    cr_expect_eq(cc_tokens_digest_all(&a), cc_tokens_digest_all(&b));
+    cc_tokens_free(&b);
+    ids[0] = 'x'; /* the first piece begins at the first token */
+    write_bytes_shard(bin, ids, N);
+    cr_assert_eq(cc_tokens_load(&b, bin, 256), 0);
+    cr_expect_neq(cc_tokens_digest(&a), cc_tokens_digest(&b), "a token of a sampled piece");
+    cc_tokens_free(&b);
+    ids[0] = text[0];
+    ids[N - 1] = 'x'; /* the last piece ends at the last token */
+    write_bytes_shard(bin, ids, N);
+    cr_assert_eq(cc_tokens_load(&b, bin, 256), 0);
+    cr_expect_neq(cc_tokens_digest(&a), cc_tokens_digest(&b), "the last token");
+    cc_tokens_free(&b);
+    ids[N - 1] = text[N - 1];
+    ids[N / 2 + 1000] = 'x'; /* between pieces: the sampled digest misses it, the full one does not */
+    write_bytes_shard(bin, ids, N);
+    cr_assert_eq(cc_tokens_load(&b, bin, 256), 0);
+    cr_expect_neq(cc_tokens_digest_all(&a), cc_tokens_digest_all(&b));
+    cc_tokens_free(&b);
+    write_bytes_shard(bin, ids, N - 1); /* one token fewer */
+    cr_assert_eq(cc_tokens_load(&b, bin, 256), 0);
+    cr_expect_neq(cc_tokens_digest(&a), cc_tokens_digest(&b), "the count");
+    cc_tokens_free(&a);
+    cc_tokens_free(&b);
+    free(text);
+    free(ids);
 }

@@ -333,6 +333,14 @@ rc=$?
  echo $? >"$tmp/rc")
 [ "$(cat "$tmp/rc")" -eq 130 ] && [ "$(cat "$tmp/err")" = "prepare: interrupted: OUT_PREFIX is as it was" ] &&
   [ "$(prefix_state "$tmp/pl/x")" = "$before" ] && ! ls "$tmp/pl" | grep -q '\.tmp\.' && ok || bad "A15 Ctrl-C: exit $(cat "$tmp/rc"): $(head -3 "$tmp/err")"
+# A15b: SIGTERM (a job's end) the same: one line, exit 143, no temporary file left, the prefix as it was
+("$py" "$root/scripts/prepare.py" "$tmp/big.txt" "$tmp/pl/x" --replace --shard-tokens 20000 >/dev/null 2>"$tmp/err" &
+ p=$!  # the interpreter itself, not a shell around it
+ for _ in $(seq 3000); do ls "$tmp/pl" | grep -q '\.tmp\.' && break; sleep 0.01; done; kill -TERM $p; wait $p
+ echo $? >"$tmp/rc")
+[ "$(cat "$tmp/rc")" -eq 143 ] && [ "$(cat "$tmp/err")" = "prepare: interrupted by SIGTERM: OUT_PREFIX is as it was" ] &&
+  [ "$(prefix_state "$tmp/pl/x")" = "$before" ] && ! ls "$tmp/pl" | grep -q '\.tmp\.' && ok ||
+  bad "A15b SIGTERM: exit $(cat "$tmp/rc"): $(head -3 "$tmp/err"; ls "$tmp/pl")"
 # A16: an executable is refused as catchat refuses it (one rule); --allow-binary reads its bytes
 expect_refusal "A16 an executable" "looks like a binary file, not text (it holds NUL bytes" "$(command -v ls)" "$tmp/r"
 prep "$(command -v ls)" "$tmp/r_bin" --allow-binary >/dev/null 2>"$tmp/err" && ok || bad "A16 --allow-binary: $(cat "$tmp/err")"

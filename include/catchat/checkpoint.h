@@ -32,6 +32,7 @@ typedef struct cc_run_state {
     /* What the run trains and evaluates on: digests of the token streams
      * (XXH3 of the tokens; 0: unknown), so a resume on other data is seen. */
     uint64_t train_digest, val_digest;
+    int digest_all; /* they are an earlier catchat's (cc_tokens_digest_all), not the sampled one */
     /* The order its training windows are visited in (data.h: CC_ORDER_*). */
     int data_order;
     /* The tokenizer of those tokens, which every checkpoint carries (NULL:

@@ -86,12 +86,17 @@ int cc_tokens_load_as(cc_tokens *t, const char *path, int vocab_size, const char
 /* The same with format auto. */
 int cc_tokens_load(cc_tokens *t, const char *path, int vocab_size);
 void cc_tokens_free(cc_tokens *t);
-/* A token stream's identity, kept in checkpoints: an XXH3 of each file's
- * token count and of a sample of its tokens (all of a file under 256 KiB;
- * else 64 pieces of 4 KiB spread over it), so it costs no pass over a large
- * dataset; where the files lie does not matter. Never 0, which means
- * unknown. */
+/* A token stream's identity, kept in checkpoints: an XXH3 of its tokenizer's
+ * identity and, file by file, of the token count and the tokens as uint16:
+ * all of a file of up to 128 Ki tokens, else 64 pieces of 2048 spread over
+ * it (the first at its start, the last at its end), so it costs no pass over
+ * a large dataset; where the files lie does not matter. Never 0, which
+ * means unknown. */
 uint64_t cc_tokens_digest(const cc_tokens *t);
+/* The digest of catchat before the sampled one (checkpoint key data_digest):
+ * an XXH3 of every token as uint16, the files one after another. One pass
+ * over the data: for resuming such a checkpoint only. */
+uint64_t cc_tokens_digest_all(const cc_tokens *t);
 /* The same for bytes already in memory; `name` stands for the path in errors. */
 int cc_tokens_from_bytes_as(cc_tokens *t, const uint8_t *buf, size_t len, const char *name, int vocab_size,
                             const char *format);

@@ -86,7 +86,8 @@ int cmd_eval(int argc, char **argv)
         int has_state = 0;
         if (cc_checkpoint_load(ckpt, &ex->lay, p, NULL, NULL, NULL, &st, &has_state) == 0) {
             /* the run's own val file, re-made since (another tokenization, other text): a loss not to compare */
-            if (!data_given && has_state && st.val_digest && st.val_digest != cc_tokens_digest(&tok))
+            if (!data_given && has_state && st.val_digest &&
+                st.val_digest != (st.digest_all ? cc_tokens_digest_all(&tok) : cc_tokens_digest(&tok)))
                 fprintf(stderr, "catchat: note: %s holds other tokens than the run validated on (their digest "
                                 "differs): this loss does not compare with the run's eval_loss\n", data);
             ex->ops->set_params(ex, p);
