@@ -1,4 +1,5 @@
-/* Token files and the batch loader. */
+/* Token files: datasets of text files and shards, mapped, their ids checked
+ * and their digest (the batch loader is src/loader.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "catchat/data.h"
 
@@ -12,7 +13,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "catchat/rng.h"
 #include "catchat/util.h"
 #include "catchat/vocab.h"
 
@@ -375,12 +375,6 @@ void cc_tokens_free(cc_tokens *t)
     t->nfiles = 0;
 }
 
-static uint32_t file_token(const cc_token_file *f, size_t i)
-{
-    const uint8_t *p = f->bytes + i * (size_t)f->width;
-    return f->width == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 : p[0];
-}
-
 /* The file holding token i of the dataset: the first whose end lies past it. */
 static int file_of(const cc_tokens *t, size_t i)
 {
@@ -396,11 +390,10 @@ static int file_of(const cc_tokens *t, size_t i)
 uint32_t cc_tokens_at(const cc_tokens *t, size_t i)
 {
     const int f = file_of(t, i);
-    return file_token(&t->files[f], i - (f > 0 ? t->file_end[f - 1] : 0));
+    return cc_token_file_at(&t->files[f], i - (f > 0 ? t->file_end[f - 1] : 0));
 }
 
-/* The error for token k of file f, id `id`. */
-static int bad_id(const cc_tokens *t, int f, size_t k, uint32_t id)
+int cc_tokens_bad_id(const cc_tokens *t, int f, size_t k, uint32_t id)
 {
     const cc_token_file *file = &t->files[f];
     return cc_error("%s: token %zu (byte %zu) has id %u >= vocab_size %d", file->path, k,
@@ -413,152 +406,11 @@ int cc_tokens_check(const cc_tokens *t)
         if (t->files[f].map) /* one pass in order: read ahead, as the batches' random advice does not */
             posix_madvise(t->files[f].map, t->files[f].map_len, POSIX_MADV_SEQUENTIAL);
         for (size_t k = 0; k < t->files[f].n; k++) {
-            const uint32_t id = file_token(&t->files[f], k);
-            if (id >= (uint32_t)t->vocab_size) return bad_id(t, f, k, id);
+            const uint32_t id = cc_token_file_at(&t->files[f], k);
+            if (id >= (uint32_t)t->vocab_size) return cc_tokens_bad_id(t, f, k, id);
         }
     }
     return 0;
-}
-
-int cc_loader_init(cc_loader *ld, const cc_tokens *src, int B, int T, int shuffle, uint64_t seed)
-{
-    memset(ld, 0, sizeof(*ld));
-    ld->src = src;
-    ld->B = B;
-    ld->T = T;
-    ld->shuffle = shuffle;
-    ld->seed = seed;
-    ld->perm_epoch = -1;
-    /* each file's windows, in file order (one file: window k at token k·T) */
-    const int nf = src->nfiles > 0 ? src->nfiles : 1;
-    ld->win_end = cc_malloc(sizeof(size_t) * (size_t)nf);
-    size_t begin = 0;
-    ld->nwin = 0;
-    for (int f = 0; f < nf; f++) {
-        const size_t end = src->nfiles > 0 ? src->file_end[f] : src->n, len = end - begin;
-        ld->nwin += len > 0 ? (len - 1) / (size_t)T : 0;
-        ld->win_end[f] = ld->nwin;
-        begin = end;
-    }
-    if (ld->nwin == 0) {
-        cc_loader_free(ld);
-        if (nf > 1) return cc_error("%s: no file holds a window of seq_len+1 = %d tokens", src->path, T + 1);
-        return cc_error("%s: %zu tokens is shorter than one window of seq_len+1 = %d tokens", src->path, src->n,
-                        T + 1);
-    }
-    for (int f = 0; shuffle && nf > 1 && f < nf; f++) /* the training set says which files it cannot use */
-        if (ld->win_end[f] == (f ? ld->win_end[f - 1] : 0))
-            fprintf(stderr, "catchat: %s: file %d of %d is shorter than one window of seq_len+1 = %d tokens: "
-                            "not used\n", src->path, f + 1, nf, T + 1);
-    ld->order = CC_ORDER_FEISTEL;
-    for (ld->half = 1; ld->half < 32 && (1ULL << (2 * ld->half)) < (uint64_t)ld->nwin; ld->half++) {}
-    return 0;
-}
-
-void cc_loader_set_order(cc_loader *ld, int order)
-{
-    ld->order = order;
-    ld->perm_epoch = -1;
-}
-
-void cc_loader_free(cc_loader *ld)
-{
-    free(ld->perm);
-    free(ld->win_end);
-    ld->perm = NULL;
-    ld->win_end = NULL;
-}
-
-/* Window k: its file and its first token there (its index in the file times T). */
-static int window_start(const cc_loader *ld, size_t k, size_t *first)
-{
-    const int nf = ld->src->nfiles;
-    int lo = 0, hi = nf - 1; /* the first file whose windows end past k */
-    while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (ld->win_end[mid] > k) hi = mid;
-        else lo = mid + 1;
-    }
-    *first = (k - (lo > 0 ? ld->win_end[lo - 1] : 0)) * (size_t)ld->T;
-    return lo;
-}
-
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ULL; /* splitmix64's finaliser */
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* Position i of an epoch's order: a six-round Feistel network keyed by the
- * seed and the epoch permutes [0, 4^half), which holds nwin and at most four
- * times it; applied again until the index lands below nwin (cycle-walking),
- * it permutes [0, nwin) itself. */
-static size_t feistel_window(const cc_loader *ld, uint64_t epoch, uint64_t i)
-{
-    const uint64_t mask = (1ULL << ld->half) - 1, key = mix64(ld->seed ^ (0x5bd1e995ULL * (epoch + 1)));
-    uint64_t x = i;
-    do {
-        uint64_t l = x >> ld->half, r = x & mask;
-        for (uint64_t round = 0; round < 6; round++) {
-            const uint64_t f = mix64(key ^ (round * 0x632be59bd9b4e019ULL) ^ r) & mask;
-            const uint64_t nl = r;
-            r = l ^ f;
-            l = nl;
-        }
-        x = l << ld->half | r;
-    } while (x >= ld->nwin);
-    return (size_t)x;
-}
-
-/* Window visited at global position `w` (counting windows, not batches). */
-static size_t window_at(cc_loader *ld, uint64_t w)
-{
-    if (!ld->shuffle) return (size_t)(w % ld->nwin);
-    const uint64_t epoch = w / ld->nwin;
-    if (ld->order == CC_ORDER_FEISTEL) return feistel_window(ld, epoch, w % ld->nwin);
-    if ((long)epoch != ld->perm_epoch) { /* an earlier run's order: the whole permutation, once an epoch */
-        if (!ld->perm) ld->perm = cc_malloc(sizeof(uint32_t) * ld->nwin);
-        cc_rng rng;
-        cc_rng_seed(&rng, ld->seed ^ (0x5bd1e995ULL * (uint64_t)(epoch + 1)));
-        for (size_t i = 0; i < ld->nwin; i++) ld->perm[i] = (uint32_t)i;
-        for (size_t i = ld->nwin - 1; i > 0; i--) { /* Fisher-Yates */
-            size_t j = (size_t)cc_rng_below(&rng, i + 1);
-            uint32_t tmp = ld->perm[i];
-            ld->perm[i] = ld->perm[j];
-            ld->perm[j] = tmp;
-        }
-        ld->perm_epoch = (long)epoch;
-    }
-    return ld->perm[w % ld->nwin];
-}
-
-int cc_loader_batch(cc_loader *ld, uint64_t index, int *x, int *y) { return cc_loader_batch_part(ld, index, 0, 1, x, y); }
-
-int cc_loader_batch_part(cc_loader *ld, uint64_t index, int part, int nparts, int *x, int *y)
-{
-    const int T = ld->T;
-    const uint32_t vocab = (uint32_t)ld->src->vocab_size;
-    const uint64_t first = (index * (uint64_t)nparts + (uint64_t)part) * (uint64_t)ld->B;
-    int rc = 0;
-    for (int b = 0; b < ld->B; b++) {
-        size_t start;
-        const int f = window_start(ld, window_at(ld, first + (uint64_t)b), &start);
-        const cc_token_file *file = &ld->src->files[f];
-        /* each id checked as it is read: a shard is mapped, not checked at load; a bad one is said once and
-         * given as 0 */
-        for (int t = 0; t <= T; t++) {
-            uint32_t id = file_token(file, start + (size_t)t);
-            if (id >= vocab) {
-                if (rc == 0) rc = bad_id(ld->src, f, start + (size_t)t, id);
-                id = 0;
-            }
-            if (t < T) x[(size_t)b * T + t] = (int)id;
-            if (t > 0) y[(size_t)b * T + t - 1] = (int)id;
-        }
-    }
-    return rc;
 }
 
 int cc_data_check_split(const char *train, const char *val)
@@ -588,7 +440,7 @@ static void digest_tokens(XXH3_state_t *hs, const cc_token_file *f, size_t k, si
     uint16_t buf[2048];
     while (n > 0) {
         const size_t m = n < 2048 ? n : 2048;
-        for (size_t i = 0; i < m; i++) buf[i] = (uint16_t)file_token(f, k + i);
+        for (size_t i = 0; i < m; i++) buf[i] = (uint16_t)cc_token_file_at(f, k + i);
         XXH3_64bits_update(hs, buf, m * sizeof(uint16_t));
         k += m;
         n -= m;

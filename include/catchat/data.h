@@ -58,6 +58,14 @@ typedef struct cc_tokens {
     cc_token_file *files;
 } cc_tokens;
 
+/* Token k of one file, as stored (not checked). */
+static inline uint32_t cc_token_file_at(const cc_token_file *f, size_t k)
+{
+    const uint8_t *p = f->bytes + k * (size_t)f->width;
+    return f->width == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 : p[0];
+}
+/* The one-line error for token k of file f, whose id is not below vocab_size: -1. */
+int cc_tokens_bad_id(const cc_tokens *t, int f, size_t k, uint32_t id);
 /* Token i of the dataset (0 <= i < n), as stored (not checked). */
 uint32_t cc_tokens_at(const cc_tokens *t, size_t i);
 /* Every id below vocab_size: 0, or -1 (said: the file, the token's index and
