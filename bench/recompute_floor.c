@@ -5,7 +5,7 @@
  *
  * The rebuild's work is what recompute = on adds to a step, launch for
  * launch as recompute issued it when this floor was written (0.14.0's
- * rebuild_u and rebuild_window; now op_rebuild in src/gpu/ops_layer_gpu.c,
+ * rebuild_u and rebuild_window; now op_embed, op_feed and op_regate in src/gpu/ops_layer_gpu.c,
  * which rebuilds u^l a window at a time with the same adds),
  * for each layer l: u^l (the embedding and l adds over all B·T positions),
  * then for each of its windows of T/nw steps the norm of the window's rows

@@ -112,12 +112,13 @@ static int token_bytes(const char *s, uint8_t *out, size_t cap)
     return (int)n;
 }
 
-static cc_bpe *refuse(cc_bpe *b, json_t *root, char *why, size_t cap, const char *fmt, const char *detail)
+/* Each part of cc_bpe_parse below fills its part of b from the file, or
+ * says in why what makes the file unusable and returns -1. why is written
+ * while root is alive: its words may be the file's own. */
+static int refuse(char *why, size_t cap, const char *fmt, const char *detail)
 {
     snprintf(why, cap, fmt, detail);
-    json_decref(root);
-    cc_bpe_free(b);
-    return NULL;
+    return -1;
 }
 
 /* A merge as its two tokens' texts: "a b" (older files) or ["a", "b"]. */
@@ -142,35 +143,37 @@ static int merge_parts(json_t *m, char *left, char *right, size_t cap)
 
 static int flag(json_t *obj, const char *key) { return json_is_true(json_object_get(obj, key)); }
 
-cc_bpe *cc_bpe_parse(const char *json_text, size_t len, const cc_vocab *vocab, char *why, size_t cap)
+/* The kind of tokenizer: only GPT-2's byte-level BPE, with nothing this
+ * encoder would not apply (a normalizer, word-piece marks), is taken. */
+static int parse_kind(cc_bpe *b, json_t *root, char *why, size_t cap)
 {
-    json_error_t jerr;
-    json_t *root = json_loadb(json_text, len, 0, &jerr);
-    if (!root) {
-        snprintf(why, cap, "not JSON (line %d: %s)", jerr.line, jerr.text);
-        return NULL;
-    }
-    cc_bpe *b = cc_calloc(1, sizeof(*b));
-    b->vocab = vocab;
     json_t *model = json_object_get(root, "model"), *pre = json_object_get(root, "pre_tokenizer");
     const char *type = json_string_value(json_object_get(model, "type"));
     const char *pre_type = json_string_value(json_object_get(pre, "type"));
-    if (!type || strcmp(type, "BPE") != 0) return refuse(b, root, why, cap, "its model is %s, not BPE", type ? type : "missing");
+    if (!type || strcmp(type, "BPE") != 0) return refuse(why, cap, "its model is %s, not BPE", type ? type : "missing");
     if (!pre_type || strcmp(pre_type, "ByteLevel") != 0 || (json_object_get(pre, "use_regex") && !flag(pre, "use_regex")))
-        return refuse(b, root, why, cap, "its pre-tokenizer is %s, not GPT-2's ByteLevel", pre_type ? pre_type : "missing");
+        return refuse(why, cap, "its pre-tokenizer is %s, not GPT-2's ByteLevel", pre_type ? pre_type : "missing");
     if (!json_is_null(json_object_get(root, "normalizer")) && json_object_get(root, "normalizer"))
-        return refuse(b, root, why, cap, "it has a normalizer%s, which catchat does not apply", "");
+        return refuse(why, cap, "it has a normalizer%s, which catchat does not apply", "");
     /* GPT-2's own file writes both as "": no mark */
     const char *cont = json_string_value(json_object_get(model, "continuing_subword_prefix")),
                *eow = json_string_value(json_object_get(model, "end_of_word_suffix"));
     if ((cont && *cont) || (eow && *eow))
-        return refuse(b, root, why, cap, "its BPE marks word pieces%s, which a byte-level BPE does not", "");
+        return refuse(why, cap, "its BPE marks word pieces%s, which a byte-level BPE does not", "");
     b->add_prefix_space = flag(pre, "add_prefix_space");
     b->ignore_merges = flag(model, "ignore_merges");
+    return 0;
+}
 
-    /* the tokens: each text's bytes must be the vocabulary's for its id */
-    json_t *tokens = json_object_get(model, "vocab");
-    if (!json_is_object(tokens)) return refuse(b, root, why, cap, "it has no model.vocab%s", "");
+/* The tokens: each text's bytes must be the vocabulary's for its id, every
+ * token of the vocabulary must be the file's (a tokenizer.json of a smaller
+ * tokenizer is another one), and each byte must have a token of its own.
+ * buf: 4096 bytes of scratch. */
+static int parse_tokens(cc_bpe *b, json_t *root, uint8_t *buf, char *why, size_t cap)
+{
+    const cc_vocab *vocab = b->vocab;
+    json_t *tokens = json_object_get(json_object_get(root, "model"), "vocab");
+    if (!json_is_object(tokens)) return refuse(why, cap, "it has no model.vocab%s", "");
     b->token_mask = pow2_above((size_t)vocab->n) - 1;
     b->token_slots = cc_calloc(b->token_mask + 1, sizeof(int));
     for (int id = 0; id < vocab->n; id++) {
@@ -178,7 +181,7 @@ cc_bpe *cc_bpe_parse(const char *json_text, size_t len, const cc_vocab *vocab, c
         while (b->token_slots[i]) i = (i + 1) & b->token_mask;
         b->token_slots[i] = id + 1;
     }
-    uint8_t *buf = cc_malloc(4096), *covered = cc_calloc((size_t)vocab->n, 1);
+    uint8_t *covered = cc_calloc((size_t)vocab->n, 1);
     const char *text;
     json_t *idv;
     char bad[96] = "";
@@ -194,34 +197,33 @@ cc_bpe *cc_bpe_parse(const char *json_text, size_t len, const cc_vocab *vocab, c
             break;
         }
     }
-    json_t *added = json_object_get(root, "added_tokens"), *a;
+    json_t *a;
     size_t k;
-    json_array_foreach(added, k, a) {
+    json_array_foreach(json_object_get(root, "added_tokens"), k, a) {
         const json_int_t id = json_integer_value(json_object_get(a, "id"));
         if (id >= 0 && id < vocab->n) covered[id] = 1;
     }
-    /* every token of the vocabulary is the file's: a tokenizer.json of a smaller tokenizer is another one */
     for (int id = 0; id < vocab->n && !*bad; id++)
         if (!covered[id] && vocab->len[id] > 0) snprintf(bad, sizeof(bad), "vocabulary lacks token %d, which", id);
     free(covered);
-    if (*bad) {
-        free(buf);
-        return refuse(b, root, why, cap, "its %s is not the vocabulary's", bad);
-    }
+    if (*bad) return refuse(why, cap, "its %s is not the vocabulary's", bad);
     for (int byte = 0; byte < 256; byte++) {
         const uint8_t c = (uint8_t)byte;
-        if ((b->byte_id[byte] = token_find(b, &c, 1)) < 0) {
-            free(buf);
-            return refuse(b, root, why, cap, "a byte has no token of its own%s", "");
-        }
+        if ((b->byte_id[byte] = token_find(b, &c, 1)) < 0)
+            return refuse(why, cap, "a byte has no token of its own%s", "");
     }
+    return 0;
+}
 
-    /* the merges, by rank: each pair of ids and the id of their join */
-    json_t *merges = json_object_get(model, "merges");
+/* The merges, by rank: each pair of ids and the id of their join (the
+ * first rank of a pair listed twice). buf: 4096 bytes of scratch. */
+static int parse_merges(cc_bpe *b, json_t *root, uint8_t *buf, char *why, size_t cap)
+{
+    json_t *merges = json_object_get(json_object_get(root, "model"), "merges");
     const size_t nm = json_array_size(merges);
     b->pair_mask = pow2_above(nm) - 1;
     b->pairs = cc_calloc(b->pair_mask + 1, sizeof(pair_slot));
-    char left[1024], right[1024];
+    char left[1024], right[1024], bad[96] = "";
     for (size_t r = 0; r < nm && !*bad; r++) {
         int ln, rn, l = -1, rt = -1, joined = -1;
         if (merge_parts(json_array_get(merges, r), left, right, sizeof(left)) == 0 &&
@@ -237,26 +239,53 @@ cc_bpe *cc_bpe_parse(const char *json_text, size_t len, const cc_vocab *vocab, c
         pair_slot *s = pair_find(b, pair_key(l, rt));
         if (!s->key) *s = (pair_slot){ pair_key(l, rt), (int)r, joined };
     }
-    free(buf);
-    if (*bad) return refuse(b, root, why, cap, "its %s does not join two of its tokens into a third", bad);
+    if (*bad) return refuse(why, cap, "its %s does not join two of its tokens into a third", bad);
+    return 0;
+}
 
+/* The added tokens, matched whole in a prompt. A special token's id decodes
+ * to no bytes (prepare.py's .vocab); any other must decode to its text. */
+static int parse_added(cc_bpe *b, json_t *root, char *why, size_t cap)
+{
+    const cc_vocab *vocab = b->vocab;
+    json_t *added = json_object_get(root, "added_tokens"), *a;
+    size_t k;
     b->added = cc_calloc(json_array_size(added) + 1, sizeof(*b->added));
     json_array_foreach(added, k, a) {
         const json_int_t id = json_integer_value(json_object_get(a, "id"));
         const char *content = json_string_value(json_object_get(a, "content"));
         if (id < 0 || id >= vocab->n || !content || !*content) continue;
-        /* a special token's id decodes to no bytes (prepare.py's .vocab); any other must decode to its text */
         if (vocab->len[id] > 0 && ((size_t)vocab->len[id] != strlen(content) ||
                                    memcmp(vocab->bytes[id], content, strlen(content)) != 0))
-            return refuse(b, root, why, cap, "its added token '%.40s' is not the vocabulary's", content);
+            return refuse(why, cap, "its added token '%.40s' is not the vocabulary's", content);
         struct added_token *t = &b->added[b->n_added++];
         t->id = (int)id;
         t->len = strlen(content);
         t->text = cc_malloc(t->len + 1);
         memcpy(t->text, content, t->len + 1);
     }
-    json_decref(root);
+    return 0;
+}
 
+cc_bpe *cc_bpe_parse(const char *json_text, size_t len, const cc_vocab *vocab, char *why, size_t cap)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(json_text, len, 0, &jerr);
+    if (!root) {
+        snprintf(why, cap, "not JSON (line %d: %s)", jerr.line, jerr.text);
+        return NULL;
+    }
+    cc_bpe *b = cc_calloc(1, sizeof(*b));
+    b->vocab = vocab;
+    uint8_t *buf = cc_malloc(4096);
+    const int refused = parse_kind(b, root, why, cap) != 0 || parse_tokens(b, root, buf, why, cap) != 0 ||
+                        parse_merges(b, root, buf, why, cap) != 0 || parse_added(b, root, why, cap) != 0;
+    free(buf);
+    json_decref(root);
+    if (refused) {
+        cc_bpe_free(b);
+        return NULL;
+    }
     int err;
     PCRE2_SIZE at;
     b->words = pcre2_compile((PCRE2_SPTR)WORD_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &at, NULL);

@@ -1,70 +1,22 @@
-/* `catchat train`: the training loop. Per step: next batch → forward/backward
- * on the executor (loss × S) → shared optimizer step → telemetry row and a
- * progress line; evaluation and checkpoints at their intervals and at the end,
- * then a sample. All state a resumed run needs is in the checkpoint. */
-#define _DEFAULT_SOURCE
+/* `catchat train`: the training loop, and only the loop (a run's opening
+ * and closing are run_open.c's, the checks of its options run_checks.c's,
+ * what it says at its start and end run_say.c's: src/run_ctx.h). Per step:
+ * next batch → forward/backward on the executor (loss × S) → shared
+ * optimizer step → telemetry row and a progress line; evaluation and
+ * checkpoints at their intervals and at the end, then a sample. All state a
+ * resumed run needs is in the checkpoint. */
 #include <math.h>
 #include <signal.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-#include "catchat/checkpoint.h"
-#include "catchat/gpu_plan.h"
+#include "run_ctx.h"
 #include "catchat/optim.h"
-#include "catchat/progress.h"
-#include "catchat/resume.h"
 #include "catchat/run_dir.h"
-#include "catchat/run_lock.h"
 #include "catchat/safetensors.h"
-#include "catchat/telemetry.h"
-#include "catchat/tfevents.h"
-#include "catchat/tokenizer.h"
-#include "catchat/train.h"
 #include "catchat/util.h"
 
 #define DATA_ERROR 2 /* train_step: a batch held an id past vocab_size (said) */
 #define RUNNING_ALPHA 0.05 /* running_loss is an EMA with this weight on the newest step */
-
-typedef struct {
-    cc_dist dist;
-    cc_tokens train_tok, val_tok;
-    cc_tokenizer tokenizer; /* what the ids mean: carried by every checkpoint */
-    cc_loader train, val;
-    cc_executor *ex;
-    int *x, *y;
-    int *peer_x, *peer_y; /* under NCCL: another rank's part of a batch, read for its ids */
-    cc_telemetry tel;
-    cc_tfevents tfe;
-    cc_finite_report check; /* --check-finite's record of this step */
-    int lead;               /* rank 0 writes */
-    cc_progress prog;       /* the progress line (quiet on ranks other than 0) */
-    int norms_header;       /* grad_norms.csv still needs its header */
-    cc_run_lock lock;       /* rank 0: out_dir is this run's alone */
-    gpu_step_plan plan; /* the GPU step's, made once (planned: 1), or none (0: on the CPU) */
-    int planned;
-    long plant_nan_at; /* --plant-nan: before this step (1-based), 0: none */
-} run_ctx;
-
-static void run_free(run_ctx *r)
-{
-    /* the heartbeat first: a rank stuck in the teardown below is not taken for alive */
-    cc_watchdog_stop(r->dist.watchdog, r->dist.finished);
-    r->dist.watchdog = NULL;
-    cc_telemetry_close(&r->tel);
-    cc_tfevents_close(&r->tfe);
-    if (r->ex) r->ex->ops->destroy(r->ex);
-    cc_dist_finalize(&r->dist);
-    cc_loader_free(&r->train);
-    cc_loader_free(&r->val);
-    cc_tokens_free(&r->train_tok);
-    cc_tokens_free(&r->val_tok);
-    cc_tokenizer_free(&r->tokenizer);
-    free(r->x);
-    free(r->y);
-    free(r->peer_x);
-    free(r->peer_y);
-    cc_run_lock_release(&r->lock); /* last: every file of the run is closed */
-}
 
 /* --plant-nan: poison a whole parameter tensor (a testing aid for provenance;
  * the name was checked when the run started). Between two steps it changes
@@ -90,221 +42,6 @@ static void keep_batch(const cc_config *cfg, const int *x, const int *y, long st
                                { "y", ST_I32, 2, { cfg->batch_size, cfg->seq_len }, y } };
     const char *keys[] = { "step", "provenance" }, *vals[] = { stepbuf, desc };
     if (cc_st_write(path, e, 2, keys, vals, 2) != 0) snprintf(path, cap, "(could not be written)");
-}
-
-/* out_dir's verdict (cc_run_dir_prepare) is the lead rank's, shared with the others. */
-static int prepare_out_dir(const cc_config *cfg, const cc_train_opts *o, const cc_run_state *st, int lead,
-                           cc_dist *dist)
-{
-    const cc_run_intent in = { o->resume, o->init_ckpt, o->force, o->resume_auto, st->step };
-    double refused = lead && cc_run_dir_prepare(cfg, &in) != 0;
-    cc_dist_allreduce_host(dist, &refused, 1, 0);
-    if (refused && !lead) return cc_error("rank %d: rank 0 refused the out_dir (see its message)", dist->rank);
-    return refused ? -1 : 0;
-}
-
-/* Rank 0 locks its out_dir before anything is read or written, so a second
- * run there (a requeued job beside the one still running) stops at once; the
- * verdict is shared so that the other ranks stop too. */
-static int lock_out_dir(run_ctx *r, const cc_config *cfg)
-{
-    double refused = r->lead && cc_run_lock_take(&r->lock, cfg->out_dir) != 0;
-    cc_dist_allreduce_host(&r->dist, &refused, 1, 0);
-    if (refused && !r->lead) return cc_error("rank %d: rank 0 could not lock the out_dir (see its message)", r->dist.rank);
-    return refused ? -1 : 0;
-}
-
-/* What every rank of a data-parallel run must share (cc_dist_agree): the
- * config, the options that change which collectives a step makes or when
- * the run ends, and whether the step's gradients are all-reduced during the
- * BPTT (a one-lane step: lanes are chosen per GPU, so mixed GPUs can differ). */
-static char *run_signature(const cc_config *cfg, const cc_train_opts *o, const gpu_step_plan *plan)
-{
-    char *text = cc_run_signature(cfg);
-    if (!text) return NULL;
-    const int one_lane = o->check_finite || (plan && plan->lanes == 1);
-    const int overlap = one_lane && cfg->grad_accum == 1 && strcmp(cfg->allreduce_overlap, "on") == 0;
-    char extra[3 * CC_PATH_MAX + 256];
-    snprintf(extra, sizeof(extra),
-             "\n[options]\ncheck_finite = %d\nsteps = %ld\nresume = %s\ninit = %s\nforce = %d\nnew_data = %d\n"
-             "[step]\nallreduce_during_bptt = %s\n",
-             o->check_finite, o->stop_after, o->resume ? o->resume : "", o->init_ckpt ? o->init_ckpt : "", o->force,
-             o->new_data,
-             overlap ? "yes (one lane: [gpu] lanes)" : "no");
-    const size_t n = strlen(text) + strlen(extra) + 1;
-    text = cc_realloc(text, n);
-    strcat(text, extra);
-    return text;
-}
-
-/* A config sized for a GPU (the default: minutes a step on a CPU) planned on
- * the CPU reference is said before the first step, with its length and the
- * config made for a CPU, instead of a silent day-long run. */
-#define CPU_RUN_NOTE_S 300.0
-/* configs/cpu.ini's step is about 2e9 multiply-adds: five times that is a model sized for a GPU */
-#define CPU_SIZED_STEP_MACS 1e10
-static void say_cpu_duration(const cc_config *cfg, const cc_train_opts *o, long step)
-{
-    long steps = cfg->max_steps - step;
-    if (o->stop_after > 0 && o->stop_after < steps) steps = o->stop_after;
-    if (steps <= 0) return;
-    /* a long run of a model sized for a CPU is the user's plan, said by the progress line's ETA */
-    if (cc_step_macs(cfg) < CPU_SIZED_STEP_MACS) return;
-    const double per_step = cc_cpu_step_estimate_s(cfg);
-    if (per_step * steps < CPU_RUN_NOTE_S) return;
-    char each[32], all[32];
-    if (per_step < 60) snprintf(each, sizeof(each), "%.1f s", per_step);
-    else cc_format_duration(each, sizeof(each), per_step);
-    cc_format_duration(all, sizeof(all), per_step * steps);
-    fprintf(stderr, "catchat: note: on the CPU reference a step of this config takes about %s, %ld steps about %s: "
-                    "configs/cpu.ini is a model sized for a CPU (or train this one on a GPU)\n", each, steps, all);
-}
-
-/* Everything before the first step: ranks, data, executor, restored state,
- * out_dir, logs. 1 when a resumed run has nothing left to do (said, nothing
- * written), 0 ready, -1 error. */
-static int run_open(run_ctx *r, const cc_config *cfg, const cc_train_opts *o, cc_run_state *st, cc_train_result *res)
-{
-    const int B = cfg->batch_size, T = cfg->seq_len;
-    const cc_plant_grad_h *pg = &o->plant_grad_h;
-    if (o->plant_grad_h_step > 0 && (pg->layer >= cfg->n_layers || pg->b >= cfg->batch_size || pg->t >= cfg->seq_len ||
-                                     pg->unit >= cfg->d_model))
-        return cc_error("--plant-nan-grad-h %ld:%d,%d,%d,%d: outside the model (layers %d, batch_size %d, seq_len %d, "
-                        "d_model %d)", o->plant_grad_h_step, pg->layer, pg->b, pg->t, pg->unit, cfg->n_layers,
-                        cfg->batch_size, cfg->seq_len, cfg->d_model);
-    /* ranks first: each process picks its GPU before anything touches CUDA */
-    if (cc_dist_init(&r->dist, o->dist_mode ? o->dist_mode : "auto", o->dist_id, o->launch) != 0) return -1;
-    r->lead = r->dist.rank == 0; /* rank 0 writes checkpoints, telemetry and progress */
-    /* the GPU step planned once (its free memory read once): the signature, the preflight and the executor take
-     * this plan */
-    r->planned = cc_executor_plan(cfg, B, T, &r->plan);
-    /* a rank whose GPU cannot take the plan has said why; under NCCL no rank starts (rank 0 names it) */
-    if (cc_dist_all_passed(&r->dist, r->planned < 0, "the GPU step's plan") != 0) return -1;
-    r->prog.quiet = o->quiet || !r->lead;
-    r->prog.live = r->prog.quiet ? 0 : o->live;
-    if (r->dist.active) {
-        /* every rank the same run, before anything is read or written */
-        char *sig = run_signature(cfg, o, r->planned ? &r->plan : NULL);
-        const int agreed = cc_dist_agree(&r->dist, sig);
-        free(sig);
-        if (agreed != 0) return -1;
-        if (strcmp(cfg->device, "cpu") == 0) return cc_error("data parallelism runs on GPUs: set [run] device = gpu or auto");
-    }
-    if (o->resume) { /* a run with nothing left to do is said before anything is read, checked or written */
-        const int done = cc_resume_has_ended(cfg, o->resume, r->lead);
-        if (done != 0) {
-            res->nothing_to_do = done > 0;
-            return done;
-        }
-    }
-    /* the out_dir is this run's before anything is written there: the heartbeat files of a run that holds it
-     * are not touched */
-    if (lock_out_dir(r, cfg) != 0) return -1;
-    if (r->dist.active) {
-        /* the heartbeat, so a rank that fails from here on (its data, its GPU's memory) is found lost instead of
-         * awaited for ever */
-        if (cc_mkdir_p(cfg->out_dir) != 0) return -1;
-        r->dist.stall_floor_s = cfg->collective_timeout;
-        cc_dist_watch(&r->dist, cfg->out_dir);
-    }
-    if (cc_data_check_split(cfg->train, cfg->val) != 0 ||
-        cc_tokens_load_as(&r->train_tok, cfg->train, cfg->vocab_size, cfg->data_format) != 0 ||
-        cc_tokens_load_as(&r->val_tok, cfg->val, cfg->vocab_size, cfg->data_format) != 0 ||
-        cc_tokenizer_for_run(&r->tokenizer, cfg, &r->train_tok, &r->val_tok, r->lead) != 0 ||
-        cc_loader_init(&r->train, &r->train_tok, B, T, 1, cfg->seed) != 0 ||
-        cc_loader_init(&r->val, &r->val_tok, B, T, 0, cfg->seed) != 0)
-        return -1;
-    const gpu_step_plan *plan = r->planned ? &r->plan : NULL;
-    if (o->preflight && o->preflight(cfg, B, T, &r->dist, plan, o->preflight_arg) != 0) return -1;
-    if (!(r->ex = cc_executor_create_planned(cfg, B, T, plan))) return -1;
-    cc_executor *ex = r->ex;
-    if (r->dist.active) {
-        if (strcmp(ex->name, "gpu") != 0)
-            return cc_error("data parallelism runs on GPUs: no GPU executor on rank %d", r->dist.rank);
-        ex->dist = &r->dist;
-    }
-    memset(st, 0, sizeof(*st));
-    st->data_order = CC_ORDER_FEISTEL; /* a resumed run's checkpoint says its own */
-    cc_scaler_init(&st->scaler, cfg);
-    cc_rng_seed(&st->rng, cfg->seed);
-    if (r->lead && o->sample_prompt && o->sample_prompt[0] && o->sample_tokens > 0) {
-        /* the end's sample prompt through the run's tokenizer, before any step: not a failure after the run */
-        int *ids = NULL, n;
-        const int quiet = cc_error_quiet;
-        cc_error_quiet = 1; /* one line, this one, naming the option */
-        const int bad = cc_tokenizer_encode(&r->tokenizer, o->sample_prompt, &ids, &n) != 0;
-        cc_error_quiet = quiet;
-        free(ids);
-        if (bad)
-            return cc_error("--sample-prompt: the run's tokenizer cannot encode it (%s)",
-                            r->tokenizer.bpe ? "not UTF-8 text" : "bytes no token covers");
-    }
-    const char *from = o->resume ? o->resume : o->init_ckpt;
-    /* a model of other ids would go on as if each id still meant its old token */
-    if (from && (cc_tokenizer_check_checkpoint(from, o->resume ? "--resume" : "--init", r->tokenizer.id,
-                                               cfg->train) != 0 ||
-                 cc_checkpoint_restore(ex, from, o->resume != NULL, st) != 0))
-        return -1;
-    st->tokenizer = &r->tokenizer;
-    char resumed_how[512] = "";
-    if (o->resume && (cc_resume_same_data(cfg, o->resume, o->new_data, st, &r->train_tok, &r->val_tok, resumed_how, sizeof(resumed_how)) != 0))
-        return -1;
-    if (o->resume) cc_resume_replan_schedule(cfg, st, resumed_how, sizeof(resumed_how));
-    cc_loader_set_order(&r->train, st->data_order);
-    st->sched_max_steps = cfg->max_steps;
-    if (r->lead && strcmp(ex->name, "cpu") == 0) say_cpu_duration(cfg, o, st->step);
-    st->digest_all = 0; /* this run's checkpoints hold the sampled digests */
-    st->train_digest = cc_tokens_digest(&r->train_tok);
-    st->val_digest = cc_tokens_digest(&r->val_tok);
-    if (cc_run_dir_check_inputs(cfg, o->init_ckpt) != 0 || prepare_out_dir(cfg, o, st, r->lead, &r->dist) != 0) return -1;
-    if (st->best_step > 0) { /* resumed into a folder without that run's best checkpoint: the next eval writes one */
-        char best[CC_PATH_MAX + 64];
-        snprintf(best, sizeof(best), "%s/%s", cfg->out_dir, CC_CHECKPOINT_BEST_NAME);
-        if (access(best, F_OK) != 0) st->best_step = 0;
-    }
-    char path[CC_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/telemetry.csv", cfg->out_dir);
-    /* TensorBoard events beside the CSV (a resumed run starts a new event file, as TensorBoard expects) */
-    if (r->lead && (cc_telemetry_open(&r->tel, path, o->resume ? st->step : -1) != 0 ||
-                    cc_tfevents_open(&r->tfe, cfg->out_dir) != 0))
-        return -1;
-    r->peer_x = cc_malloc(sizeof(int) * B * T);
-    r->peer_y = cc_malloc(sizeof(int) * B * T);
-    r->x = cc_malloc(sizeof(int) * B * T * cfg->grad_accum); /* every micro-batch of a step */
-    r->y = cc_malloc(sizeof(int) * B * T * cfg->grad_accum);
-    if (o->plant_nan && cc_layout_find(&ex->lay, o->plant_nan) < 0)
-        return cc_error("--plant-nan: no parameter tensor named '%s'", o->plant_nan);
-    if (o->plant_nan && o->plant_nan_step > 0 && (o->plant_nan_step <= st->step || o->plant_nan_step > cfg->max_steps))
-        return cc_error("--plant-nan %s@%ld: this run takes steps %ld to %ld", o->plant_nan, o->plant_nan_step,
-                        st->step + 1, cfg->max_steps);
-    /* without @STEP: before the first step this run takes (a resumed run's too) */
-    r->plant_nan_at = !o->plant_nan ? 0 : o->plant_nan_step > 0 ? o->plant_nan_step : st->step + 1;
-    if (o->check_finite) ex->check = &r->check;
-    r->norms_header = !o->resume;
-    if (!r->prog.quiet) {
-        printf("catchat train: %s, %zu parameters, %zu train / %zu val tokens\n", ex->name, ex->lay.total,
-               r->train_tok.n, r->val_tok.n);
-        if (r->dist.active)
-            printf("world size %d (NCCL, %s bootstrap)\n", r->dist.world, r->dist.used_mpi ? "MPI" : "env");
-        printf("config (the keys that differ from the defaults; all are in each checkpoint):\n");
-        cc_config_print_changed(cfg, stdout); /* the other keys are the defaults: `catchat help config` */
-        if (strcmp(ex->name, "gpu") == 0) {
-            const gpu_step_plan *p = cc_gpu_plan(ex);
-            char plan[900];
-            gpu_step_plan_describe(p, cfg, T, plan, sizeof(plan));
-            printf("GPU step: %s\nGPU memory: %.2f GiB planned; recompute %s\n", plan, p->device_bytes / 1073741824.0,
-                   p->recompute_why);
-        } else if (strcmp(cfg->gpu_recompute, "auto") != 0 || cfg->gpu_memory_limit) {
-            printf("[gpu] recompute and memory_limit plan the GPU step: the CPU reference keeps every activation\n");
-        }
-        fflush(stdout);
-    }
-    /* --quiet too: where a run goes on from, and a re-planned schedule, are not progress */
-    if (r->lead && o->resume) {
-        printf("resumed from %s at step %ld%s\n", o->resume, st->step, resumed_how);
-        fflush(stdout);
-    }
-    return 0;
 }
 
 /* --check-finite: every rank learns whether any found a non-finite value in
@@ -548,24 +285,8 @@ int cc_train(const cc_config *cfg, const cc_train_opts *o, cc_train_result *res)
         cc_progress_sample(&r.prog, ex, cfg, &r.tokenizer, &r.tfe, o->sample_prompt, o->sample_tokens, st.step);
     cc_telemetry_close(&r.tel);
     cc_tfevents_close(&r.tfe);
-    if (r.lead && rc == 0 && !res->stopped_by) { /* the summary, --quiet too */
-        char took[32];
-        cc_format_duration(took, sizeof(took), (cc_now_ms() - t_start) * 1e-3);
-        /* --steps N ends a run short of max_steps: not "done", and how to go on */
-        const int short_of_max = !early && st.step < cfg->max_steps;
-        /* a short first line, then a line each (an 80-column terminal: the paths on lines of their own) */
-        printf("catchat train: %s after step %ld (%ld step%s in %s)\n",
-               early ? "stopped early" : short_of_max ? "paused (--steps)" : "done", st.step, res->steps_run,
-               res->steps_run == 1 ? "" : "s", took);
-        printf("  last loss %.4f", res->last_loss);
-        if (st.best_step > 0) printf("; best eval loss %.4f at step %ld", st.best_eval, st.best_step);
-        printf("\n  checkpoint       %s/%s\n", cfg->out_dir, CC_CHECKPOINT_NAME);
-        if (st.best_step > 0) printf("  best checkpoint  %s/%s\n", cfg->out_dir, CC_CHECKPOINT_BEST_NAME);
-        if (short_of_max)
-            printf("catchat train: max_steps %ld not reached; go on with:\n  %s train --resume %s/%s\n",
-                   cfg->max_steps, o->prog ? o->prog : "catchat", cfg->out_dir, CC_CHECKPOINT_NAME);
-        fflush(stdout);
-    }
+    if (r.lead && rc == 0 && !res->stopped_by) /* the summary, --quiet too */
+        run_say_summary(cfg, o, &st, res, early, (cc_now_ms() - t_start) * 1e-3);
     r.dist.finished = rc == 0 || r.dist.finished; /* the others see this rank end as planned, not lost */
     run_free(&r);
     return rc;

@@ -181,6 +181,32 @@ size_t cc_utf8_seq_len(const unsigned char *s, size_t n)
     return ok ? len : 0;
 }
 
+/* The bytes of the maximal part of an ill-formed sequence at s (n left):
+ * its lead byte and the continuation bytes in the ranges that lead allows
+ * (Unicode Table 3-7), stopping at the first outside them; 1 for a byte
+ * that leads nothing. */
+static size_t ill_formed_part(const unsigned char *s, size_t n)
+{
+    const unsigned char c = s[0];
+    unsigned char lo = 0x80, hi = 0xBF;
+    size_t need;
+    if (c >= 0xC2 && c <= 0xDF) need = 1;
+    else if (c == 0xE0) need = 2, lo = 0xA0;
+    else if (c == 0xED) need = 2, hi = 0x9F;
+    else if (c >= 0xE1 && c <= 0xEF) need = 2;
+    else if (c == 0xF0) need = 3, lo = 0x90;
+    else if (c == 0xF4) need = 3, hi = 0x8F;
+    else if (c >= 0xF1 && c <= 0xF3) need = 3;
+    else return 1;
+    size_t k = 1;
+    while (k <= need && k < n && s[k] >= lo && s[k] <= hi) {
+        lo = 0x80;
+        hi = 0xBF;
+        k++;
+    }
+    return k;
+}
+
 char *cc_valid_utf8(const char *bytes, size_t n)
 {
     char *out = cc_malloc(n * 3 + 1);
@@ -195,7 +221,7 @@ char *cc_valid_utf8(const char *bytes, size_t n)
         } else {
             memcpy(out + o, "\xEF\xBF\xBD", 3);
             o += 3;
-            i++;
+            i += ill_formed_part(s + i, n - i);
         }
     }
     out[o] = 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catchat/text_escape.h"
+#include "catchat/util.h"
 
 /* in: a string literal (its NULs counted) */
 #define expect_escaped(in, want) expect_escaped_n(in, sizeof(in) - 1, want)
@@ -82,4 +83,32 @@ Test(text_escape, stream_shows_unfinished_sequences_as_hex)
     char *out = through_stream(w, 3, &len);
     cr_expect_str_eq(out, "\\xe2\\x82A\\xc3");
     free(out);
+}
+
+/* cc_valid_utf8 (util.h): one U+FFFD for each maximal part of an ill-formed
+ * sequence, as Python's decode(errors="replace") writes them (the sample's
+ * JSON text and its tokens' bytes decoded by a reader must agree). */
+Test(text_escape, valid_utf8_replaces_each_maximal_ill_formed_part_once)
+{
+#define R "\xEF\xBF\xBD"
+    static const struct {
+        const char *in;
+        size_t n;
+        const char *want;
+    } cases[] = {
+        { "a\xE2\x82", 3, "a" R },                   /* a cut-off 3-byte sequence: one */
+        { "\xE2\x82(", 3, R "(" },                   /* broken by a byte it may not take: one, then that byte */
+        { "\xF0\x80\x80", 3, R R R },                /* F0 takes 90..BF only: each byte alone */
+        { "\xED\xA0\x80", 3, R R R },                /* a surrogate's encoding: each byte alone */
+        { "\xF4\x8F\xBF", 3, R },                    /* the start of U+10FFFF, cut off */
+        { "\xC0\xAF", 2, R R },                      /* an overlong lead leads nothing */
+        { "x\0y", 3, "x" R "y" },                    /* NUL is not in a C string */
+        { "\xC3\xA9\xFF\xE2\x82\xAC", 6, "\xC3\xA9" R "\xE2\x82\xAC" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *got = cc_valid_utf8(cases[i].in, cases[i].n);
+        cr_expect_str_eq(got, cases[i].want, "case %zu", i);
+        free(got);
+    }
+#undef R
 }

@@ -1,6 +1,6 @@
 /* The run configuration: every key of docs/config.md, typed, range-checked and
- * with a default. The key table in config.c is the single source of truth for
- * names, types, ranges, defaults and help text. */
+ * with a default. The key table in src/config_keys.c is the single source of
+ * truth for names, types, ranges, defaults and help text. */
 #ifndef CATCHAT_CONFIG_H
 #define CATCHAT_CONFIG_H
 

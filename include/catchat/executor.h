@@ -86,6 +86,11 @@ extern const char *const CC_PHASE_NAMES[PH_COUNT];
  * operations one after another on one stream) and read/clear it (ms). */
 void cc_gpu_profile_enable(cc_executor *ex, int on);
 void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT]);
+/* The access check, a testing aid (the ladder's): every step's operations
+ * run one at a time, each checked to keep to the memory it declares (the
+ * buffers it hands its kernels, and every byte they change: src/gpu,
+ * access_check_gpu.c); a breach stops with one line. Slow. */
+void cc_gpu_check_accesses(cc_executor *ex, int on);
 /* How many lanes (groups of sequences on their own streams) a training step
  * of this GPU executor runs (profiled and checked steps too). */
 int cc_gpu_lanes(const cc_executor *ex);

@@ -67,14 +67,11 @@ typedef struct {
     float grad_scale; /* dlogits = grad_scale·(softmax − onehot) */
     const cc_norm_consts *nc;
     const gpu_caps *caps;
-    /* Where set, the last chunk's lm_head weight GEMM runs on `side` (forked
-     * with ev_fork) so it overlaps what follows; ev_free then marks when the
-     * chunk buffers are free again, and *pending says a later call must wait
-     * for it before reusing them. */
-    cudaStream_t side;
-    gpu_matmul_ctx *side_gemm; /* the side stream's own: a context's workspace serves one stream at a time */
-    cudaEvent_t ev_fork, ev_free;
-    int *pending;
+    /* Where set, the last chunk's lm_head weight GEMM is left out, for
+     * gpu_crossentropy_last_dw to run (the step's program puts it beside
+     * what follows, as an operation of its own); the chunk buffers then keep
+     * that chunk's dlogits and f until it has. */
+    int defer_last_dw;
     gpu_ce_check_fn check;
     void *check_ctx;
 } gpu_ce_args;
@@ -85,5 +82,9 @@ typedef struct {
  * norm's backward over a chunk: rmsnorm_backward_scratch_bytes(ck->rows, D). */
 void gpu_crossentropy(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, gpu_scratch *sc,
                       cudaStream_t s);
+/* The last chunk's lm_head weight GEMM that a call with a->defer_last_dw
+ * left (dw += dlogitsᵀ·f over its rows, from the chunk buffers), on stream
+ * s with s's GEMM context gm: what that call would have added. */
+void gpu_crossentropy_last_dw(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, cudaStream_t s);
 
 #endif

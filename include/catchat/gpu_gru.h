@@ -69,6 +69,10 @@ void gpu_gru_backward(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_state *s
 size_t gpu_gru_bias_part_floats(int B, int D);
 int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_state *st, gpu_gru_path path, const gru_layer *L,
                  const gru_grads *G, gru_shape sh, float clamp_limit, gpu_scratch *sc, cudaStream_t s);
+/* The bias-sum rows gpu_gru_bptt writes on caps for B sequences of T at
+ * width D, handed sums (a bias_part) or not: known before the launch, so the
+ * weight gradients' caller needs nothing back from the BPTT's. */
+int gpu_gru_bptt_parts(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D, int sums);
 /* With window buffers (gru_shape.wT) the weight gradients are one call a
  * window, over its B·wT rows, L->hprev16 then being the window's own copy;
  * nparts < 0 leaves the biases out (the cluster BPTT sums them over every

@@ -124,6 +124,27 @@ int gpu_plan_wave_layers(const gpu_step_plan *p, const cc_dims *d);
  * that layer l runs on: l / wave_group. */
 int gpu_plan_wave_stream(const gpu_step_plan *p, int l);
 
+/* What each lane of the plan's executor holds to run its step's operations
+ * on (src/gpu/units_gpu.c): streams (each with its kernel scratch) and
+ * cuBLASLt contexts, by index. The executor makes exactly these, the plan
+ * counts their workspaces, and the step's program binds each operation to
+ * them by its unit's role (step_gpu.h): one description read three ways.
+ * Streams: 0 the lane's own (lane 0's is the main stream), 1 the side
+ * stream (weight gradients), 2 the recurrence stream (the wavefront's first
+ * pair's), then under the wavefront each pair's feed stream and the other
+ * pairs' recurrence streams. Contexts: the lane's, the side stream's, the
+ * recurrence stream's where recompute or the wavefront gives it one of its
+ * own, then the wavefront's feed and recurrence contexts by pair. */
+#define GPU_LANE_STREAMS (2 + 2 * GPU_WAVE_STREAMS)
+#define GPU_LANE_GEMMS (2 + 2 * GPU_WAVE_STREAMS)
+enum { GPU_PRIO_LANE, GPU_PRIO_SIDE, GPU_PRIO_REC };
+typedef struct {
+    int streams, gemms;
+    unsigned char priority[GPU_LANE_STREAMS]; /* GPU_PRIO_* */
+    size_t workspace[GPU_LANE_GEMMS];         /* each context's cuBLASLt workspace */
+} gpu_lane_resources;
+void gpu_lane_resources_of(const gpu_step_plan *p, gpu_lane_resources *out);
+
 
 
 /* A tensor of `work` under recompute (gpu_impl.h): its name, place and
@@ -184,10 +205,6 @@ int gpu_plan_make(gpu_step_plan *p, const gpu_caps *caps, const cc_config *cfg, 
  * -1 with a one-line error when the GPU or the config cannot run it (as
  * gpu_plan_make, or an unknown profile). */
 int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T);
-
-/* The cuBLASLt workspace of each of a lane's two GEMM contexts under the
- * plan (recompute or not). */
-size_t gpu_lane_workspace_bytes(int recompute);
 
 /* Whether the step's context stream (attention and classifier) runs in
  * the wavefront's chunks of T: under the wavefront, without recompute (its

@@ -49,9 +49,12 @@ int cc_mkdir_p(const char *path);
  * (a crash leaves `to` as it was). 0 on success, one-line error otherwise. */
 int cc_copy_file(const char *from, const char *to);
 
-/* n bytes as valid UTF-8 (malloc'd, NUL-terminated): a byte that does not
- * start a valid sequence (NUL included) becomes U+FFFD. For JSON and
- * TensorBoard text, which take only UTF-8. */
+/* n bytes as valid UTF-8 (malloc'd, NUL-terminated): each maximal part of
+ * an ill-formed sequence (a lead byte and the continuation bytes it may
+ * take, up to the first it may not; a lone byte, NUL included) becomes one
+ * U+FFFD, as the Unicode Standard recommends (section 3.9) and Python's
+ * decode(errors="replace") and browsers do. For JSON and TensorBoard text,
+ * which take only UTF-8. */
 char *cc_valid_utf8(const char *bytes, size_t n);
 /* Length of the valid UTF-8 sequence at s (n bytes left, n >= 1): 1 to 4,
  * or 0 for an invalid one (a stray byte, overlong, a surrogate, past U+10FFFF). */

@@ -178,6 +178,64 @@ static int take_tokenizer(cc_tokenizer *tz, const char *ckpt, const cc_config *c
     return 0;
 }
 
+#define PROMPT_IDS_MAX 4096 /* --prompt-ids takes at most this many (said so when more) */
+
+/* --prompt-ids: ids typed on the command line, into ids (PROMPT_IDS_MAX).
+ * One outside the model's vocabulary is a wrong argument (exit 2, the
+ * status returned), said before the weights are read; 0 when all are sound. */
+static int parse_prompt_ids(const char *ids_text, const cc_config *cfg, int *ids, int *n_ids)
+{
+    char buf[16384], what[160];
+    long v;
+    if (strlen(ids_text) >= sizeof(buf))
+        return cli_usage_error("sample", "--prompt-ids: longer than 16383 characters");
+    snprintf(buf, sizeof(buf), "%s", ids_text);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        if (cli_parse_long("--prompt-ids", t, 0, 65535, &v)) return 2;
+        if (v >= cfg->vocab_size) {
+            snprintf(what, sizeof(what), "--prompt-ids: %ld is not a token of this model (vocab_size %d: ids "
+                     "0 to %d)", v, cfg->vocab_size, cfg->vocab_size - 1);
+            return cli_usage_error("sample", what);
+        }
+        if (*n_ids == PROMPT_IDS_MAX) return cli_usage_error("sample", "--prompt-ids: more than 4096 ids");
+        ids[(*n_ids)++] = (int)v;
+    }
+    return 0;
+}
+
+/* --prompt-file: the whole file (or standard input, "-") as the prompt,
+ * into *text (malloc'd). A file that cannot be read, is empty or holds a
+ * NUL byte is a failed file, not a wrong command line: 1 (said). */
+static int read_prompt_file(const char *prompt_file, char **text)
+{
+    size_t len = 0;
+    char *p;
+    *text = NULL;
+    if (strcmp(prompt_file, "-") == 0) {
+        size_t cap = 4096;
+        p = cc_malloc(cap);
+        size_t got;
+        while ((got = fread(p + len, 1, cap - len - 1, stdin)) > 0)
+            if ((len += got) + 1 >= cap) p = cc_realloc(p, cap *= 2);
+    } else if (!(p = (char *)cc_read_file_what(prompt_file, "prompt file", &len))) {
+        return 1;
+    }
+    p[len] = 0;
+    if (len == 0) {
+        free(p);
+        fprintf(stderr, "catchat: %s: the prompt file is empty: the model needs at least one token to start "
+                        "from\n", strcmp(prompt_file, "-") == 0 ? "standard input" : prompt_file);
+        return 1;
+    }
+    if (strlen(p) != len) {
+        free(p);
+        fprintf(stderr, "catchat: %s: the prompt holds a NUL byte; use --prompt-ids for such ids\n", prompt_file);
+        return 1;
+    }
+    *text = p;
+    return 0;
+}
+
 int cmd_sample(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -232,25 +290,10 @@ int cmd_sample(int argc, char **argv)
     cc_config cfg;
     int rcfg;
     if ((rcfg = cli_resolve_config(&cfg, &ca, ckpt, CKPT_MODEL_WINS)) != 0) return cli_config_status(rcfg);
-    /* ids typed on the command line: one outside the model's vocabulary is
-     * a wrong argument (exit 2), said before the weights are read */
-    int ids[4096], n_ids = 0;
+    int ids[PROMPT_IDS_MAX], n_ids = 0;
     if (ids_text) {
-        char buf[16384], what[160];
-        if (strlen(ids_text) >= sizeof(buf))
-            return cli_usage_error("sample", "--prompt-ids: longer than 16383 characters");
-        snprintf(buf, sizeof(buf), "%s", ids_text);
-        for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-            if (cli_parse_long("--prompt-ids", t, 0, 65535, &v)) return 2;
-            if (v >= cfg.vocab_size) {
-                snprintf(what, sizeof(what), "--prompt-ids: %ld is not a token of this model (vocab_size %d: ids "
-                         "0 to %d)", v, cfg.vocab_size, cfg.vocab_size - 1);
-                return cli_usage_error("sample", what);
-            }
-            if (n_ids == (int)(sizeof(ids) / sizeof(ids[0])))
-                return cli_usage_error("sample", "--prompt-ids: more than 4096 ids");
-            ids[n_ids++] = (int)v;
-        }
+        const int bad = parse_prompt_ids(ids_text, &cfg, ids, &n_ids);
+        if (bad) return bad;
         so.prompt_ids = ids;
         so.n_prompt_ids = n_ids;
     }
@@ -261,30 +304,9 @@ int cmd_sample(int argc, char **argv)
         fprintf(stderr, "catchat: note: no usable tokenizer.json came with the tokenizer: the prompt is matched "
                         "greedily, which can split it otherwise (--prompt-ids for exact ids)\n");
     char *file_prompt = NULL;
-    if (prompt_file) { /* the whole file (or standard input) as the prompt */
-        size_t len = 0;
-        if (strcmp(prompt_file, "-") == 0) {
-            size_t cap = 4096;
-            file_prompt = cc_malloc(cap);
-            size_t got;
-            while ((got = fread(file_prompt + len, 1, cap - len - 1, stdin)) > 0)
-                if ((len += got) + 1 >= cap) file_prompt = cc_realloc(file_prompt, cap *= 2);
-        } else if (!(file_prompt = (char *)cc_read_file_what(prompt_file, "prompt file", &len))) {
+    if (prompt_file) {
+        if (read_prompt_file(prompt_file, &file_prompt) != 0) {
             cc_tokenizer_free(&tz);
-            return 1;
-        }
-        file_prompt[len] = 0;
-        if (len == 0) { /* a file, not the command line: exit 1 */
-            free(file_prompt);
-            cc_tokenizer_free(&tz);
-            fprintf(stderr, "catchat: %s: the prompt file is empty: the model needs at least one token to start "
-                            "from\n", strcmp(prompt_file, "-") == 0 ? "standard input" : prompt_file);
-            return 1;
-        }
-        if (strlen(file_prompt) != len) {
-            free(file_prompt);
-            cc_tokenizer_free(&tz);
-            fprintf(stderr, "catchat: %s: the prompt holds a NUL byte; use --prompt-ids for such ids\n", prompt_file);
             return 1;
         }
         so.prompt = file_prompt;

@@ -1,11 +1,12 @@
 /* Where each device buffer's pointer lives in gpu_impl (gpu_plan_buffers
- * gives its size, what it holds, whether it is zeroed and its group), and
- * where each tensor of recompute's `work` (gpu_plan_work) is pointed. The
- * executor allocates from the plan's table through these slots and frees
- * from it; the liveness pass points an executor on paper through the same
- * slots (work_layout_gpu.c). Adding a buffer is one row of the plan's
- * table and one here. */
+ * gives its size, what it holds, whether it is zeroed and its group), where
+ * each tensor of recompute's `work` (gpu_plan_work) is pointed, and what
+ * lies inside another buffer: gpu_bind_buffers points all of them, for the
+ * executor over its allocations and for the liveness pass over addresses
+ * each buffer has alone (work_layout_gpu.c), so both declare the step over
+ * one wiring. Adding a buffer is one row of the plan's table and one here. */
 #include <stddef.h>
+#include "catchat/gpu_crossentropy.h"
 #include "gpu/gpu_impl.h"
 
 #define SLOT(field) offsetof(gpu_impl, field)
@@ -53,4 +54,34 @@ void **gpu_work_slot(gpu_impl *g, gpu_work_id id, int set)
     const int window = id != GPU_WORK_HPREV16 && id <= GPU_WORK_WIN_DGH16_1;
     const size_t stride = id == GPU_WORK_WIN_DTMP_0 ? dtmp_stride : set_stride;
     return (void **)((char *)g + work_slot[id] + (window ? (size_t)set * stride : 0));
+}
+
+void gpu_state_init(cc_executor *ex, gpu_impl *g, const cc_config *cfg, int B, int T, const gpu_step_plan *plan)
+{
+    ex->impl = g;
+    ex->name = "gpu";
+    ex->cfg = *cfg;
+    ex->B = B;
+    ex->T = T;
+    const cc_dims d = cc_dims_from_config(cfg);
+    cc_layout_build(&ex->lay, &d);
+    g->plan = *plan; /* what runs and every buffer's size: read from it, not copied */
+}
+
+void gpu_bind_buffers(gpu_impl *g, const cc_dims *d, size_t nparams, int B, int T, const gpu_work_part *parts,
+                      int nparts, gpu_buffer_place place, void *ctx)
+{
+    gpu_plan_buffer bufs[GPU_BUF_COUNT];
+    const int nb = gpu_plan_buffers(&g->plan, d, nparams, B, T, bufs);
+    for (int i = 0; i < nb; i++)
+        if (bufs[i].bytes || bufs[i].id == GPU_BUF_WORK) *gpu_buffer_slot(g, bufs[i].id) = place(ctx, &bufs[i]);
+    for (int i = 0; i < nparts; i++) *gpu_work_slot(g, parts[i].id, parts[i].set) = (char *)g->work + parts[i].offset;
+    g->dc = g->c; /* the guard's copy comes after the final norm's backward, the merge's last reader */
+    const size_t ce_bytes = gpu_ce_chunk_bytes(g->plan.ce_rows, d->D, d->V);
+    for (int l = 0; l < g->plan.lanes; l++) {
+        gpu_lane *ln = &g->lane[l];
+        ln->index = l;
+        ln->g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * (nparams + gpu_ce_pad_floats(d->V, d->D));
+        gpu_ce_chunk_place(&ln->ce, (char *)g->ce_bufs + l * ce_bytes, g->plan.ce_rows, d->D, d->V);
+    }
 }

@@ -49,6 +49,12 @@ size_t gpu_ce_chunk_bytes(int rows, int D, int V)
     return ALIGN256(2 * R * gpu_ce_ldv(V)) + ALIGN256(2 * R * D) + ALIGN256(4 * R * D);
 }
 
+/* dW[V, D] += dlogitsᵀ·f over a chunk's n rows. */
+static void chunk_dw(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, int n, cudaStream_t s)
+{
+    gpu_matmul(gm, a->dw, a->D, ck->logits16, ck->ldv, 1, ck->f16, a->D, 0, ck->ldv, a->D, n, 1.f, 1.f, NULL, s);
+}
+
 /* One chunk: n rows from x-side row `first` (a pointer offset in rows), their
  * window rw (the chunk buffers are its window side). */
 static void run_chunk(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, size_t first, int n,
@@ -68,18 +74,8 @@ static void run_chunk(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_a
     if (a->check) a->check(a->check_ctx, "classifier_backward", "dlogits", ck->logits16, (size_t)n * ldv, 1, ldv);
     /* dx[n, D] = dlogits[n, ldv]·W[ldv, D] */
     gpu_matmul(gm, ck->dx, D, ck->logits16, ldv, 0, a->w16, D, 0, n, D, ldv, 1.f, 0.f, NULL, s);
-    /* dW[V, D] += dlogitsᵀ·f: on the side stream for the last chunk, where one is given */
-    cudaStream_t ws = s;
-    if (last && a->side) {
-        cudaCheck(cudaEventRecord(a->ev_fork, s));
-        cudaCheck(cudaStreamWaitEvent(a->side, a->ev_fork, 0));
-        ws = a->side;
-    }
-    gpu_matmul(ws == s ? gm : a->side_gemm, a->dw, D, ck->logits16, ldv, 1, ck->f16, D, 0, ldv, D, n, 1.f, 1.f, NULL, ws);
-    if (ws != s) {
-        cudaCheck(cudaEventRecord(a->ev_free, ws));
-        *a->pending = 1;
-    }
+    /* dW[V, D] += dlogitsᵀ·f (the last chunk's left to gpu_crossentropy_last_dw where asked) */
+    if (!(last && a->defer_last_dw)) chunk_dw(gm, ck, a, n, s);
     launch_rmsnorm_backward(a->du + xd, a->dg_final, ck->dx, cm, a->g_final, a->f_ir + first, n, D, rw, a->nc,
                             a->caps, sc, s);
 }
@@ -90,10 +86,6 @@ void gpu_crossentropy(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_a
     const int M = a->M, D = a->D, R = ck->rows;
     const row_window rw = a->rw;
     const int windowed = rw.seg < M && rw.seg != rw.stride;
-    if (a->pending && *a->pending) { /* the last call's weight GEMM still reads the chunk buffers */
-        cudaCheck(cudaStreamWaitEvent(s, a->ev_free, 0));
-        *a->pending = 0;
-    }
     if (a->du) { /* the final norm's backward accumulates into du */
         if (windowed)
             cudaCheck(cudaMemset2DAsync(a->du, sizeof(float) * (size_t)rw.stride * D, 0,
@@ -124,4 +116,21 @@ void gpu_crossentropy(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_a
             run_chunk(gm, ck, a, (size_t)j * rw.stride + i, n, row_window_all(n), j == nseg - 1 && i + n >= seg, sc,
                       s);
         }
+}
+
+/* Rows of the last chunk gpu_crossentropy runs over a (its loops' last). */
+static int last_chunk_rows(const gpu_ce_chunk *ck, const gpu_ce_args *a)
+{
+    const int M = a->M, R = ck->rows, seg = a->rw.seg;
+    if (!(seg < M && seg != a->rw.stride)) return M - (M - 1) / R * R;
+    if (R >= seg) {
+        const int per = R / seg, nseg = M / seg;
+        return (nseg - (nseg - 1) / per * per) * seg;
+    }
+    return seg - (seg - 1) / R * R;
+}
+
+void gpu_crossentropy_last_dw(gpu_matmul_ctx *gm, const gpu_ce_chunk *ck, const gpu_ce_args *a, cudaStream_t s)
+{
+    chunk_dw(gm, ck, a, last_chunk_rows(ck, a), s);
 }

@@ -21,6 +21,7 @@
 #include "catchat/safetensors.h"
 #include "catchat/util.h"
 #include "gpu/gpu_impl.h"
+#include "gpu/step_gpu.h"
 
 #define G32(ex, idx) (IMPL(ex)->g32 + (ex)->lay.t[(idx)].offset)
 
@@ -241,28 +242,17 @@ int cc_gpu_wavefront_ran(const cc_executor *ex, int *top_chunked)
     return IMPL(ex)->wave_ran;
 }
 
-/* Every buffer of the plan's table, allocated (and zeroed where it says), and
- * under recompute the parts of `work` pointed into it; parts the plan does
- * not hold stay NULL. */
-static void allocate_buffers(cc_executor *ex)
+/* A buffer of the plan's table allocated (and zeroed where it says): the
+ * executor's placement for gpu_bind_buffers. */
+static void *allocate_buffer(void *ctx, const gpu_plan_buffer *b)
 {
-    gpu_impl *g = IMPL(ex);
-    const cc_dims *d = &ex->lay.dims;
-    gpu_plan_buffer bufs[GPU_BUF_COUNT];
-    const int nb = gpu_plan_buffers(&g->plan, d, ex->lay.total, ex->B, ex->T, bufs);
-    for (int i = 0; i < nb; i++) {
-        if (!bufs[i].bytes) continue;
-        void **slot = gpu_buffer_slot(g, bufs[i].id);
-        *slot = dalloc(bufs[i].bytes, bufs[i].what);
-        if (bufs[i].zeroed) cudaCheck(cudaMemsetAsync(*slot, 0, bufs[i].bytes, g->stream));
-    }
-    gpu_work_part parts[GPU_WORK_MAX];
-    size_t total = 0;
-    const int np = gpu_plan_work(&g->plan, d, ex->T, parts, &total);
-    for (int i = 0; i < np; i++) *gpu_work_slot(g, parts[i].id, parts[i].set) = (char *)g->work + parts[i].offset;
+    if (!b->bytes) return NULL;
+    void *at = dalloc(b->bytes, b->what);
+    if (b->zeroed) cudaCheck(cudaMemsetAsync(at, 0, b->bytes, ((gpu_impl *)ctx)->stream));
+    return at;
 }
 
-/* Frees what allocate_buffers allocated (the others are NULL, or parts of work). */
+/* Frees what allocate_buffer allocated (the others are NULL, or inside another). */
 static void free_buffers(cc_executor *ex)
 {
     gpu_impl *g = IMPL(ex);
@@ -278,31 +268,19 @@ static void gpu_destroy(cc_executor *ex)
     cudaDeviceSynchronize(); /* every lane's streams */
     if (g->graph_exec) cudaGraphExecDestroy(g->graph_exec);
     gpu_programs_free(g);
+    access_check_free(g);
     free_buffers(ex);
     cudaFree(g->acc32);
     cudaFree(g->plant_slot);
+    gpu_lane_resources res;
+    gpu_lane_resources_of(&g->plan, &res);
     for (int l = 0; l < g->plan.lanes; l++) {
         gpu_lane *ln = &g->lane[l];
-        gpu_matmul_destroy(ln->gemm);
-        gpu_matmul_destroy(ln->gemm_wgrad);
-        cudaEventDestroy(ln->ev_ce_fork);
-        cudaEventDestroy(ln->ev_ce_free);
-        if (g->plan.recompute && !g->plan.wave_chunk) gpu_matmul_destroy(ln->rec_gemm[0]); /* else the wavefront's, below */
-        for (int k = 0; g->plan.wave_chunk && k < g->plan.wave_streams; k++) {
-            gpu_scratch_destroy(ln->feed_sc[k]);
-            cudaStreamDestroy(ln->feed[k]);
-            gpu_matmul_destroy(ln->feed_gemm[k]);
-            gpu_matmul_destroy(ln->rec_gemm[k]);
-            if (k == 0) continue; /* the lane's own rec_stream */
-            gpu_scratch_destroy(ln->rec_sc[k]);
-            cudaStreamDestroy(ln->rec[k]);
+        for (int k = 0; k < res.gemms; k++) gpu_matmul_destroy(ln->gemm[k]);
+        for (int k = 0; k < res.streams; k++) {
+            gpu_scratch_destroy(ln->sc[k]);
+            if (l > 0 || k > 0) cudaStreamDestroy(ln->stream[k]); /* lane 0's own is the main stream, below */
         }
-        gpu_scratch_destroy(ln->rec_sc[0]);
-        cudaStreamDestroy(ln->rec_stream);
-        gpu_scratch_destroy(ln->wgrad_sc);
-        cudaStreamDestroy(ln->wgrad_stream);
-        gpu_scratch_destroy(ln->sc);
-        if (l > 0) cudaStreamDestroy(ln->stream);
     }
     cudaEventDestroy(g->ev_batch);
     cudaStreamDestroy(g->comm_stream);
@@ -362,36 +340,50 @@ int gpu_step_plan_for(gpu_step_plan *p, const cc_config *cfg, int B, int T)
  * norm over a classifier chunk, which never holds more than a lane's rows);
  * the side stream the bias sums (launch_colsum_f16_acc) over its rows; the
  * recurrence streams the persistent kernels at the lane's batch on the SMs
- * they choose by (rec_caps; under the wavefront wave_caps, rec_stream both);
+ * they choose by (rec_caps; under the wavefront wave_caps, the first pair's both);
  * a wavefront's feed stream its layers' norm backward over a chunk of the
  * lane's sequences (layers that share a pair of streams share its scratch,
  * which every launch takes afresh). The recurrence streams run no
  * reduction. */
-static void lane_scratch_create(gpu_impl *g, gpu_lane *ln, int B, int T, int D)
+static void lane_scratch_create(gpu_impl *g, gpu_lane *ln, const gpu_lane_resources *res, int B, int T, int D)
 {
     const int lane_B = B / g->plan.lanes, rows = (ln->index == 0 ? B : lane_B) * T;
-    size_t own[SCRATCH_KINDS] = { 0 }, side[SCRATCH_KINDS] = { 0 }, rec[SCRATCH_KINDS] = { 0 };
-    size_t wave[SCRATCH_KINDS] = { 0 }, feed[SCRATCH_KINDS] = { 0 };
-    gpu_scratch_need(own, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(rows, D, &g->plan.caps));
-    gpu_scratch_need(side, SCRATCH_REDUCE, gpu_gru_weight_grads_scratch_bytes(rows, D));
-    gpu_gru_scratch_need(rec, &g->plan.rec_caps, &g->gru, g->plan.path, lane_B, T, D);
-    if (ln->index == 0) gpu_gru_scratch_need(rec, &g->plan.rec_caps, &g->gru, g->plan.path, B, T, D);
-    ln->sc = gpu_scratch_create(own);
-    ln->wgrad_sc = gpu_scratch_create(side);
-    if (g->plan.wave_chunk) {
+    const unit_binding own = gpu_unit_binding(&g->plan, 0, UNIT_LANE, 0), side = gpu_unit_binding(&g->plan, 0, UNIT_SIDE, 0);
+    const unit_binding rec0 = gpu_unit_binding(&g->plan, 0, UNIT_REC, 0);
+    size_t need[GPU_LANE_STREAMS][SCRATCH_KINDS] = { { 0 } };
+    gpu_scratch_need(need[own.stream], SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(rows, D, &g->plan.caps));
+    gpu_scratch_need(need[side.stream], SCRATCH_REDUCE, gpu_gru_weight_grads_scratch_bytes(rows, D));
+    gpu_gru_scratch_need(need[rec0.stream], &g->plan.rec_caps, &g->gru, g->plan.path, lane_B, T, D);
+    if (ln->index == 0) gpu_gru_scratch_need(need[rec0.stream], &g->plan.rec_caps, &g->gru, g->plan.path, B, T, D);
+    for (int k = 0; g->plan.wave_chunk && k < g->plan.wave_streams; k++) { /* a pair's scratch serves its layers in turn */
         const int chunk = g->plan.wave_chunk < T ? g->plan.wave_chunk : T;
-        gpu_gru_scratch_need(wave, &g->plan.wave_caps, &g->gru, g->plan.path, lane_B, T, D);
-        gpu_scratch_need(feed, SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(lane_B * chunk, D, &g->plan.caps));
+        const int feed = gpu_unit_binding(&g->plan, 1, UNIT_FEED, k).stream, rec = gpu_unit_binding(&g->plan, 1, UNIT_REC, k).stream;
+        gpu_scratch_need(need[feed], SCRATCH_REDUCE, rmsnorm_backward_scratch_bytes(lane_B * chunk, D, &g->plan.caps));
+        gpu_gru_scratch_need(need[rec], &g->plan.wave_caps, &g->gru, g->plan.path, lane_B, T, D);
         /* under recompute each window's weight GEMMs follow its BPTT on the recurrence stream (program_gpu.c) */
         if (g->plan.recompute)
-            gpu_scratch_need(wave, SCRATCH_REDUCE, gpu_gru_weight_grads_scratch_bytes(lane_B * chunk, D));
-        for (int k = 0; k < SCRATCH_KINDS; k++) gpu_scratch_need(rec, k, wave[k]);
-        for (int k = 0; k < g->plan.wave_streams; k++) { /* a pair's scratch serves its layers in turn */
-            ln->feed_sc[k] = gpu_scratch_create(feed);
-            if (k > 0) ln->rec_sc[k] = gpu_scratch_create(wave);
-        }
+            gpu_scratch_need(need[rec], SCRATCH_REDUCE, gpu_gru_weight_grads_scratch_bytes(lane_B * chunk, D));
     }
-    ln->rec_sc[0] = gpu_scratch_create(rec);
+    for (int k = 0; k < res->streams; k++) ln->sc[k] = gpu_scratch_create(need[k]);
+}
+
+/* Lane l's streams and cuBLASLt contexts as the plan lists them (lane 0's
+ * own stream: the main one). Priorities: the recurrences first, then the
+ * lanes' own and feed streams, then the side streams (weight gradients,
+ * which nothing waits for until the step's end); side streams below the
+ * lanes' measured faster than at the same priority (CHANGELOG.md). */
+static void lane_create(gpu_impl *g, int l, const gpu_lane_resources *res)
+{
+    gpu_lane *ln = &g->lane[l];
+    int lowest = 0, highest = 0;
+    cudaCheck(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+    const int lane_priority = highest < lowest ? highest + 1 : lowest;
+    for (int k = 0; k < res->streams; k++) {
+        const int prio = res->priority[k] == GPU_PRIO_REC ? highest : res->priority[k] == GPU_PRIO_SIDE ? lowest : lane_priority;
+        if (l == 0 && k == 0) ln->stream[k] = g->stream;
+        else cudaCheck(cudaStreamCreateWithPriority(&ln->stream[k], cudaStreamDefault, prio));
+    }
+    for (int k = 0; k < res->gemms; k++) ln->gemm[k] = gpu_matmul_create_sized(res->workspace[k]);
 }
 
 cc_executor *cc_gpu_executor_create(const cc_config *cfg, int B, int T)
@@ -405,57 +397,27 @@ cc_executor *cc_gpu_executor_create_planned(const cc_config *cfg, int B, int T, 
     if (given) plan = *given;
     else if (gpu_step_plan_for(&plan, cfg, B, T) != 0) return NULL;
     cc_executor *ex = cc_calloc(1, sizeof(*ex));
-    ex->ops = &GPU_OPS;
-    ex->name = "gpu";
-    ex->cfg = *cfg;
-    ex->B = B;
-    ex->T = T;
-    cc_dims d = cc_dims_from_config(cfg);
-    cc_layout_build(&ex->lay, &d);
     gpu_impl *g = cc_calloc(1, sizeof(*g));
-    ex->impl = g;
-    g->plan = plan; /* what runs and every buffer's size: read from it, not copied */
-    /* Priorities: the recurrences first, then the lanes' own streams, then
-     * the side streams (weight gradients, which nothing waits for until the
-     * step's end); lane 0's stream is the main one. Side streams below the
-     * lanes' measured faster than at the same priority (CHANGELOG.md). */
+    gpu_state_init(ex, g, cfg, B, T, &plan);
+    ex->ops = &GPU_OPS;
+    const cc_dims d = ex->lay.dims;
     int lowest = 0, highest = 0;
     cudaCheck(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
-    const int lane_priority = highest < lowest ? highest + 1 : lowest;
-    cudaCheck(cudaStreamCreateWithPriority(&g->stream, cudaStreamDefault, lane_priority));
+    cudaCheck(cudaStreamCreateWithPriority(&g->stream, cudaStreamDefault, highest < lowest ? highest + 1 : lowest));
     cudaCheck(cudaStreamCreate(&g->comm_stream));
     cudaCheck(cudaEventCreateWithFlags(&g->ev_batch, cudaEventDisableTiming));
     const size_t n = ex->lay.total, M = (size_t)B * T;
+    gpu_lane_resources res;
+    gpu_lane_resources_of(&g->plan, &res);
     for (int l = 0; l < g->plan.lanes; l++) {
-        gpu_lane *ln = &g->lane[l];
-        ln->index = l;
-        if (l == 0) ln->stream = g->stream;
-        else cudaCheck(cudaStreamCreateWithPriority(&ln->stream, cudaStreamDefault, lane_priority));
-        cudaCheck(cudaStreamCreateWithPriority(&ln->wgrad_stream, cudaStreamDefault, lowest));
-        cudaCheck(cudaStreamCreateWithPriority(&ln->rec_stream, cudaStreamDefault, highest));
-        ln->gemm = gpu_matmul_create_sized(gpu_lane_workspace_bytes(g->plan.recompute));
-        ln->gemm_wgrad = gpu_matmul_create_sized(gpu_lane_workspace_bytes(g->plan.recompute));
-        cudaCheck(cudaEventCreateWithFlags(&ln->ev_ce_fork, cudaEventDisableTiming));
-        cudaCheck(cudaEventCreateWithFlags(&ln->ev_ce_free, cudaEventDisableTiming));
-        ln->rec[0] = ln->rec_stream;
-        /* recompute's recurrence stream has a context of its own (its input GEMMs run beside it); under the
-         * wavefront, the one made below */
-        if (g->plan.recompute && !g->plan.wave_chunk) ln->rec_gemm[0] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
-        for (int k = 0; g->plan.wave_chunk && k < g->plan.wave_streams; k++) { /* the wavefront's pairs */
-            cudaCheck(cudaStreamCreateWithPriority(&ln->feed[k], cudaStreamDefault, lane_priority));
-            ln->feed_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE);
-            ln->rec_gemm[k] = gpu_matmul_create_sized(GPU_MATMUL_WINDOW_WORKSPACE); /* the per-step loop's */
-            if (k > 0) cudaCheck(cudaStreamCreateWithPriority(&ln->rec[k], cudaStreamDefault, highest));
-        }
-        lane_scratch_create(g, ln, B, T, d.D);
+        g->lane[l].index = l;
+        lane_create(g, l, &res);
+        lane_scratch_create(g, &g->lane[l], &res, B, T, d.D);
     }
-    allocate_buffers(ex);
-    g->dc = g->c; /* the guard's copy comes after the final norm's backward, the merge's last reader */
-    const size_t ce_bytes = gpu_ce_chunk_bytes(g->plan.ce_rows, d.D, d.V);
-    for (int l = 0; l < g->plan.lanes; l++) {
-        g->lane[l].g32 = l == 0 ? g->g32 : g->g32_lanes + (size_t)(l - 1) * (n + gpu_ce_pad_floats(d.V, d.D));
-        gpu_ce_chunk_place(&g->lane[l].ce, (char *)g->ce_bufs + l * ce_bytes, g->plan.ce_rows, d.D, d.V);
-    }
+    gpu_work_part parts[GPU_WORK_MAX];
+    size_t work_total = 0;
+    const int np = gpu_plan_work(&g->plan, &d, T, parts, &work_total);
+    gpu_bind_buffers(g, &d, n, B, T, parts, np, allocate_buffer, g);
     /* --plant-nan-grad-h's slot ([0] NaN, [1] the value it stands in for), made here: a plant may come
      * in a step that a CUDA graph captures */
     const float nan = NAN;

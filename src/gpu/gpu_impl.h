@@ -27,7 +27,7 @@
 /* The wavefront (program_gpu.c) gives each layer of a lane a pair of
  * streams: a feed stream (the layer's norm and input GEMM forward, its
  * input gradient and norm backward, chunk by chunk) and a recurrence stream
- * (pair 0's is the lane's rec_stream); the lane's own stream runs the
+ * (pair 0's is the lane's recurrence stream); the lane's own stream runs the
  * context stream and the classifier beside them. A lane has at most
  * GPU_WAVE_STREAMS pairs (gpu_plan.h): beyond that many layers,
  * consecutive layers share a pair (plan.wave_group, gpu_plan_wave_stream),
@@ -37,34 +37,20 @@
  * block) stay the layer's own. */
 
 typedef struct {
-    cudaStream_t stream;       /* lane 0: the executor's main stream */
-    cudaStream_t wgrad_stream; /* weight gradients beside the next layer's BPTT */
-    /* The recurrences run on a stream of the highest priority: when SMs free
+    /* the lane's streams, cuBLASLt contexts (one a stream that runs GEMMs
+     * at once with another: a context's workspace serves one stream at a
+     * time) and each stream's kernel scratch (kernels.h: gpu_scratch, made
+     * at creation for every call the stream makes: lane_scratch_create in
+     * executor_gpu.c), as gpu_lane_resources_of lists them for the plan
+     * (gpu_plan.h: stream 0 is the lane's own, lane 0's the main stream).
+     * The recurrences run on streams of the highest priority: when SMs free
      * up, the block scheduler places their clusters before the waiting
      * blocks of other lanes' GEMMs and attention, which would otherwise hold
      * the critical path back by a whole kernel. */
-    cudaStream_t rec_stream;
-    gpu_matmul_ctx *gemm, *gemm_wgrad;
-    /* the classifier's chunk buffers (gpu_crossentropy.h), the fork of its
-     * last weight GEMM to the side stream and where that GEMM is done with
-     * them; ce_pending: a later classifier call must wait for it (reset at
-     * each step's start, when every side stream has joined the main one) */
-    gpu_ce_chunk ce;
-    cudaEvent_t ev_ce_fork, ev_ce_free;
-    int ce_pending;
-    /* the wavefront's streams and GEMM contexts (one per stream: a context's
-     * workspace serves one stream at a time), by pair (plan.wave_streams of
-     * them; layer l's: gpu_plan_wave_stream): a feed stream (the layers'
-     * input and their input gradient) and a recurrence stream (pair 0's is
-     * rec_stream); rec_gemm[0] also serves rec_stream under recompute */
-    cudaStream_t feed[GPU_WAVE_STREAMS], rec[GPU_WAVE_STREAMS];
-    gpu_matmul_ctx *feed_gemm[GPU_WAVE_STREAMS], *rec_gemm[GPU_WAVE_STREAMS];
-    /* Each stream's kernel scratch (kernels.h: gpu_scratch), made at creation
-     * for every call the stream makes (lane_scratch_create in
-     * executor_gpu.c): the lane's stream's (sc), the side stream's
-     * (wgrad_sc), and by pair the wavefront's feed and recurrence streams'
-     * (rec_sc[0]: rec_stream's, also without the wavefront) */
-    gpu_scratch *sc, *wgrad_sc, *feed_sc[GPU_WAVE_STREAMS], *rec_sc[GPU_WAVE_STREAMS];
+    cudaStream_t stream[GPU_LANE_STREAMS];
+    gpu_matmul_ctx *gemm[GPU_LANE_GEMMS];
+    gpu_scratch *sc[GPU_LANE_STREAMS];
+    gpu_ce_chunk ce; /* the classifier's chunk buffers (gpu_crossentropy.h) */
     float *g32; /* this lane's gradient accumulator (lane 0: the executor's) */
     int index;  /* 0 .. plan.lanes − 1 */
     int b0, B;  /* sequences [b0, b0 + B) of the batch */
@@ -162,6 +148,11 @@ typedef struct {
     int *nonfinite;
     unsigned long long *first_bad; /* NaN provenance scratch */
     float *plant_slot; /* --plant-nan-grad-h: [0] NaN, [1] the value it stood in for */
+    /* the access check (cc_gpu_check_accesses): each issued view within its
+     * operation's declarations, each byte an operation changed within its
+     * declared writes */
+    int check_accesses;
+    struct access_snapshot *access_snap; /* its copies of the buffers (access_check_gpu.c) */
     /* profiling: each operation's device time, summed by phase */
     int profile;
     double phase_ms[PH_COUNT];
@@ -185,6 +176,19 @@ static inline int gpu_overlaps_allreduce(const cc_executor *ex, int lanes)
  * tensor id of `work` does (a window buffer's: in set `set`). */
 void **gpu_buffer_slot(gpu_impl *g, gpu_buf_id id);
 void **gpu_work_slot(gpu_impl *g, gpu_work_id id, int set);
+/* The executor's state for cfg at B sequences of T under plan: the
+ * executor interface's shape, the parameter layout, the plan (no buffer,
+ * no stream). */
+void gpu_state_init(cc_executor *ex, gpu_impl *g, const cc_config *cfg, int B, int T, const gpu_step_plan *plan);
+/* Every buffer pointer of g (its plan set) for B sequences of T: each row
+ * of the plan's table with bytes (and `work`) where place puts it, the
+ * tensors of `work` at their offsets in parts, and what lies in another
+ * buffer (dc over c, each lane's gradient buffer and classifier chunk).
+ * The executor places by allocating; the liveness pass at addresses of
+ * its own. */
+typedef void *(*gpu_buffer_place)(void *ctx, const gpu_plan_buffer *b);
+void gpu_bind_buffers(gpu_impl *g, const cc_dims *d, size_t nparams, int B, int T, const gpu_work_part *parts,
+                      int nparts, gpu_buffer_place place, void *ctx);
 
 /* program_gpu.c: lane i covers sequences [i·B/n, (i+1)·B/n). */
 void gpu_set_lanes(cc_executor *ex, int n);

@@ -128,7 +128,7 @@ int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_state *st, gp
     const gpu_gru_impl impl = gpu_gru_impl_with(caps, st, path, B, T, D);
     if (impl == GRU_IMPL_CLUSTER) {
         launch_gru_backward_cluster(L, G, sh, clamp_limit, caps, st, s);
-        return G->bias_part ? B / 8 : 0;
+        return gpu_gru_bptt_parts(caps, path, B, T, D, G->bias_part != NULL);
     }
     if (impl == GRU_IMPL_PERSISTENT && launch_gru_backward_persistent(L, G, sh, clamp_limit, caps, st, sc, s) == 0)
         return 0;
@@ -142,6 +142,12 @@ int gpu_gru_bptt(gpu_matmul_ctx *gm, const gpu_caps *caps, gpu_gru_state *st, gp
                        1.f, 1.f, NULL, s);
     }
     return 0;
+}
+
+int gpu_gru_bptt_parts(const gpu_caps *caps, gpu_gru_path path, int B, int T, int D, int sums)
+{
+    /* the cluster kernels, the only ones that write sums, are chosen by the caps and shape alone */
+    return sums && gpu_gru_impl_with(caps, NULL, path, B, T, D) == GRU_IMPL_CLUSTER ? B / 8 : 0;
 }
 
 void gpu_gru_weight_grads(gpu_matmul_ctx *gm, const gru_layer *L, const gru_grads *G, int nparts, gru_shape sh,

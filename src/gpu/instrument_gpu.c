@@ -1,11 +1,13 @@
 /* Instrumentation of the GPU executor outside the step's program: the phase
  * names and profiling switch (bench's breakdown: the program's timing hooks
- * fill it, scheduler_gpu.c) and the synchronising NaN scan of a tensor
- * after the step (--check-finite's parameter gradients). */
+ * fill it, scheduler_gpu.c), the access check's switch (access_check_gpu.c)
+ * and the synchronising NaN scan of a tensor after the step
+ * (--check-finite's parameter gradients). */
 #include <stdio.h>
 #include "catchat/kernels.h"
 #include "catchat/safetensors.h"
 #include "gpu/gpu_impl.h"
+#include "gpu/step_gpu.h"
 
 const char *const CC_PHASE_NAMES[PH_COUNT] = { "embedding, norms, input GEMMs", "recurrence forward",
                                                "context stream forward", "classifier + loss (fwd+bwd)",
@@ -45,6 +47,13 @@ void cc_gpu_profile_enable(cc_executor *ex, int on)
         gpu_programs_free(g);
     }
     g->profile = on;
+}
+
+void cc_gpu_check_accesses(cc_executor *ex, int on)
+{
+    gpu_impl *g = IMPL(ex);
+    g->check_accesses = on;
+    if (!on) access_check_free(g);
 }
 
 void cc_gpu_profile_take(cc_executor *ex, double ms[PH_COUNT])

@@ -30,9 +30,9 @@ static int key_first(const step_run *r) { return r->op->t0 - r->c.W + 1 > 0 ? r-
  * backward's key side reads their q and dO, which later chunks wrote. */
 static int query_last(const step_run *r) { return r->op->t1 + r->c.W - 1 < r->c.T ? r->op->t1 + r->c.W - 1 : r->c.T; }
 /* A lane's (or part's) per-query, per-head [B, H, T] tensor, whole. */
-static void use_heads(step_run *r, int write, const float *base)
+static float *view_heads(step_run *r, int acc, const float *base)
 {
-    use_flat(r, write, HROWS(&r->c, base), sizeof(float) * (size_t)r->c.B * r->c.H * r->c.T);
+    return view_flat(r, acc, HROWS(&r->c, base), sizeof(float) * (size_t)r->c.B * r->c.H * r->c.T);
 }
 
 /* q, k, v, the attention and its output c. */
@@ -43,47 +43,61 @@ void op_top_ctx(step_run *r)
     gpu_impl *g = c->g;
     const cc_layout *lay = &ex->lay;
     const int D = c->D, T = c->T, t0 = r->op->t0, t1 = r->op->t1, M = c->B * op_len(r);
-    const size_t at = (size_t)t0, HW = (size_t)c->H * c->W;
-    uint16_t *s16 = TOPROWS(c, g->s16, D), *o16 = TOPROWS(c, g->o16, D);
-    float *cc = TOPROWS(c, g->c, D);
-    use_rows(r, 0, s16, D, 2, t0, t1);
+    const size_t HW = (size_t)c->H * c->W;
+    const uint16_t *s16 = view_rows(r, ACC_READ, TOPROWS(c, g->s16, D), D, 2, t0, t1);
+    uint16_t *qkv16 = NULL, *qkv16_at = NULL;
+    float *lse = NULL, *qkv = NULL, *pr = NULL;
     if (g->plan.attn_tc) {
-        uint16_t *qkv16 = TOPROWS(c, g->qkv16, 3 * D);
-        use_rows(r, ACC_DEFINE, qkv16, 3 * D, 2, t0, t1);
-        use_rows(r, 0, qkv16, 3 * D, 2, key_first(r), t1);
-        use_heads(r, 1, g->lse);
+        qkv16_at = view_rows(r, ACC_DEFINE, TOPROWS(c, g->qkv16, 3 * D), 3 * D, 2, t0, t1);
+        /* the queries' keys reach back W - 1 steps: the attention takes the lane block */
+        qkv16 = view_lane(r, ACC_READ, TOPROWS(c, g->qkv16, 3 * D), 3 * D, 2, key_first(r), t1);
+        lse = view_heads(r, ACC_WRITE, g->lse);
         scan_rows(r, "qkv_projection", "qkv", -1, qkv16, 3 * D, 1, t0, t1, 0);
     } else {
-        use_rows(r, 1, ROWS(c, g->qkv, 3 * D), 3 * D, 4, t0, t1);
-        use_rows(r, 1, ROWS(c, g->p, HW), HW, 4, t0, t1);
-        scan_rows(r, "qkv_projection", "qkv", -1, ROWS(c, g->qkv, 3 * D), 3 * D, 0, t0, t1, 0);
+        qkv = view_rows(r, ACC_WRITE, ROWS(c, g->qkv, 3 * D), 3 * D, 4, t0, t1);
+        pr = view_rows(r, ACC_WRITE, ROWS(c, g->p, HW), HW, 4, t0, t1);
+        scan_rows(r, "qkv_projection", "qkv", -1, qkv, 3 * D, 0, t0, t1, 0);
     }
-    use_rows(r, ACC_DEFINE, o16, D, 2, t0, t1);
-    use_rows(r, ACC_DEFINE, cc, D, 4, t0, t1);
+    uint16_t *o16 = view_lane(r, ACC_DEFINE, TOPROWS(c, g->o16, D), D, 2, t0, t1);
+    float *cc = view_rows(r, ACC_DEFINE, TOPROWS(c, g->c, D), D, 4, t0, t1);
+    const uint16_t *wqkv = view_param16(r, lay->ctx_qkv), *wout = view_param16(r, lay->ctx_out);
     scan_rows(r, "attention_forward", "o", -1, o16, D, 1, t0, t1, 0);
-    scan_rows(r, "ctx_out_projection", "c", -1, cc, D, 0, t0, t1, 0);
+    scan_rows(r, "ctx_out_projection", "c", -1, TOPROWS(c, g->c, D), D, 0, t0, t1, 0);
     if (r->declaring) return;
 
     cudaStream_t s = r->s;
+    const uint16_t *o16_at = o16 + (size_t)t0 * D;
     if (chunked(r)) { /* tensor cores only (program_gpu.c) */
         const int len = op_len(r);
-        uint16_t *qkv16 = TOPROWS(c, g->qkv16, 3 * D);
-        gpu_matmul_fwd_f16_window(r->gm, qkv16 + at * 3 * D, s16 + at * D, P16(ex, lay->ctx_qkv), c->B, len, T, 3 * D,
-                                  D, s);
-        launch_attention_forward_tc_window(g->plan.attn_tc, NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, t0, t1, s);
-        gpu_matmul_fwd_window(r->gm, cc + at * D, o16 + at * D, P16(ex, lay->ctx_out), NULL, c->B, len, T, D, D, s);
+        gpu_matmul_fwd_f16_window(r->gm, qkv16_at, s16, wqkv, c->B, len, T, 3 * D, D, s);
+        launch_attention_forward_tc_window(g->plan.attn_tc, NULL, o16, NULL, lse, qkv16, c->B, T, D, c->H, c->W, t0, t1, s);
+        gpu_matmul_fwd_window(r->gm, cc, o16_at, wout, NULL, c->B, len, T, D, D, s);
         return;
     }
     if (g->plan.attn_tc) { /* q, k, v only ever feed FP16 operands: the GEMM rounds them once */
-        uint16_t *qkv16 = TOPROWS(c, g->qkv16, 3 * D);
-        gpu_matmul_fwd_f16(r->gm, qkv16, s16, P16(ex, lay->ctx_qkv), M, 3 * D, D, s);
-        launch_attention_forward_tc(g->plan.attn_tc, NULL, o16, NULL, HROWS(c, g->lse), qkv16, c->B, T, D, c->H, c->W, s);
+        gpu_matmul_fwd_f16(r->gm, qkv16_at, s16, wqkv, M, 3 * D, D, s);
+        launch_attention_forward_tc(g->plan.attn_tc, NULL, o16, NULL, lse, qkv16, c->B, T, D, c->H, c->W, s);
     } else {
-        float *qkv = ROWS(c, g->qkv, 3 * D);
-        gpu_matmul_fwd(r->gm, qkv, s16, P16(ex, lay->ctx_qkv), NULL, M, 3 * D, D, s);
-        launch_attention_forward(NULL, o16, ROWS(c, g->p, HW), qkv, c->B, T, D, c->H, c->W, &g->plan.caps, s);
+        gpu_matmul_fwd(r->gm, qkv, s16, wqkv, NULL, M, 3 * D, D, s);
+        launch_attention_forward(NULL, o16, pr, qkv, c->B, T, D, c->H, c->W, &g->plan.caps, s);
     }
-    gpu_matmul_fwd(r->gm, cc, o16, P16(ex, lay->ctx_out), NULL, M, D, D, s);
+    gpu_matmul_fwd(r->gm, cc, o16_at, wout, NULL, M, D, D, s);
+}
+
+/* lm_head's gradient and FP16 copy with the classifier's padding rows past
+ * their end (gpu_ce_pad_floats: lm_head is the layout's last tensor), which
+ * the GEMMs over ldv classes read and write. */
+static float *view_lm_head_grad(step_run *r)
+{
+    const cc_layout *lay = &r->ex->lay;
+    const size_t n = lay->t[lay->lm_head].numel + gpu_ce_pad_floats(r->c.V, r->c.D);
+    return view_flat(r, ACC_WRITE, G32L(&r->c, lay->lm_head), sizeof(float) * n);
+}
+static const uint16_t *view_lm_head16(step_run *r)
+{
+    const cc_layout *lay = &r->ex->lay;
+    const size_t n = lay->t[lay->lm_head].numel + gpu_ce_pad_floats(r->c.V, r->c.D);
+    return view_flat(r, ACC_READ, P16(r->ex, lay->lm_head), sizeof(uint16_t) * n);
 }
 
 static void ce_scan(void *ctx, const char *stage, const char *tensor, const void *ptr, size_t n, int half, int width)
@@ -91,50 +105,74 @@ static void ce_scan(void *ctx, const char *stage, const char *tensor, const void
     scan_flat(ctx, stage, tensor, ptr, n, half, width);
 }
 
-/* The merge, the final norm, the classifier and the loss on the op's rows
- * (gpu_crossentropy.h): with a gradient, dL/dm into du and the lm_head and
- * final norm gradients into the lane's (the last chunk's weight GEMM on the
- * side stream, which the context stream's weight GEMMs follow there; on its
- * own stream in a serial program, which has no other). */
-void op_classifier(step_run *r)
+/* The classifier's arguments on the op's rows, each tensor a view
+ * (gpu_crossentropy.h); with a gradient, dL/dm into du and the lm_head and
+ * final norm gradients into the lane's. */
+static gpu_ce_args classifier_args(step_run *r, int grad)
 {
     const lane_ctx *c = &r->c;
     cc_executor *ex = c->ex;
     gpu_impl *g = c->g;
-    gpu_lane *ln = c->ln;
     const cc_layout *lay = &ex->lay;
-    const int D = c->D, t0 = r->op->t0, t1 = r->op->t1, grad = r->p->with_grad;
-    const size_t at = (size_t)t0;
-    float *cc = TOPROWS(c, g->c, D);
-    use_rows(r, 0, uL_rows(c), D, 4, t0, t1);
-    use_rows(r, 1, cc, D, 4, t0, t1); /* the merge over c */
-    use_rows(r, 1, ROWS(c, g->f_ir, 1), 1, 4, t0, t1);
-    use_rows(r, 1, ROWS(c, g->loss_row, 1), 1, 4, t0, t1);
-    use_rows(r, 1, ROWS(c, g->rank, 1), 1, 4, t0, t1);
-    use_flat(r, 1, ln->ce.logits16, gpu_ce_chunk_bytes(g->plan.ce_rows, D, c->V));
-    if (grad) {
-        use_rows(r, 1, ROWS(c, g->du, D), D, 4, t0, t1);
-        use_grad(r, lay->final_norm);
-        use_grad(r, lay->lm_head);
-        scan_rows(r, "final_rmsnorm_backward", "dm", -1, ROWS(c, g->du, D), D, 0, t0, t1, 0);
-    }
-    if (r->declaring) return;
-
-    const row_window rw = chunked(r) ? chunk_rows(r) : row_window_all(c->M);
+    const int D = c->D, t0 = r->op->t0, t1 = r->op->t1;
     const gpu_ce_args a = {
-        .M = c->B * (t1 - t0), .D = D, .V = c->V, .rw = rw,
-        .u = uL_rows(c) + at * D, .c = cc + at * D, .f_ir = ROWS(c, g->f_ir, 1) + at,
-        .g_final = P32(ex, lay->final_norm), .w16 = P16(ex, lay->lm_head),
-        .y = ROWS(c, g->y, 1) + at, .loss = ROWS(c, g->loss_row, 1) + at, .rank = ROWS(c, g->rank, 1) + at,
-        .du = grad ? ROWS(c, g->du, D) + at * D : NULL,
-        .dg_final = G32L(c, lay->final_norm), .dw = G32L(c, lay->lm_head),
+        .M = c->B * (t1 - t0), .D = D, .V = c->V, .rw = chunked(r) ? chunk_rows(r) : row_window_all(c->M),
+        .u = view_rows(r, ACC_READ, uL_rows(c), D, 4, t0, t1),
+        .c = view_rows(r, ACC_WRITE, TOPROWS(c, g->c, D), D, 4, t0, t1), /* the merge over c */
+        .f_ir = view_rows(r, ACC_WRITE, ROWS(c, g->f_ir, 1), 1, 4, t0, t1),
+        .g_final = view_param32(r, lay->final_norm),
+        .w16 = view_lm_head16(r),
+        .y = view_rows(r, ACC_READ, ROWS(c, g->y, 1), 1, 4, t0, t1),
+        .loss = view_rows(r, ACC_WRITE, ROWS(c, g->loss_row, 1), 1, 4, t0, t1),
+        .rank = view_rows(r, ACC_WRITE, ROWS(c, g->rank, 1), 1, 4, t0, t1),
+        .du = grad ? view_rows(r, ACC_WRITE, ROWS(c, g->du, D), D, 4, t0, t1) : NULL,
+        .dg_final = grad ? view_grad(r, lay->final_norm) : NULL,
+        .dw = grad ? view_lm_head_grad(r) : NULL,
         .grad_scale = r->loss_scale, .nc = &c->nc, .caps = &g->plan.caps,
-        .side = r->p->serial ? NULL : ln->wgrad_stream, .side_gemm = ln->gemm_wgrad, .ev_fork = ln->ev_ce_fork, .ev_free = ln->ev_ce_free,
-        .pending = &ln->ce_pending,
+        /* the last chunk's weight GEMM is an operation of its own (op_classifier_dw) */
+        .defer_last_dw = grad,
         .check = ex->check ? ce_scan : NULL, .check_ctx = r,
     };
+    return a;
+}
+
+/* The lane's classifier chunk buffers (gpu_crossentropy.h). */
+static const gpu_ce_chunk *chunk_view(step_run *r, int acc)
+{
+    const lane_ctx *c = &r->c;
+    view_flat(r, acc, c->ln->ce.logits16, gpu_ce_chunk_bytes(c->g->plan.ce_rows, c->D, c->V));
+    return &c->ln->ce;
+}
+
+/* The merge, the final norm, the classifier and the loss on the op's rows
+ * (gpu_crossentropy.h): with a gradient, dL/dm into du and the lm_head and
+ * final norm gradients into the lane's, all but the last chunk's lm_head
+ * weight GEMM, which op_classifier_dw runs (on the side stream: the
+ * scheduler orders it after this op, by the chunk buffers it reads, and
+ * the next use of those buffers after it). */
+void op_classifier(step_run *r)
+{
+    const int grad = r->p->with_grad;
+    const gpu_ce_args a = classifier_args(r, grad);
+    const gpu_ce_chunk *ck = chunk_view(r, ACC_WRITE);
+    if (grad) scan_rows(r, "final_rmsnorm_backward", "dm", -1, ROWS(&r->c, r->g->du, r->c.D), r->c.D, 0, r->op->t0, r->op->t1, 0);
+    if (r->declaring) return;
     /* the scans inside run at issue only; the rows' own scan above covers the serial order's place */
-    gpu_crossentropy(r->gm, &ln->ce, &a, r->sc, r->s);
+    gpu_crossentropy(r->gm, ck, &a, r->sc, r->s);
+}
+
+/* The classifier's last chunk's lm_head weight GEMM, from the chunk buffers
+ * op_classifier left. */
+void op_classifier_dw(step_run *r)
+{
+    const gpu_ce_chunk *ck = chunk_view(r, ACC_READ);
+    const lane_ctx *c = &r->c;
+    const int t0 = r->op->t0, t1 = r->op->t1;
+    const gpu_ce_args a = { .M = c->B * (t1 - t0), .D = c->D, .V = c->V,
+                            .rw = chunked(r) ? chunk_rows(r) : row_window_all(c->M),
+                            .dw = view_lm_head_grad(r) };
+    if (r->declaring) return;
+    gpu_crossentropy_last_dw(r->gm, ck, &a, r->s);
 }
 
 /* The gradient into the context stream, dc16, from dL/dm in du: through the
@@ -146,13 +184,10 @@ void op_top_dc(step_run *r)
     const lane_ctx *c = &r->c;
     gpu_impl *g = c->g;
     const int D = c->D, t0 = r->op->t0, t1 = r->op->t1, M = c->B * op_len(r);
-    const size_t at = (size_t)t0;
-    float *du = ROWS(c, g->du, D) + at * D, *dc = TOPROWS(c, g->dc, D) + at * D;
-    uint16_t *dc16 = TOPROWS(c, g->dc16, D) + at * D;
     const int guard = c->ex->cfg.ctx_grad_clamp > 0;
-    use_rows(r, 0, ROWS(c, g->du, D), D, 4, t0, t1);
-    if (guard) use_rows(r, ACC_DEFINE, TOPROWS(c, g->dc, D), D, 4, t0, t1); /* du's copy, clamped */
-    use_rows(r, ACC_DEFINE, TOPROWS(c, g->dc16, D), D, 2, t0, t1);
+    const float *du = view_rows(r, ACC_READ, ROWS(c, g->du, D), D, 4, t0, t1);
+    float *dc = guard ? view_rows(r, ACC_DEFINE, TOPROWS(c, g->dc, D), D, 4, t0, t1) : NULL; /* du's copy, clamped */
+    uint16_t *dc16 = view_rows(r, ACC_DEFINE, TOPROWS(c, g->dc16, D), D, 2, t0, t1);
     if (r->declaring) return;
 
     cudaStream_t s = r->s;
@@ -179,11 +214,11 @@ void op_wg_ctx_out(step_run *r)
     const lane_ctx *c = &r->c;
     gpu_impl *g = c->g;
     const int D = c->D;
-    use_rows(r, 0, TOPROWS(c, g->dc16, D), D, 2, 0, c->T);
-    use_rows(r, 0, TOPROWS(c, g->o16, D), D, 2, 0, c->T);
-    use_grad(r, c->ex->lay.ctx_out);
+    const uint16_t *dc16 = view_rows(r, ACC_READ, TOPROWS(c, g->dc16, D), D, 2, 0, c->T);
+    const uint16_t *o16 = view_rows(r, ACC_READ, TOPROWS(c, g->o16, D), D, 2, 0, c->T);
+    float *dw = view_grad(r, c->ex->lay.ctx_out);
     if (r->declaring) return;
-    gpu_matmul_dw(r->gm, G32L(c, c->ex->lay.ctx_out), TOPROWS(c, g->dc16, D), TOPROWS(c, g->o16, D), c->M, D, D, r->s);
+    gpu_matmul_dw(r->gm, dw, dc16, o16, c->M, D, D, r->s);
 }
 
 /* dO = dc16·W_out, then the attention backward: dqkv in d16. */
@@ -192,53 +227,49 @@ void op_top_attn(step_run *r)
     const lane_ctx *c = &r->c;
     cc_executor *ex = c->ex;
     gpu_impl *g = c->g;
-    const cc_layout *lay = &ex->lay;
     const int D = c->D, T = c->T, t0 = r->op->t0, t1 = r->op->t1, M = c->B * op_len(r);
-    const size_t at = (size_t)t0, HW = (size_t)c->H * c->W;
-    uint16_t *dc16 = TOPROWS(c, g->dc16, D), *d16 = TOPROWS(c, g->d16, 3 * D);
-    use_rows(r, 0, dc16, D, 2, t0, t1);
+    const size_t HW = (size_t)c->H * c->W;
+    const uint16_t *dc16 = view_rows(r, ACC_READ, TOPROWS(c, g->dc16, D), D, 2, t0, t1);
     /* the keys' gradients reach back W - 1 steps (added to a chunk's before; over all T, written once) */
-    use_rows(r, chunked(r) ? ACC_WRITE : ACC_DEFINE, d16, 3 * D, 2, key_first(r), t1);
+    uint16_t *d16 = view_lane(r, chunked(r) ? ACC_WRITE : ACC_DEFINE, TOPROWS(c, g->d16, 3 * D), 3 * D, 2, key_first(r), t1);
+    const uint16_t *wout = view_param16(r, ex->lay.ctx_out);
+    uint16_t *do16 = NULL;
+    const uint16_t *o16 = NULL, *qkv16 = NULL;
+    float *lse = NULL, *delta = NULL, *dtmp = NULL, *dsbuf = NULL, *dqkv = NULL;
+    const float *qkv = NULL, *pr = NULL;
     if (g->plan.attn_tc) {
-        use_rows(r, ACC_DEFINE, TOPROWS(c, g->do16, D), D, 2, t0, t1);
+        do16 = view_lane(r, ACC_DEFINE, TOPROWS(c, g->do16, D), D, 2, t0, t1);
         /* the tiled kernel's δ = Σ dO ⊙ O reads the forward's output */
-        if (g->plan.attn_tc == ATTN_TC_TILED) use_rows(r, 0, TOPROWS(c, g->o16, D), D, 2, t0, t1);
-        use_rows(r, 0, TOPROWS(c, g->qkv16, 3 * D), 3 * D, 2, key_first(r), query_last(r));
-        if (query_last(r) > t1) use_rows(r, 0, TOPROWS(c, g->do16, D), D, 2, t1, query_last(r));
-        use_heads(r, 0, g->lse);
-        use_heads(r, 1, g->delta);
+        if (g->plan.attn_tc == ATTN_TC_TILED) o16 = view_lane(r, ACC_READ, TOPROWS(c, g->o16, D), D, 2, t0, t1);
+        qkv16 = view_lane(r, ACC_READ, TOPROWS(c, g->qkv16, 3 * D), 3 * D, 2, key_first(r), query_last(r));
+        /* the key side reads the later queries' dO, which later chunks wrote */
+        if (query_last(r) > t1) view_lane(r, ACC_READ, TOPROWS(c, g->do16, D), D, 2, t1, query_last(r));
+        lse = view_heads(r, ACC_READ, g->lse);
+        delta = view_heads(r, ACC_WRITE, g->delta);
         scan_rows(r, "attention_backward", "dqkv", -1, d16, 3 * D, 1, t0, t1, 0);
     } else {
-        use_rows(r, ACC_DEFINE, TOPROWS(c, g->dtmp, D), D, 4, t0, t1);
-        use_rows(r, 0, ROWS(c, g->qkv, 3 * D), 3 * D, 4, 0, T);
-        use_rows(r, 0, ROWS(c, g->p, HW), HW, 4, 0, T);
-        use_rows(r, 1, ROWS(c, g->dsbuf, HW), HW, 4, 0, T);
-        use_rows(r, 1, ROWS(c, g->dqkv, 3 * D), 3 * D, 4, 0, T);
-        scan_rows(r, "attention_backward", "dqkv", -1, ROWS(c, g->dqkv, 3 * D), 3 * D, 0, t0, t1, 0);
+        dtmp = view_rows(r, ACC_DEFINE, TOPROWS(c, g->dtmp, D), D, 4, t0, t1);
+        qkv = view_rows(r, ACC_READ, ROWS(c, g->qkv, 3 * D), 3 * D, 4, 0, T);
+        pr = view_rows(r, ACC_READ, ROWS(c, g->p, HW), HW, 4, 0, T);
+        dsbuf = view_rows(r, ACC_WRITE, ROWS(c, g->dsbuf, HW), HW, 4, 0, T);
+        dqkv = view_rows(r, ACC_WRITE, ROWS(c, g->dqkv, 3 * D), 3 * D, 4, 0, T);
+        scan_rows(r, "attention_backward", "dqkv", -1, dqkv, 3 * D, 0, t0, t1, 0);
     }
     if (r->declaring) return;
 
     cudaStream_t s = r->s;
     if (chunked(r)) {
-        uint16_t *do16 = TOPROWS(c, g->do16, D);
-        gpu_matmul_dx_f16_window(r->gm, do16 + at * D, dc16 + at * D, P16(ex, lay->ctx_out), c->B, op_len(r), T, D,
-                                 D, s);
-        launch_attention_backward_tc_window(g->plan.attn_tc, NULL, d16, HROWS(c, g->delta), do16,
-                                            TOPROWS(c, g->o16, D), HROWS(c, g->lse),
-                                            TOPROWS(c, g->qkv16, 3 * D), c->B, T, D, c->H, c->W, t0, t1, s);
+        gpu_matmul_dx_f16_window(r->gm, do16 + (size_t)t0 * D, dc16, wout, c->B, op_len(r), T, D, D, s);
+        launch_attention_backward_tc_window(g->plan.attn_tc, NULL, d16, delta, do16, o16, lse, qkv16, c->B, T, D, c->H,
+                                            c->W, t0, t1, s);
         return;
     }
     if (g->plan.attn_tc) { /* the tensor-core kernels read dO and write dqkv in FP16 only */
-        uint16_t *do16 = TOPROWS(c, g->do16, D);
-        gpu_matmul_dx_f16(r->gm, do16, dc16, P16(ex, lay->ctx_out), M, D, D, s);
-        launch_attention_backward_tc(g->plan.attn_tc, NULL, d16, HROWS(c, g->delta), do16, TOPROWS(c, g->o16, D),
-                                     HROWS(c, g->lse),
-                                     TOPROWS(c, g->qkv16, 3 * D), c->B, T, D, c->H, c->W, s);
+        gpu_matmul_dx_f16(r->gm, do16, dc16, wout, M, D, D, s);
+        launch_attention_backward_tc(g->plan.attn_tc, NULL, d16, delta, do16, o16, lse, qkv16, c->B, T, D, c->H, c->W, s);
     } else {
-        float *dtmp = TOPROWS(c, g->dtmp, D);
-        gpu_matmul_dx(r->gm, dtmp, dc16, P16(ex, lay->ctx_out), M, D, D, 0, s);
-        launch_attention_backward(ROWS(c, g->dqkv, 3 * D), d16, ROWS(c, g->dsbuf, HW), dtmp, ROWS(c, g->p, HW),
-                                  ROWS(c, g->qkv, 3 * D), c->B, T, D, c->H, c->W, &g->plan.caps, s);
+        gpu_matmul_dx(r->gm, dtmp, dc16, wout, M, D, D, 0, s);
+        launch_attention_backward(dqkv, d16, dsbuf, dtmp, pr, qkv, c->B, T, D, c->H, c->W, &g->plan.caps, s);
     }
 }
 
@@ -248,12 +279,11 @@ void op_wg_ctx_qkv(step_run *r)
     const lane_ctx *c = &r->c;
     gpu_impl *g = c->g;
     const int D = c->D;
-    use_rows(r, 0, TOPROWS(c, g->d16, 3 * D), 3 * D, 2, 0, c->T);
-    use_rows(r, 0, TOPROWS(c, g->s16, D), D, 2, 0, c->T);
-    use_grad(r, c->ex->lay.ctx_qkv);
+    const uint16_t *d16 = view_rows(r, ACC_READ, TOPROWS(c, g->d16, 3 * D), 3 * D, 2, 0, c->T);
+    const uint16_t *s16 = view_rows(r, ACC_READ, TOPROWS(c, g->s16, D), D, 2, 0, c->T);
+    float *dw = view_grad(r, c->ex->lay.ctx_qkv);
     if (r->declaring) return;
-    gpu_matmul_dw(r->gm, G32L(c, c->ex->lay.ctx_qkv), TOPROWS(c, g->d16, 3 * D), TOPROWS(c, g->s16, D), c->M, 3 * D,
-                  D, r->s);
+    gpu_matmul_dw(r->gm, dw, d16, s16, c->M, 3 * D, D, r->s);
 }
 
 /* dqkv through ctx_qkv and the context norm's backward, added into du: dL/du^L. */
@@ -264,41 +294,37 @@ void op_top_dx(step_run *r)
     gpu_impl *g = c->g;
     const cc_layout *lay = &ex->lay;
     const int D = c->D, t0 = r->op->t0, t1 = r->op->t1, M = c->B * op_len(r);
-    const size_t at = (size_t)t0;
-    uint16_t *d16 = TOPROWS(c, g->d16, 3 * D) + at * 3 * D;
-    float *dtmp = TOPROWS(c, g->dtmp, D) + at * D, *du = ROWS(c, g->du, D);
-    use_rows(r, 0, TOPROWS(c, g->d16, 3 * D), 3 * D, 2, t0, t1);
-    use_rows(r, ACC_DEFINE, TOPROWS(c, g->dtmp, D), D, 4, t0, t1);
-    use_rows(r, 1, du, D, 4, t0, t1);
-    use_rows(r, 0, uL_rows(c), D, 4, t0, t1);
-    use_rows(r, 0, ROWS(c, g->s_ir, 1), 1, 4, t0, t1);
-    use_grad(r, lay->ctx_norm);
-    scan_rows(r, "ctx_rmsnorm_backward", "du", -1, du, D, 0, t0, t1, 0);
+    const uint16_t *d16 = view_rows(r, ACC_READ, TOPROWS(c, g->d16, 3 * D), 3 * D, 2, t0, t1);
+    float *dtmp = view_rows(r, ACC_DEFINE, TOPROWS(c, g->dtmp, D), D, 4, t0, t1);
+    float *du = view_rows(r, ACC_WRITE, ROWS(c, g->du, D), D, 4, t0, t1);
+    const float *u = view_rows(r, ACC_READ, uL_rows(c), D, 4, t0, t1);
+    const float *ir = view_rows(r, ACC_READ, ROWS(c, g->s_ir, 1), 1, 4, t0, t1);
+    float *dgnorm = view_grad(r, lay->ctx_norm);
+    const float *gnorm = view_param32(r, lay->ctx_norm);
+    const uint16_t *w = view_param16(r, lay->ctx_qkv);
+    scan_rows(r, "ctx_rmsnorm_backward", "du", -1, ROWS(c, g->du, D), D, 0, t0, t1, 0);
     if (r->declaring) return;
 
     cudaStream_t s = r->s;
-    const uint16_t *w = P16(ex, lay->ctx_qkv);
     if (chunked(r))
         gpu_matmul_dx_window(r->gm, dtmp, d16, w, c->B, op_len(r), c->T, 3 * D, D, s);
     else
         gpu_matmul_dx(r->gm, dtmp, d16, w, M, 3 * D, D, 0, s);
-    launch_rmsnorm_backward(du + at * D, G32L(c, lay->ctx_norm), dtmp, uL_rows(c) + at * D, P32(ex, lay->ctx_norm),
-                            ROWS(c, g->s_ir, 1) + at, M, D, chunked(r) ? chunk_rows(r) : row_window_all(M), &c->nc,
+    launch_rmsnorm_backward(du, dgnorm, dtmp, u, gnorm, ir, M, D, chunked(r) ? chunk_rows(r) : row_window_all(M), &c->nc,
                             &g->plan.caps, r->sc, s);
 }
 
 /* The ctx.*, final_norm and lm_head gradients lie at the end of the buffer
- * and are final once the context stream's backward is done: with one lane,
- * reduce them over ranks on the communication stream while the BPTT runs.
- * The classifier's last lm_head GEMM runs on the side stream inside its
- * operation; the context stream's weight GEMMs follow it there, and this
- * waits for them (their gradients lie in the tail too). */
+ * and are final once the context stream's backward and the classifier's
+ * last weight GEMM are done (its declarations order it after them): with
+ * one lane, reduce them over ranks on the communication stream while the
+ * BPTT runs. */
 void op_allreduce_tail(step_run *r)
 {
     cc_executor *ex = r->ex;
     gpu_impl *g = r->g;
     const size_t tail = ex->lay.t[ex->lay.ctx_norm].offset;
-    use_flat(r, 1, g->g32 + tail, sizeof(float) * (ex->lay.total - tail));
+    float *grads = view_flat(r, ACC_WRITE, g->g32 + tail, sizeof(float) * (ex->lay.total - tail));
     if (r->declaring) return;
-    cc_dist_allreduce_f32(ex->dist, g->g32 + tail, ex->lay.total - tail, r->s);
+    cc_dist_allreduce_f32(ex->dist, grads, ex->lay.total - tail, r->s);
 }

@@ -3,8 +3,8 @@
  * a step takes (lanes, recurrence, wavefront, attention, recompute and its
  * windows, the classifier's chunk) and every device buffer it needs, with
  * recompute's shared `work` laid out by the liveness of its tensors
- * (work_layout_gpu.c, which declares the step's programs on an executor on
- * paper), and the buffer table (plan_reads_gpu.c) both read. Calls go one
+ * (work_layout_gpu.c, which declares the step's programs over the plan's
+ * buffers, no device), and the buffer table (plan_reads_gpu.c) both read. Calls go one
  * way: this file calls those two, never the reverse. Nothing here asks the device, so tests/test_plan_gpu.c runs it on the
  * CPU against the limits of GPUs nobody here has; gpu_step_plan_for
  * (executor_gpu.c) reads the device and calls gpu_plan_make, and the
@@ -186,17 +186,8 @@ static void plan_wavefront(gpu_step_plan *p, const cc_config *cfg, int B, int T,
 
 /* ---- the plan's bytes ---- */
 
-/* The cuBLASLt workspace of each of a lane's two GEMM contexts: the usual
- * one, or under recompute, which is there to save memory, the small one of
- * the wavefront's time windows (28 MiB less a context; the step's large
- * GEMMs find algorithms within it). */
-size_t gpu_lane_workspace_bytes(int recompute)
-{
-    return recompute ? GPU_MATMUL_WINDOW_WORKSPACE : gpu_matmul_workspace_bytes();
-}
-
 /* Device bytes of the executor at B, and by group in groups (may be NULL):
- * its buffer table, each lane's two cuBLASLt workspaces, the persistent
+ * its buffer table, each lane's cuBLASLt workspaces (gpu_lane_resources_of), the persistent
  * recurrence's W_hhᵀ and partial sums a lane, and the accumulated gradient
  * of grad_accum. */
 static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_dims *d, size_t n, int B, int T,
@@ -206,10 +197,9 @@ static size_t plan_bytes(const gpu_step_plan *p, const cc_config *cfg, const cc_
     gpu_plan_buffer bufs[GPU_BUF_COUNT];
     const int nb = gpu_plan_buffers(p, d, n, B, T, bufs);
     for (int i = 0; i < nb; i++) by[bufs[i].group] += bufs[i].bytes;
-    by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * gpu_lane_workspace_bytes(p->recompute);
-    if (p->recompute) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * GPU_MATMUL_WINDOW_WORKSPACE; /* the recurrence stream's */
-    /* the wavefront's GEMM contexts: a feed and a recurrence stream's a pair */
-    if (p->wave_chunk) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * 2 * p->wave_streams * GPU_MATMUL_WINDOW_WORKSPACE;
+    gpu_lane_resources res; /* the contexts the executor makes for each lane */
+    gpu_lane_resources_of(p, &res);
+    for (int k = 0; k < res.gemms; k++) by[GPU_MEM_WORKSPACE] += (size_t)p->lanes * res.workspace[k];
     /* W_hhᵀ and a split's partial sums: per stream that runs a persistent
      * recurrence (each pair's own under the wavefront) */
     if (p->impl == GRU_IMPL_PERSISTENT) {
@@ -292,7 +282,7 @@ static void plan_recompute(gpu_step_plan *p, const cc_config *cfg, const cc_dims
              keep / gib, p->memory_budget / gib, limit, (int)(GPU_MEMORY_MARGIN >> 20));
 }
 
-/* Recompute's window (op_rebuild, ops_layer_gpu.c): the most of `most` windows (16,
+/* Recompute's window (program_gpu.c, emit_rc_window): the most of `most` windows (16,
  * 8, 4 or 2) that divides T into windows of at least 16 steps, else all T;
  * the forced count (gpu_plan_opts, the ladder's testing aid) where it
  * divides T. The persistent and cluster kernels pay once a window (a

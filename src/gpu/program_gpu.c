@@ -53,7 +53,8 @@ void gpu_set_lanes(cc_executor *ex, int n)
     }
 }
 
-void program_add(step_program *p, int kind, int lane, int layer, int unit, int k, int t0, int t1, int s0, int ns)
+void program_add(step_program *p, int kind, int phase, int lane, int layer, int unit, int k, int t0, int t1, int s0,
+                 int ns)
 {
     if (p->n == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 256;
@@ -62,6 +63,7 @@ void program_add(step_program *p, int kind, int lane, int layer, int unit, int k
     step_op *o = &p->ops[p->n++];
     memset(o, 0, sizeof(*o));
     o->kind = (unsigned char)kind;
+    o->phase = (unsigned char)phase;
     o->lane = (unsigned char)lane;
     o->layer = (signed char)layer;
     o->unit = (short)unit;
@@ -72,54 +74,45 @@ void program_add(step_program *p, int kind, int lane, int layer, int unit, int k
     o->ns = ns;
 }
 
-/* The unit of stream s with GEMM context gm and kernel scratch sc (serial:
- * every unit on the main stream, each keeping its context and scratch, so
- * the kernels and GEMM algorithms are the same). */
-static int unit_of(step_program *p, cudaStream_t main, cudaStream_t s, gpu_matmul_ctx *gm, gpu_scratch *sc)
+/* The unit of lane `lane`'s role (pair: the wavefront's pair of streams),
+ * bound to the lane's stream and context the plan gives that role (serial:
+ * every unit on the main stream's slot, each keeping its context and
+ * scratch, so the kernels and GEMM algorithms are the same). */
+static int unit_of(step_program *p, const gpu_step_plan *plan, int lane, int role, int pair)
 {
-    if (p->serial) s = main;
+    const unit_binding at = gpu_unit_binding(plan, p->wave, role, pair);
+    if (role == UNIT_COMM) lane = -1;
     for (int u = 0; u < p->nunits; u++)
-        if (p->unit[u].stream == s && p->unit[u].gemm == gm && p->unit[u].sc == sc) return u;
+        if (p->unit[u].lane == lane && p->unit[u].at.stream == at.stream && p->unit[u].at.gemm == at.gemm) return u;
     if (p->nunits == STEP_MAX_UNITS) { /* the program's own error: more streams than a lane has */
         fprintf(stderr, "catchat: the step's program needs more than %d streams\n", STEP_MAX_UNITS);
         exit(1);
     }
     int slot = 0;
-    while (slot < p->nslots && p->slot_stream[slot] != s) slot++;
-    if (slot == p->nslots) p->slot_stream[p->nslots++] = s;
-    p->unit[p->nunits] = (exec_unit){ s, gm, sc, slot };
+    if (!p->serial) { /* a slot a stream: the units of one lane's stream share it */
+        while (slot < p->nslots && !(p->unit[p->slot_unit[slot]].lane == lane &&
+                                     p->unit[p->slot_unit[slot]].at.stream == at.stream))
+            slot++;
+    }
+    if (slot == p->nslots) p->slot_unit[p->nslots++] = p->nunits;
+    p->unit[p->nunits] = (exec_unit){ (signed char)lane, (unsigned char)role, at, slot };
     return p->nunits++;
 }
 
-/* What the builder needs of the executor and the schedule. */
+/* What the builder needs of the plan and the schedule. */
 typedef struct {
     step_program *p;
     gpu_impl *g;
-    cudaStream_t main;
     int L, T, B; /* B: a lane's sequences */
     int chunk;   /* the wavefront's, or T */
     int rc, nw;  /* recompute and its windows */
 } builder;
 
-static int u_lane(builder *b, int i)
-{
-    gpu_lane *ln = &b->g->lane[i];
-    return unit_of(b->p, b->main, ln->stream, ln->gemm, ln->sc);
-}
-static int u_side(builder *b, int i)
-{
-    gpu_lane *ln = &b->g->lane[i];
-    return unit_of(b->p, b->main, ln->wgrad_stream, ln->gemm_wgrad, ln->wgrad_sc);
-}
-/* Layer after layer the recurrence stream's per-step GEMMs take the lane's context (under recompute,
+static int u_lane(builder *b, int i) { return unit_of(b->p, &b->g->plan, i, UNIT_LANE, 0); }
+static int u_side(builder *b, int i) { return unit_of(b->p, &b->g->plan, i, UNIT_SIDE, 0); }
+/* Layer after layer the recurrence stream (its per-step GEMMs on the lane's context, or under recompute,
  * whose input GEMMs run beside them, one of its own); under the wavefront, layer l's pair's. */
-static int u_rec(builder *b, int i, int l)
-{
-    gpu_lane *ln = &b->g->lane[i];
-    const int s = gpu_plan_wave_stream(&b->g->plan, l);
-    if (b->p->wave) return unit_of(b->p, b->main, ln->rec[s], ln->rec_gemm[s], ln->rec_sc[s]);
-    return unit_of(b->p, b->main, ln->rec_stream, b->rc ? ln->rec_gemm[0] : ln->gemm, ln->rec_sc[0]);
-}
+static int u_rec(builder *b, int i, int l) { return unit_of(b->p, &b->g->plan, i, UNIT_REC, gpu_plan_wave_stream(&b->g->plan, l)); }
 /* A window's weight GEMMs under recompute: the lane's side stream, or in
  * the wavefront the layer's recurrence stream right after the window's
  * BPTT, so the window's buffers are free again (for the rebuild two
@@ -129,33 +122,41 @@ static int u_rec(builder *b, int i, int l)
  * docs/design-notes.md): the step is bound by the rebuilds' and BPTTs'
  * work, which fill the GPU together. */
 static int u_wgrad(builder *b, int i, int l) { return b->p->wave ? u_rec(b, i, l) : u_side(b, i); }
-static int u_feed(builder *b, int i, int l)
+static int u_feed(builder *b, int i, int l) { return unit_of(b->p, &b->g->plan, i, UNIT_FEED, gpu_plan_wave_stream(&b->g->plan, l)); }
+
+/* Where an operation of this kind stands in the step: the layers' forward
+ * (0), the context stream and classifier (1: u^L's norm with them), the
+ * layers' backward (2); recompute's rebuilds, the forward's operations run
+ * again, are the backward's (emit_rebuild). */
+static int kind_phase(int kind, int layer, int L)
 {
-    gpu_lane *ln = &b->g->lane[i];
-    const int s = gpu_plan_wave_stream(&b->g->plan, l);
-    return b->p->wave ? unit_of(b->p, b->main, ln->feed[s], ln->feed_gemm[s], ln->feed_sc[s]) : u_lane(b, i);
+    switch (kind) {
+    case OP_EMBED: case OP_RECUR: return 0;
+    case OP_FEED: return layer < L ? 0 : 1;
+    case OP_REGATE: case OP_BPTT: case OP_DX: case OP_WGRAD: case OP_EMBED_BWD: return 2;
+    default: return 1;
+    }
 }
 
-#define ADD(kind, lane, layer, unit, k, t0, t1) program_add(b->p, (kind), (lane), (layer), (unit), (k), (t0), (t1), 0, b->B)
+#define ADD(kind, lane, layer, unit, k, t0, t1)                                                                        \
+    program_add(b->p, (kind), kind_phase((kind), (layer), b->L), (lane), (layer), (unit), (k), (t0), (t1), 0, b->B)
 
 /* The context stream, classifier and loss of lane i over all T (under
  * recompute part by part, each starting from u^L's norm), and with a
- * gradient their backward down to dL/du^L. The classifier's last lm_head
- * weight GEMM runs on the lane's side stream inside its operation, where no
- * event of the program marks its end: the context stream's weight GEMMs
- * come after it on that stream (here and in the wavefront's chunked top),
- * and the NCCL tail and the step's end wait for them. */
+ * gradient their backward down to dL/du^L; the classifier's last lm_head
+ * weight GEMM and the context stream's weight GEMMs on the lane's side
+ * stream. */
 static void emit_top(builder *b, int i)
 {
     step_program *p = b->p;
     const int part = b->rc ? b->g->plan.top_seqs : b->B, T = b->T;
     for (int s0 = 0; s0 < b->B; s0 += part) {
-        if (b->rc) program_add(p, OP_FEED, i, b->L, u_lane(b, i), 0, 0, T, s0, part);
-        const int kinds[] = { OP_TOP_CTX, OP_CLASSIFIER, OP_TOP_DC, OP_WG_CTX_OUT, OP_TOP_ATTN, OP_WG_CTX_QKV,
-                              OP_TOP_DX };
-        for (int k = 0; k < (p->with_grad ? 7 : 2); k++) {
-            const int side = kinds[k] == OP_WG_CTX_OUT || kinds[k] == OP_WG_CTX_QKV;
-            program_add(p, kinds[k], i, -1, side ? u_side(b, i) : u_lane(b, i), 0, 0, T, s0, part);
+        if (b->rc) program_add(p, OP_FEED, 1, i, b->L, u_lane(b, i), 0, 0, T, s0, part);
+        const int kinds[] = { OP_TOP_CTX,    OP_CLASSIFIER, OP_CLASSIFIER_DW, OP_TOP_DC,
+                              OP_WG_CTX_OUT, OP_TOP_ATTN,   OP_WG_CTX_QKV,    OP_TOP_DX };
+        for (int k = 0; k < (p->with_grad ? 8 : 2); k++) {
+            const int side = kinds[k] == OP_CLASSIFIER_DW || kinds[k] == OP_WG_CTX_OUT || kinds[k] == OP_WG_CTX_QKV;
+            program_add(p, kinds[k], 1, i, -1, side ? u_side(b, i) : u_lane(b, i), 0, 0, T, s0, part);
         }
     }
 }
@@ -163,7 +164,18 @@ static void emit_top(builder *b, int i)
 static void emit_allreduce_tail(builder *b, cc_executor *ex)
 {
     if (b->p->with_grad && !b->p->eval && gpu_overlaps_allreduce(ex, b->p->lanes))
-        ADD(OP_ALLREDUCE_TAIL, 0, -1, unit_of(b->p, b->main, b->g->comm_stream, NULL, NULL), 0, 0, b->T);
+        ADD(OP_ALLREDUCE_TAIL, 0, -1, unit_of(b->p, &b->g->plan, 0, UNIT_COMM, 0), 0, 0, b->T);
+}
+
+/* Recompute's rebuild of lane i's layer l on window k: the forward's own
+ * operations run again on the window into its buffers (u^{l-1} from the
+ * embedding and the layers below, then layer l's input as op_feed makes
+ * it), then the recurrence's gates from the h the forward kept. */
+static void emit_rebuild(builder *b, int i, int l, int unit, int k, int t0, int t1)
+{
+    program_add(b->p, OP_EMBED, 2, i, l > 0 ? l - 1 : 0, unit, k, t0, t1, 0, b->B);
+    program_add(b->p, OP_FEED, 2, i, l, unit, k, t0, t1, 0, b->B);
+    program_add(b->p, OP_REGATE, 2, i, l, unit, k, t0, t1, 0, b->B);
 }
 
 /* Recompute's backward of lane i's layer l on window k: its rebuild (unless
@@ -179,9 +191,9 @@ static void emit_rc_window(builder *b, int i, int l, int k, int prefetch)
 {
     const int C = b->chunk, t0 = k * C, t1 = t0 + C;
     const int chain = u_feed(b, i, l), ahead = prefetch ? u_lane(b, i) : chain;
-    if (!prefetch || k == b->nw - 1) ADD(OP_REBUILD, i, l, ahead, k, t0, t1);
+    if (!prefetch || k == b->nw - 1) emit_rebuild(b, i, l, ahead, k, t0, t1);
     ADD(OP_BPTT, i, l, u_rec(b, i, l), k, t0, t1);
-    if (prefetch && k > 0) ADD(OP_REBUILD, i, l, ahead, k - 1, t0 - C, t0);
+    if (prefetch && k > 0) emit_rebuild(b, i, l, ahead, k - 1, t0 - C, t0);
     ADD(OP_DX, i, l, chain, k, t0, t1);
     ADD(OP_WGRAD, i, l, u_wgrad(b, i, l), k, t0, t1);
 }
@@ -195,7 +207,7 @@ static void emit_wavefront(builder *b, cc_executor *ex)
         const int t0 = k * C, t1 = t0 + C < T ? t0 + C : T;
         for (int l = 0; l < L; l++)
             for (int i = 0; i < n; i++) {
-                if (l == 0 && k == 0) ADD(OP_EMBED, i, -1, u_feed(b, i, 0), 0, 0, T);
+                if (l == 0 && k == 0) ADD(OP_EMBED, i, 0, u_feed(b, i, 0), 0, 0, T);
                 if (l == 0 && k == 0 && !b->rc) /* layer 0's input for every step at once: nothing comes before it */
                     ADD(OP_FEED, i, 0, u_feed(b, i, 0), 0, 0, T);
                 else if (l > 0 || b->rc) /* (recompute: into the layer's window buffer) */
@@ -207,6 +219,7 @@ static void emit_wavefront(builder *b, cc_executor *ex)
         for (int i = 0; p->top_chunked && i < n; i++) {
             ADD(OP_TOP_CTX, i, -1, u_lane(b, i), k, t0, t1);
             ADD(OP_CLASSIFIER, i, -1, u_lane(b, i), k, t0, t1);
+            if (p->with_grad) ADD(OP_CLASSIFIER_DW, i, -1, u_side(b, i), k, t0, t1);
         }
     }
     if (!p->top_chunked) {
@@ -247,7 +260,7 @@ static void emit_layers(builder *b, cc_executor *ex)
     const int L = b->L, T = b->T, n = p->lanes, C = b->chunk;
     for (int l = 0; l < L; l++)
         for (int i = 0; i < n; i++) {
-            if (l == 0) ADD(OP_EMBED, i, -1, u_lane(b, i), 0, 0, T);
+            if (l == 0) ADD(OP_EMBED, i, 0, u_lane(b, i), 0, 0, T);
             if (b->rc) {
                 for (int k = 0; k < b->nw; k++) {
                     ADD(OP_FEED, i, l, u_lane(b, i), k, k * C, (k + 1) * C);
@@ -296,7 +309,7 @@ void program_emit(step_program *p, cc_executor *ex, int lanes, int with_grad, in
     p->refused = g->gru.refused[0] != 0;
     p->wave = !eval && g->plan.wave_chunk > 0 && !p->refused;
     const int T = ex->T;
-    builder b = { p, g, g->stream, ex->lay.dims.L, T, ex->B / lanes, p->wave ? g->plan.wave_chunk : T,
+    builder b = { p, g, ex->lay.dims.L, T, ex->B / lanes, p->wave ? g->plan.wave_chunk : T,
                   g->plan.recompute, g->plan.recompute ? T / g->plan.rc_window : 1 };
     if (b.rc) b.chunk = g->plan.rc_window; /* the wavefront's chunks are the windows (plan_gpu.c) */
     p->nchunks = p->wave ? (T + b.chunk - 1) / b.chunk : 1;

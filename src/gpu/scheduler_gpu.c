@@ -10,6 +10,7 @@
  * read back after the step, and events for the phase times and the lane
  * trace. None of them synchronises inside the step, so they run under
  * every schedule and inside a CUDA graph. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +31,14 @@ static const struct {
     [OP_RECUR] = { op_recur, PH_REC_FWD },
     [OP_TOP_CTX] = { op_top_ctx, PH_CONTEXT_FWD },
     [OP_CLASSIFIER] = { op_classifier, PH_CLASSIFIER },
+    [OP_CLASSIFIER_DW] = { op_classifier_dw, PH_CLASSIFIER },
     [OP_TOP_DC] = { op_top_dc, PH_CONTEXT_BWD },
     [OP_WG_CTX_OUT] = { op_wg_ctx_out, PH_CONTEXT_BWD },
     [OP_TOP_ATTN] = { op_top_attn, PH_CONTEXT_BWD },
     [OP_WG_CTX_QKV] = { op_wg_ctx_qkv, PH_CONTEXT_BWD },
     [OP_TOP_DX] = { op_top_dx, PH_CONTEXT_BWD },
     [OP_ALLREDUCE_TAIL] = { op_allreduce_tail, PH_CONTEXT_BWD },
-    [OP_REBUILD] = { op_rebuild, PH_BPTT },
+    [OP_REGATE] = { op_regate, PH_BPTT },
     [OP_BPTT] = { op_bptt, PH_BPTT },
     [OP_DX] = { op_dx, PH_WGRAD },
     [OP_WGRAD] = { op_wgrad, PH_WGRAD },
@@ -113,14 +115,36 @@ static step_run run_of(cc_executor *ex, step_program *p, int declaring)
     return r;
 }
 
+/* The stream unit u runs on, on the executor (serial: the main one). */
+static cudaStream_t unit_stream(const gpu_impl *g, const step_program *p, const exec_unit *u)
+{
+    if (p->serial) return g->stream;
+    return u->lane < 0 ? g->comm_stream : g->lane[u->lane].stream[u->at.stream];
+}
+
 static void run_setup(step_run *r, cc_executor *ex, step_program *p, int i)
 {
     const step_op *o = &p->ops[i];
+    const exec_unit *u = &p->unit[o->unit];
+    const gpu_impl *g = IMPL(ex);
     r->op = o;
     r->c = op_view(ex, p, o);
-    r->s = p->unit[o->unit].stream;
-    r->gm = p->unit[o->unit].gemm;
-    r->sc = p->unit[o->unit].sc;
+    if (r->declaring) return; /* a program declares over no stream: the liveness pass has none */
+    r->s = unit_stream(g, p, u);
+    r->gm = u->at.gemm >= 0 ? g->lane[u->lane].gemm[u->at.gemm] : NULL;
+    r->sc = u->lane >= 0 ? g->lane[u->lane].sc[u->at.stream] : NULL;
+}
+
+/* Stand-ins for a unit's GEMM context and kernel scratch in the declarations:
+ * addresses below any allocation, one a (lane, context) and one a (lane, stream). */
+static const void *gemm_token(const exec_unit *u)
+{
+    return (const void *)(uintptr_t)(16 * (1 + (size_t)u->lane * GPU_LANE_GEMMS + (size_t)u->at.gemm));
+}
+static const void *scratch_token(const exec_unit *u)
+{
+    return (const void *)(uintptr_t)(16 * (1 + GPU_MAX_LANES * GPU_LANE_GEMMS + (size_t)u->lane * GPU_LANE_STREAMS +
+                                           (size_t)u->at.stream));
 }
 
 /* ---- the schedule ---- */
@@ -136,8 +160,8 @@ void schedule_declare(step_program *p, cc_executor *ex)
          * of two streams that share one are ordered as if they wrote the same memory (the host addresses
          * stand for them: they meet no device allocation) */
         const exec_unit *u = &p->unit[p->ops[i].unit];
-        if (u->gemm) use_flat(&r, 1, u->gemm, 1);
-        if (u->sc) use_flat(&r, 1, u->sc, 1);
+        if (u->at.gemm >= 0) view_flat(&r, ACC_WRITE, gemm_token(u), 1);
+        if (u->lane >= 0) view_flat(&r, ACC_WRITE, scratch_token(u), 1);
         p->ops[i].nacc = p->nacc - p->ops[i].acc0;
     }
 }
@@ -239,6 +263,10 @@ static void timing_reserve(step_program *p)
     p->timing = 1;
 }
 
+/* The bench phase an operation's time counts in: its kind's, but a rebuild's
+ * (the forward's operations run again in the backward) counts in the BPTT's. */
+static int bench_phase(const step_op *o) { return o->phase == 2 && o->kind <= OP_FEED ? PH_BPTT : KIND[o->kind].phase; }
+
 static int timing_on(const cc_executor *ex) { return IMPL(ex)->profile || ex->cfg.lane_trace; }
 
 /* The lane trace: when each lane's layers ran their recurrences (forward
@@ -279,7 +307,7 @@ void schedule_collect_timing(step_program *p, cc_executor *ex)
         for (int i = 0; i < p->n; i++) {
             float ms = 0;
             cudaCheck(cudaEventElapsedTime(&ms, p->ev_start[i], p->ev_end[i]));
-            g->phase_ms[KIND[p->ops[i].kind].phase] += ms;
+            g->phase_ms[bench_phase(&p->ops[i])] += ms;
         }
     if (ex->cfg.lane_trace) trace_print(p, ex->lay.dims.L);
 }
@@ -308,9 +336,13 @@ void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long sc
     cudaCheck(cudaStreamIsCapturing(g->stream, &capturing));
     const unsigned record_flags = capturing == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : 0;
     if (timing) cudaCheck(cudaEventRecordWithFlags(p->ev_t0, g->stream, record_flags));
-    for (int s = 0; s < p->nslots; s++)
-        if (p->slot_stream[s] != g->stream) cudaCheck(cudaStreamWaitEvent(p->slot_stream[s], g->ev_batch, 0));
-    for (int i = 0; i < p->lanes; i++) g->lane[i].ce_pending = 0; /* the last step's side streams joined */
+    for (int s = 0; s < p->nslots; s++) {
+        cudaStream_t st = unit_stream(g, p, &p->unit[p->slot_unit[s]]);
+        if (st != g->stream) cudaCheck(cudaStreamWaitEvent(st, g->ev_batch, 0));
+    }
+    /* the access check waits for the device around each operation: eager steps only */
+    const int checking = g->check_accesses && capturing != cudaStreamCaptureStatusActive;
+    if (checking) access_check_before(ex);
     for (int i = 0; i < p->n; i++) {
         const step_op *o = &p->ops[i];
         run_setup(&r, ex, p, i);
@@ -321,10 +353,12 @@ void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long sc
             if (p->scans[k].b_first >= 0) scan_launch(&r, k);
         if (timing) cudaCheck(cudaEventRecordWithFlags(p->ev_end[i], r.s, record_flags));
         if (o->recorded) cudaCheck(cudaEventRecord(p->ev[i], r.s));
+        if (checking) access_check_after(ex, p, i);
     }
     for (int s = 0; s < p->nslots; s++) { /* every stream's end joins the main one */
-        if (p->slot_stream[s] == g->stream) continue;
-        cudaCheck(cudaEventRecord(p->slot_join[s], p->slot_stream[s]));
+        cudaStream_t st = unit_stream(g, p, &p->unit[p->slot_unit[s]]);
+        if (st == g->stream) continue;
+        cudaCheck(cudaEventRecord(p->slot_join[s], st));
         cudaCheck(cudaStreamWaitEvent(g->stream, p->slot_join[s], 0));
     }
     if (scored > 0 && p->with_grad) /* the lanes' gradients, added in lane order */

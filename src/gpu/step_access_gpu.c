@@ -1,8 +1,9 @@
 /* What an operation tells the scheduler (step_gpu.h): the memory it reads
- * and writes, appended to the program's table while the program is
- * declared, and its NaN scans, launched into the program's slots while it
- * is issued ([gpu] check). The operations and the scheduler both call
- * these; they call neither. */
+ * and writes, as views whose accesses are appended to the program's table
+ * while the program is declared (and, under the access check, checked
+ * against it while it is issued), and its NaN scans, launched into the
+ * program's slots while it is issued ([gpu] check). The operations and
+ * the scheduler both call these; they call neither. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,33 +12,88 @@
 #include "gpu/gpu_impl.h"
 #include "gpu/step_gpu.h"
 
-/* ---- declarations ---- */
+/* ---- views ---- */
+
+/* Whether run family x lies within the runs of a: each of x's runs inside one of a's. */
+static int access_within(const step_access *x, const step_access *a)
+{
+    for (int i = 0; i < x->n; i++) {
+        const char *lo = x->base + (size_t)i * x->stride + x->lo, *hi = x->base + (size_t)i * x->stride + x->hi;
+        if (lo < a->base) return 0;
+        const size_t j = a->n > 1 ? (size_t)(lo - a->base) / a->stride : 0;
+        if (j >= (size_t)a->n) return 0;
+        const char *run = a->base + j * a->stride;
+        if (lo < run + a->lo || hi > run + a->hi) return 0;
+    }
+    return 1;
+}
+
+/* The access check: an issued view within one of its operation's declared
+ * accesses that allows it (a write within a write or define). */
+static void check_issued(const step_run *r, const step_access *x)
+{
+    const step_program *p = r->p;
+    for (int a = r->op->acc0; a < r->op->acc0 + r->op->nacc; a++) {
+        const step_access *d = &p->acc[a];
+        if ((x->write == ACC_READ || d->write != ACC_READ) && access_within(x, d)) return;
+    }
+    fprintf(stderr, "catchat: the step's operation %d (kind %d, layer %d, steps %d..%d) launched on %s bytes it did not declare\n",
+            (int)(r->op - p->ops), r->op->kind, r->op->layer, r->op->t0, r->op->t1,
+            x->write == ACC_READ ? "reading" : "writing");
+    exit(1);
+}
 
 static void add_access(step_run *r, int write, const void *base, size_t stride, int n, size_t lo, size_t hi)
 {
-    if (!r->declaring || !base || n <= 0 || hi <= lo) return;
+    if (!base || n <= 0 || hi <= lo) return;
+    const step_access x = { base, stride, lo, hi, n, write };
+    if (!r->declaring) {
+        if (r->g->check_accesses) check_issued(r, &x);
+        return;
+    }
     step_program *p = r->p;
     GROW(p->acc, p->cap_acc, p->nacc + 1);
-    p->acc[p->nacc++] = (step_access){ base, stride, lo, hi, n, write };
+    p->acc[p->nacc++] = x;
 }
 
-void use_rows(step_run *r, int write, const void *lane_rows, size_t width, size_t es, int t0, int t1)
+void *view_lane(step_run *r, int acc, const void *lane_rows, size_t width, size_t es, int t0, int t1)
 {
     const size_t row = width * es;
-    add_access(r, write, lane_rows, (size_t)r->c.T * row, r->c.B, (size_t)t0 * row, (size_t)t1 * row);
+    add_access(r, acc, lane_rows, (size_t)r->c.T * row, r->c.B, (size_t)t0 * row, (size_t)t1 * row);
+    return (void *)lane_rows;
 }
 
-void use_window(step_run *r, int write, const void *lane_rows, size_t width, size_t es)
+void *view_rows(step_run *r, int acc, const void *lane_rows, size_t width, size_t es, int t0, int t1)
+{
+    return (char *)view_lane(r, acc, lane_rows, width, es, t0, t1) + (size_t)t0 * width * es;
+}
+
+void *view_window(step_run *r, int acc, const void *lane_rows, size_t width, size_t es)
 {
     const size_t bytes = (size_t)r->g->plan.rc_window * width * es;
-    add_access(r, write, lane_rows, bytes, r->c.B, 0, bytes);
+    add_access(r, acc, lane_rows, bytes, r->c.B, 0, bytes);
+    return (void *)lane_rows;
 }
 
-void use_flat(step_run *r, int write, const void *ptr, size_t bytes) { add_access(r, write, ptr, bytes, 1, 0, bytes); }
-
-void use_grad(step_run *r, int idx)
+void *view_flat(step_run *r, int acc, const void *ptr, size_t bytes)
 {
-    use_flat(r, 1, G32L(&r->c, idx), sizeof(float) * r->ex->lay.t[idx].numel);
+    add_access(r, acc, ptr, bytes, 1, 0, bytes);
+    return (void *)ptr;
+}
+
+float *view_grad(step_run *r, int idx)
+{
+    return view_flat(r, ACC_WRITE, G32L(&r->c, idx), sizeof(float) * r->ex->lay.t[idx].numel);
+}
+
+const float *view_param32(step_run *r, int idx)
+{
+    return view_flat(r, ACC_READ, P32(r->ex, idx), sizeof(float) * r->ex->lay.t[idx].numel);
+}
+
+const uint16_t *view_param16(step_run *r, int idx)
+{
+    return view_flat(r, ACC_READ, P16(r->ex, idx), sizeof(uint16_t) * r->ex->lay.t[idx].numel);
 }
 
 /* ---- hooks: NaN scans ---- */

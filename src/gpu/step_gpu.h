@@ -5,10 +5,12 @@
  * whole sequences, gpu_impl.h), a layer and a window of steps [t0, t1)
  * (or, for the context stream under recompute, a part of the lane's
  * sequences): ops_layer_gpu.c and ops_top_gpu.c write each once. Every
- * operation declares the memory it reads and writes (the same pointers it
- * hands its kernels); program_gpu.c lists the operations of a step in issue
- * order for the plan's schedule (layer after layer is the wavefront with one
- * chunk; recompute adds a rebuild before each backward window), and
+ * operation names each buffer it hands its kernels once, as a view that is
+ * both its declaration and the launch's pointer; program_gpu.c lists the
+ * operations of a step in issue order for the plan's schedule, each on a
+ * unit named by role (layer after layer is the wavefront with one chunk;
+ * recompute runs the forward's operations again before each backward
+ * window), and
  * scheduler_gpu.c turns the declarations into streams and events: an
  * operation waits for each earlier one on another stream whose memory it
  * overlaps (read after write, write after read, write after write), and for
@@ -23,18 +25,19 @@
 #include "gpu/gpu_impl.h"
 
 typedef enum {
-    OP_EMBED,       /* u^0 = embedding(x), the lane's rows */
+    OP_EMBED,       /* u^j = embedding(x) + h^0 + ... + h^{j-1} (j = layer: 0 in the forward), the op's rows */
     OP_FEED,        /* u^l = u^{l-1} + h^{l-1} and its norm (l = L: the context stream's s), then layer l's input GEMM */
     OP_RECUR,       /* layer l's recurrence over the window */
     OP_TOP_CTX,     /* the context stream: q, k, v, the attention, its output c */
     OP_CLASSIFIER,  /* the merge, final norm, classifier and loss; with a gradient, dL/dm into du */
+    OP_CLASSIFIER_DW, /* with a gradient: the classifier's last chunk's lm_head weight GEMM (beside what follows) */
     OP_TOP_DC,      /* the context guard and dc16, the gradient into the context stream */
     OP_WG_CTX_OUT,  /* ctx_out's weight gradient */
     OP_TOP_ATTN,    /* dO and the attention backward: dqkv */
     OP_WG_CTX_QKV,  /* ctx_qkv's weight gradient */
     OP_TOP_DX,      /* dqkv through ctx_qkv and the context norm's backward, added into du */
     OP_ALLREDUCE_TAIL, /* NCCL: the context stream's and classifier's gradients, reduced during the BPTT */
-    OP_REBUILD,     /* recompute: a window's u^l, normalised input, FP16 h_{t-1} and gates again */
+    OP_REGATE,      /* recompute: a window's FP16 h_{t-1}, gates and ghn again from the kept h (after its embed and feed) */
     OP_BPTT,        /* layer l's BPTT over the window (the NaN plant around it) */
     OP_DX,          /* layer l's input gradient and norm backward on the window: du becomes dL/du^l */
     OP_WGRAD,       /* layer l's weight gradients (a window's under recompute) */
@@ -43,18 +46,31 @@ typedef enum {
 } op_kind;
 
 
-/* Where an operation runs: a stream and the GEMM context serving it (a
- * context's workspace serves one stream at a time). */
+/* Where an operation runs, by role: the lane's own stream, its side stream
+ * (weight gradients), a recurrence or feed stream (the wavefront's, by
+ * pair), or the executor's NCCL stream. gpu_unit_binding (units_gpu.c)
+ * gives the role's stream and cuBLASLt context among the lane's
+ * (gpu_lane_resources), the same table the executor makes them from; a
+ * stream's kernel scratch is its own. The program holds no stream: the
+ * scheduler resolves a unit on the executor when it issues, so the
+ * liveness pass reads the very program that runs. */
+enum { UNIT_LANE, UNIT_SIDE, UNIT_REC, UNIT_FEED, UNIT_COMM };
 typedef struct {
-    cudaStream_t stream;
-    gpu_matmul_ctx *gemm;
-    gpu_scratch *sc; /* the stream's kernel scratch (kernels.h) */
-    int slot; /* the stream's index among the program's distinct streams */
+    short stream, gemm; /* indices among the lane's; -1: the executor's NCCL stream, no context */
+} unit_binding;
+unit_binding gpu_unit_binding(const gpu_step_plan *p, int wave_program, int role, int pair);
+
+typedef struct {
+    signed char lane;   /* -1: the executor's (the NCCL stream) */
+    unsigned char role; /* UNIT_* */
+    unit_binding at;
+    int slot; /* the stream it runs on, among the program's distinct ones (serial: every unit on slot 0, the main stream) */
 } exec_unit;
 
 /* One operation of the program. */
 typedef struct {
     unsigned char kind, lane;
+    unsigned char phase; /* the layers' forward (0), the context stream and classifier (1), the layers' backward (2) */
     signed char layer;
     short unit;        /* exec_unit index */
     short k;           /* its window (recompute) or chunk (wavefront); 0 for whole-T operations */
@@ -115,7 +131,7 @@ typedef struct step_program {
     int wave, top_chunked, nchunks;
     exec_unit unit[STEP_MAX_UNITS];
     int nunits, nslots;
-    cudaStream_t slot_stream[STEP_MAX_UNITS];
+    int slot_unit[STEP_MAX_UNITS];         /* a unit on each slot: its stream */
     cudaEvent_t slot_join[STEP_MAX_UNITS]; /* each stream's end, joined into the main stream */
     step_op *ops;
     int n, cap;
@@ -166,7 +182,6 @@ struct step_run {
     gpu_matmul_ctx *gm;
     gpu_scratch *sc;
     float loss_scale, clamp_limit, ctx_limit;
-    int nparts[GPU_MAX_LANES]; /* the bias-sum rows of the lane's last BPTT, which its weight GEMMs read next */
 };
 
 /* The lane's first row of a [M_all, width] tensor, and of layer l's block of an [L, M_all, width] one. */
@@ -191,16 +206,35 @@ struct step_run {
         }                                                                             \
     } while (0)
 
-/* ---- declarations and scans (step_access_gpu.c) ---- */
+/* ---- views and scans (step_access_gpu.c) ----
+ * An operation names each buffer it hands its kernels once, as a view: the
+ * call appends the access to the program's table while the program is
+ * declared, and returns the pointer the launch takes, so what is declared
+ * and what is launched are one expression. The pointers are computed the
+ * same way in both modes (an operation returns before it launches while
+ * declaring); under the access check (cc_gpu_check_accesses, the ladder's)
+ * every view made while issuing must lie within the accesses its operation
+ * declared, so a pointer named only at launch is an error, and every byte
+ * an operation's launches change must lie within its declared writes.
+ * acc: ACC_READ, ACC_WRITE or ACC_DEFINE. */
 /* The op's rows [t0, t1) (of its sequences) of an [·, T, width] tensor whose
- * lane block starts at `lane_rows` (ROWS/LROWS/TOPROWS), es bytes an element. */
-void use_rows(step_run *r, int write, const void *lane_rows, size_t width, size_t es, int t0, int t1);
-/* A window buffer's rows of the op's sequences ([·, rc_window, width]). */
-void use_window(step_run *r, int write, const void *lane_rows, size_t width, size_t es);
-/* n bytes from ptr as one run. */
-void use_flat(step_run *r, int write, const void *ptr, size_t bytes);
-/* A parameter's gradient in the lane's buffer (accumulated: a write). */
-void use_grad(step_run *r, int idx);
+ * lane block starts at `lane_rows` (ROWS/LROWS/TOPROWS), es bytes an
+ * element; returns row t0 of the first sequence, where a launch over those
+ * rows starts. */
+void *view_rows(step_run *r, int acc, const void *lane_rows, size_t width, size_t es, int t0, int t1);
+/* The same access, returning the lane block itself: for kernels that take
+ * the block and find the steps by the window they are given (the
+ * recurrence's gru_layer and gru_grads, the attention over a chunk). */
+void *view_lane(step_run *r, int acc, const void *lane_rows, size_t width, size_t es, int t0, int t1);
+/* A window buffer's rows of the op's sequences ([·, rc_window, width]); returns lane_rows. */
+void *view_window(step_run *r, int acc, const void *lane_rows, size_t width, size_t es);
+/* n bytes from ptr as one run; returns ptr. */
+void *view_flat(step_run *r, int acc, const void *ptr, size_t bytes);
+/* A parameter's gradient in the lane's buffer (accumulated: a write); returns it. */
+float *view_grad(step_run *r, int idx);
+/* A parameter, FP32 master or FP16 working copy (read: no operation writes them). */
+const float *view_param32(step_run *r, int idx);
+const uint16_t *view_param16(step_run *r, int idx);
 /* A NaN scan of the op's output rows [t0, t1) (or a window buffer's rows:
  * window = 1), launched on the op's stream once its kernels are
  * (schedule_issue: scan_launch); and one of n elements from ptr, launched
@@ -222,13 +256,14 @@ lane_ctx lane_part(const lane_ctx *c, int s0, int ns, int part_buffers);
 void op_embed(step_run *r);
 void op_feed(step_run *r);
 void op_recur(step_run *r);
-void op_rebuild(step_run *r);
+void op_regate(step_run *r);
 void op_bptt(step_run *r);
 void op_dx(step_run *r);
 void op_wgrad(step_run *r);
 void op_embed_bwd(step_run *r);
 void op_top_ctx(step_run *r);
 void op_classifier(step_run *r);
+void op_classifier_dw(step_run *r);
 void op_top_dc(step_run *r);
 void op_wg_ctx_out(step_run *r);
 void op_top_attn(step_run *r);
@@ -244,15 +279,16 @@ void program_build(step_program *p, cc_executor *ex, int lanes, int with_grad, i
 /* The same operations on their units, neither declared nor scheduled (no device call). */
 void program_emit(step_program *p, cc_executor *ex, int lanes, int with_grad, int eval);
 void program_free(step_program *p);
-/* The host half of program_free: what a program declared on paper (work_layout_gpu.c) holds. */
+/* The host half of program_free: what a program declared without an executor's streams (work_layout_gpu.c) holds. */
 void program_free_host(step_program *p);
-/* Append an operation (program_gpu.c's builder). */
-void program_add(step_program *p, int kind, int lane, int layer, int unit, int k, int t0, int t1, int s0, int ns);
+/* Append an operation (program_gpu.c's builder) in phase `phase`. */
+void program_add(step_program *p, int kind, int phase, int lane, int layer, int unit, int k, int t0, int t1, int s0,
+                 int ns);
 
 /* ---- the scheduler (scheduler_gpu.c) ---- */
 /* Declares every operation: its accesses in the program's table (no device
- * call: the liveness pass declares programs of an executor that exists on
- * paper only, work_layout_gpu.c). */
+ * call: the liveness pass declares the programs over the plan's buffers at
+ * addresses of their own, work_layout_gpu.c). */
 void schedule_declare(step_program *p, cc_executor *ex);
 /* The waits of a declared program (each operation after the earlier ones
  * on other streams whose memory it overlaps, none that another implies),
@@ -268,6 +304,14 @@ void schedule_prepare(step_program *p, cc_executor *ex);
 /* Issues the program's operations on their streams, joined into the main
  * stream at the end. */
 void schedule_issue(step_program *p, cc_executor *ex, double loss_scale, long scored);
+/* ---- the access check (access_check_gpu.c) ---- */
+/* Around each operation of an eager step under cc_gpu_check_accesses: the
+ * followed buffers copied before the first, and after each every changed
+ * byte checked against its declared writes (a one-line stop if one is not). */
+void access_check_before(cc_executor *ex);
+void access_check_after(cc_executor *ex, const step_program *p, int i);
+void access_check_free(gpu_impl *g);
+
 /* [gpu] check: the step's scans read back; the first finding, in program order, reported. */
 void schedule_collect_scans(step_program *p, cc_executor *ex);
 /* Profiling and the lane trace: each operation's device time by phase, and the trace's lines. */

@@ -2,13 +2,13 @@
  * lays out a graph's tensors, over the very declarations the scheduler
  * orders the step by.
  *
- * The pass builds an executor on paper: the plan, the config, the layout,
- * and every device buffer at an address of its own in a range nothing is
- * allocated in, each tensor of `work` apart from every other. The step's
- * programs (training with and without a gradient, evaluation) are emitted
- * and declared on it as on a real one (program_gpu.c, scheduler_gpu.c; the
- * operations' functions return before they launch anything), so no
- * device is asked. Each access that falls in `work` names its tensor.
+ * The pass describes the executor of the plan: its state wired by the
+ * executor's own binding (gpu_state_init, gpu_bind_buffers) over addresses of their own in a
+ * range nothing is allocated in, each tensor of `work` apart from every
+ * other. The step's programs (training with and without a gradient,
+ * evaluation) are the executor's (program_gpu.c, scheduler_gpu.c: they
+ * name units by role, no stream, and the operations return before they
+ * launch anything), so no device is asked. Each access that falls in `work` names its tensor.
  * Within a tensor the pass follows each lane's rows apart (the lanes'
  * operations touch only their own rows of the window buffers): a value is
  * born where an operation defines those rows (ACC_DEFINE: written whole
@@ -72,113 +72,64 @@ int work_tensors(const gpu_step_plan *p, const cc_dims *d, int B, int T, gpu_wor
     return n;
 }
 
-/* ---- the executor on paper ---- */
+/* ---- the step described ---- */
 
-/* Addresses in a range no allocation takes (never dereferenced): each
- * buffer's after the last, 256 bytes apart. Host-side tokens (streams, GEMM
- * contexts, scratch) take small ones below it. */
-typedef struct {
-    uintptr_t next;
-} paper_space;
-
-static void *paper_at(paper_space *v, size_t bytes)
-{
-    if (!bytes) return NULL;
-    void *at = (void *)v->next;
-    v->next += ((bytes + 255) & ~(uintptr_t)255) + 256;
-    return at;
-}
-
+/* The executor's state for plan p, wired by gpu_state_init and gpu_bind_buffers as the executor
+ * wires its own, over addresses in a range no allocation takes (never
+ * dereferenced): every buffer, and every tensor of `work` (parts), apart
+ * from every other, 256 bytes between. The step's programs declared on it
+ * are the executor's (program_emit, schedule_declare: they name no stream
+ * and ask no device), and each access names the buffer it falls in. */
 typedef struct {
     cc_executor ex;
     gpu_impl g;
-    uintptr_t *base; /* each tensor's address, in order */
+    uintptr_t next;    /* the next free address */
+    size_t work_apart; /* `work` with its tensors apart */
+    uintptr_t *base;   /* each tensor's address, in order */
     int n;
-} paper;
+} described;
 
-static void paper_lane(gpu_impl *g, gpu_lane *ln, int i, uintptr_t *token, size_t g32_each, int D, int V)
+static uintptr_t apart(uintptr_t *next, size_t bytes)
 {
-#define TOKEN(type) ((type)(*token += 16))
-    ln->index = i;
-    ln->stream = i == 0 ? g->stream : TOKEN(cudaStream_t);
-    ln->wgrad_stream = TOKEN(cudaStream_t);
-    ln->rec_stream = TOKEN(cudaStream_t);
-    ln->gemm = TOKEN(gpu_matmul_ctx *);
-    ln->gemm_wgrad = TOKEN(gpu_matmul_ctx *);
-    ln->sc = TOKEN(gpu_scratch *);
-    ln->wgrad_sc = TOKEN(gpu_scratch *);
-    for (int k = 0; k < g->plan.wave_streams; k++) { /* the wavefront's pairs, as the executor makes them */
-        ln->feed[k] = TOKEN(cudaStream_t);
-        ln->rec[k] = k == 0 ? ln->rec_stream : TOKEN(cudaStream_t);
-        ln->feed_gemm[k] = TOKEN(gpu_matmul_ctx *);
-        ln->rec_gemm[k] = TOKEN(gpu_matmul_ctx *);
-        ln->feed_sc[k] = TOKEN(gpu_scratch *);
-        ln->rec_sc[k] = TOKEN(gpu_scratch *);
-    }
-#undef TOKEN
-    ln->g32 = i == 0 ? g->g32 : g->g32_lanes ? g->g32_lanes + (size_t)(i - 1) * g32_each : NULL;
-    gpu_ce_chunk_place(&ln->ce, g->ce_bufs ? (char *)g->ce_bufs + i * gpu_ce_chunk_bytes(g->plan.ce_rows, D, V) : NULL,
-                       g->plan.ce_rows, D, V);
+    const uintptr_t at = *next;
+    *next += ((bytes + 255) & ~(uintptr_t)255) + 256;
+    return at;
 }
 
-/* The executor of plan p on paper, with the tensors of `work` (parts) each
- * apart. */
-static paper *paper_make(const gpu_step_plan *p, const cc_config *cfg, int B, int T, const gpu_work_part *parts,
-                         int n)
+static void *place_apart(void *ctx, const gpu_plan_buffer *b)
 {
-    paper *pp = cc_calloc(1, sizeof(*pp));
-    cc_executor *ex = &pp->ex;
-    gpu_impl *g = &pp->g;
-    ex->impl = g;
-    ex->name = "gpu";
-    ex->cfg = *cfg;
-    ex->B = B;
-    ex->T = T;
-    const cc_dims d = cc_dims_from_config(cfg);
-    cc_layout_build(&ex->lay, &d);
-    g->plan = *p;
-    paper_space v = { (uintptr_t)1 << 32 };
-    gpu_plan_buffer bufs[GPU_BUF_COUNT];
-    const int nb = gpu_plan_buffers(p, &d, ex->lay.total, B, T, bufs);
-    for (int i = 0; i < nb; i++)
-        if (bufs[i].id != GPU_BUF_WORK) *gpu_buffer_slot(g, bufs[i].id) = paper_at(&v, bufs[i].bytes);
-    pp->base = cc_calloc((size_t)(n > 0 ? n : 1), sizeof(uintptr_t));
-    pp->n = n;
-    g->work = (void *)v.next;
+    described *dd = ctx;
+    const size_t bytes = b->id == GPU_BUF_WORK ? dd->work_apart : b->bytes;
+    return bytes ? (void *)apart(&dd->next, bytes) : NULL;
+}
+
+static described *describe(const gpu_step_plan *p, const cc_config *cfg, int B, int T, const gpu_work_part *parts, int n)
+{
+    described *dd = cc_calloc(1, sizeof(*dd));
+    gpu_work_part *sep = cc_malloc(sizeof(gpu_work_part) * (size_t)(n > 0 ? n : 1));
+    uintptr_t off = 0;
     for (int k = 0; k < n; k++) {
-        void *at = paper_at(&v, parts[k].bytes);
-        *gpu_work_slot(g, parts[k].id, parts[k].set) = at;
-        pp->base[k] = (uintptr_t)at;
+        sep[k] = parts[k];
+        sep[k].offset = apart(&off, parts[k].bytes);
     }
-    g->dc = g->c;
-    uintptr_t token = 4096;
-    g->stream = (cudaStream_t)(token += 16);
-    g->comm_stream = (cudaStream_t)(token += 16);
-    const size_t g32_each = ex->lay.total + gpu_ce_pad_floats(d.V, d.D);
-    for (int i = 0; i < GPU_MAX_LANES; i++) paper_lane(g, &g->lane[i], i, &token, g32_each, d.D, d.V);
-    return pp;
+    dd->work_apart = off;
+    dd->next = (uintptr_t)1 << 32;
+    gpu_state_init(&dd->ex, &dd->g, cfg, B, T, p);
+    gpu_bind_buffers(&dd->g, &dd->ex.lay.dims, dd->ex.lay.total, B, T, sep, n, place_apart, dd);
+    dd->base = cc_calloc((size_t)(n > 0 ? n : 1), sizeof(uintptr_t));
+    dd->n = n;
+    for (int k = 0; k < n; k++) dd->base[k] = (uintptr_t)dd->g.work + sep[k].offset;
+    free(sep);
+    return dd;
 }
 
-static void paper_free(paper *pp)
+static void described_free(described *dd)
 {
-    free(pp->base);
-    free(pp);
+    free(dd->base);
+    free(dd);
 }
 
 /* ---- liveness ---- */
-
-/* Where an operation stands in the step: the forward of the layers, the
- * context stream and classifier, the backward of the layers (under
- * recompute the program issues them in this order). */
-static int op_phase(const step_op *o, int L)
-{
-    switch (o->kind) {
-    case OP_EMBED: case OP_RECUR: return 0;
-    case OP_FEED: return o->layer < L ? 0 : 1;
-    case OP_REBUILD: case OP_BPTT: case OP_DX: case OP_WGRAD: case OP_EMBED_BWD: return 2;
-    default: return 1;
-    }
-}
 
 /* A value of a tensor's rows: its operations in program order [first,
  * last], by stream slot its first and last (-1: none there), its phases. */
@@ -227,7 +178,7 @@ static void access_span(const step_access *x, uintptr_t *lo, uintptr_t *hi)
 }
 
 /* The tensor holding address a (the bases ascend), -1 if none. */
-static int tensor_at(const paper *pp, const gpu_work_part *parts, uintptr_t a)
+static int tensor_at(const described *pp, const gpu_work_part *parts, uintptr_t a)
 {
     int lo = 0, hi = pp->n - 1, found = -1;
     while (lo <= hi) {
@@ -244,7 +195,7 @@ static int tensor_at(const paper *pp, const gpu_work_part *parts, uintptr_t a)
 
 /* The values of every tensor in program prog (declared), the tensor's rows
  * followed in `lanes` blocks (a lane's rows of the window buffers). */
-static void program_values(const step_program *prog, const paper *pp, const gpu_work_part *parts, int lanes, int L,
+static void program_values(const step_program *prog, const described *pp, const gpu_work_part *parts, int lanes,
                            value_list *values)
 {
     const int n = pp->n, S = prog->nslots;
@@ -255,7 +206,7 @@ static void program_values(const step_program *prog, const paper *pp, const gpu_
         /* each operation twice: its uses first, then its defines (a define kills the value the op itself read) */
         const int i = pass / 2, defines = pass % 2;
         const step_op *o = &prog->ops[i];
-        const int slot = prog->unit[o->unit].slot, phase = op_phase(o, L);
+        const int slot = prog->unit[o->unit].slot, phase = o->phase;
         for (int a = o->acc0; a < o->acc0 + o->nacc; a++) {
             const step_access *x = &prog->acc[a];
             uintptr_t lo, hi;
@@ -363,8 +314,8 @@ static int step_kinds(const gpu_step_plan *p, step_kind *out)
     return n;
 }
 
-/* Program k of the step, emitted and declared on paper. */
-static void paper_program(step_program *prog, paper *pp, const step_kind *k)
+/* Program k of the step, emitted and declared on the description. */
+static void declare_program(step_program *prog, described *pp, const step_kind *k)
 {
     pp->g.gru.refused[0] = (char)(k->refused ? 'x' : 0);
     gpu_set_lanes(&pp->ex, k->lanes);
@@ -441,19 +392,18 @@ size_t work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B, int
     const int n = work_tensors(p, &d, B, T, parts);
     *np = n;
     if (!n) return 0;
-    paper *pp = paper_make(p, cfg, B, T, parts, n);
+    described *pp = describe(p, cfg, B, T, parts, n);
     /* each pair's SHARE_*: the least over every pair of their values in every program */
     unsigned char *apart = cc_malloc((size_t)n * n);
     memset(apart, SHARE_FREE, (size_t)n * n);
     value_list *values = cc_calloc((size_t)n, sizeof(value_list));
-    const int L = cfg->n_layers;
     step_kind kinds[4];
     const int nk = step_kinds(p, kinds);
     for (int q = 0; q < nk; q++) {
         step_program prog;
-        paper_program(&prog, pp, &kinds[q]);
+        declare_program(&prog, pp, &kinds[q]);
         int *vc = schedule_waits(&prog);
-        program_values(&prog, pp, parts, kinds[q].lanes, L, values);
+        program_values(&prog, pp, parts, kinds[q].lanes, values);
         for (int a = 0; a < n; a++)
             for (int b = a + 1; b < n; b++)
                 for (int i = 0; i < values[a].n && apart[(size_t)a * n + b] != SHARE_NEVER; i++)
@@ -470,7 +420,7 @@ size_t work_layout_make(const gpu_step_plan *p, const cc_config *cfg, int B, int
     for (int k = 0; k < n; k++) free(values[k].v);
     free(values);
     free(apart);
-    paper_free(pp);
+    described_free(pp);
     return total;
 }
 
@@ -527,7 +477,7 @@ static int owners_other(const owner_map *m, uintptr_t lo, uintptr_t hi, int k)
 /* Whether op o also defines the bytes of tensor k that access x reads
  * (the attention reads the keys its own GEMM wrote: a read of its own
  * define, not of what the bytes held before the op). */
-static int defines_first(const step_program *prog, const step_op *o, const step_access *x, const paper *pp,
+static int defines_first(const step_program *prog, const step_op *o, const step_access *x, const described *pp,
                          const gpu_work_part *parts, int k)
 {
     uintptr_t lo, hi, ylo, yhi;
@@ -560,14 +510,14 @@ int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why,
     gpu_work_part parts[GPU_WORK_MAX];
     size_t total = 0;
     const int n = gpu_plan_work(p, &d, T, parts, &total);
-    /* on paper each tensor apart, to name the tensor of each access; the bytes it meets are the plan's */
-    paper *pp = paper_make(p, cfg, B, T, parts, n);
+    /* each tensor apart in the description, to name the tensor of each access; the bytes it meets are the plan's */
+    described *pp = describe(p, cfg, B, T, parts, n);
     int ok = 1;
     step_kind kinds[4];
     const int nk = step_kinds(p, kinds);
     for (int q = 0; ok && q < nk; q++) {
         step_program prog;
-        paper_program(&prog, pp, &kinds[q]);
+        declare_program(&prog, pp, &kinds[q]);
         owner_map m = { NULL, 0 };
         for (int i = 0; ok && i < prog.n; i++) {
             const step_op *o = &prog.ops[i];
@@ -600,6 +550,6 @@ int gpu_plan_work_check(const gpu_step_plan *p, const cc_config *cfg, char *why,
         free(m.r);
         program_free_host(&prog);
     }
-    paper_free(pp);
+    described_free(pp);
     return ok;
 }

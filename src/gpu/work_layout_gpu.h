@@ -1,8 +1,8 @@
 /* Recompute's `work` laid out by the liveness of its tensors
  * (work_layout_gpu.c). Private to src/gpu: the planner (plan_gpu.c) calls
- * it; it declares the step's programs (program_gpu.c, scheduler_gpu.c) of
- * an executor that exists on paper only, and calls nothing that asks the
- * device. */
+ * it; it declares the step's own programs (program_gpu.c, scheduler_gpu.c)
+ * over the plan's buffers, each at an address of its own, and calls
+ * nothing that asks the device. */
 #ifndef CATCHAT_WORK_LAYOUT_GPU_H
 #define CATCHAT_WORK_LAYOUT_GPU_H
 

@@ -154,6 +154,8 @@ int executor_pair(stage *st, const cc_config *c, int B, int T, cc_executor **cpu
 {
     *cpu = cc_cpu_executor_create(c, B, T);
     *gpu = cc_gpu_executor_create(c, B, T);
+    /* every step the ladder runs keeps to the memory its operations declare, or stops saying where */
+    if (*gpu) cc_gpu_check_accesses(*gpu, 1);
     if (*gpu) return 1;
     (*cpu)->ops->destroy(*cpu); /* the executor said why (one line above) */
     stage_skip(st, "the GPU executor does not run on this GPU");

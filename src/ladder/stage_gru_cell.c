@@ -26,7 +26,7 @@ static float *step_output(int B, int T, int t, int width)
     return v;
 }
 
-/* Recompute's element-wise rebuild of a window (op_rebuild in
+/* Recompute's element-wise rebuild of a window (op_regate in
  * src/gpu/ops_layer_gpu.c) at width D: the gate pass (launch_gru_cell_rebuild)
  * against the CPU's forward cell given the same products (gx with W_hh·h's r
  * and z rows added in, gh holding only W_hn·h, h_{t-1} unused), and FP16

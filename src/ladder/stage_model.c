@@ -156,6 +156,7 @@ static void accum_step_case(const ladder_ctx *cx, stage *st, cc_rng *r, int chun
         stage_skip(st, "the GPU executor does not run on this GPU");
         return;
     }
+    cc_gpu_check_accesses(gpu, 1);
     const size_t n = cpu->lay.total;
     float *p = cc_malloc(4 * n), *gc = cc_malloc(4 * n), *gg = cc_malloc(4 * n);
     cc_layout_init_params(&cpu->lay, p, cc_rng_next(r));

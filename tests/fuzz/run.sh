@@ -12,7 +12,9 @@ cc=${CC_FUZZ:-clang}
 command -v "$cc" >/dev/null || { echo "fuzz: no clang (apt-get install clang)" >&2; exit 1; }
 flags=(-O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root/include" -I"$root/src"
        -I/usr/local/cuda/include)
-srcs=("$root"/src/util.c "$root"/src/config.c "$root"/src/safetensors.c "$root"/src/data.c "$root"/src/loader.c "$root"/src/rng.c
+srcs=("$root"/src/util.c "$root"/src/config_keys.c "$root"/src/config_values.c "$root"/src/config_paths.c
+      "$root"/src/config_ini.c "$root"/src/config_validate.c "$root"/src/config_print.c "$root"/src/config_json.c
+      "$root"/src/safetensors.c "$root"/src/data.c "$root"/src/loader.c "$root"/src/rng.c
       "$root"/src/layout.c "$root"/src/checkpoint.c "$root"/src/version.c "$root"/src/cli/cli_common.c "$root"/src/cli/cli_env.c
       "$root"/src/vocab.c "$root"/src/tokenizer.c "$root"/src/bpe.c "$root"/src/text_escape.c)
 for h in $harnesses; do
