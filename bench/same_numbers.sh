@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two builds of catchat, the same numbers and the same speed, as users run
 # them (the preflight on): ten training steps of configs/default.ini on each
-# build (as planned; recompute = on; layer after layer; 2 and 4 lanes),
+# build (as planned; recompute = on; layer after layer; 2 and 4 lanes; the
+# default data: scripts/prepare_data.sh),
 # compared bit for bit (every step's loss in telemetry.csv and every tensor
 # of the checkpoint), then bench's default step and recompute = on, the two
 # builds alternating, ROUNDS rounds (default 3).
@@ -32,24 +33,24 @@ PY
 
 while read -r name sets; do
     [ -n "$name" ] || continue
-    for which in old new; do
+    for which in old new; do # the two builds' runs at once: the numbers do not depend on the timing
         bin=$old; [ $which = new ] && bin=$new
         dir=$out/$name.$which
         rm -rf "$dir"
         # shellcheck disable=SC2086
         "$bin" train --config "$cfg" --set device=gpu --set max_steps=10 --set eval_interval=0 \
             --set checkpoint_interval=10 --set out_dir="$dir" --sample-tokens 0 --quiet $sets \
-            > "$out/$name.$which.log" 2>&1 || { echo "$name: $which build failed:"; tail -3 "$out/$name.$which.log"; status=1; }
+            > "$out/$name.$which.log" 2>&1 &
     done
+    wait
     losses_old=$(cut -d, -f1-3 "$out/$name.old/telemetry.csv" 2>/dev/null | tail -n +2 | tr '\n' ' ')
     losses_new=$(cut -d, -f1-3 "$out/$name.new/telemetry.csv" 2>/dev/null | tail -n +2 | tr '\n' ' ')
-    tensors=$(compare_tensors "$out/$name.old/checkpoint.safetensors" "$out/$name.new/checkpoint.safetensors")
+    tensors=$(compare_tensors "$out/$name.old/checkpoint.safetensors" "$out/$name.new/checkpoint.safetensors" 2>&1)
     ok=$?
     [ "$losses_old" = "$losses_new" ] && [ -n "$losses_new" ] || ok=1
-    echo "$name ($sets): losses ${losses_new:-none}"
+    echo "$name ($sets): step,tokens,loss ${losses_new:-none}"
     echo "  checkpoint: $tensors; $([ $ok = 0 ] && echo same || echo DIFFERENT)"
-    [ $ok = 0 ] || status=1
-    grep -m1 -E "^GPU|lanes|recompute" "$out/$name.new.log" | head -1 | sed 's/^/  /'
+    [ $ok = 0 ] || { status=1; tail -2 "$out/$name.old.log" "$out/$name.new.log"; }
 done <<'CASES'
 default
 recompute --set gpu.recompute=on
@@ -66,8 +67,9 @@ for r in $(seq 1 "$rounds"); do
             bin=$old; [ $which = new ] && bin=$new
             echo "== round $r $which ${sets:-default}"
             # shellcheck disable=SC2086
-            "$bin" bench --config "$cfg" --set device=gpu --cpu-steps 0 --steps 30 --warmup 5 $sets 2>&1 \
-                | grep -E "^GPU step|^device memory"
+            "$bin" bench --config "$cfg" --set device=gpu --cpu-steps 0 --steps 30 --warmup 5 $sets \
+                > "$out/bench.$r.$which.${sets:+recompute}" 2>&1
+            grep -E "^GPU step|^device memory|^  [a-zA-Z]" "$out/bench.$r.$which.${sets:+recompute}"
         done
     done
 done

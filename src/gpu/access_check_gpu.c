@@ -40,8 +40,9 @@ static access_snapshot *snapshot_of(cc_executor *ex)
         sn->dev[sn->n] = *gpu_buffer_slot(g, bufs[i].id);
         sn->bytes[sn->n] = bufs[i].bytes;
         sn->what[sn->n] = bufs[i].what;
-        sn->before[sn->n] = cc_malloc(bufs[i].bytes);
-        sn->after[sn->n] = cc_malloc(bufs[i].bytes);
+        /* pinned, so every buffer's copy is one asynchronous call and one wait for them all */
+        cudaCheck(cudaMallocHost((void **)&sn->before[sn->n], bufs[i].bytes));
+        cudaCheck(cudaMallocHost((void **)&sn->after[sn->n], bufs[i].bytes));
         sn->n++;
     }
     g->access_snap = sn;
@@ -53,23 +54,26 @@ void access_check_free(gpu_impl *g)
     access_snapshot *sn = g->access_snap;
     if (!sn) return;
     for (int i = 0; i < sn->n; i++) {
-        free(sn->before[i]);
-        free(sn->after[i]);
+        cudaFreeHost(sn->before[i]);
+        cudaFreeHost(sn->after[i]);
     }
     free(sn);
     g->access_snap = NULL;
 }
 
-static void copy_all(access_snapshot *sn, unsigned char **to)
+/* Every followed buffer to the host, once the device is idle (on the main stream, after every stream's work). */
+static void copy_all(cc_executor *ex, access_snapshot *sn, unsigned char **to)
 {
+    cudaStream_t s = IMPL(ex)->stream;
     cudaCheck(cudaDeviceSynchronize());
-    for (int i = 0; i < sn->n; i++) cudaCheck(cudaMemcpy(to[i], sn->dev[i], sn->bytes[i], cudaMemcpyDeviceToHost));
+    for (int i = 0; i < sn->n; i++) cudaCheck(cudaMemcpyAsync(to[i], sn->dev[i], sn->bytes[i], cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaStreamSynchronize(s));
 }
 
 void access_check_before(cc_executor *ex)
 {
     access_snapshot *sn = snapshot_of(ex);
-    copy_all(sn, sn->before);
+    copy_all(ex, sn, sn->before);
 }
 
 /* Whether address a lies in one of op o's declared writes. */
@@ -89,7 +93,7 @@ static int declared_write(const step_program *p, const step_op *o, const char *a
 void access_check_after(cc_executor *ex, const step_program *p, int i)
 {
     access_snapshot *sn = snapshot_of(ex);
-    copy_all(sn, sn->after);
+    copy_all(ex, sn, sn->after);
     const step_op *o = &p->ops[i];
     for (int b = 0; b < sn->n; b++) {
         if (!memcmp(sn->before[b], sn->after[b], sn->bytes[b])) continue;
