@@ -6,10 +6,11 @@
 # compared bit for bit (every step's loss in telemetry.csv and every tensor
 # of the checkpoint), then bench's default step and recompute = on, the two
 # builds alternating, ROUNDS rounds (default 3).
-#   bench/same_numbers.sh OLD_CATCHAT NEW_CATCHAT [OUTDIR] [ROUNDS]
+#   bench/same_numbers.sh OLD_CATCHAT NEW_CATCHAT [OUTDIR] [ROUNDS] [--bench-only]
+# ROUNDS 0: the training steps only; --bench-only: the rounds only.
 # Exit status 1 where a case differs. Needs a GPU and python3.
 set -u
-old=$1 new=$2 out=${3:-/tmp/same_numbers} rounds=${4:-3}
+old=$1 new=$2 out=${3:-/tmp/same_numbers} rounds=${4:-3} only=${5:-}
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")/.." && pwd)
 cfg=$here/configs/default.ini
@@ -32,7 +33,7 @@ PY
 }
 
 while read -r name sets; do
-    [ -n "$name" ] || continue
+    [ -n "$name" ] && [ "$only" != --bench-only ] || continue
     for which in old new; do # the two builds' runs at once: the numbers do not depend on the timing
         bin=$old; [ $which = new ] && bin=$new
         dir=$out/$name.$which
