@@ -9,7 +9,7 @@
  *
  * Adding a stage is one file, src/ladder/stage_<op>.c, that defines
  *     const ladder_stage ladder_stage_<op> = { "<op>", "<title>", run_<op> };
- * plus its line in the table (ladder.c) and in CMakeLists.txt. The op name is
+ * plus its extern below, its line in the table (ladder.c) and in CMakeLists.txt. The op name is
  * the one the op has everywhere else (src/cpu/, kernels/, tests/); the title
  * is the contract's name in docs/ladder.md. */
 #ifndef CATCHAT_LADDER_PRIVATE_H
