@@ -32,9 +32,17 @@ sys.exit(1 if diff or not a else 0)
 PY
 }
 
-while read -r name sets; do
-    [ -n "$name" ] && [ "$only" != --bench-only ] || continue
-    for which in old new; do # the two builds' runs at once: the numbers do not depend on the timing
+cases="default|
+recompute|--set gpu.recompute=on
+layers|--set gpu.wavefront=off
+lanes2|--set gpu.lanes=2
+lanes4|--set gpu.lanes=4"
+[ "$only" = --bench-only ] && cases=""
+
+# every case's runs on both builds at once: the numbers do not depend on the timing
+while IFS='|' read -r name sets; do
+    [ -n "$name" ] || continue
+    for which in old new; do
         bin=$old; [ $which = new ] && bin=$new
         dir=$out/$name.$which
         rm -rf "$dir"
@@ -43,22 +51,19 @@ while read -r name sets; do
             --set checkpoint_interval=10 --set out_dir="$dir" --sample-tokens 0 --quiet $sets \
             > "$out/$name.$which.log" 2>&1 &
     done
-    wait
+done <<< "$cases"
+wait
+while IFS='|' read -r name sets; do
+    [ -n "$name" ] || continue
     losses_old=$(cut -d, -f1-3 "$out/$name.old/telemetry.csv" 2>/dev/null | tail -n +2 | tr '\n' ' ')
     losses_new=$(cut -d, -f1-3 "$out/$name.new/telemetry.csv" 2>/dev/null | tail -n +2 | tr '\n' ' ')
     tensors=$(compare_tensors "$out/$name.old/checkpoint.safetensors" "$out/$name.new/checkpoint.safetensors" 2>&1)
     ok=$?
     [ "$losses_old" = "$losses_new" ] && [ -n "$losses_new" ] || ok=1
-    echo "$name ($sets): step,tokens,loss ${losses_new:-none}"
+    echo "$name (${sets:-as planned}): step,tokens,loss ${losses_new:-none}"
     echo "  checkpoint: $tensors; $([ $ok = 0 ] && echo same || echo DIFFERENT)"
     [ $ok = 0 ] || { status=1; tail -2 "$out/$name.old.log" "$out/$name.new.log"; }
-done <<'CASES'
-default
-recompute --set gpu.recompute=on
-layers --set gpu.wavefront=off
-lanes2 --set gpu.lanes=2
-lanes4 --set gpu.lanes=4
-CASES
+done <<< "$cases"
 
 for r in $(seq 1 "$rounds"); do
     for sets in "" "--set gpu.recompute=on"; do
