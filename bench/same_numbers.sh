@@ -15,6 +15,10 @@ mkdir -p "$out"
 here=$(cd "$(dirname "$0")/.." && pwd)
 cfg=$here/configs/default.ini
 status=0
+if [ "$only" != --bench-only ] && [ ! -f "$here/data/fortunes/train.txt" ]; then
+    echo "same_numbers: no $here/data/fortunes/train.txt (configs/default.ini's [data] train): run scripts/prepare_data.sh first" >&2
+    exit 2
+fi
 
 # The tensors of two safetensors files byte for byte: the names of those that differ.
 compare_tensors() {
