@@ -435,6 +435,46 @@ Test(plan_gpu, device_bytes_add_up_from_the_buffer_table)
         }
 }
 
+/* The plan's cuBLASLt workspaces are the contexts the executor makes for
+ * each lane (gpu_lane_resources_of, the table both read): its own and side
+ * stream's, the recurrence stream's under recompute, and under the
+ * wavefront a feed and a recurrence stream's for each pair (the first
+ * pair's recurrence stream is the lane's: one context, not two). On the
+ * cluster plans, whose recurrence keeps no scratch in the workspace group,
+ * the group is those contexts and the table's workspace rows exactly. */
+Test(plan_gpu, workspace_bytes_are_the_contexts_the_executor_makes)
+{
+    static const char *const variants[][3] = { { NULL }, { "recompute=on", NULL },
+                                               { "recompute=on", "wavefront=off", NULL }, { "wavefront=off", NULL } };
+    int checked = 0;
+    for (int g = 0; g < NGPUS; g++)
+        for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+            const cc_config cfg = config_with(variants[v]);
+            const gpu_caps c = caps_of(&GPUS[g]);
+            const gpu_step_plan p = plan_of(&c, &cfg, cfg.batch_size, cfg.seq_len, (size_t)1 << 40);
+            if (p.impl != GRU_IMPL_CLUSTER) continue;
+            gpu_lane_resources res;
+            gpu_lane_resources_of(&p, &res);
+            const int want = p.wave_chunk ? 2 + 2 * p.wave_streams : p.recompute ? 3 : 2;
+            cr_expect_eq(res.gemms, want, "%s %s: %d contexts a lane", c.name, variants[v][0] ? variants[v][0] : "default",
+                         res.gemms);
+            size_t ws = 0;
+            for (int k = 0; k < res.gemms; k++) ws += res.workspace[k];
+            const cc_dims d = cc_dims_from_config(&cfg);
+            cc_layout lay;
+            cc_layout_build(&lay, &d);
+            gpu_plan_buffer t[GPU_BUF_COUNT];
+            gpu_plan_buffers(&p, &d, lay.total, cfg.batch_size, cfg.seq_len, t);
+            size_t table = 0;
+            for (int i = 0; i < GPU_BUF_COUNT; i++)
+                if (t[i].group == GPU_MEM_WORKSPACE) table += t[i].bytes;
+            cr_expect_eq(p.group_bytes[GPU_MEM_WORKSPACE], table + (size_t)p.lanes * ws, "%s %s", c.name,
+                         variants[v][0] ? variants[v][0] : "default");
+            checked += p.recompute && p.wave_chunk;
+        }
+    cr_expect_gt(checked, 0, "no cluster plan took recompute under the wavefront: the test checked nothing");
+}
+
 /* The attention kernel by shape on every recorded card: the band kernel at
  * head sizes 64, 128, 256 with W <= 129, the tiled one at every other head
  * size up to 256 and every window (its shared memory fits 99 KB parts),
