@@ -56,7 +56,7 @@ void op_top_ctx(step_run *r)
     } else {
         qkv = view_rows(r, ACC_WRITE, ROWS(c, g->qkv, 3 * D), 3 * D, 4, t0, t1);
         pr = view_rows(r, ACC_WRITE, ROWS(c, g->p, HW), HW, 4, t0, t1);
-        scan_rows(r, "qkv_projection", "qkv", -1, qkv, 3 * D, 0, t0, t1, 0);
+        scan_rows(r, "qkv_projection", "qkv", -1, ROWS(c, g->qkv, 3 * D), 3 * D, 0, t0, t1, 0);
     }
     uint16_t *o16 = view_lane(r, ACC_DEFINE, TOPROWS(c, g->o16, D), D, 2, t0, t1);
     float *cc = view_rows(r, ACC_DEFINE, TOPROWS(c, g->c, D), D, 4, t0, t1);
