@@ -6,7 +6,7 @@
  * is a wrong model, and options that change which collectives a step makes
  * (--check-finite, one lane or several) deadlock the ranks. So at start-up
  * rank 0 sends its signature (the config as `catchat train` prints it, then
- * those options: the trainer's run_signature), and each rank compares it
+ * those options: run_signature in src/run_open.c), and each rank compares it
  * with its own, line by line, naming the keys that differ; the run starts
  * only if none do. */
 #define _POSIX_C_SOURCE 200809L
