@@ -8,7 +8,7 @@
 # builds alternating, ROUNDS rounds (default 3).
 #   bench/same_numbers.sh OLD_CATCHAT NEW_CATCHAT [OUTDIR] [ROUNDS] [--bench-only]
 # ROUNDS 0: the training steps only; --bench-only: the rounds only.
-# Exit status 1 where a case differs. Needs a GPU and python3.
+# Exit status 1 where a case differs. Needs a GPU and python3 with numpy.
 set -u
 old=$1 new=$2 out=${3:-/tmp/same_numbers} rounds=${4:-3} only=${5:-}
 mkdir -p "$out"
@@ -20,17 +20,14 @@ if [ "$only" != --bench-only ] && [ ! -f "$here/data/fortunes/train.txt" ]; then
     exit 2
 fi
 
-# The tensors of two safetensors files byte for byte: the names of those that differ.
+# The tensors of two safetensors files byte for byte (scripts/compare_state.py's reader): the names of those that differ.
 compare_tensors() {
-    python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read()
-    (n,) = struct.unpack("<Q", b[:8])
-    h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
-    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    python3 - "$here/scripts" "$1" "$2" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from compare_state import load
+a, b = load(sys.argv[2]), load(sys.argv[3])
+diff = sorted(k for k in set(a) | set(b) if k not in a or k not in b or a[k].tobytes() != b[k].tobytes())
 print(f"{len(a)} tensors, {len(diff)} differ{': ' + ' '.join(diff[:8]) if diff else ''}")
 sys.exit(1 if diff or not a else 0)
 PY

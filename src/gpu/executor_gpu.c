@@ -372,11 +372,9 @@ static void lane_scratch_create(gpu_impl *g, gpu_lane *ln, const gpu_lane_resour
  * lanes' own and feed streams, then the side streams (weight gradients,
  * which nothing waits for until the step's end); side streams below the
  * lanes' measured faster than at the same priority (CHANGELOG.md). */
-static void lane_create(gpu_impl *g, int l, const gpu_lane_resources *res)
+static void lane_create(gpu_impl *g, int l, const gpu_lane_resources *res, int lowest, int highest)
 {
     gpu_lane *ln = &g->lane[l];
-    int lowest = 0, highest = 0;
-    cudaCheck(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
     const int lane_priority = highest < lowest ? highest + 1 : lowest;
     for (int k = 0; k < res->streams; k++) {
         const int prio = res->priority[k] == GPU_PRIO_REC ? highest : res->priority[k] == GPU_PRIO_SIDE ? lowest : lane_priority;
@@ -411,7 +409,7 @@ cc_executor *cc_gpu_executor_create_planned(const cc_config *cfg, int B, int T, 
     gpu_lane_resources_of(&g->plan, &res);
     for (int l = 0; l < g->plan.lanes; l++) {
         g->lane[l].index = l;
-        lane_create(g, l, &res);
+        lane_create(g, l, &res, lowest, highest);
         lane_scratch_create(g, &g->lane[l], &res, B, T, d.D);
     }
     gpu_work_part parts[GPU_WORK_MAX];

@@ -84,21 +84,21 @@ void op_top_ctx(step_run *r)
     gpu_matmul_fwd(r->gm, cc, o16_at, wout, NULL, M, D, D, s);
 }
 
-/* lm_head's gradient and FP16 copy with the classifier's padding rows past
- * their end (gpu_ce_pad_floats: lm_head is the layout's last tensor), which
- * the GEMMs over ldv classes read and write. */
+/* lm_head's elements with the classifier's padding rows past its end
+ * (gpu_ce_pad_floats: lm_head is the layout's last tensor), which the GEMMs
+ * over ldv classes read (its FP16 copy) and write (its gradient). */
+static size_t lm_head_padded(const step_run *r)
+{
+    const cc_layout *lay = &r->ex->lay;
+    return lay->t[lay->lm_head].numel + gpu_ce_pad_floats(r->c.V, r->c.D);
+}
 static float *view_lm_head_grad(step_run *r)
 {
-    const cc_layout *lay = &r->ex->lay;
-    const size_t n = lay->t[lay->lm_head].numel + gpu_ce_pad_floats(r->c.V, r->c.D);
-    return view_flat(r, ACC_WRITE, G32L(&r->c, lay->lm_head), sizeof(float) * n);
+    return view_flat(r, ACC_WRITE, G32L(&r->c, r->ex->lay.lm_head), sizeof(float) * lm_head_padded(r));
 }
-static const uint16_t *view_lm_head16(step_run *r)
-{
-    const cc_layout *lay = &r->ex->lay;
-    const size_t n = lay->t[lay->lm_head].numel + gpu_ce_pad_floats(r->c.V, r->c.D);
-    return view_flat(r, ACC_READ, P16(r->ex, lay->lm_head), sizeof(uint16_t) * n);
-}
+
+/* The classifier's rows: a time window of the lane's sequences, or all. */
+static row_window classifier_rows(const step_run *r) { return chunked(r) ? chunk_rows(r) : row_window_all(r->c.M); }
 
 static void ce_scan(void *ctx, const char *stage, const char *tensor, const void *ptr, size_t n, int half, int width)
 {
@@ -116,12 +116,12 @@ static gpu_ce_args classifier_args(step_run *r, int grad)
     const cc_layout *lay = &ex->lay;
     const int D = c->D, t0 = r->op->t0, t1 = r->op->t1;
     const gpu_ce_args a = {
-        .M = c->B * (t1 - t0), .D = D, .V = c->V, .rw = chunked(r) ? chunk_rows(r) : row_window_all(c->M),
+        .M = c->B * (t1 - t0), .D = D, .V = c->V, .rw = classifier_rows(r),
         .u = view_rows(r, ACC_READ, uL_rows(c), D, 4, t0, t1),
         .c = view_rows(r, ACC_WRITE, TOPROWS(c, g->c, D), D, 4, t0, t1), /* the merge over c */
         .f_ir = view_rows(r, ACC_WRITE, ROWS(c, g->f_ir, 1), 1, 4, t0, t1),
         .g_final = view_param32(r, lay->final_norm),
-        .w16 = view_lm_head16(r),
+        .w16 = view_flat(r, ACC_READ, P16(ex, lay->lm_head), sizeof(uint16_t) * lm_head_padded(r)),
         .y = view_rows(r, ACC_READ, ROWS(c, g->y, 1), 1, 4, t0, t1),
         .loss = view_rows(r, ACC_WRITE, ROWS(c, g->loss_row, 1), 1, 4, t0, t1),
         .rank = view_rows(r, ACC_WRITE, ROWS(c, g->rank, 1), 1, 4, t0, t1),
@@ -169,7 +169,7 @@ void op_classifier_dw(step_run *r)
     const lane_ctx *c = &r->c;
     const int t0 = r->op->t0, t1 = r->op->t1;
     const gpu_ce_args a = { .M = c->B * (t1 - t0), .D = c->D, .V = c->V,
-                            .rw = chunked(r) ? chunk_rows(r) : row_window_all(c->M),
+                            .rw = classifier_rows(r),
                             .dw = view_lm_head_grad(r) };
     if (r->declaring) return;
     gpu_crossentropy_last_dw(r->gm, ck, &a, r->s);
